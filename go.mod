@@ -1,0 +1,3 @@
+module github.com/streamrun/streamrun
+
+go 1.26
