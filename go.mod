@@ -1,3 +1,5 @@
 module github.com/streamrun/streamrun
 
 go 1.26
+
+require google.golang.org/protobuf v1.36.12 // indirect
