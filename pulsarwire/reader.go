@@ -1,0 +1,69 @@
+package pulsarwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Reader reads frames from a stream. It is not safe for concurrent use.
+type Reader struct {
+	r       io.Reader
+	max     int
+	hdr     [8]byte
+	scratch []byte // reused for frames without a message; their decode copies out
+}
+
+// NewReader returns a Reader refusing frames larger than maxFrameSize
+// (see MaxFrameSize); wrap r in a bufio.Reader for small reads.
+func NewReader(r io.Reader, maxFrameSize int) *Reader {
+	return &Reader{r: r, max: maxFrameSize}
+}
+
+// SetMaxFrameSize changes the limit, as after CONNECTED names one.
+func (r *Reader) SetMaxFrameSize(n int) { r.max = n }
+
+// Next reads and decodes one frame.
+//
+// A frame carrying a message gets a buffer of its own, so its Entry and
+// Payload stay valid after later calls. An error wrapping io.EOF means
+// the stream ended cleanly between frames; ErrFrameTooLarge, ErrTruncated
+// and ErrCorrupt mean the stream cannot be trusted any more. ErrChecksum
+// leaves the stream usable (the frame was read whole).
+func (r *Reader) Next() (Frame, error) {
+	if _, err := io.ReadFull(r.r, r.hdr[:4]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Frame{}, fmt.Errorf("frame size: %w", ErrTruncated)
+		}
+		return Frame{}, err
+	}
+	total := int(binary.BigEndian.Uint32(r.hdr[:4]))
+	if total > r.max {
+		return Frame{}, fmt.Errorf("frame of %d bytes, limit %d: %w", total, r.max, ErrFrameTooLarge)
+	}
+	if total < 4 {
+		return Frame{}, fmt.Errorf("frame of %d bytes has no command size: %w", total, ErrCorrupt)
+	}
+	if _, err := io.ReadFull(r.r, r.hdr[4:8]); err != nil {
+		return Frame{}, fmt.Errorf("command size: %w", ErrTruncated)
+	}
+	cmdSize := int(binary.BigEndian.Uint32(r.hdr[4:8]))
+	if cmdSize > total-4 {
+		return Frame{}, fmt.Errorf("command of %d bytes in a frame of %d: %w", cmdSize, total, ErrCorrupt)
+	}
+	var body []byte
+	if cmdSize == total-4 {
+		if cap(r.scratch) < total {
+			r.scratch = make([]byte, total, max(total, 512))
+		}
+		body = r.scratch[:total]
+	} else {
+		body = make([]byte, total)
+	}
+	copy(body, r.hdr[4:8])
+	if _, err := io.ReadFull(r.r, body[4:]); err != nil {
+		return Frame{}, fmt.Errorf("frame body of %d bytes: %w", total, ErrTruncated)
+	}
+	return ParseFrame(body)
+}
