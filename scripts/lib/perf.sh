@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# scripts/lib/perf.sh: run Apache Pulsar's pulsar-perf and read its summary.
+# Sourced by scripts/bench-perf and interop/java/run.sh; needs
+# STREAMRUN_PULSAR_HOME (an unpacked Apache Pulsar) in the environment.
+#
+# Quirks of pulsar-perf 4.0 that this file exists for:
+# - It exits 0 even when every send failed, so callers must check counts.
+# - `produce -r 0` is rejected ("rate must be positive"), so "unlimited"
+#   has to be spelt as a huge rate.
+# - After `produce` reaches its -time/-m limit it prints DONE, then its
+#   main thread sleeps out a 10 s reporting tick before the shutdown hook
+#   prints the aggregated stats; and the aggregated msg/s divides by that
+#   padded time. We send TERM once DONE is printed (the hook still runs) and
+#   compute rates ourselves from the log's timestamps.
+# - `produce -m N` overshoots: the broker really receives somewhat more than
+#   N. Check "everything sent was received", not "exactly N".
+# - Latency is not recorded during --warmup-time (default 1 s).
+
+# shellcheck disable=SC2034 # used by the scripts that source this file
+PERF_UNLIMITED_RATE=100000000
+
+# perf_run OUT TIMEOUT ARGS...: run `pulsar-perf ARGS...` with output in OUT,
+# cut the post-DONE sleep short, and give up (non-zero) after TIMEOUT s.
+perf_run() {
+  local out=$1 limit=$2 pid start=$SECONDS done_at=
+  shift 2
+  # pulsar-perf's logs go to the console (captured in OUT); keep any file
+  # it writes out of the shared tarball.
+  PULSAR_LOG_DIR=${PERF_LOG_DIR:-${TMPDIR:-/tmp}} \
+    "$STREAMRUN_PULSAR_HOME/bin/pulsar-perf" "$@" >"$out" 2>&1 </dev/null &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if [[ -z $done_at ]] && grep -q -- '- DONE' "$out"; then
+      done_at=$SECONDS
+    fi
+    # Give it time to close its client (TERM earlier interrupts the close),
+    # then skip the idle tick.
+    if [[ -n $done_at ]] && ((SECONDS - done_at >= 3)); then
+      kill -TERM "$pid" 2>/dev/null || true
+      done_at=$((SECONDS + 3600))
+    fi
+    if ((SECONDS - start >= limit)); then
+      echo "pulsar-perf $1: no result after ${limit}s, stopping it" >&2
+      kill -TERM "$pid" 2>/dev/null || true
+      sleep 5
+      kill -KILL "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      return 1
+    fi
+    sleep 0.5
+  done
+  wait "$pid" 2>/dev/null || true
+  grep -q 'Aggregated throughput stats' "$out"
+}
+
+# perf_ts OUT REGEX: seconds-of-day (with ms) of the first log line matching
+# REGEX, from pulsar-perf's "2026-01-02T03:04:05,678+0000" prefix.
+perf_ts() {
+  grep -m1 -E -- "$2" "$1" | awk '{
+    split(substr($1, 12, 12), t, /[:,]/)
+    printf "%.3f\n", t[1] * 3600 + t[2] * 60 + t[3] + t[4] / 1000
+  }'
+}
+
+# perf_window OUT START_REGEX END_REGEX: seconds between two log lines
+# (midnight-safe).
+perf_window() {
+  local a b
+  a=$(perf_ts "$1" "$2")
+  b=$(perf_ts "$1" "$3")
+  [[ -n $a && -n $b ]] || return 1
+  awk -v a="$a" -v b="$b" 'BEGIN { d = b - a; if (d < 0) d += 86400; printf "%.3f\n", d }'
+}
+
+# perf_count OUT: messages the run completed ("N records sent/received").
+perf_count() {
+  grep -m1 -oE 'Aggregated throughput stats --- [0-9]+ records (sent|received)' "$1" \
+    | grep -oE '[0-9]+' | head -1
+}
+
+# perf_latency OUT FIELD: publish latency (ms) from the aggregated latency
+# line; FIELD is med, 95pct, 99pct, 99.9pct, mean or Max.
+perf_latency() {
+  grep -m1 'Aggregated latency stats' "$1" \
+    | grep -oE -- "(^| )$2: +[0-9.]+" | grep -oE '[0-9.]+$'
+}
+
+# perf_rate COUNT SECONDS: msg/s, rounded.
+perf_rate() {
+  awk -v n="$1" -v s="$2" 'BEGIN { if (s <= 0) { print "n/a"; exit } printf "%.0f\n", n / s }'
+}
