@@ -1,0 +1,100 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// target is the broker every test in this package talks to.
+type target struct {
+	// name is "embedded" or "pulsar".
+	name string
+	// serviceURL is the pulsar:// URL the clients connect to.
+	serviceURL string
+	// adminURL is the http:// base URL of the admin REST API.
+	adminURL string
+}
+
+// embedded reports whether the target is streamrun's own broker.
+func (t *target) embedded() bool { return t.name == "embedded" }
+
+var tgt *target
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	var stop func()
+	var err error
+	tgt, stop, err = startTarget()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "interop: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "interop: target %s at %s (admin %s)\n", tgt.name, tgt.serviceURL, tgt.adminURL)
+	defer stop()
+	return m.Run()
+}
+
+// startTarget reads STREAMRUN_INTEROP_TARGET and brings up (or finds) the
+// broker under test.
+func startTarget() (*target, func(), error) {
+	switch kind := os.Getenv("STREAMRUN_INTEROP_TARGET"); kind {
+	case "", "embedded":
+		brokers := 1
+		if s := os.Getenv("STREAMRUN_INTEROP_BROKERS"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_BROKERS=%q: want a positive number", s)
+			}
+			brokers = n
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		t, stop, err := startEmbedded(ctx, brokers)
+		if err != nil {
+			return nil, nil, fmt.Errorf("start the embedded broker: %w", err)
+		}
+		t.adminURL = httpURL(t.adminURL)
+		return t, stop, nil
+	case "pulsar":
+		t := &target{
+			name:       "pulsar",
+			serviceURL: envOr("STREAMRUN_PULSAR_URL", "pulsar://127.0.0.1:6650"),
+			adminURL:   httpURL(envOr("STREAMRUN_PULSAR_HTTP", "http://127.0.0.1:8080")),
+		}
+		return t, func() {}, nil
+	default:
+		return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_TARGET=%q: want embedded (the default) or pulsar", kind)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// httpURL makes host:port into http://host:port and drops a trailing slash.
+func httpURL(s string) string {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return strings.TrimRight(s, "/")
+}
+
+// embeddedOnly skips a test that needs streamrun's own broker (a process
+// to kill, several brokers, fault injection).
+func embeddedOnly(t *testing.T, why string) {
+	t.Helper()
+	if !tgt.embedded() {
+		t.Skipf("embedded broker only (%s); target is %s", why, tgt.name)
+	}
+}
