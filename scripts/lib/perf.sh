@@ -30,7 +30,7 @@ perf_run() {
     "$STREAMRUN_PULSAR_HOME/bin/pulsar-perf" "$@" >"$out" 2>&1 </dev/null &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    if [[ -z $done_at ]] && grep -q -- '- DONE' "$out"; then
+    if [[ -z $done_at ]] && grep -qs -- '- DONE' "$out"; then
       done_at=$SECONDS
     fi
     # Give it time to close its client (TERM earlier interrupts the close),
@@ -50,7 +50,7 @@ perf_run() {
     sleep 0.5
   done
   wait "$pid" 2>/dev/null || true
-  grep -q 'Aggregated throughput stats' "$out"
+  grep -qs 'Aggregated throughput stats' "$out"
 }
 
 # perf_ts OUT REGEX: seconds-of-day (with ms) of the first log line matching
