@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -12,7 +13,8 @@ import (
 
 // target is the broker every test in this package talks to.
 type target struct {
-	// name is "embedded" or "pulsar".
+	// name is "embedded" (in this process), "process" (a `streamrun
+	// broker` child process) or "pulsar".
 	name string
 	// serviceURL is the pulsar:// URL the clients connect to.
 	serviceURL string
@@ -21,7 +23,7 @@ type target struct {
 }
 
 // embedded reports whether the target is streamrun's own broker.
-func (t *target) embedded() bool { return t.name == "embedded" }
+func (t *target) embedded() bool { return t.name != "pulsar" }
 
 var tgt *target
 
@@ -38,8 +40,18 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "interop: target %s at %s (admin %s)\n", tgt.name, tgt.serviceURL, tgt.adminURL)
+	defer removeBinary()
 	defer stop()
-	return m.Run()
+	code := m.Run()
+	if brokerLog != nil {
+		brokerLog.Close()
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "interop: the broker's log is kept in %s\n", brokerLog.Name())
+		} else {
+			os.Remove(brokerLog.Name())
+		}
+	}
+	return code
 }
 
 // startTarget reads STREAMRUN_INTEROP_TARGET and brings up (or finds) the
@@ -57,12 +69,37 @@ func startTarget() (*target, func(), error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		t, stop, err := startEmbedded(ctx, brokers)
+		t, stop, err := startEmbedded(ctx, brokers, processLog())
 		if err != nil {
 			return nil, nil, fmt.Errorf("start the embedded broker: %w", err)
 		}
 		t.adminURL = httpURL(t.adminURL)
 		return t, stop, nil
+	case "process":
+		brokers := 1
+		if s := os.Getenv("STREAMRUN_INTEROP_BROKERS"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_BROKERS=%q: want a positive number", s)
+			}
+			brokers = n
+		}
+		listen, http, err := freeBrokerAddrs(brokers)
+		if err != nil {
+			return nil, nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // includes go build
+		defer cancel()
+		b, err := startBrokerProcess(ctx, brokerArgs{listen: listen, http: http, brokers: brokers}, processLog())
+		if err != nil {
+			return nil, nil, err
+		}
+		stop := func() {
+			if err := b.stop(30 * time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "interop: stop the broker process: %v\n", err)
+			}
+		}
+		return &target{name: "process", serviceURL: b.serviceURL, adminURL: b.adminURL}, stop, nil
 	case "pulsar":
 		t := &target{
 			name:       "pulsar",
@@ -71,7 +108,7 @@ func startTarget() (*target, func(), error) {
 		}
 		return t, func() {}, nil
 	default:
-		return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_TARGET=%q: want embedded (the default) or pulsar", kind)
+		return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_TARGET=%q: want embedded (the default), process or pulsar", kind)
 	}
 }
 
@@ -97,4 +134,22 @@ func embeddedOnly(t *testing.T, why string) {
 	if !tgt.embedded() {
 		t.Skipf("embedded broker only (%s); target is %s", why, tgt.name)
 	}
+}
+
+// brokerLog holds the log of the target broker (embedded or process),
+// kept after a failed run and removed after a passing one.
+var brokerLog *os.File
+
+// processLog is where the target broker's log goes: stderr with
+// STREAMRUN_INTEROP_LOG=1, else a temporary file.
+func processLog() io.Writer {
+	if os.Getenv("STREAMRUN_INTEROP_LOG") == "1" {
+		return os.Stderr
+	}
+	f, err := os.CreateTemp("", "streamrun-interop-broker-*.log")
+	if err != nil {
+		return io.Discard
+	}
+	brokerLog = f
+	return f
 }
