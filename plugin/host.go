@@ -63,7 +63,8 @@ type ClientOptions struct {
 //     batch; for a hang, Kill the instance and retry elsewhere.
 //   - errors.Is(err, ErrBadResponse): the plugin answered wrongly; Kill it.
 //   - errors.Is(err, ErrInit): the handler refused its config.
-//   - errors.Is(err, ErrClosed): the instance was closed or killed.
+//   - errors.Is(err, ErrClosed): the instance was closed, killed, or has
+//     crashed before.
 //
 // Every Instance must end with Close or Kill, which release its goroutines.
 type Instance struct {
@@ -283,6 +284,9 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 		}
 	case ctx.Err() != nil && i.Alive():
 		return fmt.Errorf("plugin %s: %s: %w", i.name, op, ctx.Err())
+	case st.Code() == codes.DeadlineExceeded && i.Alive():
+		// The plugin's end saw the deadline a moment before ours did.
+		return fmt.Errorf("plugin %s: %s: %w", i.name, op, context.DeadlineExceeded)
 	case st.Code() == codes.ResourceExhausted:
 		return fmt.Errorf("plugin %s: %s: %s (ClientOptions.MaxMessageSize is %d bytes)",
 			i.name, op, st.Message(), i.opts.MaxMessageSize)
@@ -294,7 +298,7 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 	// The process is gone or must go: kill it, and wait (briefly) to learn
 	// how it ended.
 	i.log.Warn("plugin crashed", "op", op, "error", crash.errText())
-	i.proc.expected.Store(true)
+	i.stopping.Store(true)
 	_ = i.proc.Kill(context.Background())
 	select {
 	case <-i.proc.exited:
