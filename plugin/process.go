@@ -40,9 +40,9 @@ type process struct {
 	stderr io.ReadCloser
 	stdout io.ReadCloser
 
-	mu      sync.Mutex
-	osProc  *os.Process // nil until started
-	pid     int         // 0 until started; written once, before Start returns
+	mu     sync.Mutex
+	osProc *os.Process // nil until started
+	pid    int         // 0 until started; written once, before Start returns
 
 	expected atomic.Bool   // set before a kill or close the host asked for
 	logged   chan struct{} // closed when the stderr pipe is drained
