@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// handleAck acknowledges messages, individually or cumulatively (refused
+// for Shared and Key_Shared, as Apache Pulsar does), whole entries or, with
+// an ack_set, single messages of a batch. With a request id it answers
+// ACK_RESPONSE.
+func (cn *conn) handleAck(m *pb.CommandAck) {
+	c := cn.consumer(m.GetConsumerId())
+	respond := func(code *pb.ServerError, msg string) {
+		if m.RequestId == nil {
+			return
+		}
+		r := &pb.CommandAckResponse{ConsumerId: proto.Uint64(m.GetConsumerId()), RequestId: proto.Uint64(m.GetRequestId())}
+		if code != nil {
+			r.Error, r.Message = code, proto.String(msg)
+		}
+		cn.send(r)
+	}
+	if c == nil {
+		cn.log.Debug("ACK for an unknown consumer", "consumer_id", m.GetConsumerId())
+		respond(pb.ServerError_ConsumerNotFound.Enum(), "Consumer not found")
+		return
+	}
+	if m.GetTxnidMostBits() != 0 || m.GetTxnidLeastBits() != 0 {
+		respond(pb.ServerError_NotAllowedError.Enum(), "transactions are not supported by the streamrun broker")
+		return
+	}
+	s := c.sub
+	s.mu.Lock()
+	if m.GetAckType() == pb.CommandAck_Cumulative {
+		if s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared {
+			s.mu.Unlock()
+			cn.log.Info("cumulative ack refused on a shared subscription", "subscription", s.name, "type", s.typ.String())
+			respond(pb.ServerError_NotAllowedError.Enum(), "Cumulative ack is not allowed for Shared/Key_Shared subscription")
+			return
+		}
+		if ids := m.GetMessageId(); len(ids) > 0 && ids[0].GetLedgerId() == s.t.ledger {
+			s.ackCumulative(ids[0].GetEntryId(), ids[0].GetAckSet())
+		}
+	} else {
+		for _, id := range m.GetMessageId() {
+			if id.GetLedgerId() != s.t.ledger {
+				continue
+			}
+			if len(id.GetAckSet()) > 0 {
+				s.ackBatchPart(id.GetEntryId(), id.GetAckSet())
+			} else {
+				s.ackEntry(id.GetEntryId())
+			}
+		}
+	}
+	s.mu.Unlock()
+	respond(nil, "")
+	s.wakeup()
+}

@@ -1,0 +1,701 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// The admin REST API: the subset of Apache Pulsar's /admin/v2 that
+// pulsar-admin needs for the basics (clusters, tenants, namespaces, topics
+// and partitioned topics, subscriptions, stats), JSON shaped like Pulsar's,
+// errors as {"reason": "..."} with Pulsar's status codes.
+
+func (c *Cluster) startHTTP(ctx context.Context) error {
+	if c.opts.HTTP == "-" {
+		return nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", c.opts.HTTP)
+	if err != nil {
+		return fmt.Errorf("broker: admin API: listen on %s: %w", c.opts.HTTP, err)
+	}
+	host, _, _ := net.SplitHostPort(c.opts.HTTP)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	c.adminURL = "http://" + net.JoinHostPort(host, port)
+	c.httpSrv = &http.Server{Handler: c.adminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := c.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Error("admin API stopped", "err", err)
+		}
+	}()
+	c.log.Info("admin API listening", "url", c.adminURL)
+	return nil
+}
+
+type httpError struct {
+	code   int
+	reason string
+}
+
+func (e *httpError) Error() string { return e.reason }
+
+func herr(code int, format string, args ...any) error {
+	return &httpError{code, fmt.Sprintf(format, args...)}
+}
+
+type adminFunc func(w http.ResponseWriter, r *http.Request) (any, error)
+
+func (c *Cluster) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	h := func(pattern string, f adminFunc) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if c.authRequired() {
+				tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+				var err error
+				if !ok {
+					err = errBadToken
+				} else if c.opts.Authenticate != nil {
+					_, err = c.opts.Authenticate(r.Context(), "token", []byte(tok))
+				} else {
+					_, err = c.checkToken(tok)
+				}
+				if err != nil {
+					writeJSON(w, http.StatusUnauthorized, map[string]string{"reason": "Authentication required"})
+					return
+				}
+			}
+			v, err := f(w, r)
+			if err != nil {
+				var he *httpError
+				if !errors.As(err, &he) {
+					he = &httpError{http.StatusInternalServerError, err.Error()}
+				}
+				c.log.Debug("admin request failed", "method", r.Method, "path", r.URL.Path, "status", he.code, "reason", he.reason)
+				writeJSON(w, he.code, map[string]string{"reason": he.reason})
+				return
+			}
+			if v == nil {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		})
+	}
+	const tp = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
+	h("GET /admin/v2/clusters", func(http.ResponseWriter, *http.Request) (any, error) {
+		return []string{c.opts.ClusterName}, nil
+	})
+	h("GET /admin/v2/clusters/{cluster}", c.adminCluster)
+	h("GET /admin/v2/brokers/health", func(w http.ResponseWriter, _ *http.Request) (any, error) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "ok")
+		return struct{}{}, errWritten
+	})
+	h("GET /admin/v2/tenants", c.adminTenants)
+	h("GET /admin/v2/tenants/{tenant}", c.adminGetTenant)
+	h("PUT /admin/v2/tenants/{tenant}", c.adminPutTenant)
+	h("POST /admin/v2/tenants/{tenant}", c.adminPutTenant)
+	h("DELETE /admin/v2/tenants/{tenant}", c.adminDeleteTenant)
+	h("GET /admin/v2/namespaces/{tenant}", c.adminNamespaces)
+	h("GET /admin/v2/namespaces/{tenant}/{ns}", c.adminGetNamespace)
+	h("PUT /admin/v2/namespaces/{tenant}/{ns}", c.adminPutNamespace)
+	h("DELETE /admin/v2/namespaces/{tenant}/{ns}", c.adminDeleteNamespace)
+	h("GET /admin/v2/namespaces/{tenant}/{ns}/topics", c.adminListTopics)
+	h("GET /admin/v2/persistent/{tenant}/{ns}", c.adminListTopics)
+	h("GET /admin/v2/persistent/{tenant}/{ns}/partitioned", c.adminListPartitioned)
+	h("PUT "+tp, c.adminCreateTopic)
+	h("DELETE "+tp, c.adminDeleteTopic)
+	h("GET "+tp+"/partitions", c.adminGetPartitions)
+	h("PUT "+tp+"/partitions", c.adminCreatePartitioned)
+	h("POST "+tp+"/partitions", c.adminUpdatePartitions)
+	h("DELETE "+tp+"/partitions", c.adminDeletePartitioned)
+	h("GET "+tp+"/subscriptions", c.adminSubscriptions)
+	h("PUT "+tp+"/subscription/{sub}", c.adminCreateSubscription)
+	h("DELETE "+tp+"/subscription/{sub}", c.adminDeleteSubscription)
+	h("GET "+tp+"/stats", c.adminStats)
+	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
+	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"reason": "Not supported by the streamrun broker: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+// errWritten: the handler wrote its own response.
+var errWritten = &httpError{0, ""}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	if code == 0 {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (c *Cluster) adminCluster(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if r.PathValue("cluster") != c.opts.ClusterName {
+		return nil, herr(http.StatusNotFound, "Cluster does not exist")
+	}
+	out := map[string]any{"serviceUrl": c.adminURL, "brokerServiceUrl": c.ServiceURL()}
+	if u := c.ServiceURLTLS(); u != "" {
+		out["brokerServiceUrlTls"] = u
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------- tenants
+
+const (
+	tenantKey    = "tenant/"
+	namespaceKey = "namespace/"
+)
+
+func (c *Cluster) tenantList() []string {
+	set := map[string]bool{"public": true, "pulsar": true}
+	if ms, err := c.store.ListMeta(tenantKey); err == nil {
+		for k := range ms {
+			set[strings.TrimPrefix(k, tenantKey)] = true
+		}
+	}
+	for _, ns := range c.namespaceList("") {
+		set[strings.SplitN(ns, "/", 2)[0]] = true
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// namespaceList lists "tenant/ns" names: created ones, public/default, and
+// those of existing topics.
+func (c *Cluster) namespaceList(tenant string) []string {
+	set := map[string]bool{"public/default": true}
+	if ms, err := c.store.ListMeta(namespaceKey); err == nil {
+		for k := range ms {
+			set[strings.TrimPrefix(k, namespaceKey)] = true
+		}
+	}
+	add := func(name string) {
+		if t, err := pulsarwire.ParseTopic(name); err == nil {
+			set[t.NamespaceName()] = true
+		}
+	}
+	for _, n := range c.store.Topics() {
+		add(n)
+	}
+	if ms, err := c.store.ListMeta(partitionsKey); err == nil {
+		for k := range ms {
+			add(strings.TrimPrefix(k, partitionsKey))
+		}
+	}
+	var out []string
+	for ns := range set {
+		if tenant == "" || strings.HasPrefix(ns, tenant+"/") {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (c *Cluster) adminTenants(http.ResponseWriter, *http.Request) (any, error) {
+	return c.tenantList(), nil
+}
+
+func (c *Cluster) adminGetTenant(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if !slices.Contains(c.tenantList(), r.PathValue("tenant")) {
+		return nil, herr(http.StatusNotFound, "Tenant does not exist")
+	}
+	return map[string]any{"adminRoles": []string{}, "allowedClusters": []string{c.opts.ClusterName}}, nil
+}
+
+func (c *Cluster) adminPutTenant(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t := r.PathValue("tenant")
+	if r.Method == http.MethodPut && slices.Contains(c.tenantList(), t) {
+		return nil, herr(http.StatusConflict, "Tenant already exists")
+	}
+	return nil, c.store.PutMeta(tenantKey+t, []byte("{}"))
+}
+
+func (c *Cluster) adminDeleteTenant(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t := r.PathValue("tenant")
+	if !slices.Contains(c.tenantList(), t) {
+		return nil, herr(http.StatusNotFound, "Tenant does not exist")
+	}
+	if len(c.namespaceList(t)) > 0 && t != "public" {
+		return nil, herr(http.StatusConflict, "The tenant still has active namespaces")
+	}
+	return nil, c.store.DeleteMeta(tenantKey + t)
+}
+
+func (c *Cluster) adminNamespaces(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t := r.PathValue("tenant")
+	if !slices.Contains(c.tenantList(), t) {
+		return nil, herr(http.StatusNotFound, "Tenant does not exist")
+	}
+	out := c.namespaceList(t)
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+func nsName(r *http.Request) string { return r.PathValue("tenant") + "/" + r.PathValue("ns") }
+
+func (c *Cluster) adminGetNamespace(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if !slices.Contains(c.namespaceList(""), nsName(r)) {
+		return nil, herr(http.StatusNotFound, "Namespace does not exist")
+	}
+	return map[string]any{"replication_clusters": []string{c.opts.ClusterName}, "bundles": map[string]any{"boundaries": []string{"0x00000000", "0xffffffff"}, "numBundles": 1}}, nil
+}
+
+func (c *Cluster) adminPutNamespace(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if slices.Contains(c.namespaceList(""), nsName(r)) {
+		return nil, herr(http.StatusConflict, "Namespace already exists")
+	}
+	return nil, c.store.PutMeta(namespaceKey+nsName(r), []byte("{}"))
+}
+
+func (c *Cluster) adminDeleteNamespace(_ http.ResponseWriter, r *http.Request) (any, error) {
+	ns := nsName(r)
+	if !slices.Contains(c.namespaceList(""), ns) {
+		return nil, herr(http.StatusNotFound, "Namespace does not exist")
+	}
+	if len(c.listTopics(ns)) > 0 {
+		return nil, herr(http.StatusConflict, "Cannot delete non empty namespace")
+	}
+	return nil, c.store.DeleteMeta(namespaceKey + ns)
+}
+
+// ---------------------------------------------------------------- topics
+
+func topicName(r *http.Request) (pulsarwire.Topic, error) {
+	t, err := pulsarwire.ParseTopic("persistent://" + nsName(r) + "/" + r.PathValue("topic"))
+	if err != nil {
+		return t, herr(http.StatusPreconditionFailed, "Invalid topic name: %v", err)
+	}
+	return t, nil
+}
+
+func (c *Cluster) adminListTopics(_ http.ResponseWriter, r *http.Request) (any, error) {
+	out := c.listTopics(nsName(r))
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+func (c *Cluster) adminListPartitioned(_ http.ResponseWriter, r *http.Request) (any, error) {
+	out := []string{}
+	for name := range c.partitionedTopics(nsName(r)) {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (c *Cluster) adminCreateTopic(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := c.partitions(t.String()); ok || c.topicExists(t) {
+		return nil, herr(http.StatusConflict, "This topic already exists")
+	}
+	if _, err := c.store.Topic(t.String()); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+func (c *Cluster) adminDeleteTopic(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	force := r.URL.Query().Get("force") == "true"
+	switch err := c.deleteTopic(t.String(), force); {
+	case errors.Is(err, errTopicNotFound):
+		return nil, herr(http.StatusNotFound, "Topic not found")
+	case errors.Is(err, errTopicBusy):
+		return nil, herr(http.StatusPreconditionFailed, "Topic has active producers/subscriptions")
+	case err != nil:
+		return nil, err
+	}
+	return nil, nil
+}
+
+type partitionedMetadata struct {
+	Partitions int  `json:"partitions"`
+	Deleted    bool `json:"deleted"`
+}
+
+func (c *Cluster) adminGetPartitions(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	n, _ := c.partitions(t.String())
+	return partitionedMetadata{Partitions: n}, nil
+}
+
+func readCount(r *http.Request) (int, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<10))
+	if err != nil {
+		return 0, herr(http.StatusBadRequest, "read body: %v", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(body)))
+	if err != nil {
+		return 0, herr(http.StatusBadRequest, "The number of partitions must be a number, got %q", body)
+	}
+	return n, nil
+}
+
+func (c *Cluster) adminCreatePartitioned(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	n, err := readCount(r)
+	if err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, herr(http.StatusNotAcceptable, "Number of partitions should be more than 0")
+	}
+	if _, ok := c.partitions(t.String()); ok || c.topicExists(t) {
+		return nil, herr(http.StatusConflict, "This topic already exists")
+	}
+	return nil, c.createPartitions(t, 0, n)
+}
+
+// createPartitions creates partitions [from, to) and records the count.
+func (c *Cluster) createPartitions(t pulsarwire.Topic, from, to int) error {
+	for i := from; i < to; i++ {
+		if _, err := c.store.Topic(t.Partition(i).String()); err != nil {
+			return err
+		}
+	}
+	return c.setPartitions(t.String(), to)
+}
+
+func (c *Cluster) adminUpdatePartitions(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	n, err := readCount(r)
+	if err != nil {
+		return nil, err
+	}
+	cur, ok := c.partitions(t.String())
+	if !ok {
+		return nil, herr(http.StatusNotFound, "Partitioned topic does not exist")
+	}
+	if n <= cur {
+		return nil, herr(http.StatusUnprocessableEntity, "Desired partitions %d should be greater than current partitions %d", n, cur)
+	}
+	return nil, c.createPartitions(t, cur, n)
+}
+
+func (c *Cluster) adminDeletePartitioned(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := c.partitions(t.String())
+	if !ok {
+		return nil, herr(http.StatusNotFound, "Partitioned topic does not exist")
+	}
+	force := r.URL.Query().Get("force") == "true"
+	if !force {
+		for i := 0; i < n; i++ {
+			if tp := c.loaded(t.Partition(i).String()); tp != nil && tp.connected() {
+				return nil, herr(http.StatusPreconditionFailed, "Topic has active producers/subscriptions")
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		if err := c.deleteTopic(t.Partition(i).String(), true); err != nil && !errors.Is(err, errTopicNotFound) {
+			return nil, err
+		}
+	}
+	return nil, c.store.DeleteMeta(partitionsKey + t.String())
+}
+
+// partitionsOf lists the topics behind a name: its partitions when it is
+// partitioned, else itself.
+func (c *Cluster) partitionsOf(t pulsarwire.Topic) []pulsarwire.Topic {
+	if n, ok := c.partitions(t.String()); ok {
+		out := make([]pulsarwire.Topic, n)
+		for i := range out {
+			out[i] = t.Partition(i)
+		}
+		return out
+	}
+	return []pulsarwire.Topic{t}
+}
+
+func (c *Cluster) adminSubscriptions(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	found := false
+	for _, p := range c.partitionsOf(t) {
+		tp, err := c.topicFor(p, false)
+		if err != nil {
+			continue
+		}
+		found = true
+		for _, s := range tp.subscriptions() {
+			set[s.name] = true
+		}
+	}
+	if !found {
+		return nil, herr(http.StatusNotFound, "Topic not found")
+	}
+	out := []string{}
+	for s := range set {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (c *Cluster) adminCreateSubscription(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	sub := r.PathValue("sub")
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<12))
+	earliest := strings.Contains(string(body), "earliest") || strings.Contains(string(body), `"ledgerId":-1`)
+	for _, p := range c.partitionsOf(t) {
+		tp, err := c.topicFor(p, true)
+		if err != nil {
+			return nil, herr(http.StatusNotFound, "Topic not found")
+		}
+		tp.mu.Lock()
+		if _, ok := tp.subs[sub]; ok {
+			tp.mu.Unlock()
+			return nil, herr(http.StatusConflict, "Subscription already exists for topic")
+		}
+		start := tp.log.Next()
+		if earliest {
+			start = tp.log.First()
+		}
+		s := newSubscription(tp, sub, true, 0, start)
+		s.dirty = true
+		tp.subs[sub] = s
+		tp.publishSubs()
+		tp.mu.Unlock()
+		s.start()
+		s.save()
+	}
+	return nil, nil
+}
+
+func (c *Cluster) adminDeleteSubscription(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	force := r.URL.Query().Get("force") == "true"
+	found := false
+	for _, p := range c.partitionsOf(t) {
+		tp, err := c.topicFor(p, false)
+		if err != nil {
+			continue
+		}
+		switch err := tp.deleteSubscription(r.PathValue("sub"), force); {
+		case err == nil:
+			found = true
+		case errors.Is(err, errSubscriptionBusy):
+			return nil, herr(http.StatusPreconditionFailed, "Subscription has active connected consumers")
+		case errors.Is(err, errSubscriptionNotFound):
+		default:
+			return nil, err
+		}
+	}
+	if !found {
+		return nil, herr(http.StatusNotFound, "Subscription not found")
+	}
+	return nil, nil
+}
+
+// ---------------------------------------------------------------- stats
+
+type consumerStats struct {
+	ConsumerName       string  `json:"consumerName"`
+	AvailablePermits   int64   `json:"availablePermits"`
+	UnackedMessages    int64   `json:"unackedMessages"`
+	MsgOutCounter      int64   `json:"msgOutCounter"`
+	MsgRateOut         float64 `json:"msgRateOut"`
+	Address            string  `json:"address"`
+	ConnectedSince     string  `json:"connectedSince"`
+	BlockedOnUnacked   bool    `json:"blockedConsumerOnUnackedMsgs"`
+	MsgRateRedeliver   float64 `json:"msgRateRedeliver"`
+	MsgThroughputOut   float64 `json:"msgThroughputOut"`
+	LastAckedTimestamp int64   `json:"lastAckedTimestamp"`
+}
+
+type subscriptionStats struct {
+	MsgRateOut       float64         `json:"msgRateOut"`
+	MsgThroughputOut float64         `json:"msgThroughputOut"`
+	MsgBacklog       int64           `json:"msgBacklog"`
+	BacklogNoDelayed int64           `json:"msgBacklogNoDelayed"`
+	UnackedMessages  int64           `json:"unackedMessages"`
+	Type             string          `json:"type"`
+	IsDurable        bool            `json:"isDurable"`
+	Consumers        []consumerStats `json:"consumers"`
+	MsgOutCounter    int64           `json:"msgOutCounter"`
+}
+
+type publisherStats struct {
+	ProducerName   string  `json:"producerName"`
+	ProducerID     uint64  `json:"producerId"`
+	MsgRateIn      float64 `json:"msgRateIn"`
+	Address        string  `json:"address"`
+	ConnectedSince string  `json:"connectedSince"`
+	AccessMode     string  `json:"accessMode"`
+}
+
+type topicStats struct {
+	MsgRateIn        float64                      `json:"msgRateIn"`
+	MsgThroughputIn  float64                      `json:"msgThroughputIn"`
+	MsgRateOut       float64                      `json:"msgRateOut"`
+	MsgThroughputOut float64                      `json:"msgThroughputOut"`
+	MsgInCounter     int64                        `json:"msgInCounter"`
+	BytesInCounter   int64                        `json:"bytesInCounter"`
+	MsgOutCounter    int64                        `json:"msgOutCounter"`
+	StorageSize      int64                        `json:"storageSize"`
+	BacklogSize      int64                        `json:"backlogSize"`
+	Publishers       []publisherStats             `json:"publishers"`
+	Subscriptions    map[string]subscriptionStats `json:"subscriptions"`
+	Replication      map[string]any               `json:"replication"`
+	Deduplication    string                       `json:"deduplicationStatus"`
+}
+
+func (t *topic) stats() topicStats {
+	st := topicStats{
+		MsgInCounter:   t.msgsIn.Load(),
+		BytesInCounter: t.bytesIn.Load(),
+		Publishers:     []publisherStats{},
+		Subscriptions:  map[string]subscriptionStats{},
+		Replication:    map[string]any{},
+		Deduplication:  "Disabled",
+	}
+	t.mu.Lock()
+	for p := range t.producers {
+		st.Publishers = append(st.Publishers, publisherStats{ProducerName: p.name, ProducerID: p.id, Address: p.conn.peer, ConnectedSince: p.since.UTC().Format(time.RFC3339), AccessMode: p.access.String()})
+	}
+	t.mu.Unlock()
+	for _, s := range t.subscriptions() {
+		ss := subscriptionStats{Consumers: []consumerStats{}, MsgBacklog: s.backlog(), IsDurable: s.durable}
+		ss.BacklogNoDelayed = ss.MsgBacklog
+		s.mu.Lock()
+		ss.Type = s.typ.String()
+		for _, c := range s.consumers {
+			cs := consumerStats{ConsumerName: c.name, AvailablePermits: max(c.permits, 0), UnackedMessages: c.unacked.Load(), MsgOutCounter: c.msgsOut.Load(), Address: c.conn.peer, ConnectedSince: c.since.UTC().Format(time.RFC3339)}
+			ss.UnackedMessages += cs.UnackedMessages
+			ss.MsgOutCounter += cs.MsgOutCounter
+			ss.Consumers = append(ss.Consumers, cs)
+		}
+		s.mu.Unlock()
+		st.MsgOutCounter += ss.MsgOutCounter
+		st.Subscriptions[s.name] = ss
+	}
+	return st
+}
+
+func (c *Cluster) adminStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := c.topicFor(t, false)
+	if err != nil {
+		return nil, herr(http.StatusNotFound, "Topic not found")
+	}
+	return tp.stats(), nil
+}
+
+func (c *Cluster) adminPartitionedStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := c.partitions(t.String())
+	if !ok {
+		return nil, herr(http.StatusNotFound, "Partitioned Topic not found")
+	}
+	agg := topicStats{Publishers: []publisherStats{}, Subscriptions: map[string]subscriptionStats{}, Replication: map[string]any{}, Deduplication: "Disabled"}
+	parts := map[string]topicStats{}
+	for i := 0; i < n; i++ {
+		tp, err := c.topicFor(t.Partition(i), false)
+		if err != nil {
+			continue
+		}
+		st := tp.stats()
+		parts[tp.name] = st
+		agg.MsgInCounter += st.MsgInCounter
+		agg.BytesInCounter += st.BytesInCounter
+		agg.MsgOutCounter += st.MsgOutCounter
+		agg.Publishers = append(agg.Publishers, st.Publishers...)
+		for name, ss := range st.Subscriptions {
+			a := agg.Subscriptions[name]
+			a.Type, a.IsDurable = ss.Type, ss.IsDurable
+			a.MsgBacklog += ss.MsgBacklog
+			a.BacklogNoDelayed += ss.BacklogNoDelayed
+			a.UnackedMessages += ss.UnackedMessages
+			a.MsgOutCounter += ss.MsgOutCounter
+			a.Consumers = append(a.Consumers, ss.Consumers...)
+			if a.Consumers == nil {
+				a.Consumers = []consumerStats{}
+			}
+			agg.Subscriptions[name] = a
+		}
+	}
+	out := map[string]any{}
+	b, _ := json.Marshal(agg)
+	json.Unmarshal(b, &out)
+	out["metadata"] = partitionedMetadata{Partitions: n}
+	if r.URL.Query().Get("perPartition") != "false" {
+		out["partitions"] = parts
+	}
+	return out, nil
+}
+
+func (c *Cluster) adminLookup(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	s := c.broker(c.OwnerOf(t.String()))
+	out := map[string]string{"brokerUrl": s.url(), "httpUrl": c.adminURL}
+	if u := s.tlsURL(); u != "" {
+		out["brokerUrlTls"] = u
+	}
+	return out, nil
+}

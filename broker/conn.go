@@ -1,0 +1,578 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+const (
+	// writeTimeout bounds one socket write: a client that stops reading
+	// for this long is dropped rather than holding memory forever.
+	writeTimeout = 30 * time.Second
+	// maxOutBuffer is how much unsent output makes the read loop wait for
+	// the writer, so a client that sends without reading cannot grow it.
+	maxOutBuffer = 16 << 20
+)
+
+// conn is one client connection. Its read loop runs the commands in order;
+// everything sent to the client goes through the output buffer, which a
+// writer goroutine flushes in as few writes as it can.
+type conn struct {
+	srv   *server
+	c     *Cluster
+	nc    net.Conn
+	id    uint64
+	peer  string
+	since time.Time
+	isTLS bool
+	log   *slog.Logger
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wclosed bool // no more output is taken
+	ending  bool // the writer flushes what it has, then closes
+	wsig    chan struct{}
+	drained chan struct{}
+	quit    chan struct{} // closed by abort: stop now
+	quitMu  sync.Once
+
+	lastRead atomic.Int64 // unix nanoseconds
+
+	connected atomic.Bool
+	protocol  int32
+	principal string
+	client    string
+
+	mu        sync.Mutex
+	producers map[uint64]*producer
+	consumers map[uint64]*consumer
+}
+
+func newConn(s *server, nc net.Conn, isTLS bool) *conn {
+	id := s.c.connIDs.Add(1)
+	peer := nc.RemoteAddr().String()
+	cn := &conn{
+		srv:       s,
+		c:         s.c,
+		nc:        nc,
+		id:        id,
+		peer:      peer,
+		since:     time.Now(),
+		isTLS:     isTLS,
+		log:       s.c.log.With("broker", s.index, "conn", id, "peer", peer),
+		wsig:      make(chan struct{}, 1),
+		drained:   make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		producers: make(map[uint64]*producer),
+		consumers: make(map[uint64]*consumer),
+	}
+	cn.lastRead.Store(time.Now().UnixNano())
+	return cn
+}
+
+// abort closes the connection at once, dropping unsent output.
+func (cn *conn) abort(reason string) {
+	cn.quitMu.Do(func() {
+		cn.log.Debug("closing connection", "reason", reason)
+		close(cn.quit)
+		cn.wmu.Lock()
+		cn.wclosed = true
+		cn.wmu.Unlock()
+		cn.nc.Close()
+	})
+}
+
+// finish closes the connection after the output already queued is sent.
+func (cn *conn) finish() {
+	cn.wmu.Lock()
+	cn.ending = true
+	cn.wmu.Unlock()
+	cn.signal()
+}
+
+func (cn *conn) signal() {
+	select {
+	case cn.wsig <- struct{}{}:
+	default:
+	}
+}
+
+// send queues a command for the client.
+func (cn *conn) send(m proto.Message) {
+	cn.wmu.Lock()
+	if cn.wclosed {
+		cn.wmu.Unlock()
+		return
+	}
+	out, err := appendCmd(cn.wbuf, m)
+	cn.wbuf = out
+	cn.wmu.Unlock()
+	if err != nil {
+		cn.log.Error("broker bug: cannot encode a command", "err", err)
+		return
+	}
+	cn.signal()
+}
+
+// out locks the output buffer for a hand-encoded frame; release with done.
+// It returns nil when the connection takes no more output.
+func (cn *conn) out() *[]byte {
+	cn.wmu.Lock()
+	if cn.wclosed {
+		cn.wmu.Unlock()
+		return nil
+	}
+	return &cn.wbuf
+}
+
+func (cn *conn) done() {
+	cn.wmu.Unlock()
+	cn.signal()
+}
+
+func (cn *conn) writeLoop() {
+	defer cn.srv.wg.Done()
+	ka := cn.c.opts.KeepAlive
+	ticker := time.NewTicker(ka)
+	defer ticker.Stop()
+	var spare []byte
+	pinged := false
+	for {
+		select {
+		case <-cn.wsig:
+		case <-cn.quit:
+			return
+		case <-ticker.C:
+			idle := time.Since(time.Unix(0, cn.lastRead.Load()))
+			switch {
+			case idle >= 2*ka || (pinged && idle >= ka):
+				cn.log.Warn("closing idle connection: no answer to ping", "idle", idle.Round(time.Millisecond))
+				cn.abort("keep-alive timeout")
+				return
+			case idle >= ka:
+				if cn.connected.Load() {
+					cn.send(&pb.CommandPing{})
+				}
+				pinged = true
+			default:
+				pinged = false
+			}
+			continue
+		}
+		for {
+			cn.wmu.Lock()
+			if len(cn.wbuf) == 0 {
+				ending := cn.ending
+				if ending {
+					cn.wclosed = true
+				}
+				cn.wmu.Unlock()
+				if ending {
+					cn.abort("finished")
+					return
+				}
+				break
+			}
+			buf := cn.wbuf
+			cn.wbuf, spare = spare[:0], nil
+			cn.wmu.Unlock()
+			cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if _, err := cn.nc.Write(buf); err != nil {
+				select {
+				case <-cn.quit:
+				default:
+					cn.log.Info("closing connection: write failed", "err", err)
+				}
+				cn.abort("write failed")
+				return
+			}
+			if cap(buf) > 4<<20 {
+				buf = nil // do not keep a burst's buffer
+			}
+			spare = buf
+			select {
+			case cn.drained <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// waitDrained holds the read loop while the client does not read its
+// output; false means the connection ended.
+func (cn *conn) waitDrained() bool {
+	for {
+		cn.wmu.Lock()
+		n := len(cn.wbuf)
+		cn.wmu.Unlock()
+		if n < maxOutBuffer {
+			return true
+		}
+		select {
+		case <-cn.drained:
+		case <-cn.quit:
+			return false
+		}
+	}
+}
+
+func (cn *conn) readLoop() {
+	defer cn.srv.wg.Done()
+	defer cn.cleanup()
+	defer func() {
+		if r := recover(); r != nil {
+			cn.log.Error("BROKER BUG: panic while serving a connection; closing it", "panic", r, "stack", string(debug.Stack()))
+			cn.abort("panic")
+		}
+	}()
+	r := pulsarwire.NewReader(bufio.NewReaderSize(cn.nc, 64<<10), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	for {
+		f, err := r.Next()
+		if err != nil {
+			if errors.Is(err, pulsarwire.ErrChecksum) && f.Cmd != nil {
+				cn.lastRead.Store(time.Now().UnixNano())
+				cn.checksumError(f, err)
+				continue
+			}
+			cn.readFailed(err)
+			return
+		}
+		cn.lastRead.Store(time.Now().UnixNano())
+		if !cn.handle(f) {
+			return
+		}
+		if !cn.waitDrained() {
+			return
+		}
+	}
+}
+
+func (cn *conn) readFailed(err error) {
+	select {
+	case <-cn.quit:
+		return // we closed it
+	default:
+	}
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
+		cn.log.Debug("client closed the connection")
+	case errors.Is(err, pulsarwire.ErrFrameTooLarge), errors.Is(err, pulsarwire.ErrTruncated), errors.Is(err, pulsarwire.ErrCorrupt):
+		cn.log.Warn("closing connection: bad input", "err", err)
+	default:
+		cn.log.Info("closing connection: read failed", "err", err)
+	}
+}
+
+// checksumError answers a SEND whose checksum does not match, as Apache
+// Pulsar does (the frame was read whole, the connection goes on).
+func (cn *conn) checksumError(f pulsarwire.Frame, err error) {
+	if f.Cmd.GetType() != pb.BaseCommand_SEND || f.Cmd.GetSend() == nil {
+		cn.log.Warn("closing connection: bad checksum", "command", f.Cmd.GetType().String(), "err", err)
+		cn.finish()
+		return
+	}
+	s := f.Cmd.GetSend()
+	cn.log.Warn("message refused: checksum mismatch", "producer", s.GetProducerId(), "sequence", s.GetSequenceId(), "err", err)
+	cn.send(&pb.CommandSendError{
+		ProducerId: proto.Uint64(s.GetProducerId()),
+		SequenceId: proto.Uint64(s.GetSequenceId()),
+		Error:      pb.ServerError_ChecksumError.Enum(),
+		Message:    proto.String("Checksum failed on the broker"),
+	})
+}
+
+// handle runs one command; false ends the connection.
+func (cn *conn) handle(f pulsarwire.Frame) bool {
+	cmd := f.Cmd
+	typ := cmd.GetType()
+	if typ != pb.BaseCommand_CONNECT && !cn.connected.Load() {
+		cn.log.Warn("closing connection: command before CONNECT", "command", typ.String())
+		cn.finish()
+		return false
+	}
+	if cn.c.faults.n.Load() > 0 {
+		fault, _, ok := cn.c.faults.match(cn.srv.index, typ, cn.topicOf(cmd))
+		if ok {
+			if fault.Delay > 0 {
+				t := time.NewTimer(fault.Delay)
+				select {
+				case <-t.C:
+				case <-cn.quit:
+					t.Stop()
+					return false
+				}
+			}
+			if fault.Drop {
+				cn.log.Info("fault: dropping the connection", "command", typ.String())
+				cn.abort("fault")
+				return false
+			}
+			if fault.answers() {
+				cn.log.Debug("fault: answering with an error", "command", typ.String(), "error", fault.Err.String())
+				cn.answerError(cmd, fault.Err, fault.message())
+				return true
+			}
+		}
+	}
+	body := pulsarwire.Body(cmd)
+	if body == nil && typ != pb.BaseCommand_PING && typ != pb.BaseCommand_PONG {
+		if _, known := handled[typ]; known {
+			cn.log.Warn("closing connection: command without its body", "command", typ.String())
+			cn.finish()
+			return false
+		}
+		cn.unsupported(cmd)
+		return true
+	}
+	switch typ {
+	case pb.BaseCommand_CONNECT:
+		return cn.handleConnect(cmd.GetConnect())
+	case pb.BaseCommand_PING:
+		cn.send(&pb.CommandPong{})
+	case pb.BaseCommand_PONG:
+	case pb.BaseCommand_LOOKUP:
+		cn.handleLookup(cmd.GetLookupTopic())
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		cn.handlePartitionedMetadata(cmd.GetPartitionMetadata())
+	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
+		cn.handleTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
+	case pb.BaseCommand_PRODUCER:
+		cn.handleProducer(cmd.GetProducer())
+	case pb.BaseCommand_SEND:
+		return cn.handleSend(f)
+	case pb.BaseCommand_CLOSE_PRODUCER:
+		cn.handleCloseProducer(cmd.GetCloseProducer())
+	case pb.BaseCommand_SUBSCRIBE:
+		cn.handleSubscribe(cmd.GetSubscribe())
+	case pb.BaseCommand_FLOW:
+		cn.handleFlow(cmd.GetFlow())
+	case pb.BaseCommand_ACK:
+		cn.handleAck(cmd.GetAck())
+	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
+		cn.handleRedeliver(cmd.GetRedeliverUnacknowledgedMessages())
+	case pb.BaseCommand_CLOSE_CONSUMER:
+		cn.handleCloseConsumer(cmd.GetCloseConsumer())
+	case pb.BaseCommand_UNSUBSCRIBE:
+		cn.handleUnsubscribe(cmd.GetUnsubscribe())
+	case pb.BaseCommand_SEEK:
+		cn.handleSeek(cmd.GetSeek())
+	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
+		cn.handleGetLastMessageID(cmd.GetGetLastMessageId())
+	case pb.BaseCommand_CONSUMER_STATS:
+		cn.handleConsumerStats(cmd.GetConsumerStats())
+	case pb.BaseCommand_GET_SCHEMA:
+		cn.handleGetSchema(cmd.GetGetSchema())
+	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
+		cn.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
+	case pb.BaseCommand_AUTH_RESPONSE:
+		// We never challenge; a client answering anyway is harmless.
+	default:
+		cn.unsupported(cmd)
+	}
+	return true
+}
+
+// handled lists the commands a client may send that this broker serves.
+var handled = map[pb.BaseCommand_Type]struct{}{
+	pb.BaseCommand_CONNECT: {}, pb.BaseCommand_LOOKUP: {}, pb.BaseCommand_PARTITIONED_METADATA: {},
+	pb.BaseCommand_GET_TOPICS_OF_NAMESPACE: {}, pb.BaseCommand_PRODUCER: {}, pb.BaseCommand_SEND: {},
+	pb.BaseCommand_CLOSE_PRODUCER: {}, pb.BaseCommand_SUBSCRIBE: {}, pb.BaseCommand_FLOW: {},
+	pb.BaseCommand_ACK: {}, pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES: {},
+	pb.BaseCommand_CLOSE_CONSUMER: {}, pb.BaseCommand_UNSUBSCRIBE: {}, pb.BaseCommand_SEEK: {},
+	pb.BaseCommand_GET_LAST_MESSAGE_ID: {}, pb.BaseCommand_CONSUMER_STATS: {},
+	pb.BaseCommand_GET_SCHEMA: {}, pb.BaseCommand_GET_OR_CREATE_SCHEMA: {}, pb.BaseCommand_AUTH_RESPONSE: {},
+}
+
+// unsupported answers a command this broker does not implement
+// (transactions, topic-list watchers, anything a server sends): with an
+// ERROR when it carries a request id, else it is logged and ignored.
+func (cn *conn) unsupported(cmd *pb.BaseCommand) {
+	typ := cmd.GetType()
+	if rid, ok := requestIDOf(cmd); ok {
+		cn.log.Warn("unsupported command refused", "command", typ.String(), "request_id", rid)
+		cn.send(&pb.CommandError{
+			RequestId: proto.Uint64(rid),
+			Error:     pb.ServerError_NotAllowedError.Enum(),
+			Message:   proto.String(fmt.Sprintf("%s is not supported by the streamrun broker", typ)),
+		})
+		return
+	}
+	cn.log.Warn("unsupported command ignored", "command", typ.String())
+}
+
+// answerError answers a command with a server error in the shape the
+// client waits for.
+func (cn *conn) answerError(cmd *pb.BaseCommand, code pb.ServerError, msg string) {
+	switch cmd.GetType() {
+	case pb.BaseCommand_LOOKUP:
+		cn.send(&pb.CommandLookupTopicResponse{
+			RequestId: proto.Uint64(cmd.GetLookupTopic().GetRequestId()),
+			Response:  pb.CommandLookupTopicResponse_Failed.Enum(),
+			Error:     code.Enum(),
+			Message:   proto.String(msg),
+		})
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		cn.send(&pb.CommandPartitionedTopicMetadataResponse{
+			RequestId: proto.Uint64(cmd.GetPartitionMetadata().GetRequestId()),
+			Response:  pb.CommandPartitionedTopicMetadataResponse_Failed.Enum(),
+			Error:     code.Enum(),
+			Message:   proto.String(msg),
+		})
+	case pb.BaseCommand_SEND:
+		s := cmd.GetSend()
+		cn.send(&pb.CommandSendError{
+			ProducerId: proto.Uint64(s.GetProducerId()),
+			SequenceId: proto.Uint64(s.GetSequenceId()),
+			Error:      code.Enum(),
+			Message:    proto.String(msg),
+		})
+	case pb.BaseCommand_GET_SCHEMA:
+		cn.send(&pb.CommandGetSchemaResponse{
+			RequestId:    proto.Uint64(cmd.GetGetSchema().GetRequestId()),
+			ErrorCode:    code.Enum(),
+			ErrorMessage: proto.String(msg),
+		})
+	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
+		cn.send(&pb.CommandGetOrCreateSchemaResponse{
+			RequestId:    proto.Uint64(cmd.GetGetOrCreateSchema().GetRequestId()),
+			ErrorCode:    code.Enum(),
+			ErrorMessage: proto.String(msg),
+		})
+	case pb.BaseCommand_CONSUMER_STATS:
+		cn.send(&pb.CommandConsumerStatsResponse{
+			RequestId:    proto.Uint64(cmd.GetConsumerStats().GetRequestId()),
+			ErrorCode:    code.Enum(),
+			ErrorMessage: proto.String(msg),
+		})
+	case pb.BaseCommand_ACK:
+		a := cmd.GetAck()
+		if a.RequestId != nil {
+			cn.send(&pb.CommandAckResponse{
+				ConsumerId: proto.Uint64(a.GetConsumerId()),
+				RequestId:  proto.Uint64(a.GetRequestId()),
+				Error:      code.Enum(),
+				Message:    proto.String(msg),
+			})
+		}
+	case pb.BaseCommand_CONNECT:
+		cn.sendError(noRequest, code, msg)
+		cn.finish()
+	default:
+		if rid, ok := requestIDOf(cmd); ok {
+			cn.sendError(rid, code, msg)
+		}
+	}
+}
+
+func (cn *conn) sendError(rid uint64, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandError{RequestId: proto.Uint64(rid), Error: code.Enum(), Message: proto.String(msg)})
+}
+
+// topicOf names the topic a command is about, for fault matching.
+func (cn *conn) topicOf(cmd *pb.BaseCommand) string {
+	var name string
+	switch cmd.GetType() {
+	case pb.BaseCommand_LOOKUP:
+		name = cmd.GetLookupTopic().GetTopic()
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		name = cmd.GetPartitionMetadata().GetTopic()
+	case pb.BaseCommand_PRODUCER:
+		name = cmd.GetProducer().GetTopic()
+	case pb.BaseCommand_SUBSCRIBE:
+		name = cmd.GetSubscribe().GetTopic()
+	case pb.BaseCommand_GET_SCHEMA:
+		name = cmd.GetGetSchema().GetTopic()
+	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
+		name = cmd.GetGetOrCreateSchema().GetTopic()
+	case pb.BaseCommand_SEND:
+		if p := cn.producer(cmd.GetSend().GetProducerId()); p != nil {
+			return p.topic.name
+		}
+		return ""
+	case pb.BaseCommand_CLOSE_PRODUCER:
+		if p := cn.producer(cmd.GetCloseProducer().GetProducerId()); p != nil {
+			return p.topic.name
+		}
+		return ""
+	default:
+		var cid uint64
+		switch cmd.GetType() {
+		case pb.BaseCommand_FLOW:
+			cid = cmd.GetFlow().GetConsumerId()
+		case pb.BaseCommand_ACK:
+			cid = cmd.GetAck().GetConsumerId()
+		case pb.BaseCommand_SEEK:
+			cid = cmd.GetSeek().GetConsumerId()
+		case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
+			cid = cmd.GetRedeliverUnacknowledgedMessages().GetConsumerId()
+		case pb.BaseCommand_UNSUBSCRIBE:
+			cid = cmd.GetUnsubscribe().GetConsumerId()
+		case pb.BaseCommand_CLOSE_CONSUMER:
+			cid = cmd.GetCloseConsumer().GetConsumerId()
+		case pb.BaseCommand_GET_LAST_MESSAGE_ID:
+			cid = cmd.GetGetLastMessageId().GetConsumerId()
+		case pb.BaseCommand_CONSUMER_STATS:
+			cid = cmd.GetConsumerStats().GetConsumerId()
+		default:
+			return ""
+		}
+		if c := cn.consumer(cid); c != nil {
+			return c.sub.t.name
+		}
+		return ""
+	}
+	if t, err := pulsarwire.ParseTopic(name); err == nil {
+		return t.String()
+	}
+	return name
+}
+
+func (cn *conn) producer(id uint64) *producer {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.producers[id]
+}
+
+func (cn *conn) consumer(id uint64) *consumer {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.consumers[id]
+}
+
+// cleanup runs when the read loop ends: producers and consumers go away
+// (a consumer's unacknowledged messages go back for redelivery).
+func (cn *conn) cleanup() {
+	cn.mu.Lock()
+	ps := make([]*producer, 0, len(cn.producers))
+	for _, p := range cn.producers {
+		ps = append(ps, p)
+	}
+	cs := make([]*consumer, 0, len(cn.consumers))
+	for _, c := range cn.consumers {
+		cs = append(cs, c)
+	}
+	cn.producers = map[uint64]*producer{}
+	cn.consumers = map[uint64]*consumer{}
+	cn.mu.Unlock()
+	for _, p := range ps {
+		p.topic.removeProducer(p)
+	}
+	for _, c := range cs {
+		c.sub.removeConsumer(c, false)
+	}
+	cn.srv.removeConn(cn)
+	cn.finish()
+}

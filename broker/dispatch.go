@@ -1,0 +1,239 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/streamrun/streamrun/broker/store"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// dispatchOnce sends what the consumers have permits for: first the replay
+// queue (in id order), then new entries. It reads from the store without
+// holding the lock and drops what it read if a reset happened meanwhile.
+// It reports whether it made progress (and should be called again).
+func (s *subscription) dispatchOnce() bool {
+	s.mu.Lock()
+	if s.deleted || len(s.consumers) == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	budget := s.permitBudget()
+	if budget <= 0 {
+		s.mu.Unlock()
+		return false
+	}
+	epoch := s.epoch
+	replayIDs := s.replay.first(min(budget, maxReadEntries))
+	from := s.readPos
+	next := s.t.log.Next()
+	readNew := from < next
+	switch s.typ {
+	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
+		readNew = readNew && len(replayIDs) == 0 // order: the replay goes first
+	case pb.CommandSubscribe_Key_Shared:
+		readNew = readNew && s.replay.len() < maxReplay
+	default:
+		readNew = readNew && budget > len(replayIDs)
+	}
+	n := min(max(budget-len(replayIDs), 1), maxReadEntries)
+	s.mu.Unlock()
+
+	var replayed []store.Entry
+	var missing []uint64
+	for _, id := range replayIDs {
+		es, err := s.t.log.Read(id, 1, maxReadBytes)
+		if err != nil {
+			return s.readFailed(err)
+		}
+		if len(es) == 0 || es[0].ID != id {
+			missing = append(missing, id) // trimmed
+			continue
+		}
+		replayed = append(replayed, es[0])
+	}
+	var fresh []store.Entry
+	if readNew {
+		var err error
+		fresh, err = s.t.log.Read(from, n, maxReadBytes)
+		if err != nil {
+			return s.readFailed(err)
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readErrs = 0
+	if s.deleted {
+		return false
+	}
+	if s.epoch != epoch {
+		return true
+	}
+	for _, id := range missing {
+		s.replay.remove(id)
+	}
+	progress := len(missing) > 0
+	var blocked map[int32]bool // Key_Shared: hashes held back this round, to keep their order
+	if s.typ == pb.CommandSubscribe_Key_Shared {
+		blocked = map[int32]bool{}
+	}
+	for _, e := range replayed {
+		if !s.replay.contains(e.ID) {
+			continue
+		}
+		if e.ID < s.markDelete || s.acked.contains(e.ID) {
+			s.replay.remove(e.ID)
+			continue
+		}
+		c, hash, ok := s.pick(e, blocked)
+		if !ok {
+			if s.typ == pb.CommandSubscribe_Exclusive || s.typ == pb.CommandSubscribe_Failover {
+				break
+			}
+			continue
+		}
+		s.replay.remove(e.ID)
+		s.deliver(c, e, hash)
+		progress = true
+	}
+	if s.readPos != from {
+		return true // moved by an ack or reset meanwhile; read again
+	}
+	for _, e := range fresh {
+		if e.ID < s.readPos {
+			continue
+		}
+		if e.ID < s.markDelete || s.acked.contains(e.ID) {
+			s.readPos = e.ID + 1
+			progress = true
+			continue
+		}
+		if _, inFlight := s.pending[e.ID]; inFlight {
+			s.readPos = e.ID + 1
+			continue
+		}
+		c, hash, ok := s.pick(e, blocked)
+		if !ok {
+			if s.typ == pb.CommandSubscribe_Key_Shared && s.permitBudget() > 0 && s.replay.len() < maxReplay {
+				// Its key's consumer is busy or still draining: set it
+				// aside and keep going for the other keys.
+				s.replay.add(e.ID)
+				s.readPos = e.ID + 1
+				progress = true
+				continue
+			}
+			break
+		}
+		s.readPos = e.ID + 1
+		s.deliver(c, e, hash)
+		progress = true
+	}
+	return progress
+}
+
+func (s *subscription) readFailed(err error) bool {
+	if errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrDeleted) {
+		return false
+	}
+	s.mu.Lock()
+	s.readErrs++
+	n := s.readErrs
+	s.mu.Unlock()
+	if n == 1 || n%1000 == 0 {
+		s.t.c.log.Error("reading entries for dispatch failed", "topic", s.t.name, "subscription", s.name, "err", err, "times", n)
+	}
+	return false
+}
+
+// permitBudget is how many messages the eligible consumers may take; s.mu held.
+func (s *subscription) permitBudget() int {
+	switch s.typ {
+	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
+		if s.active == nil {
+			return 0
+		}
+		return int(max(s.active.permits, 0))
+	}
+	var n int64
+	for _, c := range s.consumers {
+		n += max(c.permits, 0)
+	}
+	return int(n)
+}
+
+// pick chooses the consumer for an entry; s.mu held.
+func (s *subscription) pick(e store.Entry, blocked map[int32]bool) (*consumer, int32, bool) {
+	switch s.typ {
+	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
+		if c := s.active; c != nil && c.permits > 0 {
+			return c, -1, true
+		}
+		return nil, -1, false
+	case pb.CommandSubscribe_Key_Shared:
+		info, err := scanEntry(e.Data)
+		if err != nil {
+			info.key = noneKey
+		}
+		h := stickyKeyHash(info.key)
+		if blocked[h] {
+			return nil, h, false
+		}
+		c := s.selector.pick(h)
+		ok := c != nil && c.permits > 0
+		if ok {
+			// Draining (PIP-379): a hash whose entries another consumer
+			// still holds unacked waits until they are acknowledged, so
+			// a key never has messages at two consumers at once.
+			if o := s.owners[h]; o != nil && o.c != c {
+				ok = false
+			}
+		}
+		if !ok {
+			blocked[h] = true
+			return nil, h, false
+		}
+		return c, h, true
+	}
+	// Shared: round robin among the consumers of the best priority level
+	// (lowest number) that have permits.
+	best := int32(1<<31 - 1)
+	for _, c := range s.consumers {
+		if c.permits > 0 && c.priority < best {
+			best = c.priority
+		}
+	}
+	n := len(s.consumers)
+	for i := 0; i < n; i++ {
+		c := s.consumers[(s.rr+i)%n]
+		if c.permits > 0 && c.priority == best {
+			s.rr = (s.rr + i + 1) % n
+			return c, -1, true
+		}
+	}
+	return nil, -1, false
+}
+
+// deliver sends one entry to a consumer; s.mu held.
+func (s *subscription) deliver(c *consumer, e store.Entry, hash int32) {
+	msgs := int32(1)
+	if info, err := scanEntry(e.Data); err == nil {
+		msgs = info.numMessages
+	}
+	s.pending[e.ID] = pendingEntry{c: c, msgs: msgs, hash: hash}
+	if hash >= 0 {
+		o := s.owners[hash]
+		if o == nil {
+			o = &hashOwner{c: c}
+			s.owners[hash] = o
+		}
+		o.n++
+	}
+	c.permits -= int64(msgs)
+	c.unacked.Add(int64(msgs))
+	c.msgsOut.Add(int64(msgs))
+	c.bytesOut.Add(int64(len(e.Data)))
+	if b := c.conn.out(); b != nil {
+		*b = appendMessage(*b, c.id, s.t.ledger, e.ID, s.t.partition, s.redeliveries[e.ID], s.batchAcks[e.ID], c.epoch, c.hasEpoch, e.Data)
+		c.conn.done()
+	}
+}

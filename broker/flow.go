@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// handleFlow grants a consumer more permits: the broker sends an entry only
+// while its consumer has permits, and each entry spends as many as it
+// holds messages.
+func (cn *conn) handleFlow(m *pb.CommandFlow) {
+	c := cn.consumer(m.GetConsumerId())
+	if c == nil {
+		cn.log.Debug("FLOW for an unknown consumer", "consumer_id", m.GetConsumerId())
+		return
+	}
+	s := c.sub
+	s.mu.Lock()
+	c.permits += int64(m.GetMessagePermits())
+	s.mu.Unlock()
+	s.wakeup()
+}
+
+// handleRedeliver sends unacknowledged messages again: the ones named, or
+// all of the consumer's. Each counts one more delivery for the message's
+// redelivery_count (what dead-letter policies read).
+func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
+	c := cn.consumer(m.GetConsumerId())
+	if c == nil {
+		cn.log.Debug("REDELIVER for an unknown consumer", "consumer_id", m.GetConsumerId())
+		return
+	}
+	s := c.sub
+	s.mu.Lock()
+	if m.ConsumerEpoch != nil && m.GetConsumerEpoch() > c.epoch {
+		c.epoch, c.hasEpoch = m.GetConsumerEpoch(), true
+	}
+	redeliver := func(id uint64) {
+		pe, ok := s.pending[id]
+		if !ok || pe.c != c {
+			return
+		}
+		s.release(id, pe)
+		s.replay.add(id)
+		s.redeliveries[id]++
+	}
+	if len(m.GetMessageIds()) > 0 {
+		for _, id := range m.GetMessageIds() {
+			if id.GetLedgerId() == s.t.ledger {
+				redeliver(id.GetEntryId())
+			}
+		}
+	} else {
+		for id, pe := range s.pending {
+			if pe.c == c {
+				redeliver(id)
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.wakeup()
+}

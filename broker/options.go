@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// Options configures an embedded broker cluster. The zero value works: one
+// broker on 127.0.0.1:6650 in memory... except that without DataDir and
+// without Memory the data has to go somewhere, so Start refuses it (the
+// streamrun command picks a directory for that case).
+type Options struct {
+	// Listen is the address of broker 0's Pulsar port. Default
+	// "127.0.0.1:6650". Broker i listens on its port + i; with port 0
+	// every broker takes a free port of its own.
+	Listen string
+	// AdvertisedHost is the host put in service URLs and lookup answers.
+	// Default: Listen's host, or 127.0.0.1 when that is empty, 0.0.0.0
+	// or ::.
+	AdvertisedHost string
+	// HTTP is the address of the admin REST API. Default "127.0.0.1:8080";
+	// "-" turns it off. Port 0 takes a free port.
+	HTTP string
+	// DataDir holds the topics and cursors. Required unless Memory is set.
+	DataDir string
+	// Memory keeps everything in memory (for tests): nothing survives
+	// Close. It wins over DataDir.
+	Memory bool
+	// Sync fsyncs every append before its receipt is sent, so a receipted
+	// message also survives a crash of the machine. Default false: a
+	// receipted message survives kill -9 of the process (it was written to
+	// the OS), not a power cut.
+	Sync bool
+	// SegmentBytes and CacheBytes tune the store (see store.Options).
+	// Default: the store's (64 MiB segments, 8 MiB tail cache per topic).
+	SegmentBytes int64
+	CacheBytes   int64
+
+	// Brokers is how many brokers run in this process, each owning a share
+	// of the topics (by a hash of the topic name) so that lookups
+	// redirect. Default 1.
+	Brokers int
+	// ClusterName is what the admin API and lookups call the cluster.
+	// Default "standalone", as Apache Pulsar standalone.
+	ClusterName string
+
+	// MaxMessageSize is the largest message (entry) accepted, announced in
+	// CONNECTED. Default 5 MiB (pulsarwire.DefaultMaxMessageSize).
+	MaxMessageSize int
+	// KeepAlive is how often an idle connection is pinged; a connection
+	// that sent nothing for two of these is closed. Default 30 s.
+	KeepAlive time.Duration
+	// CursorFlush is how often changed cursors are written to the store
+	// (they are also written when their consumers leave and on Close).
+	// Default 1 s, Apache Pulsar's mark-delete rate.
+	CursorFlush time.Duration
+	// DisableTopicAutoCreation makes producers and consumers of a topic
+	// that was not created through the admin API fail with TopicNotFound.
+	// Default false: topics are created on first use, non-partitioned, as
+	// Apache Pulsar standalone does.
+	DisableTopicAutoCreation bool
+	// KeySharedReplicaPoints is how many points each consumer gets on the
+	// Key_Shared hash ring (AUTO_SPLIT). Default 100, Apache Pulsar's.
+	KeySharedReplicaPoints int
+
+	// TLS: a second listener per broker serving pulsar+ssl://, with
+	// TLSConfig or else the certificate and key files. TLSListen is broker
+	// 0's address (broker i: its port + i); default "127.0.0.1:6651" when
+	// a certificate is given.
+	TLSConfig   *tls.Config
+	TLSCertFile string
+	TLSKeyFile  string
+	TLSListen   string
+
+	// Tokens are the valid tokens for token authentication (CONNECT with
+	// auth_method_name "token"; admin API: "Authorization: Bearer ...").
+	// Authenticate, when set, decides instead, returning the principal.
+	// With neither, authentication is off and anything connects.
+	Tokens       []string
+	Authenticate func(ctx context.Context, method string, data []byte) (principal string, err error)
+
+	// Logger receives the broker's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultListen      = "127.0.0.1:6650"
+	defaultHTTP        = "127.0.0.1:8080"
+	defaultTLSListen   = "127.0.0.1:6651"
+	defaultKeepAlive   = 30 * time.Second
+	defaultCursorFlush = time.Second
+	defaultCluster     = "standalone"
+)
+
+func (o Options) withDefaults() Options {
+	if o.Listen == "" {
+		o.Listen = defaultListen
+	}
+	if o.HTTP == "" {
+		o.HTTP = defaultHTTP
+	}
+	if o.Brokers <= 0 {
+		o.Brokers = 1
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = defaultCluster
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = pulsarwire.DefaultMaxMessageSize
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = defaultKeepAlive
+	}
+	if o.CursorFlush <= 0 {
+		o.CursorFlush = defaultCursorFlush
+	}
+	if o.KeySharedReplicaPoints <= 0 {
+		o.KeySharedReplicaPoints = 100
+	}
+	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "") {
+		o.TLSListen = defaultTLSListen
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

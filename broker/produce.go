@@ -1,0 +1,206 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+type producer struct {
+	id     uint64
+	name   string
+	topic  *topic
+	conn   *conn
+	access pb.ProducerAccessMode
+	since  time.Time
+
+	msgs, bytes atomic.Int64
+	closed      atomic.Bool
+}
+
+func (cn *conn) handleProducer(m *pb.CommandProducer) {
+	rid := m.GetRequestId()
+	fail := func(code pb.ServerError, msg string) {
+		cn.log.Info("producer refused", "topic", m.GetTopic(), "producer_id", m.GetProducerId(), "error", code.String(), "reason", msg)
+		cn.sendError(rid, code, msg)
+	}
+	t, err := pulsarwire.ParseTopic(m.GetTopic())
+	if err != nil {
+		fail(pb.ServerError_InvalidTopicName, err.Error())
+		return
+	}
+	if !t.Persistent {
+		fail(pb.ServerError_NotAllowedError, "non-persistent topics are not supported by the streamrun broker")
+		return
+	}
+	name := t.String()
+	if err := cn.checkOwner(name); err != nil {
+		fail(pb.ServerError_ServiceNotReady, fmt.Sprintf("Topic %s is not served by this broker (owner: %s)", name, cn.c.broker(cn.c.OwnerOf(name)).url()))
+		return
+	}
+	if p := cn.producer(m.GetProducerId()); p != nil {
+		if p.topic.name == name {
+			cn.send(&pb.CommandProducerSuccess{RequestId: proto.Uint64(rid), ProducerName: proto.String(p.name), LastSequenceId: proto.Int64(-1)})
+			return
+		}
+		fail(pb.ServerError_ServiceNotReady, "Producer is already present on the connection")
+		return
+	}
+	tp, err := cn.c.topicFor(t, true)
+	if err != nil {
+		fail(errorCode(err), err.Error())
+		return
+	}
+	p := &producer{
+		id:     m.GetProducerId(),
+		topic:  tp,
+		conn:   cn,
+		access: m.GetProducerAccessMode(),
+		since:  time.Now(),
+	}
+	userName := m.GetProducerName() != "" && m.GetUserProvidedProducerName()
+	if m.GetProducerName() != "" {
+		p.name = m.GetProducerName()
+	} else {
+		p.name = cn.c.opts.ClusterName + "-" + strconv.Itoa(cn.srv.index) + "-" + strconv.FormatUint(cn.c.producers.Add(1), 10)
+	}
+	var version []byte
+	if m.Schema != nil {
+		version, err = tp.registerSchema(m.Schema)
+		if err != nil {
+			fail(pb.ServerError_IncompatibleSchema, err.Error())
+			return
+		}
+	}
+	if err := tp.addProducer(p, userName); err != nil {
+		fail(errorCode(err), err.Error())
+		return
+	}
+	cn.mu.Lock()
+	cn.producers[p.id] = p
+	cn.mu.Unlock()
+	cn.log.Debug("producer created", "topic", name, "producer", p.name, "producer_id", p.id)
+	cn.send(&pb.CommandProducerSuccess{
+		RequestId:      proto.Uint64(rid),
+		ProducerName:   proto.String(p.name),
+		LastSequenceId: proto.Int64(-1),
+		SchemaVersion:  version,
+		ProducerReady:  proto.Bool(true),
+	})
+}
+
+// addProducer registers a producer, enforcing unique names and the access
+// modes (an exclusive producer keeps every other out).
+func (t *topic) addProducer(p *producer, userName bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.unloaded {
+		return pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "topic is being unloaded")
+	}
+	for o := range t.producers {
+		if userName && o.name == p.name {
+			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Producer with name '%s' is already connected to topic", p.name))
+		}
+		if o.access != pb.ProducerAccessMode_Shared {
+			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Topic has an existing exclusive producer: %s", o.name))
+		}
+		if p.access != pb.ProducerAccessMode_Shared {
+			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Topic has existing shared producers, an exclusive one cannot join"))
+		}
+	}
+	t.producers[p] = struct{}{}
+	return nil
+}
+
+func (t *topic) removeProducer(p *producer) {
+	t.mu.Lock()
+	delete(t.producers, p)
+	t.mu.Unlock()
+}
+
+// closeByBroker tells the client its producer is gone (the topic was
+// deleted or unloaded); the client looks the topic up again.
+func (p *producer) closeByBroker() {
+	if p.closed.Swap(true) {
+		return
+	}
+	p.topic.removeProducer(p)
+	cn := p.conn
+	cn.mu.Lock()
+	if cn.producers[p.id] == p {
+		delete(cn.producers, p.id)
+	}
+	cn.mu.Unlock()
+	cn.send(&pb.CommandCloseProducer{ProducerId: proto.Uint64(p.id), RequestId: proto.Uint64(noRequest)})
+}
+
+// handleSend appends the message and answers with its receipt. The append
+// returns only once the entry is written to the OS, so a receipted message
+// survives kill -9.
+func (cn *conn) handleSend(f pulsarwire.Frame) bool {
+	s := f.Cmd.GetSend()
+	p := cn.producer(s.GetProducerId())
+	if p == nil {
+		// Apache Pulsar closes the connection too: the client's producer
+		// state no longer matches ours.
+		cn.log.Warn("closing connection: message for an unknown producer", "producer_id", s.GetProducerId())
+		cn.finish()
+		return false
+	}
+	sendErr := func(code pb.ServerError, msg string) {
+		cn.send(&pb.CommandSendError{
+			ProducerId: proto.Uint64(s.GetProducerId()),
+			SequenceId: proto.Uint64(s.GetSequenceId()),
+			Error:      code.Enum(),
+			Message:    proto.String(msg),
+		})
+	}
+	if !f.HasPayload() {
+		sendErr(pb.ServerError_UnknownError, "SEND without a message")
+		return true
+	}
+	if len(f.Entry) > cn.c.opts.MaxMessageSize+pulsarwire.FramePadding {
+		sendErr(pb.ServerError_NotAllowedError, "message too large")
+		return true
+	}
+	if s.GetTxnidMostBits() != 0 || s.GetTxnidLeastBits() != 0 {
+		sendErr(pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
+		return true
+	}
+	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()))
+	if err != nil {
+		code := errorCode(err)
+		cn.log.Error("append failed", "topic", p.topic.name, "err", err)
+		sendErr(code, err.Error())
+		if errors.Is(err, errNotOwner) {
+			return true
+		}
+		return true
+	}
+	p.msgs.Add(int64(s.GetNumMessages()))
+	p.bytes.Add(int64(len(f.Entry)))
+	if b := cn.out(); b != nil {
+		*b = appendReceipt(*b, s.GetProducerId(), s.GetSequenceId(), s.GetHighestSequenceId(), p.topic.ledger, id, s.HighestSequenceId != nil)
+		cn.done()
+	}
+	return true
+}
+
+func (cn *conn) handleCloseProducer(m *pb.CommandCloseProducer) {
+	cn.mu.Lock()
+	p := cn.producers[m.GetProducerId()]
+	delete(cn.producers, m.GetProducerId())
+	cn.mu.Unlock()
+	if p != nil {
+		p.closed.Store(true)
+		p.topic.removeProducer(p)
+	}
+	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(m.GetRequestId())})
+}

@@ -1,0 +1,595 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/broker/store"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// subscription is a named cursor on a topic and the consumers sharing it.
+//
+// The cursor: every entry below markDelete is acknowledged; acked holds the
+// acknowledged entries above it; readPos is the next entry never
+// dispatched; replay holds entries to send again (redelivered, or handed
+// back by a consumer that left); pending maps each dispatched, unacked entry
+// to its consumer. One goroutine per subscription (run) dispatches.
+type subscription struct {
+	t       *topic
+	name    string
+	durable bool
+
+	wake    chan struct{}
+	quit    chan struct{}
+	stopped chan struct{}
+	started atomic.Bool
+	stopMu  sync.Once
+	saveMu  sync.Mutex // orders cursor writes
+
+	mu           sync.Mutex
+	typ          pb.CommandSubscribe_SubType
+	ksMode       pb.KeySharedMode
+	consumers    []*consumer // in arrival order
+	active       *consumer   // Exclusive, Failover
+	selector     ksSelector  // Key_Shared
+	rr           int         // Shared round robin
+	markDelete   uint64
+	acked        rangeSet
+	batchAcks    map[uint64][]int64 // partly acked batches; set bits are still unacked
+	readPos      uint64
+	replay       idQueue
+	pending      map[uint64]pendingEntry
+	redeliveries map[uint64]uint32
+	owners       map[int32]*hashOwner // Key_Shared: hashes with unacked entries, and who has them
+	epoch        uint64               // bumped by a reset, to drop reads in flight
+	dirty        bool
+	deleted      bool
+	keepEmpty    bool // a non-durable subscription kept after a seek, for its reconnecting reader
+	consumerSeq  uint64
+	readErrs     int
+}
+
+type pendingEntry struct {
+	c    *consumer
+	msgs int32
+	hash int32 // Key_Shared sticky-key hash, -1 otherwise
+}
+
+type hashOwner struct {
+	c *consumer
+	n int
+}
+
+const (
+	maxReadEntries = 256
+	maxReadBytes   = 4 << 20
+	// maxReplay bounds how many entries a Key_Shared subscription sets
+	// aside for busy or draining consumers before it stops reading ahead.
+	maxReplay = 10000
+)
+
+func newSubscription(t *topic, name string, durable bool, typ pb.CommandSubscribe_SubType, start uint64) *subscription {
+	return &subscription{
+		t:            t,
+		name:         name,
+		durable:      durable,
+		typ:          typ,
+		wake:         make(chan struct{}, 1),
+		quit:         make(chan struct{}),
+		stopped:      make(chan struct{}),
+		markDelete:   start,
+		readPos:      start,
+		batchAcks:    map[uint64][]int64{},
+		pending:      map[uint64]pendingEntry{},
+		redeliveries: map[uint64]uint32{},
+	}
+}
+
+func (s *subscription) start() {
+	if s.started.Swap(true) {
+		return
+	}
+	s.t.c.wg.Add(1)
+	go s.run()
+}
+
+// stop ends the dispatcher and waits for it.
+func (s *subscription) stop() {
+	s.stopMu.Do(func() { close(s.quit) })
+	if s.started.Load() {
+		<-s.stopped
+	}
+}
+
+func (s *subscription) wakeup() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) run() {
+	defer s.t.c.wg.Done()
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.t.c.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for s.dispatchOnce() {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+		}
+	}
+}
+
+func (s *subscription) consumerCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.consumers)
+}
+
+// lowWater is the lowest entry the subscription may still need.
+func (s *subscription) lowWater() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.markDelete
+}
+
+// backlog counts the entries not yet acknowledged.
+func (s *subscription) backlog() int64 {
+	next := s.t.log.Next()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if next <= s.markDelete {
+		return 0
+	}
+	return int64(next - s.markDelete - s.acked.count())
+}
+
+// ---------------------------------------------------------------- consumers
+
+// addConsumer admits a consumer as Apache Pulsar does: a subscription has
+// one type at a time; Exclusive takes one consumer (ConsumerBusy for the
+// next); Key_Shared consumers must agree on the mode and, in STICKY mode,
+// own disjoint hash ranges. It returns the consumers to tell about an
+// active-consumer change (Failover), to be told after SUBSCRIBE's answer.
+func (s *subscription) addConsumer(c *consumer) ([]*consumer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return nil, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "subscription is being deleted")
+	}
+	if len(s.consumers) > 0 && s.typ != c.typ {
+		return nil, pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, fmt.Sprintf("Subscription is of different type: it is %s, not %s", s.typ, c.typ))
+	}
+	if len(s.consumers) == 0 {
+		s.typ = c.typ
+		s.selector = nil
+		if c.typ == pb.CommandSubscribe_Key_Shared {
+			s.ksMode = c.ksMode
+			if c.ksMode == pb.KeySharedMode_STICKY {
+				s.selector = &stickySelector{}
+			} else {
+				s.selector = newRingSelector(s.t.c.opts.KeySharedReplicaPoints)
+			}
+			if s.owners == nil {
+				s.owners = map[int32]*hashOwner{}
+			}
+		}
+	}
+	switch s.typ {
+	case pb.CommandSubscribe_Exclusive:
+		if len(s.consumers) > 0 {
+			return nil, pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, "Exclusive consumer is already connected")
+		}
+	case pb.CommandSubscribe_Key_Shared:
+		if c.ksMode != s.ksMode {
+			return nil, pulsarwire.NewServerError(pb.ServerError_ConsumerAssignError, fmt.Sprintf("Subscription is Key_Shared in %s mode, the consumer asked for %s", s.ksMode, c.ksMode))
+		}
+		if err := s.selector.add(c); err != nil {
+			return nil, err
+		}
+	}
+	s.consumerSeq++
+	c.order = s.consumerSeq
+	s.consumers = append(s.consumers, c)
+	return s.pickActive(), nil
+}
+
+// pickActive chooses the active consumer of a single-active subscription
+// as Apache Pulsar does: consumers ordered by priority level, then name;
+// the first, or for a partition the (index mod count)-th. When it changes,
+// the old one's unacked entries go back for the new one, in order.
+func (s *subscription) pickActive() []*consumer {
+	if s.typ != pb.CommandSubscribe_Exclusive && s.typ != pb.CommandSubscribe_Failover {
+		s.active = nil
+		return nil
+	}
+	var next *consumer
+	if len(s.consumers) > 0 {
+		sorted := slices.Clone(s.consumers)
+		slices.SortStableFunc(sorted, func(a, b *consumer) int {
+			switch {
+			case a.priority != b.priority:
+				return int(a.priority) - int(b.priority)
+			case a.name < b.name:
+				return -1
+			case a.name > b.name:
+				return 1
+			}
+			return 0
+		})
+		i := 0
+		if s.t.partition >= 0 {
+			i = int(s.t.partition) % len(sorted)
+		}
+		next = sorted[i]
+	}
+	if next == s.active {
+		if s.typ == pb.CommandSubscribe_Failover && len(s.consumers) > 0 {
+			return slices.Clone(s.consumers) // a newcomer learns who is active
+		}
+		return nil
+	}
+	if old := s.active; old != nil {
+		for id, pe := range s.pending {
+			if pe.c == old {
+				s.release(id, pe)
+				s.replay.add(id)
+			}
+		}
+	}
+	s.active = next
+	if s.typ == pb.CommandSubscribe_Failover {
+		return slices.Clone(s.consumers)
+	}
+	return nil
+}
+
+// notifyActive sends ACTIVE_CONSUMER_CHANGE to each consumer.
+func (s *subscription) notifyActive(cs []*consumer) {
+	s.mu.Lock()
+	active := s.active
+	s.mu.Unlock()
+	for _, c := range cs {
+		if c.removed.Load() {
+			continue
+		}
+		c.conn.send(&pb.CommandActiveConsumerChange{ConsumerId: proto.Uint64(c.id), IsActive: proto.Bool(c == active)})
+	}
+}
+
+// removeConsumer takes a consumer out: its unacked entries go back to be
+// delivered again (without counting a redelivery, as Apache Pulsar).
+func (s *subscription) removeConsumer(c *consumer, _ bool) {
+	s.mu.Lock()
+	if c.removed.Swap(true) {
+		s.mu.Unlock()
+		return
+	}
+	s.consumers = slices.DeleteFunc(s.consumers, func(x *consumer) bool { return x == c })
+	for id, pe := range s.pending {
+		if pe.c == c {
+			s.release(id, pe)
+			s.replay.add(id)
+		}
+	}
+	if s.selector != nil {
+		s.selector.remove(c)
+	}
+	notify := s.pickActive()
+	drop := !s.durable && len(s.consumers) == 0 && !s.keepEmpty
+	s.mu.Unlock()
+	s.notifyActive(notify)
+	s.wakeup()
+	if drop {
+		s.t.removeSubscription(s)
+		return
+	}
+	s.save()
+}
+
+// release forgets a pending entry; s.mu held.
+func (s *subscription) release(id uint64, pe pendingEntry) {
+	delete(s.pending, id)
+	pe.c.unacked.Add(-int64(pe.msgs))
+	if pe.hash >= 0 && s.owners != nil {
+		if o := s.owners[pe.hash]; o != nil {
+			o.n--
+			if o.n <= 0 {
+				delete(s.owners, pe.hash)
+			}
+		}
+	}
+}
+
+// closeAll disconnects every consumer with a CLOSE_CONSUMER, as Apache
+// Pulsar does when a topic is unloaded or deleted or a cursor is reset.
+func (s *subscription) closeAll() {
+	s.mu.Lock()
+	cs := slices.Clone(s.consumers)
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.closeByBroker()
+	}
+}
+
+func (t *topic) removeSubscription(s *subscription) {
+	t.mu.Lock()
+	if t.subs[s.name] == s {
+		delete(t.subs, s.name)
+		t.publishSubs()
+	}
+	t.mu.Unlock()
+	s.mu.Lock()
+	s.deleted = true
+	s.mu.Unlock()
+	s.stop()
+}
+
+// deleteSubscription removes a subscription and its cursor. Without force
+// it refuses one with consumers.
+func (t *topic) deleteSubscription(name string, force bool) error {
+	t.mu.Lock()
+	s := t.subs[name]
+	t.mu.Unlock()
+	if s == nil {
+		return errSubscriptionNotFound
+	}
+	if !force && s.consumerCount() > 0 {
+		return errSubscriptionBusy
+	}
+	s.closeAll()
+	t.removeSubscription(s)
+	if s.durable {
+		s.saveMu.Lock()
+		defer s.saveMu.Unlock()
+		if err := t.log.DeleteCursor(name); err != nil && !errors.Is(err, store.ErrDeleted) {
+			return fmt.Errorf("delete cursor %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+var (
+	errSubscriptionNotFound = pulsarwire.NewServerError(pb.ServerError_SubscriptionNotFound, "Subscription not found")
+	errSubscriptionBusy     = pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, "Subscription has active connected consumers")
+)
+
+// ---------------------------------------------------------------- cursor
+
+// ackEntry acknowledges a whole entry; s.mu held.
+func (s *subscription) ackEntry(id uint64) {
+	if id < s.markDelete || s.acked.contains(id) {
+		return
+	}
+	if pe, ok := s.pending[id]; ok {
+		s.release(id, pe)
+	}
+	s.replay.remove(id)
+	delete(s.redeliveries, id)
+	delete(s.batchAcks, id)
+	s.dirty = true
+	if id != s.markDelete {
+		s.acked.add(id)
+		return
+	}
+	s.markDelete = s.acked.advance(id + 1)
+	if s.readPos < s.markDelete {
+		s.readPos = s.markDelete
+	}
+}
+
+// ackBatchPart records a partial acknowledgement of a batch; ackSet has a
+// bit set for each message still unacknowledged. s.mu held.
+func (s *subscription) ackBatchPart(id uint64, ackSet []int64) {
+	if id < s.markDelete || s.acked.contains(id) {
+		return
+	}
+	cur, ok := s.batchAcks[id]
+	if !ok {
+		cur = slices.Clone(ackSet)
+	} else {
+		for i := range cur {
+			if i < len(ackSet) {
+				cur[i] &= ackSet[i]
+			} else {
+				cur[i] = 0
+			}
+		}
+	}
+	for _, w := range cur {
+		if w != 0 {
+			s.batchAcks[id] = cur
+			s.dirty = true
+			return
+		}
+	}
+	s.ackEntry(id)
+}
+
+// ackCumulative acknowledges every entry up to and including id (or up
+// to id, with a partial ack of id itself). s.mu held.
+func (s *subscription) ackCumulative(id uint64, ackSet []int64) {
+	upTo := id + 1
+	if len(ackSet) > 0 {
+		upTo = id
+	}
+	if upTo > s.markDelete {
+		for pid, pe := range s.pending {
+			if pid < upTo {
+				s.release(pid, pe)
+			}
+		}
+		s.markDelete = upTo
+		s.acked.trimBelow(upTo)
+		s.replay.trimBelow(upTo)
+		for k := range s.redeliveries {
+			if k < upTo {
+				delete(s.redeliveries, k)
+			}
+		}
+		for k := range s.batchAcks {
+			if k < upTo {
+				delete(s.batchAcks, k)
+			}
+		}
+		s.markDelete = s.acked.advance(s.markDelete)
+		if s.readPos < s.markDelete {
+			s.readPos = s.markDelete
+		}
+		s.dirty = true
+	}
+	if len(ackSet) > 0 {
+		s.ackBatchPart(id, ackSet)
+	}
+}
+
+// reset moves the cursor to entry pos (a seek): everything before it is
+// acknowledged, nothing after it is; in-flight state is forgotten.
+func (s *subscription) reset(pos uint64) {
+	for id, pe := range s.pending {
+		s.release(id, pe)
+	}
+	s.markDelete, s.readPos = pos, pos
+	s.acked.clear()
+	s.replay.clear()
+	clear(s.batchAcks)
+	clear(s.redeliveries)
+	if s.owners != nil {
+		clear(s.owners)
+	}
+	s.epoch++
+	s.dirty = true
+}
+
+// save writes the cursor when it changed (durable subscriptions only).
+func (s *subscription) save() {
+	if !s.durable {
+		return
+	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.mu.Lock()
+	if !s.dirty || s.deleted {
+		s.mu.Unlock()
+		return
+	}
+	state := s.encode()
+	s.dirty = false
+	s.mu.Unlock()
+	if err := s.t.log.SaveCursor(s.name, state); err != nil {
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+		if !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrDeleted) {
+			s.t.c.log.Error("saving cursor failed", "topic", s.t.name, "subscription", s.name, "err", err)
+		}
+	}
+}
+
+// Cursor state, version 1: markDelete, subscription type, the acked spans
+// (each as gap from the previous end and length) and partial batch acks.
+const cursorVersion = 1
+
+func (s *subscription) encode() []byte {
+	b := []byte{cursorVersion}
+	b = binary.AppendUvarint(b, s.markDelete)
+	b = binary.AppendUvarint(b, uint64(s.typ))
+	b = binary.AppendUvarint(b, uint64(len(s.acked.s)))
+	prev := s.markDelete
+	for _, sp := range s.acked.s {
+		b = binary.AppendUvarint(b, sp.lo-prev)
+		b = binary.AppendUvarint(b, sp.hi-sp.lo)
+		prev = sp.hi
+	}
+	keys := slices.Sorted(maps.Keys(s.batchAcks))
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		words := s.batchAcks[k]
+		b = binary.AppendUvarint(b, k)
+		b = binary.AppendUvarint(b, uint64(len(words)))
+		for _, w := range words {
+			b = binary.AppendUvarint(b, uint64(w))
+		}
+	}
+	return b
+}
+
+func decodeCursor(t *topic, name string, b []byte) (*subscription, error) {
+	bad := errors.New("corrupt cursor state")
+	if len(b) == 0 || b[0] != cursorVersion {
+		return nil, fmt.Errorf("cursor version %v: %w", b[:min(1, len(b))], bad)
+	}
+	b = b[1:]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	md, ok1 := next()
+	typ, ok2 := next()
+	nr, ok3 := next()
+	if !ok1 || !ok2 || !ok3 || nr > uint64(len(b)) {
+		return nil, bad
+	}
+	s := newSubscription(t, name, true, pb.CommandSubscribe_SubType(typ), md)
+	prev := md
+	for i := uint64(0); i < nr; i++ {
+		gap, ok1 := next()
+		n, ok2 := next()
+		if !ok1 || !ok2 {
+			return nil, bad
+		}
+		lo := prev + gap
+		s.acked.s = append(s.acked.s, span{lo, lo + n})
+		prev = lo + n
+	}
+	nb, ok := next()
+	if !ok || nb > uint64(len(b)) {
+		return nil, bad
+	}
+	for i := uint64(0); i < nb; i++ {
+		k, ok1 := next()
+		nw, ok2 := next()
+		if !ok1 || !ok2 || nw > uint64(len(b)) {
+			return nil, bad
+		}
+		words := make([]int64, nw)
+		for j := range words {
+			w, ok := next()
+			if !ok {
+				return nil, bad
+			}
+			words[j] = int64(w)
+		}
+		s.batchAcks[k] = words
+	}
+	// Entries trimmed away meanwhile cannot be read: start at the first.
+	if first := t.log.First(); s.markDelete < first {
+		s.markDelete = first
+		s.acked.trimBelow(first)
+		s.markDelete = s.acked.advance(s.markDelete)
+	}
+	s.readPos = s.markDelete
+	return s, nil
+}

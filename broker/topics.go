@@ -1,0 +1,393 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/streamrun/streamrun/broker/store"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// topic is a loaded topic (a partition is a topic of its own): its log,
+// producers and subscriptions.
+type topic struct {
+	c         *Cluster
+	name      string
+	parsed    pulsarwire.Topic
+	partition int32 // -1 when not a partition
+	owner     int
+	log       *store.Log
+	ledger    uint64
+
+	pubMu       sync.Mutex // orders appends and keeps publish times monotonic
+	lastPublish int64
+
+	mu        sync.Mutex
+	producers map[*producer]struct{}
+	subs      map[string]*subscription
+	schemas   [][]byte // registered schema definitions (encoded pb.Schema), version = index
+	unloaded  bool
+	subList   atomic.Pointer[[]*subscription] // read by publish without the lock
+
+	msgsIn, bytesIn atomic.Int64
+}
+
+// errNotOwner: a producer or consumer reached a broker that does not own
+// the topic (it looked up long ago, or ownership moved).
+var errNotOwner = errors.New("topic is not served by this broker")
+
+// topicNotFound: auto-creation is off and the topic was never created.
+var errTopicNotFound = errors.New("topic not found")
+
+const partitionsKey = "partitions/"
+
+// partitions returns the partition count of a partitioned topic.
+func (c *Cluster) partitions(name string) (int, bool) {
+	v, ok, err := c.store.GetMeta(partitionsKey + name)
+	if err != nil || !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+func (c *Cluster) setPartitions(name string, n int) error {
+	return c.store.PutMeta(partitionsKey+name, []byte(strconv.Itoa(n)))
+}
+
+// topicExists reports whether a topic's log exists, or it is a partition
+// of an existing partitioned topic.
+func (c *Cluster) topicExists(t pulsarwire.Topic) bool {
+	name := t.String()
+	c.mu.Lock()
+	_, loaded := c.topics[name]
+	c.mu.Unlock()
+	if loaded || slices.Contains(c.store.Topics(), name) {
+		return true
+	}
+	if i, base := t.PartitionIndex(); i >= 0 {
+		if n, ok := c.partitions(base.String()); ok && i < n {
+			return true
+		}
+	}
+	return false
+}
+
+// topicFor returns the loaded topic, loading (and with create, creating)
+// it. Only the owning broker may call it for clients.
+func (c *Cluster) topicFor(t pulsarwire.Topic, create bool) (*topic, error) {
+	name := t.String()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("broker is closing")
+	}
+	if tp := c.topics[name]; tp != nil {
+		c.mu.Unlock()
+		return tp, nil
+	}
+	c.mu.Unlock()
+	if !c.topicExists(t) {
+		if !create || c.opts.DisableTopicAutoCreation {
+			return nil, errTopicNotFound
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("broker is closing")
+	}
+	if tp := c.topics[name]; tp != nil {
+		return tp, nil
+	}
+	lg, err := c.store.Topic(name)
+	if err != nil {
+		return nil, fmt.Errorf("open topic %s: %w", name, err)
+	}
+	idx, _ := t.PartitionIndex()
+	tp := &topic{
+		c:         c,
+		name:      name,
+		parsed:    t,
+		partition: int32(idx),
+		owner:     c.OwnerOf(name),
+		log:       lg,
+		ledger:    lg.LedgerID(),
+		producers: make(map[*producer]struct{}),
+		subs:      make(map[string]*subscription),
+	}
+	if err := tp.loadState(); err != nil {
+		return nil, err
+	}
+	c.topics[name] = tp
+	return tp, nil
+}
+
+// loadState restores the durable subscriptions and schemas of a topic.
+func (t *topic) loadState() error {
+	curs, err := t.log.Cursors()
+	if err != nil {
+		return fmt.Errorf("load cursors of %s: %w", t.name, err)
+	}
+	for name, state := range curs {
+		s, err := decodeCursor(t, name, state)
+		if err != nil {
+			t.c.log.Error("cursor unreadable; starting it at the end of the topic", "topic", t.name, "subscription", name, "err", err)
+			s = newSubscription(t, name, true, pb.CommandSubscribe_Exclusive, t.log.Next())
+		}
+		t.subs[name] = s
+		s.start()
+	}
+	t.publishSubs()
+	sch, err := t.c.store.ListMeta(schemaKey(t.name))
+	if err == nil {
+		for i := 0; ; i++ {
+			v, ok := sch[schemaKey(t.name)+strconv.Itoa(i)]
+			if !ok {
+				break
+			}
+			t.schemas = append(t.schemas, v)
+		}
+	}
+	return nil
+}
+
+func schemaKey(topic string) string { return "schema/" + topic + "/" }
+
+// publishSubs refreshes the lock-free list of subscriptions; t.mu held.
+func (t *topic) publishSubs() {
+	l := make([]*subscription, 0, len(t.subs))
+	for _, s := range t.subs {
+		l = append(l, s)
+	}
+	t.subList.Store(&l)
+}
+
+// publish appends an entry (a SEND's message section as received) and
+// wakes the subscriptions.
+func (t *topic) publish(entry []byte, publishTime int64) (uint64, error) {
+	t.pubMu.Lock()
+	if publishTime < t.lastPublish {
+		publishTime = t.lastPublish
+	}
+	id, err := t.log.Append(publishTime, entry)
+	if err == nil {
+		t.lastPublish = publishTime
+	}
+	t.pubMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	t.msgsIn.Add(1)
+	t.bytesIn.Add(int64(len(entry)))
+	if l := t.subList.Load(); l != nil {
+		for _, s := range *l {
+			s.wakeup()
+		}
+	}
+	return id, nil
+}
+
+// unload stops the topic's subscriptions (saving cursors) and closes its
+// producers and consumers with a CLOSE_* so clients look it up again.
+func (t *topic) unload() {
+	t.mu.Lock()
+	if t.unloaded {
+		t.mu.Unlock()
+		return
+	}
+	t.unloaded = true
+	ps := make([]*producer, 0, len(t.producers))
+	for p := range t.producers {
+		ps = append(ps, p)
+	}
+	subs := make([]*subscription, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	for _, p := range ps {
+		p.closeByBroker()
+	}
+	for _, s := range subs {
+		s.closeAll()
+		s.stop()
+		s.save()
+	}
+}
+
+func (c *Cluster) unloadTopics(match func(*topic) bool) {
+	c.mu.Lock()
+	var ts []*topic
+	for name, t := range c.topics {
+		if match(t) {
+			ts = append(ts, t)
+			delete(c.topics, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range ts {
+		t.unload()
+	}
+}
+
+// deleteTopic removes a topic and its data. Without force it refuses a
+// topic with producers or consumers connected.
+func (c *Cluster) deleteTopic(name string, force bool) error {
+	c.mu.Lock()
+	tp := c.topics[name]
+	c.mu.Unlock()
+	if tp != nil {
+		if !force && tp.connected() {
+			return errTopicBusy
+		}
+		c.mu.Lock()
+		if c.topics[name] == tp {
+			delete(c.topics, name)
+		}
+		c.mu.Unlock()
+		tp.unload()
+	}
+	if err := c.store.DeleteTopic(name); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			if tp != nil {
+				return nil
+			}
+			return errTopicNotFound
+		}
+		return err
+	}
+	if ks, err := c.store.ListMeta(schemaKey(name)); err == nil {
+		for k := range ks {
+			c.store.DeleteMeta(k)
+		}
+	}
+	return nil
+}
+
+var errTopicBusy = errors.New("topic has active producers or consumers")
+
+func (t *topic) connected() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.producers) > 0 {
+		return true
+	}
+	for _, s := range t.subs {
+		if s.consumerCount() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *topic) flushCursors() {
+	for _, s := range t.subscriptions() {
+		s.save()
+	}
+}
+
+func (t *topic) subscriptions() []*subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*subscription, 0, len(t.subs))
+	for _, s := range t.subs {
+		out = append(out, s)
+	}
+	return out
+}
+
+// trim drops entries every subscription has acknowledged (Apache Pulsar
+// with no retention does the same, a ledger at a time; the store frees a
+// segment at a time). A topic without subscriptions keeps everything.
+func (t *topic) trim() {
+	subs := t.subscriptions()
+	if len(subs) == 0 {
+		return
+	}
+	lowest := ^uint64(0)
+	for _, s := range subs {
+		lowest = min(lowest, s.lowWater())
+	}
+	if lowest > t.log.First() && lowest != ^uint64(0) {
+		if err := t.log.Trim(lowest); err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrDeleted) {
+			t.c.log.Warn("trim failed", "topic", t.name, "err", err)
+		}
+	}
+}
+
+// listTopics lists a namespace's persistent topics as Apache Pulsar does
+// for GET_TOPICS_OF_NAMESPACE: non-partitioned topics and every partition
+// of each partitioned topic, never the partitioned topic's own name.
+func (c *Cluster) listTopics(namespace string) []string {
+	prefix := "persistent://" + namespace + "/"
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, n := range c.store.Topics() {
+		if strings.HasPrefix(n, prefix) {
+			add(n)
+		}
+	}
+	for base, n := range c.partitionedTopics(namespace) {
+		for i := 0; i < n; i++ {
+			add(base + pulsarwire.PartitionSuffix + strconv.Itoa(i))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// partitionedTopics returns a namespace's partitioned topics and counts.
+func (c *Cluster) partitionedTopics(namespace string) map[string]int {
+	out := map[string]int{}
+	ms, err := c.store.ListMeta(partitionsKey + "persistent://" + namespace + "/")
+	if err != nil {
+		return out
+	}
+	for k, v := range ms {
+		n, err := strconv.Atoi(string(v))
+		if err == nil {
+			out[strings.TrimPrefix(k, partitionsKey)] = n
+		}
+	}
+	return out
+}
+
+// checkOwner reports whether broker srv may serve topic t to clients.
+func (cn *conn) checkOwner(name string) error {
+	if cn.c.OwnerOf(name) != cn.srv.index {
+		return errNotOwner
+	}
+	return nil
+}
+
+// errorCode maps an internal error to the server error a client gets.
+func errorCode(err error) pb.ServerError {
+	var se *pulsarwire.ServerError
+	switch {
+	case errors.As(err, &se):
+		return se.Code
+	case errors.Is(err, errNotOwner):
+		return pb.ServerError_ServiceNotReady
+	case errors.Is(err, errTopicNotFound):
+		return pb.ServerError_TopicNotFound
+	case errors.Is(err, store.ErrClosed), errors.Is(err, store.ErrDeleted):
+		return pb.ServerError_ServiceNotReady
+	}
+	return pb.ServerError_PersistenceError
+}

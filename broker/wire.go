@@ -1,0 +1,285 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// noRequest is the request id Apache Pulsar puts in commands it sends on
+// its own (a CLOSE_CONSUMER, an ERROR before CONNECTED): -1 as uint64.
+const noRequest = ^uint64(0)
+
+// entryInfo is what dispatch needs to know of a stored entry, read from its
+// MessageMetadata without decoding all of it.
+type entryInfo struct {
+	numMessages int32 // num_messages_in_batch, 1 when absent
+	batched     bool  // num_messages_in_batch was present
+	key         []byte
+	publishTime uint64
+}
+
+var errBadEntry = errors.New("stored entry is not a message")
+
+// scanEntry reads the fields of an entry's MessageMetadata that dispatch
+// uses: the batch size and the sticky key (ordering key, else partition
+// key). The entry is [0x0e01 crc32c]? [size u32][metadata][payload].
+func scanEntry(entry []byte) (entryInfo, error) {
+	info := entryInfo{numMessages: 1}
+	b := entry
+	if len(b) >= 6 && binary.BigEndian.Uint16(b) == 0x0e01 {
+		b = b[6:]
+	}
+	if len(b) < 4 {
+		return info, errBadEntry
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	if n > len(b)-4 {
+		return info, errBadEntry
+	}
+	md := b[4 : 4+n]
+	var partitionKey, orderingKey []byte
+	for len(md) > 0 {
+		num, typ, l := protowire.ConsumeTag(md)
+		if l < 0 {
+			return info, errBadEntry
+		}
+		md = md[l:]
+		switch {
+		case num == 11 && typ == protowire.VarintType:
+			v, l := protowire.ConsumeVarint(md)
+			if l < 0 {
+				return info, errBadEntry
+			}
+			info.numMessages, info.batched = int32(v), true
+			md = md[l:]
+			continue
+		case num == 3 && typ == protowire.VarintType:
+			v, l := protowire.ConsumeVarint(md)
+			if l < 0 {
+				return info, errBadEntry
+			}
+			info.publishTime = v
+			md = md[l:]
+			continue
+		case num == 6 && typ == protowire.BytesType:
+			v, l := protowire.ConsumeBytes(md)
+			if l < 0 {
+				return info, errBadEntry
+			}
+			partitionKey = v
+			md = md[l:]
+			continue
+		case num == 18 && typ == protowire.BytesType:
+			v, l := protowire.ConsumeBytes(md)
+			if l < 0 {
+				return info, errBadEntry
+			}
+			orderingKey = v
+			md = md[l:]
+			continue
+		}
+		l = protowire.ConsumeFieldValue(num, typ, md)
+		if l < 0 {
+			return info, errBadEntry
+		}
+		md = md[l:]
+	}
+	if info.numMessages < 1 {
+		info.numMessages = 1
+	}
+	switch {
+	case len(orderingKey) > 0:
+		info.key = orderingKey
+	case len(partitionKey) > 0:
+		info.key = partitionKey
+	default:
+		info.key = noneKey
+	}
+	return info, nil
+}
+
+// noneKey is Apache Pulsar's sticky key for messages without one.
+var noneKey = []byte("NONE_KEY")
+
+// appendMessage appends a MESSAGE frame carrying a stored entry, encoding
+// the command by hand: this is the hot path of every consumer.
+func appendMessage(dst []byte, consumerID, ledger, entryID uint64, partition int32, redelivery uint32, ackSet []int64, epoch uint64, hasEpoch bool, entry []byte) []byte {
+	// MessageIdData
+	var idb [40]byte
+	id := idb[:0]
+	id = protowire.AppendTag(id, 1, protowire.VarintType)
+	id = protowire.AppendVarint(id, ledger)
+	id = protowire.AppendTag(id, 2, protowire.VarintType)
+	id = protowire.AppendVarint(id, entryID)
+	if partition >= 0 {
+		id = protowire.AppendTag(id, 3, protowire.VarintType)
+		id = protowire.AppendVarint(id, uint64(partition))
+	}
+	msgLen := 1 + protowire.SizeVarint(consumerID) + 1 + protowire.SizeBytes(len(id))
+	if redelivery > 0 {
+		msgLen += 1 + protowire.SizeVarint(uint64(redelivery))
+	}
+	for _, w := range ackSet {
+		msgLen += 1 + protowire.SizeVarint(uint64(w))
+	}
+	if hasEpoch {
+		msgLen += 1 + protowire.SizeVarint(epoch)
+	}
+	cmdLen := 2 + 1 + protowire.SizeBytes(msgLen) // type tag+value(9), message field
+	total := 4 + cmdLen + len(entry)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(cmdLen))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, uint64(pb.BaseCommand_MESSAGE))
+	dst = protowire.AppendTag(dst, 9, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(msgLen))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, consumerID)
+	dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+	dst = protowire.AppendBytes(dst, id)
+	if redelivery > 0 {
+		dst = protowire.AppendTag(dst, 3, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(redelivery))
+	}
+	for _, w := range ackSet {
+		dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(w))
+	}
+	if hasEpoch {
+		dst = protowire.AppendTag(dst, 5, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, epoch)
+	}
+	return append(dst, entry...)
+}
+
+// appendReceipt appends a SEND_RECEIPT frame, by hand for the same reason.
+func appendReceipt(dst []byte, producerID, seq, highest, ledger, entryID uint64, hasHighest bool) []byte {
+	var idb [24]byte
+	id := idb[:0]
+	id = protowire.AppendTag(id, 1, protowire.VarintType)
+	id = protowire.AppendVarint(id, ledger)
+	id = protowire.AppendTag(id, 2, protowire.VarintType)
+	id = protowire.AppendVarint(id, entryID)
+	rLen := 1 + protowire.SizeVarint(producerID) + 1 + protowire.SizeVarint(seq) + 1 + protowire.SizeBytes(len(id))
+	if hasHighest {
+		rLen += 1 + protowire.SizeVarint(highest)
+	}
+	cmdLen := 2 + 1 + protowire.SizeBytes(rLen)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(4+cmdLen))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(cmdLen))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, uint64(pb.BaseCommand_SEND_RECEIPT))
+	dst = protowire.AppendTag(dst, 7, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(rLen))
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, producerID)
+	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, seq)
+	dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+	dst = protowire.AppendBytes(dst, id)
+	if hasHighest {
+		dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, highest)
+	}
+	return dst
+}
+
+// requestIDOf returns the request id of a command that has one, including
+// kinds pulsarwire does not model (transactions, topic watchers), whose
+// request_id is field 1 of their message, kept as an unknown field.
+func requestIDOf(cmd *pb.BaseCommand) (uint64, bool) {
+	switch cmd.GetType() {
+	case pb.BaseCommand_SUBSCRIBE:
+		return cmd.GetSubscribe().GetRequestId(), true
+	case pb.BaseCommand_PRODUCER:
+		return cmd.GetProducer().GetRequestId(), true
+	case pb.BaseCommand_UNSUBSCRIBE:
+		return cmd.GetUnsubscribe().GetRequestId(), true
+	case pb.BaseCommand_CLOSE_PRODUCER:
+		return cmd.GetCloseProducer().GetRequestId(), true
+	case pb.BaseCommand_CLOSE_CONSUMER:
+		return cmd.GetCloseConsumer().GetRequestId(), true
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		return cmd.GetPartitionMetadata().GetRequestId(), true
+	case pb.BaseCommand_LOOKUP:
+		return cmd.GetLookupTopic().GetRequestId(), true
+	case pb.BaseCommand_CONSUMER_STATS:
+		return cmd.GetConsumerStats().GetRequestId(), true
+	case pb.BaseCommand_SEEK:
+		return cmd.GetSeek().GetRequestId(), true
+	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
+		return cmd.GetGetLastMessageId().GetRequestId(), true
+	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
+		return cmd.GetGetTopicsOfNamespace().GetRequestId(), true
+	case pb.BaseCommand_GET_SCHEMA:
+		return cmd.GetGetSchema().GetRequestId(), true
+	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
+		return cmd.GetGetOrCreateSchema().GetRequestId(), true
+	case pb.BaseCommand_ACK:
+		if cmd.GetAck().RequestId != nil {
+			return cmd.GetAck().GetRequestId(), true
+		}
+		return 0, false
+	}
+	return unknownRequestID(cmd)
+}
+
+// unknownRequestID digs field 1 (a varint) out of the unknown field whose
+// number is the command's type, where the unmodelled commands live.
+func unknownRequestID(cmd *pb.BaseCommand) (uint64, bool) {
+	raw := cmd.ProtoReflect().GetUnknown()
+	want := protowire.Number(cmd.GetType())
+	for len(raw) > 0 {
+		num, typ, l := protowire.ConsumeTag(raw)
+		if l < 0 {
+			return 0, false
+		}
+		raw = raw[l:]
+		if num == want && typ == protowire.BytesType {
+			body, l := protowire.ConsumeBytes(raw)
+			if l < 0 {
+				return 0, false
+			}
+			for len(body) > 0 {
+				n, t, l := protowire.ConsumeTag(body)
+				if l < 0 {
+					return 0, false
+				}
+				body = body[l:]
+				if n == 1 && t == protowire.VarintType {
+					v, l := protowire.ConsumeVarint(body)
+					return v, l >= 0
+				}
+				l = protowire.ConsumeFieldValue(n, t, body)
+				if l < 0 {
+					return 0, false
+				}
+				body = body[l:]
+			}
+			return 0, false
+		}
+		l = protowire.ConsumeFieldValue(num, typ, raw)
+		if l < 0 {
+			return 0, false
+		}
+		raw = raw[l:]
+	}
+	return 0, false
+}
+
+// appendCmd encodes a command; an encoding error is a bug (a required field
+// left unset), reported and the frame skipped.
+func appendCmd(dst []byte, m proto.Message) ([]byte, error) {
+	out, err := pulsarwire.AppendCommand(dst, pulsarwire.Wrap(m))
+	if err != nil {
+		return dst, fmt.Errorf("encode %T: %w", m, err)
+	}
+	return out, nil
+}
