@@ -1,0 +1,587 @@
+package pool
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// ClientVersion is what CONNECT tells the broker this client is.
+const ClientVersion = "streamrun-go"
+
+// Handler receives what a broker sends to one consumer. Package
+// subscribe implements it; see (*Conn).RegisterConsumer.
+//
+// Both methods run on the connection's reader goroutine: they must not
+// block (hand the frame to the consumer's own queue; flow permits bound
+// it) and must not call (*Conn).Request on the same connection and wait.
+type Handler interface {
+	// HandleFrame gets the frames addressed to the consumer id: MESSAGE
+	// (f.Payload and f.Metadata set), ACTIVE_CONSUMER_CHANGE,
+	// CLOSE_CONSUMER (the broker closed the consumer: subscribe again,
+	// after a new lookup), REACHED_END_OF_TOPIC, and ACK_RESPONSE without
+	// a request id. err is non-nil, matching pulsarwire.ErrChecksum, when
+	// a message's checksum did not match: drop it (Pulsar's clients ack
+	// it with the ChecksumMismatch validation error).
+	HandleFrame(f pulsarwire.Frame, err error)
+	// ConnectionClosed is called once when the connection is gone; err
+	// matches pulsarwire.ErrConnectionClosed, and ErrClosed too when the
+	// client is closing (then do not reconnect). The consumer is no longer
+	// registered.
+	ConnectionClosed(err error)
+}
+
+// connKey names a pooled connection: the broker it reaches (logical) and
+// the address dialed (physical: the same, or a proxy's).
+type connKey struct {
+	logical  string // host:port
+	physical string // host:port
+	tls      bool
+}
+
+// Conn is one connection to a broker, shared by every producer, consumer
+// and lookup of the client that talks to that broker. Its methods are
+// safe for concurrent use. A Conn is never re-opened: once Done is
+// closed, get a new one from the Client.
+type Conn struct {
+	client *Client
+	key    connKey
+	nc     net.Conn
+	log    *slog.Logger
+
+	serverVersion   string
+	protocolVersion int32
+	maxMessageSize  int
+
+	reads atomic.Uint64 // frames received, for keep-alive
+
+	mu        sync.Mutex
+	calls     map[uint64]chan callResult
+	consumers map[uint64]Handler
+	producers map[uint64]*partProducer
+	closeErr  error
+	done      chan struct{}
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wclosed bool
+	wkick   chan struct{}
+}
+
+type callResult struct {
+	cmd *pb.BaseCommand
+	err error
+}
+
+// Addr is the broker's URL, as lookups name it (pulsar://host:port or
+// pulsar+ssl://host:port).
+func (c *Conn) Addr() string {
+	if c.key.tls {
+		return "pulsar+ssl://" + c.key.logical
+	}
+	return "pulsar://" + c.key.logical
+}
+
+// String is Addr, with " via <proxy>" when proxied.
+func (c *Conn) String() string {
+	if c.key.physical != c.key.logical {
+		return c.Addr() + " via " + c.key.physical
+	}
+	return c.Addr()
+}
+
+// MaxMessageSize is the broker's max_message_size from CONNECTED.
+func (c *Conn) MaxMessageSize() int { return c.maxMessageSize }
+
+// ServerVersion is the broker's version from CONNECTED.
+func (c *Conn) ServerVersion() string { return c.serverVersion }
+
+// ProtocolVersion is the protocol version both sides speak.
+func (c *Conn) ProtocolVersion() int32 { return c.protocolVersion }
+
+// Done is closed when the connection is gone.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection is gone, nil while it is open. It matches
+// pulsarwire.ErrConnectionClosed.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeErr
+}
+
+// dial opens and handshakes a connection. ctx bounds the whole of it.
+func (cl *Client) dial(ctx context.Context, key connKey) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, cl.opts.ConnectionTimeout)
+	defer cancel()
+	nc, err := cl.dialTCP(ctx, "tcp", key.physical)
+	if err != nil {
+		return nil, &ConnectError{Addr: key.physical, Err: err}
+	}
+	if key.tls {
+		conf := cl.tls.Clone()
+		if conf.ServerName == "" {
+			host, _, _ := net.SplitHostPort(key.physical)
+			conf.ServerName = host
+		}
+		tc := tls.Client(nc, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, &ConnectError{Addr: key.physical, Err: fmt.Errorf("TLS handshake: %w", err)}
+		}
+		nc = tc
+	}
+	c := &Conn{
+		client:         cl,
+		key:            key,
+		nc:             nc,
+		log:            cl.log.With("broker", key.logical),
+		maxMessageSize: pulsarwire.DefaultMaxMessageSize,
+		calls:          map[uint64]chan callResult{},
+		consumers:      map[uint64]Handler{},
+		producers:      map[uint64]*partProducer{},
+		done:           make(chan struct{}),
+		wkick:          make(chan struct{}, 1),
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	rd := pulsarwire.NewReader(br, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	if err := c.handshake(ctx, rd); err != nil {
+		nc.Close()
+		return nil, &ConnectError{Addr: key.physical, Err: err}
+	}
+	rd.SetMaxFrameSize(pulsarwire.MaxFrameSize(c.maxMessageSize))
+	cl.wg.Add(2)
+	go c.readLoop(rd)
+	go c.writeLoop()
+	c.log.Debug("connected", "via", key.physical, "server", c.serverVersion, "protocol", c.protocolVersion)
+	return c, nil
+}
+
+func (c *Conn) connectCommand() (*pb.BaseCommand, error) {
+	cmd := &pb.CommandConnect{
+		ClientVersion:   proto.String(ClientVersion),
+		ProtocolVersion: proto.Int32(pulsarwire.ProtocolVersion),
+		FeatureFlags: &pb.FeatureFlags{
+			SupportsAuthRefresh:         proto.Bool(true),
+			SupportsBrokerEntryMetadata: proto.Bool(true),
+		},
+	}
+	if c.key.physical != c.key.logical {
+		cmd.ProxyToBrokerUrl = proto.String(c.key.logical)
+	}
+	if tok := c.client.token; tok != nil {
+		t, err := tok()
+		if err != nil {
+			return nil, err
+		}
+		cmd.AuthMethodName = proto.String("token")
+		cmd.AuthData = []byte(t)
+	}
+	return pulsarwire.Wrap(cmd), nil
+}
+
+// handshake sends CONNECT and waits for CONNECTED.
+func (c *Conn) handshake(ctx context.Context, rd *pulsarwire.Reader) error {
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		stop()
+		c.nc.SetDeadline(time.Time{})
+	}()
+	cmd, err := c.connectCommand()
+	if err != nil {
+		return err
+	}
+	b, err := pulsarwire.AppendCommand(nil, cmd)
+	if err != nil {
+		return err
+	}
+	if _, err := c.nc.Write(b); err != nil {
+		return fmt.Errorf("send CONNECT: %w", err)
+	}
+	for {
+		f, err := rd.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("waiting for CONNECTED: %w", ctx.Err())
+			}
+			return fmt.Errorf("waiting for CONNECTED: %w", err)
+		}
+		switch f.Cmd.GetType() {
+		case pb.BaseCommand_CONNECTED:
+			ok := f.Cmd.GetConnected()
+			c.serverVersion = ok.GetServerVersion()
+			c.protocolVersion = ok.GetProtocolVersion()
+			if n := int(ok.GetMaxMessageSize()); n > 0 {
+				c.maxMessageSize = n
+			}
+			return nil
+		case pb.BaseCommand_ERROR:
+			e := f.Cmd.GetError()
+			return pulsarwire.NewServerError(e.GetError(), e.GetMessage())
+		case pb.BaseCommand_AUTH_CHALLENGE:
+			b, err := c.authResponse()
+			if err != nil {
+				return err
+			}
+			if _, err := c.nc.Write(b); err != nil {
+				return fmt.Errorf("send AUTH_RESPONSE: %w", err)
+			}
+		default:
+			return fmt.Errorf("broker answered CONNECT with %s: %w", f.Cmd.GetType(), pulsarwire.ErrCorrupt)
+		}
+	}
+}
+
+func (c *Conn) authResponse() ([]byte, error) {
+	r := &pb.CommandAuthResponse{
+		ClientVersion:   proto.String(ClientVersion),
+		ProtocolVersion: proto.Int32(pulsarwire.ProtocolVersion),
+		Response:        &pb.AuthData{AuthMethodName: proto.String("none")},
+	}
+	if tok := c.client.token; tok != nil {
+		t, err := tok()
+		if err != nil {
+			return nil, err
+		}
+		r.Response = &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte(t)}
+	}
+	return pulsarwire.AppendCommand(nil, pulsarwire.Wrap(r))
+}
+
+func (c *Conn) readLoop(rd *pulsarwire.Reader) {
+	defer c.client.wg.Done()
+	for {
+		f, err := rd.Next()
+		if err != nil && (f.Cmd == nil || !errors.Is(err, pulsarwire.ErrChecksum)) {
+			c.close(fmt.Errorf("read: %w", err))
+			return
+		}
+		c.reads.Add(1)
+		c.dispatch(f, err)
+	}
+}
+
+func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
+	cmd := f.Cmd
+	switch cmd.GetType() {
+	case pb.BaseCommand_SEND_RECEIPT:
+		if p := c.producer(cmd.GetSendReceipt().GetProducerId()); p != nil {
+			p.receipt(c, cmd.GetSendReceipt())
+		}
+	case pb.BaseCommand_SEND_ERROR:
+		if p := c.producer(cmd.GetSendError().GetProducerId()); p != nil {
+			p.sendError(c, cmd.GetSendError())
+		}
+	case pb.BaseCommand_CLOSE_PRODUCER:
+		if p := c.producer(cmd.GetCloseProducer().GetProducerId()); p != nil {
+			p.closedByBroker(c)
+		}
+	case pb.BaseCommand_MESSAGE:
+		c.toConsumer(cmd.GetMessage().GetConsumerId(), f, ferr)
+	case pb.BaseCommand_ACTIVE_CONSUMER_CHANGE:
+		c.toConsumer(cmd.GetActiveConsumerChange().GetConsumerId(), f, nil)
+	case pb.BaseCommand_CLOSE_CONSUMER:
+		c.toConsumer(cmd.GetCloseConsumer().GetConsumerId(), f, nil)
+	case pb.BaseCommand_REACHED_END_OF_TOPIC:
+		c.toConsumer(cmd.GetReachedEndOfTopic().GetConsumerId(), f, nil)
+	case pb.BaseCommand_ACK_RESPONSE:
+		r := cmd.GetAckResponse()
+		if r.RequestId == nil || !c.complete(r.GetRequestId(), cmd) {
+			c.toConsumer(r.GetConsumerId(), f, nil)
+		}
+	case pb.BaseCommand_PING:
+		c.Send(pulsarwire.Wrap(&pb.CommandPong{}))
+	case pb.BaseCommand_PONG:
+	case pb.BaseCommand_AUTH_CHALLENGE:
+		b, err := c.authResponse()
+		if err != nil {
+			c.close(fmt.Errorf("answer AUTH_CHALLENGE: %w", err))
+			return
+		}
+		c.writeFrame(b)
+	default:
+		if id, ok := responseRequestID(cmd); ok {
+			if !c.complete(id, cmd) {
+				c.log.Debug("answer to a request no one waits for", "type", cmd.GetType(), "request_id", id)
+			}
+			return
+		}
+		c.log.Warn("unexpected command from broker", "type", cmd.GetType())
+	}
+}
+
+func (c *Conn) producer(id uint64) *partProducer {
+	c.mu.Lock()
+	p := c.producers[id]
+	c.mu.Unlock()
+	return p
+}
+
+func (c *Conn) toConsumer(id uint64, f pulsarwire.Frame, err error) {
+	c.mu.Lock()
+	h := c.consumers[id]
+	c.mu.Unlock()
+	if h != nil {
+		h.HandleFrame(f, err)
+	} else {
+		c.log.Debug("frame for an unknown consumer", "type", f.Cmd.GetType(), "consumer_id", id)
+	}
+}
+
+// complete hands an answer to the request waiting for it.
+func (c *Conn) complete(id uint64, cmd *pb.BaseCommand) bool {
+	if ps := cmd.GetProducerSuccess(); ps != nil && ps.ProducerReady != nil && !ps.GetProducerReady() {
+		// WaitForExclusive: the broker answers again when it is ready.
+		return true
+	}
+	c.mu.Lock()
+	ch, ok := c.calls[id]
+	delete(c.calls, id)
+	c.mu.Unlock()
+	if ok {
+		ch <- callResult{cmd: cmd, err: responseError(cmd)}
+	}
+	return ok
+}
+
+// Request sends cmd with a fresh request id (set in cmd) and waits for
+// the broker's answer: the response command, or an error. A broker error
+// (ERROR, or a response whose status is Failed) is a
+// *pulsarwire.ServerError; a connection lost meanwhile matches
+// pulsarwire.ErrConnectionClosed. Request makes one attempt; wrap it in
+// (*Client).Retry to retry "not now".
+func (c *Conn) Request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	id := c.client.NewRequestID()
+	if !setRequestID(cmd, id) {
+		return nil, fmt.Errorf("request %s: the command carries no request id", cmd.GetType())
+	}
+	ch := make(chan callResult, 1)
+	c.mu.Lock()
+	if c.closeErr != nil {
+		err := c.closeErr
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.calls[id] = ch
+	c.mu.Unlock()
+	if err := c.Send(cmd); err != nil {
+		c.forgetCall(id)
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.cmd, r.err
+	case <-ctx.Done():
+		c.forgetCall(id)
+		return nil, fmt.Errorf("%s to %s: %w", cmd.GetType(), c.key.logical, ctx.Err())
+	}
+}
+
+func (c *Conn) forgetCall(id uint64) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+// Send queues cmd for writing, without waiting for an answer (FLOW, ACK,
+// REDELIVER_UNACKNOWLEDGED_MESSAGES, ...). It fails only when the
+// connection is gone or cmd cannot be encoded.
+func (c *Conn) Send(cmd *pb.BaseCommand) error {
+	c.wmu.Lock()
+	if c.wclosed {
+		c.wmu.Unlock()
+		return c.Err()
+	}
+	var err error
+	c.wbuf, err = pulsarwire.AppendCommand(c.wbuf, cmd)
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.kick()
+	return nil
+}
+
+// SendPayload queues a frame carrying a message (cmd, its metadata and
+// payload), checksummed.
+func (c *Conn) SendPayload(cmd *pb.BaseCommand, md *pb.MessageMetadata, payload []byte) error {
+	c.wmu.Lock()
+	if c.wclosed {
+		c.wmu.Unlock()
+		return c.Err()
+	}
+	var err error
+	c.wbuf, err = pulsarwire.AppendPayloadCommand(c.wbuf, cmd, md, payload)
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.kick()
+	return nil
+}
+
+// writeFrame queues an encoded frame (copied).
+func (c *Conn) writeFrame(frame []byte) bool {
+	c.wmu.Lock()
+	if c.wclosed {
+		c.wmu.Unlock()
+		return false
+	}
+	c.wbuf = append(c.wbuf, frame...)
+	c.wmu.Unlock()
+	c.kick()
+	return true
+}
+
+func (c *Conn) kick() {
+	select {
+	case c.wkick <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop is the connection's one writer: it takes whatever frames
+// queued up since its last write and writes them at once. It also sends
+// the keep-alive PINGs and declares the connection dead when nothing at
+// all arrived for a whole interval after one.
+func (c *Conn) writeLoop() {
+	defer c.client.wg.Done()
+	interval := c.client.opts.KeepAliveInterval
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var out []byte
+	var seen uint64
+	pinged := false
+	for {
+		select {
+		case <-c.wkick:
+		case <-ticker.C:
+			n := c.reads.Load()
+			if pinged && n == seen {
+				c.close(fmt.Errorf("%w: nothing received for %s after a PING", pulsarwire.ErrTimeout, interval))
+				return
+			}
+			seen, pinged = n, true
+			c.Send(pulsarwire.Wrap(&pb.CommandPing{}))
+		case <-c.done:
+			return
+		}
+		c.wmu.Lock()
+		out, c.wbuf = c.wbuf, out[:0]
+		c.wmu.Unlock()
+		if len(out) == 0 {
+			continue
+		}
+		c.nc.SetWriteDeadline(time.Now().Add(2 * interval))
+		if _, err := c.nc.Write(out); err != nil {
+			c.close(fmt.Errorf("write: %w", err))
+			return
+		}
+		if cap(out) > 4<<20 {
+			out = nil
+		}
+	}
+}
+
+// close shuts the connection for good: pending requests fail, producers
+// and consumers on it are told, the pool forgets it.
+func (c *Conn) close(cause error) {
+	c.mu.Lock()
+	if c.closeErr != nil {
+		c.mu.Unlock()
+		return
+	}
+	err := fmt.Errorf("connection to %s: %w: %w", c.key.logical, pulsarwire.ErrConnectionClosed, cause)
+	c.closeErr = err
+	calls, producers, consumers := c.calls, c.producers, c.consumers
+	c.calls, c.producers, c.consumers = nil, nil, nil
+	close(c.done)
+	c.mu.Unlock()
+
+	c.wmu.Lock()
+	c.wclosed = true
+	c.wbuf = nil
+	c.wmu.Unlock()
+	c.nc.Close()
+	c.client.forgetConn(c)
+	if !errors.Is(cause, ErrClosed) {
+		c.log.Info("connection closed", "err", cause)
+	}
+	for _, ch := range calls {
+		ch <- callResult{err: err}
+	}
+	for _, p := range producers {
+		p.connClosed(c, err)
+	}
+	for _, h := range consumers {
+		h.ConnectionClosed(err)
+	}
+}
+
+// RegisterConsumer routes the frames the broker sends for consumer id to
+// h, until UnregisterConsumer or the connection's end (then
+// h.ConnectionClosed). Register before sending SUBSCRIBE, so that no
+// MESSAGE is missed. It fails when the connection is already gone or id
+// is taken on it.
+func (c *Conn) RegisterConsumer(id uint64, h Handler) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr != nil {
+		return c.closeErr
+	}
+	if _, dup := c.consumers[id]; dup {
+		return fmt.Errorf("consumer id %d is already registered on %s", id, c.key.logical)
+	}
+	c.consumers[id] = h
+	return nil
+}
+
+// UnregisterConsumer stops routing frames to consumer id. Its handler
+// gets no ConnectionClosed afterwards.
+func (c *Conn) UnregisterConsumer(id uint64) {
+	c.mu.Lock()
+	delete(c.consumers, id)
+	c.mu.Unlock()
+}
+
+func (c *Conn) addProducer(id uint64, p *partProducer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeErr != nil {
+		return c.closeErr
+	}
+	c.producers[id] = p
+	return nil
+}
+
+func (c *Conn) removeProducer(id uint64, p *partProducer) {
+	c.mu.Lock()
+	if c.producers[id] == p {
+		delete(c.producers, id)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Conn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}

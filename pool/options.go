@@ -1,0 +1,195 @@
+package pool
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// Options configure a Client. The zero value connects to
+// pulsar://127.0.0.1:6650 with every default below.
+type Options struct {
+	// ServiceURL is where topics are looked up: pulsar://host:port or
+	// pulsar+ssl://host:port, or a comma list of hosts
+	// (pulsar://a:6650,b:6650,c), tried in turn; a host without a port
+	// gets 6650 (pulsar) or 6651 (pulsar+ssl). It may name a DNS name, a
+	// load balancer or a Pulsar proxy. Default "pulsar://127.0.0.1:6650".
+	ServiceURL string
+
+	// TLS applies to pulsar+ssl:// URLs.
+	TLS TLSOptions
+
+	// Token authenticates with Pulsar's "token" method. It is the token
+	// itself, "file:PATH" (read at every connect, so a rotated file is
+	// picked up; "file:///abs/path" works too) or "env:VAR". A leading
+	// "token:" is dropped. Default "": no authentication.
+	Token string
+
+	// OperationRetries governs every operation the server may answer with
+	// "not now": lookups, creating producers and, in package subscribe,
+	// subscribing and reconnecting consumers.
+	OperationRetries OperationRetries
+
+	// ConnectionTimeout bounds dialing a broker plus the CONNECT
+	// handshake. Default 10 s.
+	ConnectionTimeout time.Duration
+
+	// KeepAliveInterval is how often an idle-or-not connection sends PING;
+	// a connection that received nothing for a whole interval after a PING
+	// is declared dead, closed and replaced. Default 30 s.
+	KeepAliveInterval time.Duration
+
+	// MemoryLimit bounds the bytes of messages published but not yet
+	// acknowledged by the broker, across all producers of the client.
+	// Publishing blocks (never drops) while it is reached. Default 64 MiB;
+	// negative: no limit.
+	MemoryLimit int64
+
+	// Producer holds the settings of the producers the client opens.
+	Producer ProducerOptions
+
+	// Dial, when set, opens the TCP connections (before TLS) instead of a
+	// net.Dialer: for SOCKS, tunnels or tests. address is host:port.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+
+	// Logger receives connection and reconnection events. Default: a
+	// logger that discards everything.
+	Logger *slog.Logger
+}
+
+// TLSOptions configure pulsar+ssl:// connections. The zero value verifies
+// the broker against the system's roots and checks its host name.
+type TLSOptions struct {
+	// CAFile is a PEM file of the certificate authorities to trust.
+	// Default: the system's roots.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// brokers that authenticate clients by certificate. Default: none.
+	CertFile string
+	KeyFile  string
+	// SkipHostnameVerification accepts a broker certificate signed by a
+	// trusted authority whatever host name it names. Default false: the
+	// name must match the host dialed.
+	SkipHostnameVerification bool
+	// InsecureSkipVerify accepts any certificate at all. Only for tests.
+	// Default false.
+	InsecureSkipVerify bool
+}
+
+// OperationRetries says how an operation the server answered with "not
+// now" (see Retryable) is tried again.
+type OperationRetries struct {
+	// Attempts is the number of tries in all; 0 means no limit (the
+	// default), 1 means no retries.
+	Attempts int
+	// Delay is the wait between tries. Default 5 s.
+	Delay time.Duration
+	// Timeout bounds each try. Default 30 s.
+	Timeout time.Duration
+}
+
+// ProducerOptions configure the producers of a Client.
+type ProducerOptions struct {
+	// Batching groups messages into entries.
+	Batching BatchingOptions
+
+	// Compression compresses each entry: NONE (default), LZ4, ZLIB, ZSTD
+	// or SNAPPY.
+	Compression pb.CompressionType
+
+	// MaxPendingMessages bounds the messages of one topic's producer that
+	// were published but not yet acknowledged by the broker. Publishing
+	// blocks (never drops) while it is reached. Default 10 000; negative:
+	// no limit (Options.MemoryLimit still applies).
+	MaxPendingMessages int
+
+	// Name is the producer name sent to the broker; the broker picks a
+	// unique one when empty (the default). A name must be unique per
+	// topic, so set it only with one client per topic.
+	Name string
+}
+
+// BatchingOptions say when a batch is closed and sent. A message never
+// waits longer than MaxDelay in a batch.
+type BatchingOptions struct {
+	// Disabled sends every message as an entry of its own.
+	Disabled bool
+	// MaxMessages per batch. Default 1000.
+	MaxMessages int
+	// MaxBytes of messages per batch (capped by the broker's
+	// max_message_size). Default 128 KiB.
+	MaxBytes int
+	// MaxDelay a batch waits for more messages. Default 10 ms.
+	MaxDelay time.Duration
+}
+
+// Defaults, as documented on the fields.
+const (
+	DefaultServiceURL         = "pulsar://127.0.0.1:6650"
+	DefaultConnectionTimeout  = 10 * time.Second
+	DefaultKeepAliveInterval  = 30 * time.Second
+	DefaultMemoryLimit        = 64 << 20
+	DefaultRetryDelay         = 5 * time.Second
+	DefaultRetryTimeout       = 30 * time.Second
+	DefaultMaxPendingMessages = 10000
+	DefaultBatchMaxMessages   = 1000
+	DefaultBatchMaxBytes      = 128 << 10
+	DefaultBatchMaxDelay      = 10 * time.Millisecond
+)
+
+func (o Options) withDefaults() Options {
+	if o.ServiceURL == "" {
+		o.ServiceURL = DefaultServiceURL
+	}
+	o.OperationRetries = o.OperationRetries.withDefaults()
+	if o.ConnectionTimeout <= 0 {
+		o.ConnectionTimeout = DefaultConnectionTimeout
+	}
+	if o.KeepAliveInterval <= 0 {
+		o.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = DefaultMemoryLimit
+	}
+	o.Producer = o.Producer.withDefaults()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (r OperationRetries) withDefaults() OperationRetries {
+	if r.Attempts < 0 {
+		r.Attempts = 1
+	}
+	if r.Delay <= 0 {
+		r.Delay = DefaultRetryDelay
+	}
+	if r.Timeout <= 0 {
+		r.Timeout = DefaultRetryTimeout
+	}
+	return r
+}
+
+func (p ProducerOptions) withDefaults() ProducerOptions {
+	if p.MaxPendingMessages == 0 {
+		p.MaxPendingMessages = DefaultMaxPendingMessages
+	}
+	b := &p.Batching
+	if b.MaxMessages <= 0 {
+		b.MaxMessages = DefaultBatchMaxMessages
+	}
+	if b.MaxBytes <= 0 {
+		b.MaxBytes = DefaultBatchMaxBytes
+	}
+	if b.MaxDelay <= 0 {
+		b.MaxDelay = DefaultBatchMaxDelay
+	}
+	if b.Disabled {
+		b.MaxMessages = 1
+	}
+	return p
+}

@@ -1,0 +1,577 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// partProducer is the producer of one topic or partition on its owner's
+// connection: it batches, numbers, sends, resends after a reconnect, and
+// completes messages when their receipts arrive.
+//
+// The hot path (add) encodes each message straight into the open batch's
+// buffer, after room left for the frame's header; closing the batch
+// writes the header into that room, so the frame is built without
+// copying the messages again, and the buffer is kept until the receipt
+// for resending.
+type partProducer struct {
+	c         *Client
+	p         *Producer
+	topic     string
+	partition int32 // -1: not partitioned
+	id        uint64
+	batching  bool
+	log       *slog.Logger
+
+	mu             sync.Mutex
+	conn           *Conn // nil while (re)connecting
+	name           string
+	userName       bool
+	created        bool
+	epoch          uint64
+	nextSeq        uint64
+	maxMessageSize int
+	cur            *batch // the open batch, nil when none
+	pending        batchQueue
+	timer          *time.Timer
+	reconnecting   bool
+	err            error // set once the producer can no longer send
+	codecs         pulsarwire.Codecs
+}
+
+// batch is a batch being filled, then a sent entry awaiting its receipt.
+type batch struct {
+	buf         []byte // room, then the messages (or the payload)
+	spare       []byte // for compression
+	room        int
+	n           int
+	firstSeq    uint64
+	lastSeq     uint64
+	fields      pulsarwire.MessageFields // key and ordering key; all fields when not batching
+	publishTime uint64
+	started     time.Time
+	dones       []completer
+	bytes       int64 // payload bytes, held in the memory limit
+	frame       []byte
+	flushed     []chan struct{}
+}
+
+var batches = sync.Pool{New: func() any { return new(batch) }}
+
+func (b *batch) recycle() {
+	for i := range b.dones {
+		b.dones[i] = nil
+	}
+	if cap(b.buf) > 4<<20 {
+		b.buf = nil
+	}
+	if cap(b.spare) > 4<<20 {
+		b.spare = nil
+	}
+	*b = batch{buf: b.buf[:0], spare: b.spare[:0], dones: b.dones[:0], flushed: b.flushed[:0]}
+	batches.Put(b)
+}
+
+func newPartProducer(p *Producer, topic string, partition int32) *partProducer {
+	c := p.c
+	pp := &partProducer{
+		c:              c,
+		p:              p,
+		topic:          topic,
+		partition:      partition,
+		id:             c.producerID.Add(1),
+		batching:       !p.opts.Batching.Disabled,
+		log:            c.log.With("topic", topic),
+		name:           p.opts.Name,
+		userName:       p.opts.Name != "",
+		maxMessageSize: pulsarwire.DefaultMaxMessageSize,
+	}
+	pp.timer = time.AfterFunc(time.Hour, pp.onTimer)
+	pp.timer.Stop()
+	return pp
+}
+
+// add puts one message into the open batch, closing the batch when it is
+// full. The caller holds the message's share of the pending limits.
+func (pp *partProducer) add(m *Message, size int64, done completer) {
+	opts := pp.p.opts
+	f := pulsarwire.MessageFields{Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties}
+	if !m.EventTime.IsZero() {
+		f.EventTime = uint64(m.EventTime.UnixMilli())
+	}
+	pp.mu.Lock()
+	if pp.err != nil {
+		err := pp.err
+		pp.mu.Unlock()
+		pp.release(1, size)
+		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", pp.topic, err))
+		return
+	}
+	f.SequenceID = pp.nextSeq
+	need := len(m.Payload)
+	if pp.batching {
+		need = pulsarwire.SingleMessageSize(&f, len(m.Payload))
+	}
+	if b := pp.cur; b != nil {
+		used := len(b.buf) - b.room
+		if used+need > opts.Batching.MaxBytes || b.room+used+need > pp.maxMessageSize {
+			pp.flushLocked()
+		}
+	}
+	b := pp.cur
+	if b == nil {
+		b = pp.startLocked(&f)
+		if b.room+need > pp.maxMessageSize {
+			pp.cur = nil
+			pp.mu.Unlock()
+			b.recycle()
+			pp.release(1, size)
+			done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %d bytes, the broker takes %d: %w",
+				pp.topic, len(m.Payload), pp.maxMessageSize, ErrMessageTooLarge))
+			return
+		}
+	}
+	if pp.batching {
+		b.buf = pulsarwire.AppendSingleMessage(b.buf, &f, m.Payload)
+	} else {
+		b.buf = append(b.buf, m.Payload...)
+	}
+	pp.nextSeq++
+	b.n++
+	b.lastSeq = f.SequenceID
+	b.bytes += size
+	b.dones = append(b.dones, done)
+	if b.n >= opts.Batching.MaxMessages || len(b.buf)-b.room >= opts.Batching.MaxBytes {
+		pp.flushLocked()
+	}
+	pp.mu.Unlock()
+}
+
+// startLocked opens a batch whose first message is f.
+func (pp *partProducer) startLocked(f *pulsarwire.MessageFields) *batch {
+	b := batches.Get().(*batch)
+	b.firstSeq = f.SequenceID
+	if pp.batching {
+		b.fields = pulsarwire.MessageFields{Key: f.Key, OrderingKey: f.OrderingKey}
+	} else {
+		b.fields = *f
+	}
+	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{
+		ProducerName: pp.name, Batch: pp.batching, Message: b.fields,
+	})
+	if cap(b.buf) < b.room+pp.p.opts.Batching.MaxBytes/4 {
+		b.buf = make([]byte, 0, b.room+min(pp.p.opts.Batching.MaxBytes+pp.p.opts.Batching.MaxBytes/8, pp.maxMessageSize))
+	}
+	b.buf = b.buf[:b.room]
+	b.started = time.Now()
+	b.publishTime = uint64(b.started.UnixMilli())
+	pp.cur = b
+	if pp.batching {
+		pp.timer.Reset(pp.p.opts.Batching.MaxDelay)
+	}
+	return b
+}
+
+// onTimer closes a batch that waited MaxDelay.
+func (pp *partProducer) onTimer() {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	b := pp.cur
+	if b == nil || pp.err != nil {
+		return
+	}
+	wait := pp.p.opts.Batching.MaxDelay
+	if age := time.Since(b.started); age < wait-wait/8 {
+		// A younger batch than the one the timer was set for.
+		pp.timer.Reset(wait - age)
+		return
+	}
+	pp.flushLocked()
+}
+
+// flushLocked closes the open batch: it becomes a frame, joins the
+// pending queue and, when connected, goes out.
+func (pp *partProducer) flushLocked() {
+	b := pp.cur
+	if b == nil {
+		return
+	}
+	pp.cur = nil
+	h := pulsarwire.SendHeader{
+		ProducerID:        pp.id,
+		SequenceID:        b.firstSeq,
+		HighestSequenceID: b.lastSeq,
+		NumMessages:       int32(b.n),
+		Batch:             pp.batching,
+		ProducerName:      pp.name,
+		PublishTime:       b.publishTime,
+		Message:           b.fields,
+	}
+	if ct := pp.p.opts.Compression; ct != pb.CompressionType_NONE {
+		out := append(b.spare[:0], b.buf[:b.room]...)
+		out, err := pp.codecs.Compress(ct, out, b.buf[b.room:])
+		if err == nil {
+			h.Compression = ct
+			h.UncompressedSize = uint32(len(b.buf) - b.room)
+			b.buf, b.spare = out, b.buf
+		} else {
+			// Compression is per entry: one that does not compress (LZ4
+			// gives up on incompressible input) goes out as it is.
+			b.spare = out[:0]
+		}
+	}
+	b.fields.Properties = nil // read; the caller's map is not kept
+	frame, err := pulsarwire.PutSendHeader(b.buf, b.room, &h)
+	if err != nil {
+		pp.failBatchLocked(b, fmt.Errorf("publish to %s: %w", pp.topic, err))
+		return
+	}
+	b.frame = frame
+	pp.pending.push(b)
+	if pp.conn != nil {
+		pp.conn.writeFrame(frame)
+	}
+}
+
+// failBatchLocked fails a batch that never made it to the queue; its
+// callbacks run once the lock is released.
+func (pp *partProducer) failBatchLocked(b *batch, err error) {
+	// (It cannot happen unless SendHeaderRoom is wrong.)
+	if !pp.c.spawn(func() { pp.finish(b, pulsarwire.MessageID{}, err) }) {
+		pp.finish(b, pulsarwire.MessageID{}, err)
+	}
+}
+
+func (pp *partProducer) release(messages, bytes int64) {
+	pp.p.pending.release(messages)
+	pp.c.memory.release(bytes)
+}
+
+// finish completes every message of b with its id or err.
+func (pp *partProducer) finish(b *batch, id pulsarwire.MessageID, err error) {
+	pp.release(int64(b.n), b.bytes)
+	id.Partition = pp.partition
+	id.BatchIndex = -1
+	if pp.batching && err == nil {
+		id.BatchSize = int32(b.n)
+	}
+	for i, d := range b.dones {
+		if pp.batching && err == nil {
+			id.BatchIndex = int32(i)
+		}
+		d.complete(id, err)
+	}
+	for _, ch := range b.flushed {
+		close(ch)
+	}
+	b.recycle()
+}
+
+// receipt completes the oldest pending batch.
+func (pp *partProducer) receipt(conn *Conn, r *pb.CommandSendReceipt) {
+	seq := r.GetSequenceId()
+	pp.mu.Lock()
+	if pp.conn != conn {
+		pp.mu.Unlock()
+		return
+	}
+	b := pp.pending.peek()
+	if b == nil || seq < b.firstSeq {
+		// A batch sent twice (before and after a reconnect) is
+		// acknowledged twice; the second receipt finds it gone.
+		pp.mu.Unlock()
+		return
+	}
+	if seq > b.firstSeq {
+		pp.mu.Unlock()
+		// The broker skipped something: resend everything on a new
+		// connection, as Apache Pulsar's clients do.
+		conn.close(fmt.Errorf("%w: receipt for sequence id %d of %s while %d is the oldest pending",
+			pulsarwire.ErrCorrupt, seq, pp.topic, b.firstSeq))
+		return
+	}
+	pp.pending.pop()
+	pp.mu.Unlock()
+	pp.finish(b, pulsarwire.MessageIDFromProto(r.GetMessageId()), nil)
+}
+
+// sendError handles the broker's refusal of an entry.
+func (pp *partProducer) sendError(conn *Conn, e *pb.CommandSendError) {
+	err := pulsarwire.NewServerError(e.GetError(), e.GetMessage())
+	pp.mu.Lock()
+	if pp.conn != conn {
+		pp.mu.Unlock()
+		return
+	}
+	switch e.GetError() {
+	case pb.ServerError_TopicTerminatedError:
+		pp.mu.Unlock()
+		pp.p.fail(fmt.Errorf("publish to %s: %w", pp.topic, err))
+		return
+	case pb.ServerError_NotAllowedError, pb.ServerError_InvalidTopicName, pb.ServerError_IncompatibleSchema,
+		pb.ServerError_AuthorizationError, pb.ServerError_ProducerFenced:
+		// Final for this entry: fail it, carry on with the rest.
+		var failed *batch
+		if b := pp.pending.peek(); b != nil && b.firstSeq == e.GetSequenceId() {
+			failed = pp.pending.pop()
+		}
+		pp.mu.Unlock()
+		if failed != nil {
+			pp.finish(failed, pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", pp.topic, err))
+		}
+		return
+	}
+	pp.mu.Unlock()
+	// Anything else ("not now", a checksum error): resend on a new
+	// connection, as Apache Pulsar's clients do.
+	conn.close(fmt.Errorf("SEND_ERROR for %s: %w", pp.topic, err))
+}
+
+// closedByBroker handles CLOSE_PRODUCER: the topic moved or is being
+// unloaded. Look it up again and re-create the producer.
+func (pp *partProducer) closedByBroker(conn *Conn) {
+	pp.mu.Lock()
+	if pp.conn != conn {
+		pp.mu.Unlock()
+		return
+	}
+	pp.conn = nil
+	pp.mu.Unlock()
+	conn.removeProducer(pp.id, pp)
+	pp.log.Info("producer closed by the broker; re-creating it")
+	pp.startReconnect()
+}
+
+// connClosed handles the loss of the producer's connection.
+func (pp *partProducer) connClosed(conn *Conn, err error) {
+	pp.mu.Lock()
+	if pp.conn != conn {
+		pp.mu.Unlock()
+		return
+	}
+	pp.conn = nil
+	pp.mu.Unlock()
+	if !errors.Is(err, ErrClosed) {
+		pp.startReconnect()
+	}
+}
+
+func (pp *partProducer) startReconnect() {
+	pp.mu.Lock()
+	if pp.reconnecting || pp.err != nil || pp.c.ctx.Err() != nil {
+		pp.mu.Unlock()
+		return
+	}
+	pp.reconnecting = true
+	pp.mu.Unlock()
+	if !pp.c.spawn(pp.reconnect) {
+		pp.mu.Lock()
+		pp.reconnecting = false
+		pp.mu.Unlock()
+	}
+}
+
+func (pp *partProducer) reconnect() {
+	err := pp.c.Retry(pp.c.ctx, "re-create producer for "+pp.topic, pp.connect)
+	pp.mu.Lock()
+	pp.reconnecting = false
+	pp.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrClosed) {
+		pp.p.fail(err)
+	}
+}
+
+// connect looks the topic up, creates the producer on the owner's
+// connection and resends, in order, every entry still awaiting a receipt.
+// One attempt.
+func (pp *partProducer) connect(ctx context.Context) error {
+	conn, err := pp.c.Conn(ctx, pp.topic)
+	if err != nil {
+		return err
+	}
+	if err := conn.addProducer(pp.id, pp); err != nil {
+		return err
+	}
+	pp.mu.Lock()
+	cmd := &pb.CommandProducer{
+		Topic:                    proto.String(pp.topic),
+		ProducerId:               proto.Uint64(pp.id),
+		Epoch:                    proto.Uint64(pp.epoch),
+		UserProvidedProducerName: proto.Bool(pp.userName),
+	}
+	if pp.name != "" {
+		cmd.ProducerName = proto.String(pp.name)
+	}
+	pp.epoch++
+	pp.mu.Unlock()
+	resp, err := conn.Request(ctx, pulsarwire.Wrap(cmd))
+	if err != nil {
+		conn.removeProducer(pp.id, pp)
+		if _, isServer := pulsarwire.ServerCode(err); !isServer && !conn.closed() {
+			// No answer in time: the broker may still create it; tell it
+			// to drop that one before we try again.
+			conn.Send(pulsarwire.Wrap(&pb.CommandCloseProducer{
+				ProducerId: proto.Uint64(pp.id), RequestId: proto.Uint64(pp.c.NewRequestID()),
+			}))
+		}
+		return fmt.Errorf("create producer for %s on %s: %w", pp.topic, conn.key.logical, err)
+	}
+	ps := resp.GetProducerSuccess()
+	if ps == nil {
+		conn.removeProducer(pp.id, pp)
+		return fmt.Errorf("create producer for %s: broker answered %s: %w", pp.topic, resp.GetType(), pulsarwire.ErrCorrupt)
+	}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.err != nil {
+		conn.removeProducer(pp.id, pp)
+		return pp.err
+	}
+	if pp.name == "" {
+		pp.name = ps.GetProducerName()
+	}
+	if !pp.created {
+		pp.created = true
+		if last := ps.GetLastSequenceId(); last >= 0 {
+			pp.nextSeq = uint64(last) + 1
+		}
+	}
+	pp.maxMessageSize = conn.MaxMessageSize()
+	if conn.closed() {
+		// It closed before we were on it, so its notice passed us by.
+		conn.removeProducer(pp.id, pp)
+		return conn.Err()
+	}
+	pp.conn = conn
+	n := 0
+	for b := range pp.pending.all() {
+		conn.writeFrame(b.frame)
+		n++
+	}
+	if n > 0 {
+		pp.log.Info("producer re-created; resent pending entries", "broker", conn.key.logical, "entries", n)
+	}
+	return nil
+}
+
+// flushMark closes the open batch and returns a channel closed when the
+// newest pending entry is done.
+func (pp *partProducer) flushMark() <-chan struct{} {
+	ch := make(chan struct{})
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	pp.flushLocked()
+	last := pp.pending.back()
+	if last == nil {
+		close(ch)
+		return ch
+	}
+	last.flushed = append(last.flushed, ch)
+	return ch
+}
+
+func (pp *partProducer) closeOnBroker(ctx context.Context) {
+	pp.mu.Lock()
+	conn := pp.conn
+	pp.mu.Unlock()
+	if conn == nil || ctx.Err() != nil {
+		return
+	}
+	conn.Request(ctx, pulsarwire.Wrap(&pb.CommandCloseProducer{ProducerId: proto.Uint64(pp.id)}))
+	conn.removeProducer(pp.id, pp)
+}
+
+func (pp *partProducer) setFailed(err error) {
+	pp.mu.Lock()
+	if pp.err == nil {
+		pp.err = err
+	}
+	pp.mu.Unlock()
+}
+
+// shutdown stops the producer for good: everything not yet acknowledged
+// fails with err.
+func (pp *partProducer) shutdown(err error) {
+	pp.timer.Stop()
+	pp.mu.Lock()
+	if pp.err == nil {
+		pp.err = err
+	}
+	err = pp.err
+	var failed []*batch
+	if pp.cur != nil {
+		failed = append(failed, pp.cur)
+		pp.cur = nil
+	}
+	for b := range pp.pending.all() {
+		failed = append(failed, b)
+	}
+	pp.pending = batchQueue{}
+	conn := pp.conn
+	pp.conn = nil
+	pp.codecs.Close()
+	pp.mu.Unlock()
+	if conn != nil {
+		conn.removeProducer(pp.id, pp)
+	}
+	for _, b := range failed {
+		pp.finish(b, pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", pp.topic, err))
+	}
+}
+
+// batchQueue is the FIFO of entries awaiting receipts.
+type batchQueue struct {
+	items []*batch
+	head  int
+}
+
+func (q *batchQueue) push(b *batch) {
+	if q.head > 0 && q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	} else if q.head > 64 && q.head > len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, b)
+}
+
+func (q *batchQueue) peek() *batch {
+	if q.head == len(q.items) {
+		return nil
+	}
+	return q.items[q.head]
+}
+
+func (q *batchQueue) pop() *batch {
+	b := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	return b
+}
+
+func (q *batchQueue) back() *batch {
+	if q.head == len(q.items) {
+		return nil
+	}
+	return q.items[len(q.items)-1]
+}
+
+func (q *batchQueue) all() func(func(*batch) bool) {
+	return func(yield func(*batch) bool) {
+		for _, b := range q.items[q.head:] {
+			if !yield(b) {
+				return
+			}
+		}
+	}
+}

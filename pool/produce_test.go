@@ -1,0 +1,538 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// collector gathers asynchronous receipts.
+type collector struct {
+	mu   sync.Mutex
+	ids  map[int]pulsarwire.MessageID
+	errs map[int]error
+	done chan struct{}
+	want int
+}
+
+func newCollector(want int) *collector {
+	return &collector{ids: map[int]pulsarwire.MessageID{}, errs: map[int]error{}, done: make(chan struct{}), want: want}
+}
+
+func (c *collector) cb(i int) func(pulsarwire.MessageID, error) {
+	return func(id pulsarwire.MessageID, err error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, dup := c.ids[i]; dup {
+			panic(fmt.Sprintf("message %d completed twice", i))
+		}
+		if _, dup := c.errs[i]; dup {
+			panic(fmt.Sprintf("message %d completed twice", i))
+		}
+		if err != nil {
+			c.errs[i] = err
+		} else {
+			c.ids[i] = id
+		}
+		if len(c.ids)+len(c.errs) == c.want {
+			close(c.done)
+		}
+	}
+}
+
+func (c *collector) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(d):
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.Fatalf("%d receipts and %d errors of %d after %s", len(c.ids), len(c.errs), c.want, d)
+	}
+}
+
+func TestPublishedMessagesArriveWithTheirFieldsAndIDsInOrder(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	c := newClient(t, tg, Options{})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+
+	first, err := c.Publish(ctx, topic, Message{
+		Payload:     []byte("first"),
+		Key:         "k-0",
+		OrderingKey: "ok-0",
+		Properties:  map[string]string{"a": "1", "b": "2"},
+		EventTime:   time.UnixMilli(1700000000123),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000
+	col := newCollector(n)
+	for i := 0; i < n; i++ {
+		c.PublishAsync(ctx, topic, Message{Payload: fmt.Appendf(nil, "m-%d", i), Key: fmt.Sprint("k-", i%7)}, col.cb(i))
+	}
+	col.wait(t, 30*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatalf("errors: %v", col.errs)
+	}
+	prev := first
+	for i := 0; i < n; i++ {
+		id := col.ids[i]
+		if id.Compare(prev) <= 0 {
+			t.Fatalf("receipt %d is %s, not after %s", i, id, prev)
+		}
+		if id.Partition != -1 {
+			t.Fatalf("partition %d for a topic that is not partitioned", id.Partition)
+		}
+		prev = id
+	}
+
+	rc := subscribeRaw(t, c, topic)
+	got := rc.wait(n+1, 30*time.Second)
+	g := got[0]
+	if g.Payload != "first" || g.Key != "k-0" || g.OrderingKey != "ok-0" || g.EventTime != 1700000000123 ||
+		g.Properties["a"] != "1" || g.Properties["b"] != "2" || len(g.Properties) != 2 || g.ID != first {
+		t.Fatalf("first message arrived as %+v (published as %s)", g, first)
+	}
+	seen := map[uint64]bool{}
+	for i, m := range got[1:] {
+		if m.Payload != fmt.Sprint("m-", i) || m.Key != fmt.Sprint("k-", i%7) {
+			t.Fatalf("message %d arrived as %+v", i, m)
+		}
+		if m.ID != col.ids[i] {
+			t.Fatalf("message %d: receipt said %s, consumer sees %s", i, col.ids[i], m.ID)
+		}
+		if seen[m.SequenceID] {
+			t.Fatalf("sequence id %d twice", m.SequenceID)
+		}
+		seen[m.SequenceID] = true
+	}
+}
+
+func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	c := newClient(t, tg, Options{})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+
+	var wg sync.WaitGroup
+	producers := make([]*Producer, 8)
+	for i := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.Producer(ctx, topic)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			producers[i] = p
+			for j := 0; j < 50; j++ {
+				if _, err := p.Send(ctx, Message{Payload: []byte("x")}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range producers {
+		if p != producers[0] {
+			t.Fatal("publishers got different producers for one topic")
+		}
+	}
+	short := strings.TrimPrefix(topic, "persistent://public/default/")
+	if p, _ := c.Producer(ctx, short); p != producers[0] {
+		t.Fatal("the short name of the topic got another producer")
+	}
+	if len(producers[0].parts) != 1 || producers[0].Partitions() != 0 {
+		t.Fatalf("%d partition producers for a plain topic", len(producers[0].parts))
+	}
+}
+
+func TestPartitionedTopicRoutesKeysLikeJavaAndRoundRobinsTheRest(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	c := newClient(t, tg, Options{})
+	topic := topicName(t)
+	const parts = 5
+	tg.createPartitioned(t, topic, parts)
+	ctx := testCtx(t, time.Minute)
+
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Partitions() != parts {
+		t.Fatalf("%d partitions, want %d", p.Partitions(), parts)
+	}
+	keys := []string{"alpha", "beta", "gamma", "delta", "order-17", "ключ", "😀", "a-very-long-key-whose-hash-has-the-sign-bit-set"}
+	for _, k := range keys {
+		for i := 0; i < 3; i++ {
+			id, err := c.Publish(ctx, topic, Message{Payload: []byte(k), Key: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := KeyPartition(k, parts); int(id.Partition) != want {
+				t.Fatalf("key %q went to partition %d, Java's router says %d", k, id.Partition, want)
+			}
+		}
+	}
+	// Without a key: every partition gets some (round robin moves on
+	// after each batch's worth or MaxDelay).
+	used := map[int32]int{}
+	for i := 0; i < 40; i++ {
+		id, err := c.Publish(ctx, topic, Message{Payload: []byte("no key")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		used[id.Partition]++
+	}
+	if len(used) != parts {
+		t.Fatalf("messages without a key went to partitions %v only", used)
+	}
+	// The consumer of each partition sees its keys.
+	for i := 0; i < parts; i++ {
+		part, _ := pulsarwire.ParseTopic(topic)
+		rc := subscribeRaw(t, c, part.Partition(i).String())
+		want := used[int32(i)]
+		for _, k := range keys {
+			if KeyPartition(k, parts) == i {
+				want += 3
+			}
+		}
+		for _, m := range rc.wait(want, 30*time.Second) {
+			if m.Key != "" && KeyPartition(m.Key, parts) != i {
+				t.Fatalf("key %q on partition %d", m.Key, i)
+			}
+		}
+	}
+}
+
+func TestFlushWaitsForEveryReceipt(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	// A long MaxDelay: only Flush sends the batch.
+	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	const n = 10
+	col := newCollector(n)
+	for i := 0; i < n; i++ {
+		c.PublishAsync(ctx, topic, Message{Payload: []byte("x")}, col.cb(i))
+	}
+	select {
+	case <-col.done:
+		t.Fatal("receipts before the batch was due")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-col.done:
+	default:
+		t.Fatal("Flush returned before every receipt")
+	}
+}
+
+func TestEveryCodecIsReadBack(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	for _, ct := range []pb.CompressionType{pb.CompressionType_LZ4, pb.CompressionType_ZLIB, pb.CompressionType_ZSTD, pb.CompressionType_SNAPPY} {
+		t.Run(ct.String(), func(t *testing.T) {
+			c := newClient(t, tg, Options{Producer: ProducerOptions{Compression: ct}})
+			topic := topicName(t)
+			ctx := testCtx(t, time.Minute)
+			const n = 300
+			col := newCollector(n)
+			for i := 0; i < n; i++ {
+				c.PublishAsync(ctx, topic, Message{Payload: []byte(strings.Repeat(fmt.Sprint(i), 50))}, col.cb(i))
+			}
+			col.wait(t, 30*time.Second)
+			if len(col.errs) > 0 {
+				t.Fatal(col.errs)
+			}
+			rc := subscribeRaw(t, c, topic)
+			for i, m := range rc.wait(n, 30*time.Second) {
+				if m.Payload != strings.Repeat(fmt.Sprint(i), 50) {
+					t.Fatalf("message %d: %q", i, m.Payload)
+				}
+			}
+		})
+	}
+}
+
+func TestBatchingDisabledSendsOneEntryPerMessage(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: true}}})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	const n = 20
+	col := newCollector(n)
+	for i := 0; i < n; i++ {
+		c.PublishAsync(ctx, topic, Message{Payload: fmt.Appendf(nil, "%d", i), Key: "k", Properties: map[string]string{"i": fmt.Sprint(i)}}, col.cb(i))
+	}
+	col.wait(t, 30*time.Second)
+	entries := map[[2]uint64]bool{}
+	for i := 0; i < n; i++ {
+		id := col.ids[i]
+		if id.BatchIndex != -1 {
+			t.Fatalf("receipt %s has a batch index", id)
+		}
+		entries[[2]uint64{id.Ledger, id.Entry}] = true
+	}
+	if len(entries) != n {
+		t.Fatalf("%d messages in %d entries", n, len(entries))
+	}
+	rc := subscribeRaw(t, c, topic)
+	for i, m := range rc.wait(n, 30*time.Second) {
+		if m.Payload != fmt.Sprint(i) || m.Key != "k" || m.Properties["i"] != fmt.Sprint(i) {
+			t.Fatalf("message %d arrived as %+v", i, m)
+		}
+	}
+}
+
+func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	c := newClient(t, tg, Options{})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 6<<20)}); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("6 MiB message: %v, want ErrMessageTooLarge", err)
+	}
+	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("small")}); err != nil {
+		t.Fatalf("the next message: %v", err)
+	}
+	// A message of nearly the limit goes through alone.
+	if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 4<<20)}); err != nil {
+		t.Fatalf("4 MiB message: %v", err)
+	}
+}
+
+func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	px := newProxies(t)
+	const limit = 10
+	c := newClient(t, tg, Options{
+		Dial:     px.Dial,
+		Producer: ProducerOptions{MaxPendingMessages: limit, Batching: BatchingOptions{MaxMessages: 3}},
+	})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Freeze() // the broker's receipts stop coming
+	col := newCollector(limit + 1)
+	for i := 0; i < limit; i++ {
+		p.SendAsync(ctx, Message{Payload: []byte("x")}, col.cb(i))
+	}
+	// The next one blocks until its context ends, and fails with it.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = p.Send(short, Message{Payload: []byte("x")})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 90*time.Millisecond {
+		t.Fatalf("publishing past the limit: %v after %s, want to block until the deadline", err, time.Since(start))
+	}
+	// Blocked, then let through once receipts come back.
+	unblocked := make(chan struct{})
+	go func() {
+		defer close(unblocked)
+		p.SendAsync(ctx, Message{Payload: []byte("x")}, col.cb(limit))
+	}()
+	eventually(t, 5*time.Second, "a publisher waiting for room", func() bool { return p.pending.waiting() == 1 })
+	px.Thaw()
+	<-unblocked
+	col.wait(t, 30*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatalf("errors: %v", col.errs)
+	}
+}
+
+func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	px := newProxies(t)
+	c := newClient(t, tg, Options{Dial: px.Dial, MemoryLimit: 1000})
+	ctx := testCtx(t, time.Minute)
+	a, b := topicName(t), topicName(t)
+	for _, topic := range []string{a, b} {
+		if _, err := c.Producer(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	px.Freeze()
+	col := newCollector(3)
+	c.PublishAsync(ctx, a, Message{Payload: make([]byte, 600)}, col.cb(0))
+	c.PublishAsync(ctx, b, Message{Payload: make([]byte, 400)}, col.cb(1))
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Publish(short, b, Message{Payload: make([]byte, 1)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past the memory limit: %v, want to block until the deadline", err)
+	}
+	go c.PublishAsync(ctx, a, Message{Payload: make([]byte, 10)}, col.cb(2))
+	eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.waiting() == 1 })
+	px.Thaw()
+	col.wait(t, 30*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatalf("errors: %v", col.errs)
+	}
+}
+
+func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	px := newProxies(t)
+	c := newClient(t, tg, Options{Dial: px.Dial, KeepAliveInterval: 100 * time.Millisecond, OperationRetries: OperationRetries{Delay: 50 * time.Millisecond}})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	accepts := 0
+	px.each(func(p *tcpProxy) { accepts += p.Accepts() })
+	px.Freeze()
+	col := newCollector(1)
+	c.PublishAsync(ctx, topic, Message{Payload: []byte("during")}, col.cb(0))
+	// Nothing comes back: keep-alive declares the connection dead within
+	// two intervals and the producer dials again (the proxy accepts, bytes
+	// still stand still); once thawed, the producer is re-created and
+	// resends.
+	eventually(t, 5*time.Second, "a new connection after the old one went silent", func() bool {
+		now := 0
+		px.each(func(p *tcpProxy) { now += p.Accepts() })
+		return now > accepts
+	})
+	px.Thaw()
+	col.wait(t, 10*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatal(col.errs)
+	}
+	now := 0
+	px.each(func(p *tcpProxy) { now += p.Accepts() })
+	if now <= accepts {
+		t.Fatalf("no new connection: %d accepted before, %d after", accepts, now)
+	}
+}
+
+func TestCutConnectionResendsPendingInOrderWithoutLossOrDuplicateSequenceIDs(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	px := newProxies(t)
+	c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
+		Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 50}}})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	col := newCollector(n)
+	for i := 0; i < n; i++ {
+		p.SendAsync(ctx, Message{Payload: fmt.Appendf(nil, "%d", i)}, col.cb(i))
+		if i%5000 == 2500 {
+			px.Cut()
+		}
+	}
+	col.wait(t, 30*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatalf("%d errors, e.g. %v", len(col.errs), col.errs)
+	}
+	checkStream(t, subscribeRaw(t, c, topic), n)
+}
+
+// checkStream reads a topic published with payloads "0".."n-1" across
+// reconnects: every message is there, in order; a message stored twice
+// (sent before a cut whose receipt was lost, then resent) has the same
+// sequence id both times, and sequence ids never go back otherwise.
+func checkStream(t *testing.T, rc *rawConsumer, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() bool {
+		msgs := rc.all()
+		return len(msgs) > 0 && msgs[len(msgs)-1].Payload == fmt.Sprint(n-1)
+	})
+	next := 0
+	seqOf := map[string]uint64{}
+	var lastSeq uint64
+	dups := 0
+	for i, m := range rc.all() {
+		if s, ok := seqOf[m.Payload]; ok {
+			if s != m.SequenceID {
+				t.Fatalf("message %s stored twice with sequence ids %d and %d", m.Payload, s, m.SequenceID)
+			}
+			dups++
+			continue
+		}
+		if m.Payload != fmt.Sprint(next) {
+			t.Fatalf("position %d: message %s, want %d (lost or out of order)", i, m.Payload, next)
+		}
+		if next > 0 && m.SequenceID <= lastSeq {
+			t.Fatalf("message %s has sequence id %d after %d", m.Payload, m.SequenceID, lastSeq)
+		}
+		seqOf[m.Payload], lastSeq = m.SequenceID, m.SequenceID
+		next++
+	}
+	if next != n {
+		t.Fatalf("%d of %d messages", next, n)
+	}
+	t.Logf("%d messages in order; %d resent copies (same sequence ids)", n, dups)
+}
+
+func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	c, err := New(testCtx(t, 30*time.Second), Options{ServiceURL: tg.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	col := newCollector(100)
+	for i := 0; i < 100; i++ {
+		c.PublishAsync(ctx, topic, Message{Payload: []byte("x")}, col.cb(i))
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	col.wait(t, time.Second) // Close flushed and waited
+	if len(col.errs) > 0 {
+		t.Fatalf("errors: %v", col.errs)
+	}
+	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("late")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("publish after Close: %v", err)
+	}
+	if len(c.BrokerConns()) != 0 {
+		t.Fatalf("connections left: %v", c.BrokerConns())
+	}
+	// goleak in TestMain checks the goroutines.
+}
+
+func TestServiceURLHostListSkipsDeadHosts(t *testing.T) {
+	tg := newTarget(t, embeddedOptions{})
+	dead := deadAddr(t)
+	u, err := parseServiceURL(tg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + dead + "," + u.hosts[0]})
+	if _, err := c.Publish(testCtx(t, time.Minute), topicName(t), Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}

@@ -1,0 +1,383 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// Message is one message to publish.
+type Message struct {
+	Payload []byte
+	// Key is the partition key: it picks the partition of a partitioned
+	// topic (KeyPartition) and, without an OrderingKey, the consumer of a
+	// KeyShared subscription. "" = none.
+	Key string
+	// OrderingKey, when set, picks the consumer of a KeyShared
+	// subscription instead of Key. "" = none.
+	OrderingKey string
+	// Properties travel with the message. The map is read during the
+	// call only.
+	Properties map[string]string
+	// EventTime is the time the message is about, in milliseconds on the
+	// wire. Zero = none.
+	EventTime time.Time
+}
+
+// Producer publishes to one topic: a partitioned topic's partitions each
+// get a producer of their own on their owner's connection. It is shared
+// by every publisher of the Client and safe for concurrent use; the
+// Client closes it.
+//
+// A Producer that failed for good (OperationRetries ran out while
+// reconnecting, the topic was terminated) fails every send with that
+// error; (*Client).Producer and Publish then open a new one.
+type Producer struct {
+	c       *Client
+	topic   string
+	opts    *ProducerOptions
+	parts   []*partProducer
+	pending *limiter // messages published, not yet acknowledged
+	rr      roundRobin
+
+	failOnce sync.Once
+}
+
+// Topic is the topic's full name.
+func (p *Producer) Topic() string { return p.topic }
+
+// Partitions is the number of partitions, 0 for a topic that is not
+// partitioned.
+func (p *Producer) Partitions() int {
+	if len(p.parts) == 1 && p.parts[0].partition < 0 {
+		return 0
+	}
+	return len(p.parts)
+}
+
+type producerSlot struct {
+	ready chan struct{}
+	p     *Producer
+	err   error
+}
+
+// Producer returns the producer of topic, opening it the first time:
+// the partition count is asked for (PARTITIONED_METADATA), then each
+// partition (or the topic) is looked up and its producer created on its
+// owner's connection, under OperationRetries. Every caller shares it.
+func (c *Client) Producer(ctx context.Context, topic string) (*Producer, error) {
+	if v, ok := c.byName.Load(topic); ok {
+		return v.(*Producer), nil
+	}
+	if c.closing.Load() {
+		return nil, ErrClosed
+	}
+	t, err := pulsarwire.ParseTopic(topic)
+	if err != nil {
+		return nil, err
+	}
+	name := t.String()
+	for {
+		c.mu.Lock()
+		if c.ctx.Err() != nil {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		s := c.producers[name]
+		if s == nil {
+			s = &producerSlot{ready: make(chan struct{})}
+			c.producers[name] = s
+			c.mu.Unlock()
+			p, err := c.newProducer(ctx, name)
+			c.mu.Lock()
+			s.p, s.err = p, err
+			if err != nil {
+				delete(c.producers, name)
+			}
+			close(s.ready)
+			c.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			if c.closing.Load() {
+				// Close did not see it; close it here.
+				p.closeOnBroker(ctx)
+				p.shutdown(ErrClosed)
+				return nil, ErrClosed
+			}
+			c.byName.Store(topic, p)
+			return p, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open producer for %s: %w", name, ctx.Err())
+		}
+		if s.err == nil {
+			c.byName.Store(topic, s.p)
+			return s.p, nil
+		}
+		if !errors.Is(s.err, context.Canceled) && !errors.Is(s.err, context.DeadlineExceeded) {
+			return nil, s.err
+		}
+		// The caller that opened it gave up; try on our own context.
+	}
+}
+
+func (c *Client) newProducer(ctx context.Context, name string) (*Producer, error) {
+	var n int
+	err := c.Retry(ctx, "partitioned metadata of "+name, func(ctx context.Context) error {
+		var err error
+		n, err = c.PartitionedTopicMetadata(ctx, name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts := &c.opts.Producer
+	p := &Producer{
+		c:       c,
+		topic:   name,
+		opts:    opts,
+		pending: newLimiter(int64(opts.MaxPendingMessages)),
+		rr: roundRobin{
+			maxMessages: opts.Batching.MaxMessages,
+			maxBytes:    opts.Batching.MaxBytes,
+			maxDelay:    opts.Batching.MaxDelay,
+		},
+	}
+	t, _ := pulsarwire.ParseTopic(name)
+	if n == 0 {
+		p.parts = []*partProducer{newPartProducer(p, name, -1)}
+	} else {
+		for i := 0; i < n; i++ {
+			p.parts = append(p.parts, newPartProducer(p, t.Partition(i).String(), int32(i)))
+		}
+	}
+	errs := make([]error, len(p.parts))
+	var wg sync.WaitGroup
+	for i, pp := range p.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Retry(ctx, "create producer for "+pp.topic, pp.connect)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		p.closeOnBroker(ctx)
+		p.shutdown(err)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (c *Client) allProducers() []*Producer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Producer
+	for _, s := range c.producers {
+		select {
+		case <-s.ready:
+			if s.p != nil {
+				out = append(out, s.p)
+			}
+		default:
+		}
+	}
+	return out
+}
+
+// dropProducer forgets a producer that failed for good.
+func (c *Client) dropProducer(p *Producer) {
+	c.mu.Lock()
+	if s := c.producers[p.topic]; s != nil && s.p == p {
+		delete(c.producers, p.topic)
+	}
+	c.mu.Unlock()
+	c.byName.Range(func(k, v any) bool {
+		if v == p {
+			c.byName.CompareAndDelete(k, v)
+		}
+		return true
+	})
+}
+
+// Publish publishes m to topic and waits for the broker's receipt. The
+// topic's producer is opened on first use (see Producer). It blocks while
+// the pending limits are reached (ProducerOptions.MaxPendingMessages,
+// Options.MemoryLimit) and returns ctx's error if ctx ends first; a
+// message already handed over when ctx ends may still be published.
+func (c *Client) Publish(ctx context.Context, topic string, m Message) (pulsarwire.MessageID, error) {
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		return pulsarwire.MessageID{}, err
+	}
+	return p.Send(ctx, m)
+}
+
+// PublishAsync publishes m to topic and calls done with the receipt or
+// the error, exactly once. It returns once m is in a batch: it blocks
+// while the producer is opened and while the pending limits are reached
+// (then ctx's end fails m). done runs on a connection's goroutine: it
+// must be quick and must not publish synchronously. done may be nil.
+func (c *Client) PublishAsync(ctx context.Context, topic string, m Message, done func(pulsarwire.MessageID, error)) {
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		if done != nil {
+			done(pulsarwire.MessageID{}, err)
+		}
+		return
+	}
+	p.SendAsync(ctx, m, done)
+}
+
+// Flush sends every batch of every producer now and waits, while ctx
+// allows, until the broker acknowledged all messages published before the
+// call (or they failed).
+func (c *Client) Flush(ctx context.Context) error {
+	for _, p := range c.allProducers() {
+		if err := p.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// completer is told a message's fate: its receipt or its error.
+type completer interface {
+	complete(pulsarwire.MessageID, error)
+}
+
+type callbackFunc func(pulsarwire.MessageID, error)
+
+func (f callbackFunc) complete(id pulsarwire.MessageID, err error) { f(id, err) }
+
+type noCallback struct{}
+
+func (noCallback) complete(pulsarwire.MessageID, error) {}
+
+type result struct {
+	id  pulsarwire.MessageID
+	err error
+}
+
+// waiter carries one receipt to a synchronous Send; pooled.
+type waiter struct{ ch chan result }
+
+func (w *waiter) complete(id pulsarwire.MessageID, err error) { w.ch <- result{id, err} }
+
+var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan result, 1)} }}
+
+// Send publishes m and waits for its receipt; see (*Client).Publish.
+func (p *Producer) Send(ctx context.Context, m Message) (pulsarwire.MessageID, error) {
+	w := waiters.Get().(*waiter)
+	p.send(ctx, &m, w)
+	select {
+	case r := <-w.ch:
+		waiters.Put(w)
+		return r.id, r.err
+	case <-ctx.Done():
+		// w may still be completed later: it is not reused.
+		return pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", p.topic, ctx.Err())
+	}
+}
+
+// SendAsync publishes m and calls done once with its receipt or error;
+// see (*Client).PublishAsync.
+func (p *Producer) SendAsync(ctx context.Context, m Message, done func(pulsarwire.MessageID, error)) {
+	if done == nil {
+		p.send(ctx, &m, noCallback{})
+		return
+	}
+	p.send(ctx, &m, callbackFunc(done))
+}
+
+func (p *Producer) send(ctx context.Context, m *Message, done completer) {
+	if p.c.closing.Load() {
+		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", p.topic, ErrClosed))
+		return
+	}
+	pp := p.parts[0]
+	if n := len(p.parts); n > 1 {
+		switch {
+		case m.Key != "":
+			pp = p.parts[KeyPartition(m.Key, n)]
+		case m.OrderingKey != "":
+			pp = p.parts[KeyPartition(m.OrderingKey, n)]
+		default:
+			pp = p.parts[p.rr.next(len(m.Payload), n)]
+		}
+	}
+	size := int64(len(m.Payload))
+	if err := p.pending.acquire(ctx, 1); err != nil {
+		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: waiting for room among pending messages: %w", p.topic, err))
+		return
+	}
+	if err := p.c.memory.acquire(ctx, size); err != nil {
+		p.pending.release(1)
+		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: waiting for memory: %w", p.topic, err))
+		return
+	}
+	pp.add(m, size, done)
+}
+
+// Flush sends the open batches now and waits, while ctx allows, until
+// every message published before the call was acknowledged (or failed).
+func (p *Producer) Flush(ctx context.Context) error {
+	marks := make([]<-chan struct{}, 0, len(p.parts))
+	for _, pp := range p.parts {
+		marks = append(marks, pp.flushMark())
+	}
+	for _, ch := range marks {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("flush %s: %w", p.topic, ctx.Err())
+		}
+	}
+	return nil
+}
+
+func (p *Producer) closeOnBroker(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, pp := range p.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pp.closeOnBroker(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Producer) shutdown(err error) {
+	for _, pp := range p.parts {
+		pp.shutdown(err)
+	}
+}
+
+// fail ends a producer that cannot go on: every pending and later message
+// fails with err, and the client forgets it.
+func (p *Producer) fail(err error) {
+	p.failOnce.Do(func() {
+		p.c.log.Warn("producer failed", "topic", p.topic, "err", err)
+		p.c.dropProducer(p)
+		for _, pp := range p.parts {
+			pp.setFailed(err)
+		}
+		// Closing on the broker waits for answers: not on a reader
+		// goroutine, which may be the caller.
+		if !p.c.spawn(func() {
+			p.closeOnBroker(p.c.ctx)
+			p.shutdown(err)
+		}) {
+			p.shutdown(err)
+		}
+	})
+}
