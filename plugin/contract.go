@@ -145,7 +145,8 @@ func outcomeFromPB(o pb.Outcome) (Outcome, bool) {
 	return 0, false
 }
 
-// resultsToPB encodes a batch's results; outputs go only with an ack.
+// resultsToPB encodes a batch's results (batchWriter.finish has kept
+// outputs only with an ack).
 func resultsToPB(rs []Result) *pb.BatchResult {
 	out := &pb.BatchResult{Results: make([]*pb.Result, len(rs))}
 	all := make([]pb.Result, len(rs))
@@ -155,7 +156,7 @@ func resultsToPB(rs []Result) *pb.BatchResult {
 		p.Outcome = outcomeToPB[r.Outcome]
 		p.RetryDelayMs = r.RetryDelay.Milliseconds()
 		p.Reason = r.Reason
-		if r.Outcome == OutcomeAck && len(r.Outputs) > 0 {
+		if len(r.Outputs) > 0 {
 			p.Outputs = make([]*pb.Output, len(r.Outputs))
 			for j, o := range r.Outputs {
 				p.Outputs[j] = &pb.Output{

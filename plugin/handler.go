@@ -252,6 +252,7 @@ func (w *batchWriter) handling(i int) {
 
 // finish closes the writer and returns the results; if the handler failed
 // (handlerErr) or misused the writer, every message is retried instead.
+// Outputs stay only with an ack.
 func (w *batchWriter) finish(handlerErr error) []Result {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -264,6 +265,11 @@ func (w *batchWriter) finish(handlerErr error) []Result {
 		reason := "batch failed: " + err.Error()
 		for i := range w.results {
 			w.results[i] = Result{Outcome: OutcomeRetry, Reason: reason}
+		}
+	}
+	for i := range w.results {
+		if w.results[i].Outcome != OutcomeAck {
+			w.results[i].Outputs = nil
 		}
 	}
 	return w.results

@@ -95,7 +95,7 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 			"the host speaks contract version %d, this plugin speaks %d", req.ContractVersion, ContractVersion)
 	}
 	if in, ok := s.h.(Initializer); ok {
-		defer s.recoverPanic(nil, &err)
+		defer s.recoverPanic(&err)
 		info := Info{Pipeline: req.Pipeline, InstanceID: req.InstanceId, Config: req.Config}
 		if ierr := in.Init(ctx, info); ierr != nil {
 			return nil, status.Error(codes.InvalidArgument, ierr.Error())
@@ -104,26 +104,27 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
 }
 
-func (s *server) Process(ctx context.Context, req *pb.Batch) (resp *pb.BatchResult, err error) {
+func (s *server) Process(ctx context.Context, req *pb.Batch) (*pb.BatchResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.crashed.Load(); p != nil {
 		return nil, panicStatus(p)
 	}
 	batch := messagesFromPB(req.Messages)
-	w := newBatchWriter(batch)
-	defer s.recoverPanic(w, &err)
-	herr := s.h.Process(ctx, w, batch)
+	res, herr, p := handle(ctx, s.h, batch)
+	if p != nil {
+		return nil, s.crash(p, batch)
+	}
 	if herr != nil {
 		slog.Warn("handler failed the batch; every message will be retried",
 			"messages", len(batch), "error", herr)
 	}
-	return resultsToPB(w.finish(herr)), nil
+	return resultsToPB(res), nil
 }
 
 func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseResponse, err error) {
 	if c, ok := s.h.(Closer); ok {
-		defer s.recoverPanic(nil, &err)
+		defer s.recoverPanic(&err)
 		if cerr := c.Close(ctx); cerr != nil {
 			return nil, status.Error(codes.Unknown, cerr.Error())
 		}
@@ -131,28 +132,44 @@ func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseR
 	return &pb.CloseResponse{}, nil
 }
 
-// recoverPanic turns a handler panic into the answer the host classifies as
-// a crash, logs it with the stack and the message, and makes the process
-// exit soon after: a handler that panicked may have broken its own state,
-// so the host starts a fresh one.
-func (s *server) recoverPanic(w *batchWriter, err *error) {
-	r := recover()
-	if r == nil {
-		return
-	}
-	p := &pb.Panic{Index: -1, Value: fmt.Sprint(r), Stack: string(debug.Stack())}
-	attrs := []any{"panic", p.Value}
-	if w != nil {
-		if i := w.handlingIndex(); i >= 0 {
-			p.Index = int32(i)
-			attrs = append(attrs, "index", i, "message", w.batch[i].ID)
+// handle runs h over batch: the one place where a Handler is called, for
+// the plugin process and for ProcessLocal. A panic comes back as p.
+func handle(ctx context.Context, h Handler, batch []*Message) (res []Result, herr error, p *pb.Panic) {
+	w := newBatchWriter(batch)
+	defer func() {
+		if r := recover(); r != nil {
+			p = panicOf(r, w.handlingIndex())
 		}
+	}()
+	herr = h.Process(ctx, w, batch)
+	return w.finish(herr), herr, nil
+}
+
+func panicOf(r any, index int) *pb.Panic {
+	return &pb.Panic{Index: int32(index), Value: fmt.Sprint(r), Stack: string(debug.Stack())}
+}
+
+// recoverPanic turns a panic in Init or Close into a crash.
+func (s *server) recoverPanic(err *error) {
+	if r := recover(); r != nil {
+		*err = s.crash(panicOf(r, -1), nil)
+	}
+}
+
+// crash logs a handler's panic with its stack and message, makes the
+// process exit soon (a handler that panicked may have broken its own
+// state, so the host starts a fresh one) and returns the answer the host
+// classifies as a crash.
+func (s *server) crash(p *pb.Panic, batch []*Message) error {
+	attrs := []any{"panic", p.Value}
+	if p.Index >= 0 && int(p.Index) < len(batch) {
+		attrs = append(attrs, "index", p.Index, "message", batch[p.Index].ID)
 	}
 	slog.Error("handler panicked; the plugin exits", append(attrs, "stack", p.Stack)...)
 	if s.crashed.CompareAndSwap(nil, p) {
 		time.AfterFunc(crashExitDelay, func() { os.Exit(2) })
 	}
-	*err = panicStatus(p)
+	return panicStatus(p)
 }
 
 func panicStatus(p *pb.Panic) error {
@@ -161,4 +178,25 @@ func panicStatus(p *pb.Panic) error {
 		st = d
 	}
 	return st.Err()
+}
+
+// ProcessLocal runs h over batch in this process, with the semantics of a
+// plugin process: results default to ack, a handler error retries the
+// whole batch, outputs go only with an ack, and a panic is returned as a
+// *CrashError (ErrCrashed) naming the message. It sets each message's
+// Index. It is for testing handlers, and for running one in the host when
+// isolation is not wanted (Init and Close are the caller's to call).
+func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, error) {
+	for i, m := range batch {
+		m.index = i
+	}
+	res, _, p := handle(ctx, h, batch)
+	if p != nil {
+		crash := &CrashError{Plugin: "local", Pid: os.Getpid(), Panic: p.Value, Stack: p.Stack, Index: int(p.Index)}
+		if crash.Index >= 0 {
+			crash.MessageID = batch[crash.Index].ID
+		}
+		return nil, crash
+	}
+	return res, nil
 }
