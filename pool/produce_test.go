@@ -60,7 +60,7 @@ func (c *collector) wait(t *testing.T, d time.Duration) {
 }
 
 func TestPublishedMessagesArriveWithTheirFieldsAndIDsInOrder(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
 	ctx := testCtx(t, time.Minute)
@@ -119,7 +119,7 @@ func TestPublishedMessagesArriveWithTheirFieldsAndIDsInOrder(t *testing.T) {
 }
 
 func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
 	ctx := testCtx(t, time.Minute)
@@ -160,7 +160,7 @@ func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
 }
 
 func TestPartitionedTopicRoutesKeysLikeJavaAndRoundRobinsTheRest(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
 	const parts = 5
@@ -218,7 +218,7 @@ func TestPartitionedTopicRoutesKeysLikeJavaAndRoundRobinsTheRest(t *testing.T) {
 }
 
 func TestFlushWaitsForEveryReceipt(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	// A long MaxDelay: only Flush sends the batch.
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
 	topic := topicName(t)
@@ -244,7 +244,7 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 }
 
 func TestEveryCodecIsReadBack(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	for _, ct := range []pb.CompressionType{pb.CompressionType_LZ4, pb.CompressionType_ZLIB, pb.CompressionType_ZSTD, pb.CompressionType_SNAPPY} {
 		t.Run(ct.String(), func(t *testing.T) {
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Compression: ct}})
@@ -270,7 +270,7 @@ func TestEveryCodecIsReadBack(t *testing.T) {
 }
 
 func TestBatchingDisabledSendsOneEntryPerMessage(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: true}}})
 	topic := topicName(t)
 	ctx := testCtx(t, time.Minute)
@@ -300,7 +300,7 @@ func TestBatchingDisabledSendsOneEntryPerMessage(t *testing.T) {
 }
 
 func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
 	ctx := testCtx(t, time.Minute)
@@ -317,7 +317,7 @@ func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
 }
 
 func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	px := newProxies(t)
 	const limit = 10
 	c := newClient(t, tg, Options{
@@ -359,7 +359,7 @@ func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
 }
 
 func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, MemoryLimit: 1000})
 	ctx := testCtx(t, time.Minute)
@@ -388,7 +388,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 }
 
 func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, KeepAliveInterval: 100 * time.Millisecond, OperationRetries: OperationRetries{Delay: 50 * time.Millisecond}})
 	topic := topicName(t)
@@ -423,7 +423,7 @@ func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
 }
 
 func TestCutConnectionResendsPendingInOrderWithoutLossOrDuplicateSequenceIDs(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
 		Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 50}}})
@@ -486,7 +486,7 @@ func checkStream(t *testing.T, rc *rawConsumer, n int) {
 }
 
 func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	c, err := New(testCtx(t, 30*time.Second), Options{ServiceURL: tg.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +514,7 @@ func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 }
 
 func TestServiceURLHostListSkipsDeadHosts(t *testing.T) {
-	tg := newTarget(t, embeddedOptions{})
+	tg := newTarget(t)
 	dead := deadAddr(t)
 	u, err := parseServiceURL(tg.URL)
 	if err != nil {

@@ -2,9 +2,9 @@ package pool
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 func TestMain(m *testing.M) {
@@ -28,46 +31,15 @@ type target struct {
 	TLS   string // pulsar+ssl:// service URL, "" without TLS
 	Admin string // http:// admin API
 
-	// Set for the embedded broker only.
-	embedded embeddedCluster
+	// The embedded broker; nil against Apache Pulsar.
+	cluster *broker.Cluster
 }
-
-// embeddedCluster is what the tests use of the embedded broker.
-type embeddedCluster interface {
-	BrokerURLs() []string
-	OwnerOf(topic string) int
-	AddFault(f fault) (fired func() int, remove func())
-	DropConnections(i int)
-	// ClientConns is how many client connections broker i has open.
-	ClientConns(i int) int
-}
-
-// fault mirrors broker.Fault, so this file builds without the broker.
-type fault struct {
-	Broker  int
-	Command int32
-	Topic   string
-	Err     int32
-	Drop    bool
-	Delay   time.Duration
-	Count   int
-}
-
-// embeddedOptions are what a test asks of the embedded broker.
-type embeddedOptions struct {
-	Brokers int
-	TLS     *tls.Config // serve pulsar+ssl:// with it
-	Tokens  []string    // turn token authentication on
-}
-
-// startEmbedded starts the embedded broker; set by target_embedded_test.go
-// once the broker package builds.
-var startEmbedded func(t *testing.T, o embeddedOptions) *target
 
 func pulsarURL() string { return os.Getenv("STREAMRUN_PULSAR_URL") }
 
-// newTarget returns the broker for a test that runs against either.
-func newTarget(t *testing.T, o embeddedOptions) *target {
+// newTarget returns the broker for a test that runs against either: the
+// embedded one (started with opts) unless STREAMRUN_PULSAR_URL is set.
+func newTarget(t *testing.T, opts ...func(*broker.Options)) *target {
 	t.Helper()
 	if u := pulsarURL(); u != "" {
 		admin := os.Getenv("STREAMRUN_PULSAR_HTTP")
@@ -76,25 +48,38 @@ func newTarget(t *testing.T, o embeddedOptions) *target {
 		}
 		return &target{URL: u, Admin: admin}
 	}
-	if startEmbedded == nil {
-		t.Skip("the embedded broker does not build yet; set STREAMRUN_PULSAR_URL to run against Apache Pulsar")
-	}
-	return startEmbedded(t, o)
+	return startEmbedded(t, opts...)
 }
 
-// embeddedTarget is for tests that need the embedded broker's fault
-// injection, several brokers, TLS or tokens; they are skipped against
+// embeddedTarget is for tests that need the embedded broker: fault
+// injection, several brokers, TLS, tokens. They are skipped against
 // Apache Pulsar.
-func embeddedTarget(t *testing.T, o embeddedOptions) *target {
+func embeddedTarget(t *testing.T, opts ...func(*broker.Options)) *target {
 	t.Helper()
 	if pulsarURL() != "" {
-		t.Skip("needs the embedded broker (fault injection, several brokers, TLS or tokens); STREAMRUN_PULSAR_URL is set")
+		t.Skip("needs the embedded broker (fault injection, several brokers, TLS or tokens); skipped with STREAMRUN_PULSAR_URL set")
 	}
-	if startEmbedded == nil {
-		t.Skip("the embedded broker does not build yet")
-	}
-	return startEmbedded(t, o)
+	return startEmbedded(t, opts...)
 }
+
+func startEmbedded(t *testing.T, opts ...func(*broker.Options)) *target {
+	t.Helper()
+	quiet := func(o *broker.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	c := brokertest.Start(t, append([]func(*broker.Options){quiet}, opts...)...)
+	return &target{URL: c.ServiceURL(), TLS: c.ServiceURLTLS(), Admin: c.AdminURL(), cluster: c}
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// brokers sets the embedded broker's number of brokers.
+func brokers(n int) func(*broker.Options) { return func(o *broker.Options) { o.Brokers = n } }
 
 var topicSeq atomic.Int64
 
