@@ -70,7 +70,7 @@ func (s *subscription) dispatchOnce() bool {
 		return true
 	}
 	for _, id := range missing {
-		s.replay.remove(id)
+		s.removeReplay(id)
 	}
 	progress := len(missing) > 0
 	var blocked map[int32]bool // Key_Shared: hashes held back this round, to keep their order
@@ -82,17 +82,17 @@ func (s *subscription) dispatchOnce() bool {
 			continue
 		}
 		if e.ID < s.markDelete || s.acked.contains(e.ID) {
-			s.replay.remove(e.ID)
+			s.removeReplay(e.ID)
 			continue
 		}
-		c, hash, ok := s.pick(e, blocked)
+		c, hash, ok := s.pick(e, blocked, true)
 		if !ok {
 			if s.typ == pb.CommandSubscribe_Exclusive || s.typ == pb.CommandSubscribe_Failover {
 				break
 			}
 			continue
 		}
-		s.replay.remove(e.ID)
+		s.removeReplay(e.ID)
 		s.deliver(c, e, hash)
 		progress = true
 	}
@@ -112,12 +112,12 @@ func (s *subscription) dispatchOnce() bool {
 			s.readPos = e.ID + 1
 			continue
 		}
-		c, hash, ok := s.pick(e, blocked)
+		c, hash, ok := s.pick(e, blocked, false)
 		if !ok {
 			if s.typ == pb.CommandSubscribe_Key_Shared && s.permitBudget() > 0 && s.replay.len() < maxReplay {
 				// Its key's consumer is busy or still draining: set it
 				// aside and keep going for the other keys.
-				s.replay.add(e.ID)
+				s.addReplay(e.ID, hash)
 				s.readPos = e.ID + 1
 				progress = true
 				continue
@@ -161,8 +161,9 @@ func (s *subscription) permitBudget() int {
 	return int(n)
 }
 
-// pick chooses the consumer for an entry; s.mu held.
-func (s *subscription) pick(e store.Entry, blocked map[int32]bool) (*consumer, int32, bool) {
+// pick chooses the consumer for an entry (fromReplay: it comes from the
+// replay queue); s.mu held.
+func (s *subscription) pick(e store.Entry, blocked map[int32]bool, fromReplay bool) (*consumer, int32, bool) {
 	switch s.typ {
 	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
 		if c := s.active; c != nil && c.permits > 0 {
@@ -175,7 +176,10 @@ func (s *subscription) pick(e store.Entry, blocked map[int32]bool) (*consumer, i
 			info.key = noneKey
 		}
 		h := stickyKeyHash(info.key)
-		if blocked[h] {
+		// A hash with entries waiting in the replay queue keeps its order:
+		// newer entries wait behind them.
+		if blocked[h] || !fromReplay && s.hashReplays[h] > 0 {
+			blocked[h] = true
 			return nil, h, false
 		}
 		c := s.selector.pick(h)

@@ -40,7 +40,7 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 			return
 		}
 		s.release(id, pe)
-		s.replay.add(id)
+		s.addReplay(id, pe.hash)
 		s.redeliveries[id]++
 	}
 	if len(m.GetMessageIds()) > 0 {

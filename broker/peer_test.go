@@ -61,7 +61,9 @@ func dial(t testing.TB, url string, auth ...string) *peer {
 		c.AuthData = []byte(auth[0])
 	}
 	p.send(c)
-	f := p.expect("CONNECTED", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_CONNECTED || c.GetType() == pb.BaseCommand_ERROR })
+	f := p.expect("CONNECTED", func(c *pb.BaseCommand) bool {
+		return c.GetType() == pb.BaseCommand_CONNECTED || c.GetType() == pb.BaseCommand_ERROR
+	})
 	if f.Cmd.GetType() != pb.BaseCommand_CONNECTED {
 		t.Fatalf("connect: %v", f.Cmd)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -50,6 +51,9 @@ type subscription struct {
 	pending      map[uint64]pendingEntry
 	redeliveries map[uint64]uint32
 	owners       map[int32]*hashOwner // Key_Shared: hashes with unacked entries, and who has them
+	replayHash   map[uint64]int32     // Key_Shared: the hash of each replay entry
+	hashReplays  map[int32]int        // Key_Shared: how many replay entries each hash has
+	notifyReq    chan struct{}        // ask run to tell consumers who is active
 	epoch        uint64               // bumped by a reset, to drop reads in flight
 	dirty        bool
 	deleted      bool
@@ -91,6 +95,9 @@ func newSubscription(t *topic, name string, durable bool, typ pb.CommandSubscrib
 		batchAcks:    map[uint64][]int64{},
 		pending:      map[uint64]pendingEntry{},
 		redeliveries: map[uint64]uint32{},
+		replayHash:   map[uint64]int32{},
+		hashReplays:  map[int32]int{},
+		notifyReq:    make(chan struct{}, 1),
 	}
 }
 
@@ -120,12 +127,29 @@ func (s *subscription) wakeup() {
 func (s *subscription) run() {
 	defer s.t.c.wg.Done()
 	defer close(s.stopped)
+	var notify *time.Timer
+	var notifyC <-chan time.Time
+	defer func() {
+		if notify != nil {
+			notify.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-s.quit:
 			return
 		case <-s.t.c.ctx.Done():
 			return
+		case <-s.notifyReq:
+			if notifyC == nil {
+				notify = time.NewTimer(activeNotifyDelay)
+				notifyC = notify.C
+			}
+			continue
+		case <-notifyC:
+			notifyC = nil
+			s.sendActive()
+			continue
 		case <-s.wake:
 		}
 		for s.dispatchOnce() {
@@ -251,7 +275,7 @@ func (s *subscription) pickActive() []*consumer {
 		for id, pe := range s.pending {
 			if pe.c == old {
 				s.release(id, pe)
-				s.replay.add(id)
+				s.addReplay(id, pe.hash)
 			}
 		}
 	}
@@ -262,11 +286,35 @@ func (s *subscription) pickActive() []*consumer {
 	return nil
 }
 
-// notifyActive sends ACTIVE_CONSUMER_CHANGE to each consumer.
+// activeNotifyDelay is how long after a change of consumers the Failover
+// consumers are told who is active. Apache Pulsar delays it too (with the
+// first read, activeConsumerFailoverDelayTimeMillis); clients that register
+// a consumer only once SUBSCRIBE is answered (the Go client) would miss a
+// notification sent at once.
+const activeNotifyDelay = 100 * time.Millisecond
+
+// notifyActive asks for ACTIVE_CONSUMER_CHANGE to be sent to every
+// consumer shortly.
 func (s *subscription) notifyActive(cs []*consumer) {
+	if len(cs) == 0 {
+		return
+	}
+	select {
+	case s.notifyReq <- struct{}{}:
+	default:
+	}
+}
+
+// sendActive tells every consumer whether it is the active one.
+func (s *subscription) sendActive() {
 	s.mu.Lock()
 	active := s.active
+	cs := slices.Clone(s.consumers)
+	failover := s.typ == pb.CommandSubscribe_Failover
 	s.mu.Unlock()
+	if !failover {
+		return
+	}
 	for _, c := range cs {
 		if c.removed.Load() {
 			continue
@@ -287,7 +335,7 @@ func (s *subscription) removeConsumer(c *consumer, _ bool) {
 	for id, pe := range s.pending {
 		if pe.c == c {
 			s.release(id, pe)
-			s.replay.add(id)
+			s.addReplay(id, pe.hash)
 		}
 	}
 	if s.selector != nil {
@@ -303,6 +351,31 @@ func (s *subscription) removeConsumer(c *consumer, _ bool) {
 		return
 	}
 	s.save()
+}
+
+// addReplay queues an entry to be sent again; s.mu held. Key_Shared
+// remembers its hash, so newer entries of that hash wait behind it.
+func (s *subscription) addReplay(id uint64, hash int32) {
+	if s.replay.contains(id) {
+		return
+	}
+	s.replay.add(id)
+	if hash >= 0 {
+		s.replayHash[id] = hash
+		s.hashReplays[hash]++
+	}
+}
+
+func (s *subscription) removeReplay(id uint64) {
+	if !s.replay.remove(id) {
+		return
+	}
+	if h, ok := s.replayHash[id]; ok {
+		delete(s.replayHash, id)
+		if s.hashReplays[h]--; s.hashReplays[h] <= 0 {
+			delete(s.hashReplays, h)
+		}
+	}
 }
 
 // release forgets a pending entry; s.mu held.
@@ -382,7 +455,7 @@ func (s *subscription) ackEntry(id uint64) {
 	if pe, ok := s.pending[id]; ok {
 		s.release(id, pe)
 	}
-	s.replay.remove(id)
+	s.removeReplay(id)
 	delete(s.redeliveries, id)
 	delete(s.batchAcks, id)
 	s.dirty = true
@@ -439,7 +512,11 @@ func (s *subscription) ackCumulative(id uint64, ackSet []int64) {
 		}
 		s.markDelete = upTo
 		s.acked.trimBelow(upTo)
-		s.replay.trimBelow(upTo)
+		for _, id := range s.replay.first(s.replay.len()) {
+			if id < upTo {
+				s.removeReplay(id)
+			}
+		}
 		for k := range s.redeliveries {
 			if k < upTo {
 				delete(s.redeliveries, k)
@@ -470,6 +547,8 @@ func (s *subscription) reset(pos uint64) {
 	s.markDelete, s.readPos = pos, pos
 	s.acked.clear()
 	s.replay.clear()
+	clear(s.replayHash)
+	clear(s.hashReplays)
 	clear(s.batchAcks)
 	clear(s.redeliveries)
 	if s.owners != nil {
