@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -225,6 +226,40 @@ func TestAPanicIsACrashNamingTheMessage(t *testing.T) {
 		"plugin": "panicky", "instance": "3", "index": "1", "message": "7:1:-1:-1"})
 	if _, err := inst.Process(context.Background(), batch); !errors.Is(err, ErrClosed) {
 		t.Errorf("Process after a crash: %v, want ErrClosed", err)
+	}
+}
+
+func TestAPanicOutsideTheHandlerIsACrashWithItsTraceLogged(t *testing.T) {
+	l, logger := newLogs()
+	inst := start(t, selfPlugin(t, "sdk", logger), `{"mode":"gopanic"}`)
+	_, err := inst.Process(context.Background(), msgs("a"))
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Exit != "exit status 2" || crash.Index != -1 || crash.Panic != "" {
+		t.Fatalf("Process: %v (%+v), want a crash with exit status 2", err, crash)
+	}
+	<-inst.Exited()
+	// The runtime's trace is one ERROR record; every line is there by the
+	// time Exited is closed.
+	r, ok := l.find(func(r record) bool { return r.Msg == "plugin crashed" && r.Attrs["trace"] != "" })
+	if !ok || r.Level != slog.LevelError || r.Attrs["plugin"] != "test-sdk" ||
+		!strings.HasPrefix(r.Attrs["trace"], "panic: in a goroutine of the handler") ||
+		!strings.Contains(r.Attrs["trace"], "goroutine ") {
+		t.Fatalf("no crash trace record; have:\n%s", l.dump())
+	}
+}
+
+func TestCloseReachesTheHandler(t *testing.T) {
+	l, logger := newLogs()
+	inst := start(t, selfPlugin(t, "sdk", logger), `{"mode":"echo"}`)
+	if err := inst.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Close waits for the exit, and the exit for the plugin's stderr.
+	if _, ok := l.find(func(r record) bool { return r.Msg == "test handler closed" && r.Attrs["mode"] == "echo" }); !ok {
+		t.Fatalf("the handler's Close did not run; have:\n%s", l.dump())
+	}
+	if err := inst.Close(context.Background()); err != nil {
+		t.Errorf("a second Close: %v", err)
 	}
 }
 

@@ -149,12 +149,20 @@ func (h *testHandler) Process(ctx context.Context, w ResultWriter, batch []*Mess
 		return errors.New("database down")
 	case "misuse":
 		w.Ack(&Message{ID: "9:9:-1:-1"})
+	case "gopanic":
+		go func() { panic("in a goroutine of the handler") }()
+		<-ctx.Done()
 	case "print":
 		fmt.Println("hello on stdout")
 		fmt.Fprintln(os.Stderr, "hello on stderr")
 		log.Printf("hello from the log package")
 		slog.Warn("hello structured", "n", 42, "batch", len(batch))
 	}
+	return nil
+}
+
+func (h *testHandler) Close(context.Context) error {
+	slog.Info("test handler closed", "mode", h.mode)
 	return nil
 }
 
