@@ -398,3 +398,51 @@ func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 		t.Fatalf("publish during Close: %v", err)
 	}
 }
+
+// Apache Pulsar standalone answers lookups with proxy_through_service_url,
+// so a TLS-terminating relay in front of it stands for a TLS listener (or
+// a Pulsar proxy): the client keeps going through the service URL and
+// names the broker in CONNECT (proxy_to_broker_url).
+func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
+	if pulsarURL() == "" {
+		t.Skip("Apache Pulsar only (STREAMRUN_PULSAR_URL): the embedded broker does not answer with proxy_through_service_url")
+	}
+	tg := newTarget(t)
+	u, err := parseServiceURL(tg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := newTestCA(t, "good")
+	cert, _, _ := ca.issue("relay", []string{"127.0.0.1"}, false)
+	relay := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
+	url := "pulsar+ssl://" + relay.Addr()
+	ctx := testCtx(t, time.Minute)
+
+	c := newClient(t, tg, Options{ServiceURL: url, TLS: TLSOptions{CAFile: ca.File}})
+	topic := topicName(t)
+	b, err := c.Lookup(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Proxy != relay.Addr() {
+		t.Fatalf("lookup answered %s; want to go through %s", b, relay.Addr())
+	}
+	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if conns := c.BrokerConns(); len(conns) > 2 {
+		t.Fatalf("connections %v", conns)
+	}
+
+	other := newTestCA(t, "other")
+	var unknown x509.UnknownAuthorityError
+	if _, err := New(ctx, Options{ServiceURL: url, TLS: TLSOptions{CAFile: other.File}}); !errors.As(err, &unknown) {
+		t.Fatalf("untrusted relay: %v", err)
+	}
+	wrong, _, _ := ca.issue("wrong", []string{"broker.example.com"}, false)
+	relay2 := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{wrong}})
+	var hostname x509.HostnameError
+	if _, err := New(ctx, Options{ServiceURL: "pulsar+ssl://" + relay2.Addr(), TLS: TLSOptions{CAFile: ca.File}}); !errors.As(err, &hostname) {
+		t.Fatalf("relay with another host's certificate: %v", err)
+	}
+}

@@ -75,9 +75,43 @@ type Conn struct {
 	done      chan struct{}
 
 	wmu     sync.Mutex
-	wbuf    []byte
+	wq      writeQueue // what the writer writes next
 	wclosed bool
 	wkick   chan struct{}
+}
+
+// writeQueue is what queued up for the writer: frames in order, as
+// references (a producer's frames stay in its buffers until their
+// receipts, so they are written from there, not copied) and small
+// commands encoded into a buffer of the queue's own.
+type writeQueue struct {
+	segs      net.Buffers
+	small     []byte
+	lastSmall bool // the last segment ends where small ends
+}
+
+// addSmall queues small[start:], just appended to small.
+func (q *writeQueue) addSmall(start int) {
+	if n := len(q.segs); q.lastSmall && n > 0 {
+		last := q.segs[n-1]
+		// Extend the last segment when small did not move meanwhile.
+		if cap(last)-len(last) >= len(q.small)-start && &last[:len(last)+1][len(last)] == &q.small[start] {
+			q.segs[n-1] = last[:len(last)+len(q.small)-start]
+			return
+		}
+	}
+	q.segs = append(q.segs, q.small[start:])
+	q.lastSmall = true
+}
+
+func (q *writeQueue) addFrame(frame []byte) {
+	q.segs = append(q.segs, frame)
+	q.lastSmall = false
+}
+
+func (q *writeQueue) reset() {
+	clear(q.segs)
+	q.segs, q.small, q.lastSmall = q.segs[:0], q.small[:0], false
 }
 
 type callResult struct {
@@ -313,7 +347,7 @@ func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
 			c.close(fmt.Errorf("answer AUTH_CHALLENGE: %w", err))
 			return
 		}
-		c.writeFrame(b)
+		c.writeRaw(b)
 	default:
 		if id, ok := responseRequestID(cmd); ok {
 			if !c.complete(id, cmd) {
@@ -407,8 +441,12 @@ func (c *Conn) Send(cmd *pb.BaseCommand) error {
 		c.wmu.Unlock()
 		return c.Err()
 	}
+	start := len(c.wq.small)
 	var err error
-	c.wbuf, err = pulsarwire.AppendCommand(c.wbuf, cmd)
+	c.wq.small, err = pulsarwire.AppendCommand(c.wq.small, cmd)
+	if err == nil {
+		c.wq.addSmall(start)
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		return err
@@ -425,8 +463,12 @@ func (c *Conn) SendPayload(cmd *pb.BaseCommand, md *pb.MessageMetadata, payload 
 		c.wmu.Unlock()
 		return c.Err()
 	}
+	start := len(c.wq.small)
 	var err error
-	c.wbuf, err = pulsarwire.AppendPayloadCommand(c.wbuf, cmd, md, payload)
+	c.wq.small, err = pulsarwire.AppendPayloadCommand(c.wq.small, cmd, md, payload)
+	if err == nil {
+		c.wq.addSmall(start)
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		return err
@@ -435,17 +477,30 @@ func (c *Conn) SendPayload(cmd *pb.BaseCommand, md *pb.MessageMetadata, payload 
 	return nil
 }
 
-// writeFrame queues an encoded frame (copied).
+// writeFrame queues an encoded frame, which must stay unchanged until
+// the broker answered it (a producer keeps it until its receipt).
 func (c *Conn) writeFrame(frame []byte) bool {
 	c.wmu.Lock()
 	if c.wclosed {
 		c.wmu.Unlock()
 		return false
 	}
-	c.wbuf = append(c.wbuf, frame...)
+	c.wq.addFrame(frame)
 	c.wmu.Unlock()
 	c.kick()
 	return true
+}
+
+// writeRaw queues bytes that are copied.
+func (c *Conn) writeRaw(b []byte) {
+	c.wmu.Lock()
+	if !c.wclosed {
+		start := len(c.wq.small)
+		c.wq.small = append(c.wq.small, b...)
+		c.wq.addSmall(start)
+	}
+	c.wmu.Unlock()
+	c.kick()
 }
 
 func (c *Conn) kick() {
@@ -464,7 +519,13 @@ func (c *Conn) writeLoop() {
 	interval := c.client.opts.KeepAliveInterval
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	var out []byte
+	var out writeQueue
+	// A TCP connection takes the frames as they lie (writev); others (TLS)
+	// get them gathered into records of up to 64 KiB.
+	var bw *bufio.Writer
+	if _, ok := c.nc.(*net.TCPConn); !ok {
+		bw = bufio.NewWriterSize(c.nc, 64<<10)
+	}
 	var seen uint64
 	pinged := false
 	for {
@@ -481,19 +542,34 @@ func (c *Conn) writeLoop() {
 		case <-c.done:
 			return
 		}
+		out.reset()
 		c.wmu.Lock()
-		out, c.wbuf = c.wbuf, out[:0]
+		out, c.wq = c.wq, out
 		c.wmu.Unlock()
-		if len(out) == 0 {
+		if len(out.segs) == 0 {
 			continue
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(2 * interval))
-		if _, err := c.nc.Write(out); err != nil {
+		var err error
+		if bw == nil {
+			bufs := out.segs
+			_, err = bufs.WriteTo(c.nc)
+		} else {
+			for _, b := range out.segs {
+				if _, err = bw.Write(b); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = bw.Flush()
+			}
+		}
+		if err != nil {
 			c.close(fmt.Errorf("write: %w", err))
 			return
 		}
-		if cap(out) > 4<<20 {
-			out = nil
+		if cap(out.small) > 1<<20 {
+			out.small = nil
 		}
 	}
 }
@@ -515,7 +591,7 @@ func (c *Conn) close(cause error) {
 
 	c.wmu.Lock()
 	c.wclosed = true
-	c.wbuf = nil
+	c.wq = writeQueue{}
 	c.wmu.Unlock()
 	c.nc.Close()
 	c.client.forgetConn(c)

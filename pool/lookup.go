@@ -58,15 +58,9 @@ func (c *Client) Lookup(ctx context.Context, topic string) (Broker, error) {
 		if lr == nil {
 			return Broker{}, fmt.Errorf("lookup %s: broker answered %s: %w", name, resp.GetType(), pulsarwire.ErrCorrupt)
 		}
-		b := Broker{URL: lr.GetBrokerServiceUrl()}
-		if c.svc.tls && lr.GetBrokerServiceUrlTls() != "" || b.URL == "" {
-			b.URL = lr.GetBrokerServiceUrlTls()
-		}
-		if b.URL == "" {
-			return Broker{}, fmt.Errorf("lookup %s: answer names no broker: %w", name, pulsarwire.ErrCorrupt)
-		}
-		if lr.GetProxyThroughServiceUrl() {
-			b.Proxy = via
+		b, err := c.lookupAnswer(lr, via)
+		if err != nil {
+			return Broker{}, fmt.Errorf("lookup %s: %w", name, err)
 		}
 		switch lr.GetResponse() {
 		case pb.CommandLookupTopicResponse_Connect:
@@ -83,6 +77,28 @@ func (c *Client) Lookup(ctx context.Context, topic string) (Broker, error) {
 			return Broker{}, fmt.Errorf("lookup %s: answer of type %s: %w", name, lr.GetResponse(), pulsarwire.ErrCorrupt)
 		}
 	}
+}
+
+// lookupAnswer reads where a LOOKUP_RESPONSE points. With a pulsar+ssl://
+// service URL only the broker's TLS listener will do, unless the answer
+// says to go through the service URL (a proxy), whose connection is TLS.
+func (c *Client) lookupAnswer(lr *pb.CommandLookupTopicResponse, via string) (Broker, error) {
+	b := Broker{URL: lr.GetBrokerServiceUrl()}
+	if lr.GetProxyThroughServiceUrl() {
+		b.Proxy = via
+	}
+	if c.svc.tls {
+		if u := lr.GetBrokerServiceUrlTls(); u != "" || b.Proxy == "" {
+			b.URL = u
+		}
+		if b.URL == "" {
+			return Broker{}, fmt.Errorf("the broker has no TLS listener (the answer has no brokerServiceUrlTls) and a pulsar+ssl:// client does not fall back to plain text")
+		}
+	}
+	if b.URL == "" {
+		return Broker{}, fmt.Errorf("answer names no broker: %w", pulsarwire.ErrCorrupt)
+	}
+	return b, nil
 }
 
 // BrokerConn returns the pooled connection to b, opening it if needed.

@@ -144,3 +144,14 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// newTargetB is newTarget for benchmarks: the service URL of Apache
+// Pulsar or of an embedded broker.
+func newTargetB(b *testing.B) string {
+	if u := pulsarURL(); u != "" {
+		return u
+	}
+	return brokertest.Start(b, func(o *broker.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}).ServiceURL()
+}
