@@ -15,6 +15,19 @@ import (
 // decode, handle, and back.
 func BenchmarkProcess(b *testing.B) {
 	inst := start(b, selfPlugin(b, "sdk", nil), `{"mode":"echo"}`)
+	benchBatches(b, inst.Process)
+}
+
+// BenchmarkProcessLocal is the same handler run in the host's process
+// (ProcessLocal), the baseline for BenchmarkProcess.
+func BenchmarkProcessLocal(b *testing.B) {
+	h := &testHandler{mode: "echo"}
+	benchBatches(b, func(ctx context.Context, batch []*Message) ([]Result, error) {
+		return ProcessLocal(ctx, h, batch)
+	})
+}
+
+func benchBatches(b *testing.B, process func(context.Context, []*Message) ([]Result, error)) {
 	payload := strings.Repeat("p", 100)
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
@@ -31,9 +44,8 @@ func BenchmarkProcess(b *testing.B) {
 			ctx := context.Background()
 			b.SetBytes(int64(n * len(payload)))
 			b.ReportAllocs()
-			b.ResetTimer()
 			for b.Loop() {
-				res, err := inst.Process(ctx, batch)
+				res, err := process(ctx, batch)
 				if err != nil || len(res) != n {
 					b.Fatalf("%d results, %v", len(res), err)
 				}

@@ -83,20 +83,26 @@ func fromMillis(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
-func messageToPB(m *Message) *pb.Message {
-	return &pb.Message{
-		Id:              m.ID,
-		Topic:           m.Topic,
-		Key:             m.Key,
-		OrderingKey:     m.OrderingKey,
-		Properties:      m.Properties,
-		Payload:         m.Payload,
-		PublishTimeMs:   millis(m.PublishTime),
-		EventTimeMs:     millis(m.EventTime),
-		RedeliveryCount: m.RedeliveryCount,
-		Traceparent:     m.TraceParent,
-		Tracestate:      m.TraceState,
+// batchToPB encodes a batch, with one allocation for all its messages.
+func batchToPB(batch []*Message) *pb.Batch {
+	all := make([]pb.Message, len(batch))
+	req := &pb.Batch{Messages: make([]*pb.Message, len(batch))}
+	for i, m := range batch {
+		p := &all[i]
+		p.Id = m.ID
+		p.Topic = m.Topic
+		p.Key = m.Key
+		p.OrderingKey = m.OrderingKey
+		p.Properties = m.Properties
+		p.Payload = m.Payload
+		p.PublishTimeMs = millis(m.PublishTime)
+		p.EventTimeMs = millis(m.EventTime)
+		p.RedeliveryCount = m.RedeliveryCount
+		p.Traceparent = m.TraceParent
+		p.Tracestate = m.TraceState
+		req.Messages[i] = p
 	}
+	return req
 }
 
 func messagesFromPB(in []*pb.Message) []*Message {

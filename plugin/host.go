@@ -98,6 +98,9 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = DefaultMaxMessageSize
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("plugin %s: start: %w", opts.Name, err)
+	}
 	name := opts.Name
 	if opts.InstanceID != "" {
 		name += "/" + opts.InstanceID
@@ -225,11 +228,7 @@ func (i *Instance) Process(ctx context.Context, batch []*Message) ([]Result, err
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	req := &pb.Batch{Messages: make([]*pb.Message, len(batch))}
-	for j, m := range batch {
-		req.Messages[j] = messageToPB(m)
-	}
-	resp, err := i.rpc.Process(ctx, req)
+	resp, err := i.rpc.Process(ctx, batchToPB(batch))
 	if err != nil {
 		return nil, i.callError(ctx, "process", batch, err)
 	}
@@ -342,6 +341,13 @@ func (i *Instance) decodeResults(batch []*Message, resp *pb.BatchResult) ([]Resu
 	}
 	out := make([]Result, len(batch))
 	seen := make([]bool, len(batch))
+	nout := 0
+	for _, r := range resp.Results {
+		if r.Outcome == pb.Outcome_OUTCOME_ACK {
+			nout += len(r.Outputs)
+		}
+	}
+	outputs := make([]Output, nout) // one allocation for the whole batch
 	for j, r := range resp.Results {
 		if int64(r.Index) >= int64(len(batch)) {
 			return nil, bad(-1, "result %d is for message index %d, out of range for a batch of %d messages",
@@ -364,7 +370,7 @@ func (i *Instance) decodeResults(batch []*Message, resp *pb.BatchResult) ([]Resu
 			res.RetryDelay = time.Duration(r.RetryDelayMs) * time.Millisecond
 		}
 		if o == OutcomeAck && len(r.Outputs) > 0 {
-			res.Outputs = make([]Output, len(r.Outputs))
+			res.Outputs, outputs = outputs[:len(r.Outputs):len(r.Outputs)], outputs[len(r.Outputs):]
 			for k, po := range r.Outputs {
 				if po.Topic == "" {
 					return nil, bad(idx, "output %d has no topic", k)
