@@ -25,6 +25,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"broker", "run the embedded Pulsar broker", runBroker},
+		{"produce", "publish messages to a topic", runProduce},
 		{"version", "print the version", runVersion},
 	}
 }
