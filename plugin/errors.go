@@ -21,9 +21,9 @@ var (
 	// The error is a *ResponseError.
 	ErrBadResponse = errors.New("plugin answered wrongly")
 
-	// ErrInit is matched by an error from Start or Init saying that the
-	// handler refused its config or failed to start. Starting it again with
-	// the same config would fail the same way.
+	// ErrInit is matched by an error from Init saying that the handler
+	// refused its config or failed to set up. Starting it again with the
+	// same config would fail the same way.
 	ErrInit = errors.New("plugin init failed")
 
 	// ErrClosed is returned by calls on an instance after Close or Kill.
@@ -73,6 +73,17 @@ func (e *CrashError) Error() string {
 }
 
 func (e *CrashError) Is(target error) bool { return target == ErrCrashed }
+
+// cause is the crash's cause in a few words, for the host's log.
+func (e *CrashError) cause() string {
+	if e.Panic != "" {
+		return "panic: " + e.Panic
+	}
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return ""
+}
 
 func (e *CrashError) Unwrap() error { return e.Err }
 

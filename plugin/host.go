@@ -296,7 +296,7 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 	}
 	// The process is gone or must go: kill it, and wait (briefly) to learn
 	// how it ended.
-	i.log.Warn("plugin crashed", "op", op, "error", crash.errText())
+	i.log.Warn("plugin crashed", "op", op, "error", crash.cause())
 	i.stopping.Store(true)
 	_ = i.proc.Kill(context.Background())
 	select {
@@ -306,16 +306,6 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 	}
 	i.stopOnce.Do(i.client.Kill) // release go-plugin's side of it
 	return crash
-}
-
-func (e *CrashError) errText() string {
-	if e.Panic != "" {
-		return "panic: " + e.Panic
-	}
-	if e.Err != nil {
-		return e.Err.Error()
-	}
-	return ""
 }
 
 func panicDetail(st *status.Status) *pb.Panic {
