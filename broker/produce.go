@@ -47,7 +47,7 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 	}
 	if p := cn.producer(m.GetProducerId()); p != nil {
 		if p.topic.name == name {
-			cn.send(&pb.CommandProducerSuccess{RequestId: proto.Uint64(rid), ProducerName: proto.String(p.name), LastSequenceId: proto.Int64(-1)})
+			cn.send(&pb.CommandProducerSuccess{RequestId: proto.Uint64(rid), ProducerName: proto.String(p.name), LastSequenceId: proto.Int64(-1), SchemaVersion: []byte{}, ProducerReady: proto.Bool(true)})
 			return
 		}
 		fail(pb.ServerError_ServiceNotReady, "Producer is already present on the connection")
@@ -71,7 +71,9 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 	} else {
 		p.name = cn.c.opts.ClusterName + "-" + strconv.Itoa(cn.srv.index) + "-" + strconv.FormatUint(cn.c.producers.Add(1), 10)
 	}
-	var version []byte
+	// The Java client reads schema_version unconditionally; Apache Pulsar
+	// sends an empty one for a producer without a schema.
+	version := []byte{}
 	if m.Schema != nil {
 		version, err = tp.registerSchema(m.Schema)
 		if err != nil {
