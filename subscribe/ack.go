@@ -1,0 +1,267 @@
+package subscribe
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// acker groups acknowledgements: individual ones by part into one ACK
+// command each, cumulative ones keeping the highest per part. A part
+// that is reconnecting keeps its acknowledgements until it is back (they
+// go out before its permits are granted).
+type acker struct {
+	c *Consumer
+
+	mu      sync.Mutex
+	pending []ackReq
+	cum     map[*partConsumer]entryPos
+	ids     []pb.MessageIdData // reused for each ACK command
+	vals    []uint64
+	idPtrs  []*pb.MessageIdData
+}
+
+type ackReq struct {
+	pc  *partConsumer
+	pos entryPos
+}
+
+var (
+	individual = pb.CommandAck_Individual.Enum()
+	cumulative = pb.CommandAck_Cumulative.Enum()
+)
+
+func (a *acker) add(pc *partConsumer, pos entryPos) {
+	a.mu.Lock()
+	a.pending = append(a.pending, ackReq{pc, pos})
+	full := len(a.pending) >= a.c.opts.AckGroupSize || a.c.opts.AckGroupTime < 0
+	a.mu.Unlock()
+	if full {
+		a.flush()
+	}
+}
+
+func (a *acker) cumulative(pc *partConsumer, pos entryPos) {
+	a.mu.Lock()
+	if cur, ok := a.cum[pc]; !ok || pos.ledger > cur.ledger || pos.ledger == cur.ledger && pos.entry > cur.entry {
+		a.cum[pc] = pos
+	}
+	a.mu.Unlock()
+}
+
+// flush sends every grouped acknowledgement whose part is connected.
+func (a *acker) flush() { a.flushWhere(nil) }
+
+// flushPart sends the grouped acknowledgements of pc.
+func (a *acker) flushPart(pc *partConsumer) { a.flushWhere(pc) }
+
+func (a *acker) flushWhere(only *partConsumer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.pending) > 0 {
+		slices.SortFunc(a.pending, func(x, y ackReq) int {
+			if c := cmp.Compare(x.pc.id, y.pc.id); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(x.pos.ledger, y.pos.ledger); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.pos.entry, y.pos.entry)
+		})
+		kept := a.pending[:0]
+		for i := 0; i < len(a.pending); {
+			pc := a.pending[i].pc
+			j := i + 1
+			for j < len(a.pending) && a.pending[j].pc == pc {
+				j++
+			}
+			group := a.pending[i:j]
+			if only != nil && pc != only || !a.sendLocked(pc, individual, group) {
+				kept = append(kept, group...)
+			}
+			i = j
+		}
+		clear(a.pending[len(kept):])
+		a.pending = kept
+	}
+	for pc, pos := range a.cum {
+		if only != nil && pc != only {
+			continue
+		}
+		if a.sendLocked(pc, cumulative, []ackReq{{pc, pos}}) {
+			delete(a.cum, pc)
+		}
+	}
+}
+
+// sendLocked sends one ACK command for group; false when pc is not
+// connected. Acknowledgements of a closed part are dropped.
+func (a *acker) sendLocked(pc *partConsumer, typ *pb.CommandAck_AckType, group []ackReq) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.closed {
+		return true
+	}
+	s := pc.sess
+	if s == nil {
+		return false
+	}
+	n := 0
+	for i, r := range group {
+		if i > 0 && r.pos == group[i-1].pos {
+			continue
+		}
+		n++
+	}
+	if cap(a.ids) < n {
+		a.ids = make([]pb.MessageIdData, n)
+		a.vals = make([]uint64, 2*n)
+		a.idPtrs = make([]*pb.MessageIdData, n)
+	}
+	k := 0
+	for i, r := range group {
+		if i > 0 && r.pos == group[i-1].pos {
+			continue
+		}
+		a.vals[2*k], a.vals[2*k+1] = r.pos.ledger, r.pos.entry
+		id := &a.ids[k]
+		id.Reset()
+		id.LedgerId, id.EntryId = &a.vals[2*k], &a.vals[2*k+1]
+		a.idPtrs[k] = id
+		k++
+	}
+	id := pc.id
+	// Send encodes at once, so the reused ids are free again when it returns.
+	s.conn.Send(pulsarwire.Wrap(&pb.CommandAck{ConsumerId: &id, AckType: typ, MessageId: a.idPtrs[:n]}))
+	return true
+}
+
+// sendNow sends one acknowledgement and waits for the broker's answer.
+func (a *acker) sendNow(ctx context.Context, pc *partConsumer, typ pb.CommandAck_AckType, pos entryPos) error {
+	s := pc.session()
+	if s == nil {
+		return fmt.Errorf("ack on %s: not connected: %w", pc.topic, pulsarwire.ErrConnectionClosed)
+	}
+	_, err := s.conn.Request(ctx, pulsarwire.Wrap(&pb.CommandAck{
+		ConsumerId: proto.Uint64(pc.id),
+		AckType:    typ.Enum(),
+		MessageId:  []*pb.MessageIdData{{LedgerId: proto.Uint64(pos.ledger), EntryId: proto.Uint64(pos.entry)}},
+	}))
+	if err != nil {
+		return fmt.Errorf("ack %d:%d on %s: %w", pos.ledger, pos.entry, pc.topic, err)
+	}
+	return nil
+}
+
+// nacker holds negatively acknowledged entries until their delay is
+// over. The delay is the same for all, so the queue is in deadline order.
+type nacker struct {
+	kick chan struct{}
+
+	mu    sync.Mutex
+	items []nackItem
+	head  int
+}
+
+type nackItem struct {
+	pc  *partConsumer
+	pos entryPos
+	at  time.Time
+}
+
+func (n *nacker) add(pc *partConsumer, pos entryPos, delay time.Duration) {
+	n.mu.Lock()
+	wasEmpty := n.head == len(n.items)
+	n.items = append(n.items, nackItem{pc, pos, time.Now().Add(delay)})
+	n.mu.Unlock()
+	if wasEmpty {
+		select {
+		case n.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// due takes the items whose time came and says when the next one comes.
+func (n *nacker) due(now time.Time) (out []nackItem, next time.Time, more bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	i := n.head
+	for i < len(n.items) && !n.items[i].at.After(now) {
+		i++
+	}
+	out = slices.Clone(n.items[n.head:i])
+	clear(n.items[n.head:i])
+	n.head = i
+	if n.head == len(n.items) {
+		n.items, n.head = n.items[:0], 0
+		return out, time.Time{}, false
+	}
+	if n.head > 1024 && n.head > len(n.items)/2 {
+		m := copy(n.items, n.items[n.head:])
+		clear(n.items[m:])
+		n.items, n.head = n.items[:m], 0
+	}
+	return out, n.items[n.head].at, true
+}
+
+// redeliver asks for the nacked entries again, part by part.
+func (c *Consumer) redeliver(items []nackItem) {
+	byPart := map[*partConsumer][]entryPos{}
+	for _, it := range items {
+		byPart[it.pc] = append(byPart[it.pc], it.pos)
+	}
+	for pc, ids := range byPart {
+		if c.opts.Type.singleActive() {
+			pc.redeliverAll()
+			continue
+		}
+		slices.SortFunc(ids, func(x, y entryPos) int {
+			if c := cmp.Compare(x.ledger, y.ledger); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.entry, y.entry)
+		})
+		pc.redeliver(slices.Compact(ids))
+	}
+}
+
+// housekeeper sends grouped acknowledgements every AckGroupTime and
+// nacked entries' redeliveries when they are due.
+func (c *Consumer) housekeeper() {
+	var tick <-chan time.Time
+	if c.opts.AckGroupTime > 0 {
+		t := time.NewTicker(c.opts.AckGroupTime)
+		defer t.Stop()
+		tick = t.C
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick:
+			c.acks.flush()
+			continue
+		case <-c.nacks.kick:
+		case <-timer.C:
+		}
+		items, next, more := c.nacks.due(time.Now())
+		if len(items) > 0 {
+			c.redeliver(items)
+		}
+		if more {
+			timer.Reset(time.Until(next))
+		}
+	}
+}

@@ -1,0 +1,594 @@
+package subscribe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// Consumer receives the messages of one subscription on one or more
+// topics (or partitions), read as one stream. Its methods are safe for
+// concurrent use.
+type Consumer struct {
+	client  *pool.Client
+	opts    Options
+	log     *slog.Logger
+	pattern *regexp.Regexp
+	ns      string // the pattern's namespace
+	mode    pool.TopicMode
+
+	// flowThreshold: taking this many messages of a part grants them
+	// back (half the receiver queue). creditChunk: Receive counts taken
+	// messages in chunks of this size.
+	flowThreshold int64
+	creditChunk   int64
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	q     queue
+	r     recvState
+	acks  acker
+	nacks nacker
+	dlq   *deadLetters
+
+	mu      sync.Mutex
+	parts   map[string]*partConsumer // by topic or partition name
+	closed  bool
+	refresh bool // topics are listed again every PatternRefresh
+}
+
+// recvState is the entry Receive is handing out, split into messages.
+type recvState struct {
+	mu     sync.Mutex
+	codecs pulsarwire.Codecs
+	msgs   []Message
+	next   int
+	pc     *partConsumer
+	gen    uint64
+	seq    uint64
+	credit int64 // messages taken and not yet counted with pc.consume
+}
+
+// New subscribes to the topics of opts and returns the Consumer once it
+// is subscribed to every one of them (or its pattern's), the
+// subscription's cursor moved to opts.Rewind if set, and the permits
+// granted. Subscribing runs under opts.Retries: by default, a broker that
+// answers "not now" (ConsumerBusy for a second Exclusive consumer,
+// ServiceNotReady, ...) is asked again every 5 s, while ctx allows. When
+// subscribing fails the error is a *SubscribeError.
+func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, error) {
+	if client == nil {
+		return nil, errors.New("subscribe: no client")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults(client)
+	c := &Consumer{
+		client:        client,
+		opts:          opts,
+		log:           opts.Logger.With("subscription", opts.Subscription),
+		flowThreshold: int64(max(opts.ReceiverQueue/2, 1)),
+		parts:         map[string]*partConsumer{},
+	}
+	c.creditChunk = max(c.flowThreshold/8, 1)
+	if opts.Pattern != "" {
+		var err error
+		if c.pattern, c.ns, c.mode, err = compilePattern(opts.Pattern); err != nil {
+			return nil, err
+		}
+	}
+	c.q.init()
+	c.acks.c = c
+	c.acks.cum = map[*partConsumer]entryPos{}
+	c.nacks.kick = make(chan struct{}, 1)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if opts.DeadLetter != nil {
+		c.dlq = &deadLetters{c: c, policy: *opts.DeadLetter, kick: make(chan struct{}, 1)}
+	}
+
+	specs, err := c.resolve(ctx, true)
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	for _, s := range specs {
+		c.parts[s.name] = newPart(c, s, opts.InitialPosition)
+		c.refresh = c.refresh || c.pattern != nil || s.partition >= 0
+	}
+	if err := c.subscribeAll(ctx); err != nil {
+		c.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	c.spawn(c.housekeeper)
+	if c.refresh {
+		c.spawn(c.refreshLoop)
+	}
+	if c.dlq != nil {
+		c.spawn(c.dlq.run)
+	}
+	c.spawn(func() {
+		select {
+		case <-client.Done():
+			c.fail(fmt.Errorf("%w: the client closed", ErrClosed))
+		case <-c.ctx.Done():
+		}
+	})
+	return c, nil
+}
+
+// subscribeAll subscribes every part, a few at a time, each under the
+// retries; the first failure stops the rest.
+func (c *Consumer) subscribeAll(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		once     sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, 32)
+	for _, pc := range c.partList() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			err := c.client.RetryWith(ctx, c.opts.Retries, "subscribe "+c.opts.Subscription+" to "+pc.topic,
+				func(ctx context.Context) error { return pc.connect(ctx, c.rewindFor(pc)) })
+			if err != nil {
+				once.Do(func() {
+					firstErr = &SubscribeError{Topic: pc.topic, Subscription: c.opts.Subscription, Err: err}
+					cancel()
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = &SubscribeError{Topic: c.describeTopics(), Subscription: c.opts.Subscription, Err: ctx.Err()}
+	}
+	return firstErr
+}
+
+func (c *Consumer) describeTopics() string {
+	if c.opts.Pattern != "" {
+		return c.opts.Pattern
+	}
+	if len(c.opts.Topics) == 1 {
+		return c.opts.Topics[0]
+	}
+	return fmt.Sprint(c.opts.Topics)
+}
+
+// rewindFor is where part pc's cursor goes at start.
+func (c *Consumer) rewindFor(pc *partConsumer) Position {
+	p := c.opts.Rewind
+	if id, ok := p.MessageID(); ok && pc.partition >= 0 && id.Partition != pc.partition {
+		return Position{} // the id names another partition
+	}
+	return p
+}
+
+// spawn runs f in a goroutine that Close waits for; false once closing.
+func (c *Consumer) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (c *Consumer) partList() []*partConsumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*partConsumer, 0, len(c.parts))
+	for _, pc := range c.parts {
+		out = append(out, pc)
+	}
+	return out
+}
+
+// Topics lists the topics and partitions consumed now, by full name.
+func (c *Consumer) Topics() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.parts))
+	for name := range c.parts {
+		out = append(out, name)
+	}
+	return out
+}
+
+// Subscription is the subscription's name.
+func (c *Consumer) Subscription() string { return c.opts.Subscription }
+
+// Name is the consumer's name, as the broker knows it.
+func (c *Consumer) Name() string { return c.opts.Name }
+
+// fail makes Receive return err once the queue is empty.
+func (c *Consumer) fail(err error) {
+	if c.ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+		c.log.Error("consumer failed", "err", err)
+	}
+	c.q.fail(err)
+}
+
+// Receive returns the next message, waiting for one while ctx allows.
+// After Close, or once the consumer failed for good (a topic it could not
+// subscribe to again within its retries), it returns the error.
+func (c *Consumer) Receive(ctx context.Context) (*Message, error) {
+	for {
+		c.r.mu.Lock()
+		m, err := c.nextLocked()
+		c.r.mu.Unlock()
+		if m != nil || err != nil {
+			return m, err
+		}
+		if err := c.q.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ReceiveBatch fills dst with the messages available now, waiting while
+// ctx allows for the first one, and returns how many it stored (at least
+// one unless it fails).
+func (c *Consumer) ReceiveBatch(ctx context.Context, dst []*Message) (int, error) {
+	if len(dst) == 0 {
+		return 0, nil
+	}
+	for {
+		c.r.mu.Lock()
+		n := 0
+		var err error
+		for n < len(dst) {
+			var m *Message
+			if m, err = c.nextLocked(); m == nil {
+				break
+			}
+			dst[n] = m
+			n++
+		}
+		c.r.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := c.q.wait(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// nextLocked hands out the next message, splitting the next queued entry
+// when the current one is done; nil when the queue is empty. c.r.mu held.
+func (c *Consumer) nextLocked() (*Message, error) {
+	r := &c.r
+	for {
+		for r.next < len(r.msgs) {
+			m := &r.msgs[r.next]
+			r.next++
+			r.credit++
+			last := r.next == len(r.msgs)
+			if r.seq < r.pc.drop.Load() {
+				// Dropped after it was queued (a redelivery of everything,
+				// or the broker made another consumer active).
+				if last {
+					c.settleLocked()
+				}
+				continue
+			}
+			if (last || r.credit >= c.creditChunk) && !c.settleLocked() {
+				r.msgs, r.next = nil, 0 // its session is gone: stale
+				break
+			}
+			if last {
+				r.msgs, r.next = nil, 0
+			}
+			if c.dlq != nil && int(m.RedeliveryCount) >= c.dlq.policy.MaxDeliveries {
+				c.dlq.add(m)
+				continue
+			}
+			return m, nil
+		}
+		e, ok, err := c.q.pop()
+		if !ok {
+			return nil, err
+		}
+		c.loadLocked(&e)
+	}
+}
+
+// settleLocked counts the messages taken from the current entry.
+func (c *Consumer) settleLocked() bool {
+	r := &c.r
+	ok := r.pc.consume(r.gen, r.credit)
+	r.credit = 0
+	return ok
+}
+
+// loadLocked splits entry e into c.r, or drops it.
+func (c *Consumer) loadLocked(e *entry) {
+	r := &c.r
+	pc, s := e.s.pc, e.s
+	if !pc.current(s.gen) {
+		return // from a session that is gone: it comes again on the new one
+	}
+	n := int64(max(e.md.GetNumMessagesInBatch(), 1))
+	if e.seq < pc.drop.Load() || e.cmd.ConsumerEpoch != nil && e.cmd.GetConsumerEpoch() < pc.epoch.Load() {
+		pc.consume(s.gen, n)
+		return
+	}
+	if e.md.MarkerType != nil {
+		// A broker-internal marker (replication, transactions).
+		c.acks.add(pc, entryPos{e.cmd.GetMessageId().GetLedgerId(), e.cmd.GetMessageId().GetEntryId()})
+		pc.consume(s.gen, n)
+		return
+	}
+	p, err := c.split(e)
+	if err != nil {
+		why := pb.CommandAck_BatchDeSerializeError
+		if e.md.GetCompression() != pb.CompressionType_NONE {
+			why = pb.CommandAck_DecompressionError
+		}
+		c.log.Error("dropping an entry that cannot be read", "topic", pc.topic, "err", err)
+		s.discard(e.cmd.GetMessageId(), why, n)
+		return
+	}
+	if p.skipped > 0 {
+		pc.consume(s.gen, p.skipped)
+	}
+	r.msgs, r.next, r.pc, r.gen, r.seq, r.credit = p.msgs, 0, pc, s.gen, e.seq, 0
+}
+
+// Ack acknowledges m. Acknowledgements are grouped (Options.AckGroupTime,
+// AckGroupSize) and sent later, so Ack does not wait unless AckGroupTime
+// is negative: then it sends at once and waits, while ctx allows, for
+// the broker's answer. A message of a batch is acknowledged on the broker
+// once every message of its batch is.
+func (c *Consumer) Ack(ctx context.Context, m *Message) error {
+	return c.ack(ctx, m, c.opts.AckGroupTime < 0)
+}
+
+func (c *Consumer) check(m *Message) error {
+	if m == nil || m.pc == nil || m.pc.c != c {
+		return ErrForeignMessage
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (c *Consumer) ack(ctx context.Context, m *Message, wait bool) error {
+	if err := c.check(m); err != nil {
+		return err
+	}
+	pc := m.pc
+	if b := m.acks; b != nil {
+		if !b.mark(m.ID.BatchIndex) {
+			return nil // acknowledged before
+		}
+		if b.left.Add(-1) > 0 {
+			if b.partial.CompareAndSwap(false, true) {
+				pc.partial.add(b)
+			}
+			return nil
+		}
+		if b.partial.Load() {
+			pc.partial.remove(b)
+		}
+	}
+	pos := entryPos{m.ID.Ledger, m.ID.Entry}
+	if wait {
+		return c.acks.sendNow(ctx, pc, pb.CommandAck_Individual, pos)
+	}
+	c.acks.add(pc, pos)
+	return nil
+}
+
+// AckCumulative acknowledges m and every message before it on its topic
+// (or partition). Only Exclusive and Failover subscriptions allow it;
+// on Shared and KeyShared it returns ErrCumulativeAckNotAllowed. It is
+// grouped like Ack.
+func (c *Consumer) AckCumulative(ctx context.Context, m *Message) error {
+	if !c.opts.Type.singleActive() {
+		return fmt.Errorf("%w (subscription %s is %s)", ErrCumulativeAckNotAllowed, c.opts.Subscription, c.opts.Type)
+	}
+	if err := c.check(m); err != nil {
+		return err
+	}
+	pc := m.pc
+	pos := entryPos{m.ID.Ledger, m.ID.Entry}
+	if b := m.acks; b != nil {
+		for i := int32(0); i <= m.ID.BatchIndex; i++ {
+			if b.mark(i) {
+				b.left.Add(-1)
+			}
+		}
+		if b.left.Load() > 0 {
+			// The rest of its batch is not acknowledged: everything before
+			// the batch is.
+			if b.partial.CompareAndSwap(false, true) {
+				pc.partial.add(b)
+			}
+			if pos.entry == 0 {
+				return nil
+			}
+			pos.entry--
+		} else if b.partial.Load() {
+			pc.partial.remove(b)
+		}
+	}
+	if c.opts.AckGroupTime < 0 {
+		return c.acks.sendNow(ctx, pc, pb.CommandAck_Cumulative, pos)
+	}
+	c.acks.cumulative(pc, pos)
+	return nil
+}
+
+// Nack says m could not be processed: after Options.NackDelay the broker
+// is asked to deliver it again (Shared, KeyShared: that message's entry,
+// its redelivery count raised; Exclusive, Failover: every unacknowledged
+// message of its topic, in order, as the Java client does).
+func (c *Consumer) Nack(m *Message) error {
+	if err := c.check(m); err != nil {
+		return err
+	}
+	if b := m.acks; b != nil && b.acked(m.ID.BatchIndex) {
+		return nil
+	}
+	c.nacks.add(m.pc, entryPos{m.ID.Ledger, m.ID.Entry}, c.opts.NackDelay)
+	return nil
+}
+
+// Seek moves the subscription's cursor to p on every topic consumed (a
+// message id: on its topic only, see ErrSeekNotSupported), drops what was
+// received and not yet handed out, and subscribes again from there. The
+// broker disconnects every consumer of the subscription (its other
+// consumers subscribe again too). Acknowledgements still grouped are
+// sent first.
+func (c *Consumer) Seek(ctx context.Context, p Position) error {
+	if p.IsZero() {
+		return errors.New("subscribe: seek to the zero Position")
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	parts := c.partList()
+	if id, ok := p.MessageID(); ok && len(parts) > 1 {
+		var only []*partConsumer
+		base := ""
+		for _, pc := range parts {
+			if base == "" {
+				base = pc.base
+			}
+			if pc.base != base {
+				return ErrSeekNotSupported
+			}
+			if pc.partition == id.Partition {
+				only = append(only, pc)
+			}
+		}
+		if len(only) != 1 {
+			return ErrSeekNotSupported
+		}
+		parts = only
+	}
+	c.r.mu.Lock()
+	c.r.msgs, c.r.next, c.r.credit = nil, 0, 0
+	c.r.mu.Unlock()
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, pc := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.acks.flushPart(pc)
+			pc.partial.clear()
+			errs[i] = c.client.RetryWith(ctx, c.opts.Retries, "seek "+pc.topic, func(ctx context.Context) error {
+				return pc.seek(ctx, p)
+			})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Unsubscribe deletes the subscription on every topic (its cursor and
+// backlog are gone), then closes the consumer. The broker refuses it
+// while other consumers are connected to the subscription.
+func (c *Consumer) Unsubscribe(ctx context.Context) error {
+	c.acks.flush()
+	var errs []error
+	for _, pc := range c.partList() {
+		s := pc.session()
+		if s == nil {
+			errs = append(errs, fmt.Errorf("unsubscribe %s: not connected: %w", pc.topic, pulsarwire.ErrConnectionClosed))
+			continue
+		}
+		_, err := s.conn.Request(ctx, pulsarwire.Wrap(&pb.CommandUnsubscribe{ConsumerId: proto.Uint64(pc.id)}))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("unsubscribe %s from %s: %w", c.opts.Subscription, pc.topic, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.Close(ctx)
+}
+
+// Close sends the acknowledgements still grouped, closes the consumer on
+// the broker (waiting for its answers while ctx allows), and stops every
+// goroutine of the consumer. Receive then returns ErrClosed. Messages
+// received and not acknowledged are delivered again, to this
+// subscription's next consumer.
+func (c *Consumer) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return nil
+	}
+	c.closed = true
+	parts := make([]*partConsumer, 0, len(c.parts))
+	for _, pc := range c.parts {
+		parts = append(parts, pc)
+	}
+	c.mu.Unlock()
+	c.acks.flush()
+	var wg sync.WaitGroup
+	for _, pc := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pc.close(ctx)
+		}()
+	}
+	wg.Wait()
+	c.cancel()
+	c.q.fail(ErrClosed)
+	c.wg.Wait()
+	c.q.clear()
+	c.r.mu.Lock()
+	c.r.msgs = nil
+	c.r.codecs.Close()
+	c.r.mu.Unlock()
+	return ctx.Err()
+}
+
+// removePart stops consuming a part whose topic is gone.
+func (c *Consumer) removePart(pc *partConsumer) {
+	c.mu.Lock()
+	if c.parts[pc.topic] == pc {
+		delete(c.parts, pc.topic)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Retries.Timeout)
+	defer cancel()
+	pc.close(ctx)
+}

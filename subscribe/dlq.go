@@ -1,0 +1,89 @@
+package subscribe
+
+import (
+	"context"
+	"sync"
+
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// Properties the dead-letter copy of a message carries, as the Java
+// client names them.
+const (
+	// PropertyRealTopic is the topic (or partition) the message came from.
+	PropertyRealTopic = "REAL_TOPIC"
+	// PropertyOriginMessageID is the message's id there.
+	PropertyOriginMessageID = "ORIGIN_MESSAGE_ID"
+)
+
+// deadLetters publishes messages delivered too many times to their
+// dead-letter topic, through the client's shared producers, and
+// acknowledges each once its copy is receipted (a failed publish nacks
+// it, so it comes back and is tried again).
+type deadLetters struct {
+	c      *Consumer
+	policy DeadLetterPolicy
+	kick   chan struct{}
+
+	mu    sync.Mutex
+	items []*Message
+}
+
+func (d *deadLetters) add(m *Message) {
+	d.mu.Lock()
+	d.items = append(d.items, m)
+	d.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (d *deadLetters) topic(m *Message) string {
+	if d.policy.Topic != "" {
+		return d.policy.Topic
+	}
+	return m.pc.base + "-" + d.c.opts.Subscription + "-DLQ"
+}
+
+func (d *deadLetters) run() {
+	c := d.c
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-d.kick:
+		}
+		d.mu.Lock()
+		items := d.items
+		d.items = nil
+		d.mu.Unlock()
+		for _, m := range items {
+			props := make(map[string]string, len(m.Properties)+2)
+			for k, v := range m.Properties {
+				props[k] = v
+			}
+			props[PropertyRealTopic] = m.Topic
+			props[PropertyOriginMessageID] = m.ID.String()
+			topic := d.topic(m)
+			c.log.Info("sending a message to the dead-letter topic", "topic", m.Topic, "id", m.ID, "deliveries", m.RedeliveryCount+1, "dead_letter_topic", topic)
+			c.client.PublishAsync(c.ctx, topic, pool.Message{
+				Payload:     m.Payload,
+				Key:         m.Key,
+				OrderingKey: m.OrderingKey,
+				Properties:  props,
+				EventTime:   m.EventTime,
+			}, func(_ pulsarwire.MessageID, err error) {
+				if err != nil {
+					if c.ctx.Err() == nil {
+						c.log.Warn("publishing to the dead-letter topic failed; the message comes back", "topic", topic, "err", err)
+						c.Nack(m)
+					}
+					return
+				}
+				c.ack(context.Background(), m, false)
+			})
+		}
+	}
+}

@@ -1,0 +1,40 @@
+package subscribe
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed: the consumer was closed (by Close, or because its client
+	// closed).
+	ErrClosed = errors.New("subscribe: consumer closed")
+	// ErrCumulativeAckNotAllowed: AckCumulative on a Shared or KeyShared
+	// subscription, where messages are not delivered in order to one
+	// consumer; Apache Pulsar refuses it too.
+	ErrCumulativeAckNotAllowed = errors.New("subscribe: cumulative ack is not allowed on Shared and KeyShared subscriptions")
+	// ErrForeignMessage: a message given to Ack, AckCumulative or Nack was
+	// not received by this consumer.
+	ErrForeignMessage = errors.New("subscribe: message was not received by this consumer")
+	// ErrSeekNotSupported: a seek to a message id on a consumer of several
+	// topics, where the id names no single one.
+	ErrSeekNotSupported = errors.New("subscribe: a seek to a message id needs a consumer of one topic")
+)
+
+// SubscribeError is returned when a consumer could not subscribe: the
+// broker refused for good (authorization, a topic that does not exist
+// where creation is off, ...), or answered "not now" (ConsumerBusy,
+// ServiceNotReady, ...) until OperationRetries ran out. errors.Is and
+// errors.As see through it to the broker's error (for example
+// pulsarwire.ErrConsumerBusy) and to pool.ErrRetriesExhausted.
+type SubscribeError struct {
+	Topic        string
+	Subscription string
+	Err          error
+}
+
+func (e *SubscribeError) Error() string {
+	return fmt.Sprintf("subscribe %s to %s: %v", e.Subscription, e.Topic, e.Err)
+}
+
+func (e *SubscribeError) Unwrap() error { return e.Err }

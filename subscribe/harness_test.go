@@ -1,0 +1,369 @@
+package subscribe_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testTimeout bounds every wait of a test.
+const testTimeout = 60 * time.Second
+
+// target is the broker a test runs against: the embedded broker, or
+// Apache Pulsar when STREAMRUN_PULSAR_URL is set (admin API at
+// STREAMRUN_PULSAR_ADMIN_URL, default http://127.0.0.1:8080).
+type target struct {
+	url     string
+	admin   string
+	cluster *broker.Cluster // nil on Apache Pulsar
+}
+
+func newTarget(t *testing.T, opts ...func(*broker.Options)) *target {
+	t.Helper()
+	if u := os.Getenv("STREAMRUN_PULSAR_URL"); u != "" {
+		admin := os.Getenv("STREAMRUN_PULSAR_ADMIN_URL")
+		if admin == "" {
+			admin = "http://127.0.0.1:8080"
+		}
+		return &target{url: u, admin: admin}
+	}
+	c := brokertest.Start(t, append([]func(*broker.Options){func(o *broker.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(testLog(t, "broker"), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}}, opts...)...)
+	return &target{url: c.ServiceURL(), admin: c.AdminURL(), cluster: c}
+}
+
+func (tg *target) pulsar() bool { return tg.cluster == nil }
+
+// embedded returns the embedded cluster, skipping the test on Apache
+// Pulsar: what it checks needs the embedded broker's introspection.
+func (tg *target) embedded(t *testing.T, why string) *broker.Cluster {
+	t.Helper()
+	if tg.cluster == nil {
+		t.Skipf("on Apache Pulsar: %s needs the embedded broker's introspection", why)
+	}
+	return tg.cluster
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testLog keeps a log to print only when the test fails
+// (STREAMRUN_TEST_LOG=1: at once).
+func testLog(t *testing.T, name string) io.Writer {
+	if os.Getenv("STREAMRUN_TEST_LOG") == "1" {
+		return os.Stderr
+	}
+	buf := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("---- %s log ----\n%s---- end of %s log ----", name, buf.String(), name)
+		}
+	})
+	return buf
+}
+
+// recorder is a slog handler that keeps the messages of its records, so
+// a test can wait for an event (a retry, a reconnect) instead of sleeping.
+type recorder struct {
+	slog.Handler
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Handle(ctx context.Context, rec slog.Record) error {
+	var b strings.Builder
+	b.WriteString(rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	r.mu.Lock()
+	r.msgs = append(r.msgs, b.String())
+	r.mu.Unlock()
+	return r.Handler.Handle(ctx, rec)
+}
+
+func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordWith{r: r, h: r.Handler.WithAttrs(as), attrs: as}
+}
+
+type recordWith struct {
+	r     *recorder
+	h     slog.Handler
+	attrs []slog.Attr
+}
+
+func (w *recordWith) Enabled(ctx context.Context, l slog.Level) bool { return w.h.Enabled(ctx, l) }
+func (w *recordWith) Handle(ctx context.Context, rec slog.Record) error {
+	rec = rec.Clone()
+	rec.AddAttrs(w.attrs...)
+	w.r.Handle(ctx, rec)
+	return nil
+}
+func (w *recordWith) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recordWith{r: w.r, h: w.h.WithAttrs(as), attrs: append(append([]slog.Attr(nil), w.attrs...), as...)}
+}
+func (w *recordWith) WithGroup(string) slog.Handler { return w }
+
+// count returns how many records contain all of parts.
+func (r *recorder) count(parts ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+next:
+	for _, m := range r.msgs {
+		for _, p := range parts {
+			if !strings.Contains(m, p) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+type clientConfig struct {
+	noBatching bool
+	retryDelay time.Duration
+	rec        *recorder
+	opts       func(*pool.Options)
+}
+
+// newClient connects a pool client to the target, closed when the test
+// ends. Retries are 200 ms apart (the default 5 s only slows tests).
+func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
+	t.Helper()
+	h := slog.NewTextHandler(testLog(t, "client"), &slog.HandlerOptions{Level: slog.LevelDebug})
+	var handler slog.Handler = h
+	if cfg.rec != nil {
+		cfg.rec.Handler = h
+		handler = cfg.rec
+	}
+	delay := cfg.retryDelay
+	if delay == 0 {
+		delay = 200 * time.Millisecond
+	}
+	opts := pool.Options{
+		ServiceURL:       tg.url,
+		Logger:           slog.New(handler),
+		OperationRetries: pool.OperationRetries{Delay: delay, Timeout: 10 * time.Second},
+	}
+	opts.Producer.Batching.Disabled = cfg.noBatching
+	if cfg.opts != nil {
+		cfg.opts(&opts)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := pool.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", tg.url, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Close(ctx)
+	})
+	return c
+}
+
+var nonTopicChars = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
+
+// topicName is a fresh topic named after the test, with a random suffix
+// so that runs against a long-lived Apache Pulsar never meet old state.
+func topicName(t *testing.T) string {
+	return "persistent://public/default/" + shortName(t)
+}
+
+func shortName(t *testing.T) string {
+	name := strings.ToLower(nonTopicChars.ReplaceAllString(t.Name(), "-"))
+	name = strings.Trim(name, "-")
+	if len(name) > 50 {
+		name = name[len(name)-50:]
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
+}
+
+func payload(i int) []byte { return []byte(fmt.Sprintf("message-%06d", i)) }
+
+// publish sends n messages payload(from)..payload(from+n-1) to topic and
+// waits for every receipt. msg may set key and properties.
+func publish(ctx context.Context, t *testing.T, c *pool.Client, topic string, from, n int, msg func(i int, m *pool.Message)) []pulsarwire.MessageID {
+	t.Helper()
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatalf("producer for %s: %v", topic, err)
+	}
+	ids := make([]pulsarwire.MessageID, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		m := pool.Message{Payload: payload(from + i)}
+		if msg != nil {
+			msg(from+i, &m)
+		}
+		p.SendAsync(ctx, m, func(id pulsarwire.MessageID, err error) {
+			ids[i], errs[i] = id, err
+			wg.Done()
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("flush %s: %v", topic, err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("publish %d to %s: %v", from+i, topic, err)
+		}
+	}
+	return ids
+}
+
+// newConsumer subscribes, failing the test on error; closed at the end.
+func newConsumer(ctx context.Context, t *testing.T, c *pool.Client, o subscribe.Options) *subscribe.Consumer {
+	t.Helper()
+	cons, err := subscribe.New(ctx, c, o)
+	if err != nil {
+		t.Fatalf("subscribe %s: %v", o.Subscription, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cons.Close(ctx)
+	})
+	return cons
+}
+
+// receiveN receives n messages, acking each when ack is set.
+func receiveN(ctx context.Context, t *testing.T, c *subscribe.Consumer, n int, ack bool) []*subscribe.Message {
+	t.Helper()
+	out := make([]*subscribe.Message, 0, n)
+	for len(out) < n {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive %d of %d: %v", len(out)+1, n, err)
+		}
+		if ack {
+			if err := c.Ack(ctx, m); err != nil {
+				t.Fatalf("ack %s: %v", m.ID, err)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// expectNothing checks that nothing arrives for d.
+func expectNothing(ctx context.Context, t *testing.T, c *subscribe.Consumer, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if m, err := c.Receive(ctx); err == nil {
+		t.Fatalf("unexpected message %s %q", m.ID, m.Payload)
+	}
+}
+
+// checkSequence checks that msgs carry payload(from), payload(from+1), ...
+func checkSequence(t *testing.T, msgs []*subscribe.Message, from int) {
+	t.Helper()
+	for i, m := range msgs {
+		if want := payload(from + i); !bytes.Equal(m.Payload, want) {
+			t.Fatalf("message %d: got %q (id %s), want %q", i, m.Payload, m.ID, want)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test at the deadline.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// adminDo calls the admin REST API.
+func (tg *target) adminDo(t *testing.T, method, path, body string) {
+	t.Helper()
+	req, err := http.NewRequest(method, tg.admin+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+}
+
+func adminPath(topic string) string {
+	return "/admin/v2/" + strings.Replace(topic, "://", "/", 1)
+}
+
+func (tg *target) createPartitioned(t *testing.T, topic string, n int) {
+	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/partitions", fmt.Sprint(n))
+}
+
+func (tg *target) updatePartitions(t *testing.T, topic string, n int) {
+	tg.adminDo(t, http.MethodPost, adminPath(topic)+"/partitions", fmt.Sprint(n))
+}
+
+func (tg *target) deleteTopic(t *testing.T, topic string) {
+	tg.adminDo(t, http.MethodDelete, adminPath(topic)+"?force=true", "")
+}
