@@ -1,0 +1,104 @@
+package broker_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// adminDo makes a request and checks its status; it returns the body.
+func adminDo(t *testing.T, method, url, body string, want int, header ...string) string {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, b, want)
+	}
+	return string(b)
+}
+
+func TestAdminTopicsAndPartitions(t *testing.T) {
+	c := brokertest.Start(t)
+	base := c.AdminURL() + "/admin/v2"
+	if got := adminDo(t, "GET", base+"/clusters", "", 200); !strings.Contains(got, "standalone") {
+		t.Errorf("clusters %s", got)
+	}
+	if got := adminDo(t, "GET", base+"/tenants", "", 200); !strings.Contains(got, `"public"`) {
+		t.Errorf("tenants %s", got)
+	}
+	adminDo(t, "PUT", base+"/tenants/acme", `{"allowedClusters":["standalone"]}`, 204)
+	adminDo(t, "PUT", base+"/namespaces/acme/ns", "", 204)
+	if got := adminDo(t, "GET", base+"/namespaces/acme", "", 200); got != "[\"acme/ns\"]\n" {
+		t.Errorf("namespaces %q", got)
+	}
+
+	ns := base + "/persistent/acme/ns"
+	adminDo(t, "PUT", ns+"/plain", "", 204)
+	adminDo(t, "PUT", ns+"/plain", "", 409)
+	adminDo(t, "PUT", ns+"/parted/partitions", "2", 204)
+	adminDo(t, "PUT", ns+"/parted/partitions", "2", 409)
+	adminDo(t, "PUT", ns+"/bad/partitions", "0", 406)
+	if got := adminDo(t, "GET", ns+"/parted/partitions", "", 200); !strings.Contains(got, `"partitions":2`) {
+		t.Errorf("partitions %s", got)
+	}
+	adminDo(t, "POST", ns+"/parted/partitions", "4", 204)
+	adminDo(t, "POST", ns+"/parted/partitions", "3", 422)
+	var list []string
+	json.Unmarshal([]byte(adminDo(t, "GET", ns, "", 200)), &list)
+	if len(list) != 5 {
+		t.Errorf("topics %v", list)
+	}
+	if got := adminDo(t, "GET", ns+"/partitioned", "", 200); got != "[\"persistent://acme/ns/parted\"]\n" {
+		t.Errorf("partitioned %q", got)
+	}
+
+	p := dial(t, c.ServiceURL())
+	topic := "persistent://acme/ns/plain"
+	cid := p.subscribe(topic, "s", pb.CommandSubscribe_Shared)
+	publishN(t, p, topic, 3, nil)
+	if got := adminDo(t, "GET", ns+"/plain/subscriptions", "", 200); got != "[\"s\"]\n" {
+		t.Errorf("subscriptions %q", got)
+	}
+	var st struct {
+		MsgInCounter  int64 `json:"msgInCounter"`
+		Subscriptions map[string]struct {
+			MsgBacklog int64 `json:"msgBacklog"`
+		} `json:"subscriptions"`
+	}
+	json.Unmarshal([]byte(adminDo(t, "GET", ns+"/plain/stats", "", 200)), &st)
+	if st.MsgInCounter != 3 || st.Subscriptions["s"].MsgBacklog != 3 {
+		t.Errorf("stats %+v", st)
+	}
+	adminDo(t, "DELETE", ns+"/plain/subscription/s", "", 412)
+	adminDo(t, "DELETE", ns+"/plain", "", 412)
+	adminDo(t, "DELETE", ns+"/plain?force=true", "", 204)
+	p.expect("CLOSE_CONSUMER", func(c *pb.BaseCommand) bool {
+		return c.GetType() == pb.BaseCommand_CLOSE_CONSUMER && c.GetCloseConsumer().GetConsumerId() == cid
+	})
+	adminDo(t, "GET", ns+"/plain/stats", "", 404)
+	adminDo(t, "DELETE", ns+"/plain", "", 404)
+	adminDo(t, "DELETE", ns+"/parted/partitions", "", 204)
+	if got := adminDo(t, "GET", ns, "", 200); got != "[]\n" {
+		t.Errorf("topics after deletes %q", got)
+	}
+	if got := adminDo(t, "GET", base+"/nothing/here", "", 404); !strings.Contains(got, `"reason"`) {
+		t.Errorf("unknown path: %s", got)
+	}
+}
