@@ -51,7 +51,6 @@ type partProducer struct {
 // batch is a batch being filled, then a sent entry awaiting its receipt.
 type batch struct {
 	buf         []byte // room, then the messages (or the payload)
-	spare       []byte // for compression
 	room        int
 	n           int
 	firstSeq    uint64
@@ -67,18 +66,55 @@ type batch struct {
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
 
+// recycle puts b back in the pool; its buffer is the caller's business.
 func (b *batch) recycle() {
-	for i := range b.dones {
-		b.dones[i] = nil
-	}
-	if cap(b.buf) > 4<<20 {
-		b.buf = nil
-	}
-	if cap(b.spare) > 4<<20 {
-		b.spare = nil
-	}
-	*b = batch{buf: b.buf[:0], spare: b.spare[:0], dones: b.dones[:0], flushed: b.flushed[:0]}
+	clear(b.dones)
+	*b = batch{dones: b.dones[:0], flushed: b.flushed[:0]}
 	batches.Put(b)
+}
+
+// Buffers. A batch fills a buffer of up to MaxBytes; once closed, a
+// batch that used little of it keeps a copy of the right size instead,
+// so that what waits for receipts is never much more than the messages
+// themselves (Options.MemoryLimit counts payload bytes). The big buffers
+// are pooled, in boxes so that pooling them does not allocate: full
+// boxes in bufs, empty ones in boxes.
+
+type bufBox struct{ b []byte }
+
+var bufs, boxes sync.Pool
+
+// getBuf returns an empty buffer of at least n bytes' capacity.
+func (pp *partProducer) getBuf(n int) []byte {
+	if v := bufs.Get(); v != nil {
+		box := v.(*bufBox)
+		b := box.b
+		box.b = nil
+		boxes.Put(box)
+		if cap(b) >= n {
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+// putBuf pools a buffer of the usual size.
+func (pp *partProducer) putBuf(b []byte) {
+	if c := cap(b); c < 32<<10 || c > 2*pp.bufSize() {
+		return
+	}
+	box, _ := boxes.Get().(*bufBox)
+	if box == nil {
+		box = new(bufBox)
+	}
+	box.b = b
+	bufs.Put(box)
+}
+
+// bufSize is the capacity of a fresh batch buffer.
+func (pp *partProducer) bufSize() int {
+	mb := pp.p.opts.Batching.MaxBytes
+	return min(mb+mb/8, pp.maxMessageSize) + 512
 }
 
 func newPartProducer(p *Producer, topic string, partition int32) *partProducer {
@@ -132,6 +168,7 @@ func (pp *partProducer) add(m *Message, size int64, done completer) {
 		b = pp.startLocked(&f)
 		if b.room+need > pp.maxMessageSize {
 			pp.cur = nil
+			pp.putBuf(b.buf)
 			pp.mu.Unlock()
 			b.recycle()
 			pp.release(1, size)
@@ -168,8 +205,10 @@ func (pp *partProducer) startLocked(f *pulsarwire.MessageFields) *batch {
 	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{
 		ProducerName: pp.name, Batch: pp.batching, Message: b.fields,
 	})
-	if cap(b.buf) < b.room+pp.p.opts.Batching.MaxBytes/4 {
-		b.buf = make([]byte, 0, b.room+min(pp.p.opts.Batching.MaxBytes+pp.p.opts.Batching.MaxBytes/8, pp.maxMessageSize))
+	if pp.batching {
+		b.buf = pp.getBuf(max(pp.bufSize(), b.room+4096))
+	} else {
+		b.buf = pp.getBuf(b.room + 4096)
 	}
 	b.buf = b.buf[:b.room]
 	b.started = time.Now()
@@ -217,17 +256,22 @@ func (pp *partProducer) flushLocked() {
 		Message:           b.fields,
 	}
 	if ct := pp.p.opts.Compression; ct != pb.CompressionType_NONE {
-		out := append(b.spare[:0], b.buf[:b.room]...)
+		out := pp.getBuf(len(b.buf))[:b.room]
 		out, err := pp.codecs.Compress(ct, out, b.buf[b.room:])
 		if err == nil {
 			h.Compression = ct
 			h.UncompressedSize = uint32(len(b.buf) - b.room)
-			b.buf, b.spare = out, b.buf
-		} else {
-			// Compression is per entry: one that does not compress (LZ4
-			// gives up on incompressible input) goes out as it is.
-			b.spare = out[:0]
+			b.buf, out = out, b.buf
 		}
+		// Compression is per entry: one that does not compress (LZ4
+		// gives up on incompressible input) goes out as it is.
+		pp.putBuf(out)
+	}
+	if n := len(b.buf); cap(b.buf) > 4*n+8<<10 {
+		small := make([]byte, n)
+		copy(small, b.buf)
+		pp.putBuf(b.buf)
+		b.buf = small
 	}
 	b.fields.Properties = nil // read; the caller's map is not kept
 	frame, err := pulsarwire.PutSendHeader(b.buf, b.room, &h)
@@ -273,6 +317,7 @@ func (pp *partProducer) finish(b *batch, id pulsarwire.MessageID, err error) {
 	for _, ch := range b.flushed {
 		close(ch)
 	}
+	pp.putBuf(b.buf)
 	b.recycle()
 }
 

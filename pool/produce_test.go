@@ -536,3 +536,33 @@ func deadAddr(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+func TestSmallBatchesAwaitingReceiptsHoldSmallBuffers(t *testing.T) {
+	tg := newTarget(t)
+	px := newProxies(t)
+	c := newClient(t, tg, Options{Dial: px.Dial})
+	ctx := testCtx(t, time.Minute)
+	p, err := c.Producer(ctx, topicName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.Freeze()
+	col := newCollector(50)
+	for i := 0; i < 50; i++ {
+		p.SendAsync(ctx, Message{Payload: []byte("tiny")}, col.cb(i))
+		p.parts[0].flushMark() // a batch of one
+	}
+	pp := p.parts[0]
+	pp.mu.Lock()
+	held, n := 0, 0
+	for b := range pp.pending.all() {
+		held += cap(b.buf)
+		n++
+	}
+	pp.mu.Unlock()
+	if n != 50 || held > 50*(16<<10) {
+		t.Fatalf("%d pending batches hold %d bytes of buffers", n, held)
+	}
+	px.Thaw()
+	col.wait(t, 30*time.Second)
+}
