@@ -398,7 +398,8 @@ var handled = map[pb.BaseCommand_Type]struct{}{
 
 // unsupported answers a command this broker does not implement
 // (transactions, topic-list watchers, anything a server sends): with an
-// ERROR when it carries a request id, else it is logged and ignored.
+// ERROR when it carries a request id, else by closing the connection, as
+// the client's state can no longer be trusted.
 func (cn *conn) unsupported(cmd *pb.BaseCommand) {
 	typ := cmd.GetType()
 	if rid, ok := requestIDOf(cmd); ok {
@@ -410,7 +411,8 @@ func (cn *conn) unsupported(cmd *pb.BaseCommand) {
 		})
 		return
 	}
-	cn.log.Warn("unsupported command ignored", "command", typ.String())
+	cn.log.Warn("closing connection: unsupported command without a request id to answer", "command", typ.String())
+	cn.finish()
 }
 
 // answerError answers a command with a server error in the shape the
