@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +26,18 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	// The admin API's keep-alive connections are the test's, not leaks.
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // testTimeout bounds every wait of a test.
 const testTimeout = 60 * time.Second
@@ -366,4 +378,86 @@ func (tg *target) updatePartitions(t *testing.T, topic string, n int) {
 
 func (tg *target) deleteTopic(t *testing.T, topic string) {
 	tg.adminDo(t, http.MethodDelete, adminPath(topic)+"?force=true", "")
+}
+
+// consumerState is what the broker says about the one consumer of a
+// subscription: permits left and messages dispatched in all.
+type consumerState struct {
+	found      bool
+	permits    int64
+	dispatched int64
+}
+
+// consumerState asks the broker: the embedded one directly, Apache Pulsar
+// through its topic stats.
+func (tg *target) consumerState(t *testing.T, topic, sub string) consumerState {
+	t.Helper()
+	if tg.cluster != nil {
+		cs := tg.cluster.Consumers(topic, sub)
+		if len(cs) != 1 {
+			return consumerState{}
+		}
+		return consumerState{found: true, permits: cs[0].Permits, dispatched: cs[0].Dispatched}
+	}
+	var st struct {
+		Subscriptions map[string]struct {
+			Consumers []struct {
+				AvailablePermits int64 `json:"availablePermits"`
+				MsgOutCounter    int64 `json:"msgOutCounter"`
+			} `json:"consumers"`
+		} `json:"subscriptions"`
+	}
+	tg.adminGet(t, adminPath(topic)+"/stats", &st)
+	cs := st.Subscriptions[sub].Consumers
+	if len(cs) != 1 {
+		return consumerState{}
+	}
+	return consumerState{found: true, permits: cs[0].AvailablePermits, dispatched: cs[0].MsgOutCounter}
+}
+
+// backlog is how many messages (entries, on the embedded broker) of
+// topic the subscription has not acknowledged.
+func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
+	t.Helper()
+	if tg.cluster != nil {
+		return tg.cluster.Backlog(topic, sub)
+	}
+	var st struct {
+		Subscriptions map[string]struct {
+			MsgBacklog int64 `json:"msgBacklog"`
+		} `json:"subscriptions"`
+	}
+	tg.adminGet(t, adminPath(topic)+"/stats", &st)
+	s, ok := st.Subscriptions[sub]
+	if !ok {
+		return -1
+	}
+	return s.MsgBacklog
+}
+
+func (tg *target) adminGet(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(tg.admin + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// unload makes Apache Pulsar close the topic's consumers (CLOSE_CONSUMER);
+// on the embedded broker every connection is dropped instead.
+func (tg *target) disconnect(t *testing.T, topic string) {
+	t.Helper()
+	if tg.cluster != nil {
+		tg.cluster.DropConnections(-1)
+		return
+	}
+	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/unload", "")
 }

@@ -1,0 +1,274 @@
+package subscribe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// A second consumer of an Exclusive subscription is told the consumer is
+// busy, keeps trying, and starts when the first one leaves; it then gets
+// what the first left unacknowledged, in order.
+func TestSecondExclusiveConsumerWaitsThenStarts(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	rec := &recorder{}
+	// Not batched: a batch is acknowledged on the broker only whole.
+	c := tg.newClient(t, clientConfig{rec: rec, retryDelay: 100 * time.Millisecond, noBatching: true})
+	topic := topicName(t)
+	opts := subscribe.Options{Topics: []string{topic}, Subscription: "excl", Type: subscribe.Exclusive}
+	first := newConsumer(ctx, t, c, opts)
+
+	type result struct {
+		c   *subscribe.Consumer
+		err error
+	}
+	started := make(chan result, 1)
+	go func() {
+		second, err := subscribe.New(ctx, c, opts)
+		started <- result{second, err}
+	}()
+	waitFor(ctx, t, "the second consumer to be refused as busy, three times", func() bool {
+		return rec.count("retrying", "ConsumerBusy") >= 3
+	})
+	select {
+	case r := <-started:
+		t.Fatalf("the second consumer started while the first was connected (err %v)", r.err)
+	default:
+	}
+
+	publish(ctx, t, c, topic, 0, 10, nil)
+	checkSequence(t, receiveN(ctx, t, first, 4, true), 0)
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var second *subscribe.Consumer
+	select {
+	case r := <-started:
+		if r.err != nil {
+			t.Fatalf("the second consumer failed: %v", r.err)
+		}
+		second = r.c
+		t.Cleanup(func() { second.Close(context.Background()) })
+	case <-ctx.Done():
+		t.Fatal("the second consumer did not start after the first left")
+	}
+	checkSequence(t, receiveN(ctx, t, second, 6, true), 4)
+}
+
+// With a retry limit, a second Exclusive consumer gives up with the
+// Subscribe error, which wraps the broker's ConsumerBusy.
+func TestSecondExclusiveConsumerWithRetryLimitFails(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := topicName(t)
+	opts := subscribe.Options{Topics: []string{topic}, Subscription: "excl", Type: subscribe.Exclusive}
+	newConsumer(ctx, t, c, opts)
+
+	opts.Retries = pool.OperationRetries{Attempts: 3, Delay: 50 * time.Millisecond}
+	second, err := subscribe.New(ctx, c, opts)
+	if err == nil {
+		second.Close(ctx)
+		t.Fatal("a second Exclusive consumer subscribed")
+	}
+	var se *subscribe.SubscribeError
+	if !errors.As(err, &se) || se.Subscription != "excl" || se.Topic != topic {
+		t.Fatalf("error %v (%T) is not the Subscribe error for excl on %s", err, err, topic)
+	}
+	if !errors.Is(err, pulsarwire.ErrConsumerBusy) || !errors.Is(err, pool.ErrRetriesExhausted) {
+		t.Fatalf("error %v does not wrap ConsumerBusy after exhausted retries", err)
+	}
+	var re *pool.RetryError
+	if !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("error %v: want 3 attempts", err)
+	}
+}
+
+// Failover: the consumer with the lowest name is active and gets every
+// message in order; the other stands by, and takes over, where the first
+// stopped, when it closes. Both are told by the broker.
+func TestFailoverHandsOverOnClose(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := topicName(t)
+	var mu sync.Mutex
+	active := map[string]bool{}
+	opts := func(name string) subscribe.Options {
+		return subscribe.Options{
+			Topics: []string{topic}, Subscription: "fo", Type: subscribe.Failover, Name: name,
+			OnActiveChange: func(_ string, a bool) {
+				mu.Lock()
+				active[name] = a
+				mu.Unlock()
+			},
+		}
+	}
+	isActive := func(name string, want bool) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			a, ok := active[name]
+			return ok && a == want
+		}
+	}
+	a := newConsumer(ctx, t, c, opts("a"))
+	b := newConsumer(ctx, t, c, opts("b"))
+	waitFor(ctx, t, "a active", isActive("a", true))
+	waitFor(ctx, t, "b standing by", isActive("b", false))
+
+	publish(ctx, t, c, topic, 0, 10, nil)
+	checkSequence(t, receiveN(ctx, t, a, 5, true), 0)
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "b active", isActive("b", true))
+	checkSequence(t, receiveN(ctx, t, b, 5, true), 5)
+}
+
+// KeyShared: each key goes to one consumer only, and in the order it
+// was published.
+func TestKeySharedKeepsEachKeyOnOneConsumerInOrder(t *testing.T) {
+	const total, keys = 2000, 40
+	tg := newTarget(t)
+	ctx := testContext(t)
+	// Not batched: a batch mixing keys goes whole to one consumer.
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := topicName(t)
+	opts := func(name string) subscribe.Options {
+		return subscribe.Options{Topics: []string{topic}, Subscription: "ks", Type: subscribe.KeyShared, Name: name, ReceiverQueue: 50}
+	}
+	consumers := []*subscribe.Consumer{newConsumer(ctx, t, c, opts("k1")), newConsumer(ctx, t, c, opts("k2")), newConsumer(ctx, t, c, opts("k3"))}
+	publish(ctx, t, c, topic, 0, total, func(i int, m *pool.Message) { m.Key = fmt.Sprint("key-", i%keys) })
+
+	var (
+		mu      sync.Mutex
+		owner   = map[string]int{}
+		last    = map[string]int{}
+		counts  = make([]int, len(consumers))
+		got     atomic.Int64
+		failure error
+	)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for ci, cons := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := cons.Receive(rctx)
+				if err != nil {
+					return
+				}
+				i, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), "message-"))
+				mu.Lock()
+				if o, ok := owner[m.Key]; ok && o != ci && failure == nil {
+					failure = fmt.Errorf("key %s went to consumers %d and %d", m.Key, o, ci)
+				}
+				if l, ok := last[m.Key]; ok && i <= l && failure == nil {
+					failure = fmt.Errorf("key %s: message %d after %d", m.Key, i, l)
+				}
+				owner[m.Key], last[m.Key] = ci, i
+				counts[ci]++
+				mu.Unlock()
+				cons.Ack(rctx, m)
+				if got.Add(1) == total {
+					cancel()
+				}
+			}
+		}()
+	}
+	<-rctx.Done()
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("received %d of %d", got.Load(), total)
+	}
+	if failure != nil {
+		t.Fatal(failure)
+	}
+	for i, n := range counts {
+		if n == 0 {
+			t.Errorf("consumer %d got no key (counts %v)", i, counts)
+		}
+	}
+}
+
+// Cumulative acknowledgement is refused on Shared and KeyShared, with a
+// clear error; on Exclusive it acknowledges everything up to the message.
+func TestCumulativeAck(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	for _, typ := range []subscribe.Type{subscribe.Shared, subscribe.KeyShared} {
+		topic := topicName(t)
+		cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "cum", Type: typ})
+		publish(ctx, t, c, topic, 0, 1, nil)
+		m := receiveN(ctx, t, cons, 1, false)[0]
+		if err := cons.AckCumulative(ctx, m); !errors.Is(err, subscribe.ErrCumulativeAckNotAllowed) {
+			t.Fatalf("%s: AckCumulative = %v, want ErrCumulativeAckNotAllowed", typ, err)
+		}
+	}
+
+	topic := topicName(t)
+	opts := subscribe.Options{Topics: []string{topic}, Subscription: "cum", Type: subscribe.Exclusive}
+	cons := newConsumer(ctx, t, c, opts)
+	unbatched := tg.newClient(t, clientConfig{noBatching: true})
+	publish(ctx, t, unbatched, topic, 0, 25, nil)
+	msgs := receiveN(ctx, t, cons, 25, false)
+	if err := cons.AckCumulative(ctx, msgs[19]); err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons = newConsumer(ctx, t, c, opts)
+	checkSequence(t, receiveN(ctx, t, cons, 5, true), 20)
+}
+
+// A subscription is a cursor the broker keeps: what is published while
+// no consumer is connected waits for the next one, and another
+// subscription of the same topic gets everything on its own.
+func TestDurableSubscriptionKeepsWhatWasPublishedMeanwhile(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := topicName(t)
+	opts := subscribe.Options{Topics: []string{topic}, Subscription: "durable"}
+	other := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "other"})
+	first := newConsumer(ctx, t, c, opts)
+	publish(ctx, t, c, topic, 0, 5, nil)
+	checkSequence(t, receiveN(ctx, t, first, 5, true), 0)
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publish(ctx, t, c, topic, 5, 5, nil)
+	again := newConsumer(ctx, t, c, opts)
+	checkSequence(t, receiveN(ctx, t, again, 5, true), 5)
+	checkSequence(t, receiveN(ctx, t, other, 10, true), 0)
+}
+
+// A new subscription starts at the newest message unless told otherwise.
+func TestNewSubscriptionStartsAtLatest(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := topicName(t)
+	publish(ctx, t, c, topic, 0, 5, nil)
+	latest := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "latest"})
+	earliest := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "earliest", InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 5, 5, nil)
+	checkSequence(t, receiveN(ctx, t, latest, 5, true), 5)
+	checkSequence(t, receiveN(ctx, t, earliest, 10, true), 0)
+}
