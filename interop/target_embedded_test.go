@@ -10,6 +10,10 @@ import (
 	"github.com/streamrun/streamrun/broker"
 )
 
+// cluster is the in-process embedded broker when that is the target, for
+// tests that inject faults; nil for every other target.
+var cluster *broker.Cluster
+
 // startEmbedded starts streamrun's broker in this process, in memory, on
 // free loopback ports.
 func startEmbedded(ctx context.Context, brokers int, log io.Writer) (*target, func(), error) {
@@ -23,6 +27,7 @@ func startEmbedded(ctx context.Context, brokers int, log io.Writer) (*target, fu
 	if err != nil {
 		return nil, nil, err
 	}
+	cluster = c
 	t := &target{name: "embedded", serviceURL: c.ServiceURL(), adminURL: c.AdminURL()}
 	return t, func() { c.Close() }, nil
 }
