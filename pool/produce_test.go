@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -565,4 +567,34 @@ func TestSmallBatchesAwaitingReceiptsHoldSmallBuffers(t *testing.T) {
 	}
 	px.Thaw()
 	col.wait(t, 30*time.Second)
+}
+
+func TestConnCarriesARawProducerBuiltOnItsAPI(t *testing.T) {
+	tg := newTarget(t)
+	c := newClient(t, tg, Options{})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	conn, err := c.Conn(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const producerID = 1 << 40 // far from the client's own ids
+	resp, err := conn.Request(ctx, pulsarwire.Wrap(&pb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(producerID)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := resp.GetProducerSuccess().GetProducerName()
+	err = conn.SendPayload(pulsarwire.Wrap(&pb.CommandSend{ProducerId: proto.Uint64(producerID), SequenceId: proto.Uint64(0)}),
+		&pb.MessageMetadata{ProducerName: proto.String(name), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())),
+			PartitionKey: proto.String("raw")}, []byte("sent raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := subscribeRaw(t, c, topic).wait(1, 30*time.Second)[0]
+	if m.Payload != "sent raw" || m.Key != "raw" {
+		t.Fatalf("got %+v", m)
+	}
+	if _, err := conn.Request(ctx, pulsarwire.Wrap(&pb.CommandFlow{ConsumerId: proto.Uint64(1)})); err == nil {
+		t.Fatal("Request accepted a command without a request id")
+	}
 }
