@@ -3,18 +3,26 @@ package pool
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // limiter is a counting semaphore that blocks, in FIFO order, callers
 // asking for more than is left. One acquisition larger than the whole
 // limit is let through when nothing else is held, so that it cannot wait
-// forever. A limit <= 0 means no limit. Acquiring without waiting does not
-// allocate.
+// forever. A limit <= 0 means no limit.
+//
+// Taking and giving back without waiting are a few atomic operations:
+// the mutex and the waiter list are only touched when someone waits.
+// That works because a waiter counts itself (waiting) before it looks at
+// used for the last time, and a release changes used before it looks at
+// waiting: one of the two sees the other (Go's atomics are sequentially
+// consistent), so no wake-up is missed.
 type limiter struct {
-	limit int64
+	limit   int64
+	used    atomic.Int64
+	waiting atomic.Int32
 
 	mu      sync.Mutex
-	used    int64
 	waiters []*limitWaiter
 }
 
@@ -26,16 +34,31 @@ type limitWaiter struct {
 
 func newLimiter(limit int64) *limiter { return &limiter{limit: limit} }
 
-func (l *limiter) fits(n int64) bool { return l.used+n <= l.limit || l.used == 0 }
+// tryTake takes n if it fits now.
+func (l *limiter) tryTake(n int64) bool {
+	for {
+		used := l.used.Load()
+		if used+n > l.limit && used != 0 {
+			return false
+		}
+		if l.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
 
 // acquire takes n, waiting while ctx allows.
 func (l *limiter) acquire(ctx context.Context, n int64) error {
 	if l == nil || l.limit <= 0 {
 		return nil
 	}
+	if l.waiting.Load() == 0 && l.tryTake(n) {
+		return nil
+	}
 	l.mu.Lock()
-	if len(l.waiters) == 0 && l.fits(n) {
-		l.used += n
+	l.waiting.Add(1)
+	if len(l.waiters) == 0 && l.tryTake(n) {
+		l.waiting.Add(-1)
 		l.mu.Unlock()
 		return nil
 	}
@@ -58,7 +81,8 @@ func (l *limiter) acquire(ctx context.Context, n int64) error {
 				break
 			}
 		}
-		l.wakeLocked() // the head may fit now that w is gone
+		l.waiting.Add(-1)
+		l.wakeLocked() // the next may fit now that w is gone
 		l.mu.Unlock()
 		return ctx.Err()
 	}
@@ -69,25 +93,28 @@ func (l *limiter) release(n int64) {
 	if l == nil || l.limit <= 0 || n == 0 {
 		return
 	}
-	l.mu.Lock()
-	l.used -= n
-	l.wakeLocked()
-	l.mu.Unlock()
+	l.used.Add(-n)
+	if l.waiting.Load() > 0 {
+		l.mu.Lock()
+		l.wakeLocked()
+		l.mu.Unlock()
+	}
 }
 
+// wakeLocked grants the waiters at the head of the line that fit.
 func (l *limiter) wakeLocked() {
-	for len(l.waiters) > 0 && l.fits(l.waiters[0].n) {
+	for len(l.waiters) > 0 && l.tryTake(l.waiters[0].n) {
 		w := l.waiters[0]
 		l.waiters[0] = nil
 		l.waiters = l.waiters[1:]
-		l.used += w.n
+		l.waiting.Add(-1)
 		w.granted = true
 		close(w.ready)
 	}
 }
 
-// waiting reports how many callers are blocked, for tests.
-func (l *limiter) waiting() int {
+// blocked reports how many callers wait, for tests.
+func (l *limiter) blocked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.waiters)

@@ -351,7 +351,7 @@ func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
 		defer close(unblocked)
 		p.SendAsync(ctx, Message{Payload: []byte("x")}, col.cb(limit))
 	}()
-	eventually(t, 5*time.Second, "a publisher waiting for room", func() bool { return p.pending.waiting() == 1 })
+	eventually(t, 5*time.Second, "a publisher waiting for room", func() bool { return p.pending.blocked() == 1 })
 	px.Thaw()
 	<-unblocked
 	col.wait(t, 30*time.Second)
@@ -381,7 +381,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 		t.Fatalf("past the memory limit: %v, want to block until the deadline", err)
 	}
 	go c.PublishAsync(ctx, a, Message{Payload: make([]byte, 10)}, col.cb(2))
-	eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.waiting() == 1 })
+	eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.blocked() == 1 })
 	px.Thaw()
 	col.wait(t, 30*time.Second)
 	if len(col.errs) > 0 {

@@ -106,10 +106,10 @@ func TestLimiterBlocksInOrderAndHonoursContexts(t *testing.T) {
 	}
 	done := make(chan struct{}, 2)
 	go func() { l.acquire(ctx, 5); done <- struct{}{} }()
-	eventually(t, time.Second, "first waiter", func() bool { return l.waiting() == 1 })
+	eventually(t, time.Second, "first waiter", func() bool { return l.blocked() == 1 })
 	// 1 would fit, but it waits its turn behind the 5.
 	go func() { l.acquire(ctx, 1); done <- struct{}{} }()
-	eventually(t, time.Second, "second waiter", func() bool { return l.waiting() == 2 })
+	eventually(t, time.Second, "second waiter", func() bool { return l.blocked() == 2 })
 	l.release(8)
 	<-done
 	<-done
