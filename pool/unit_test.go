@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -234,3 +235,37 @@ func TestTokenSources(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+func TestLimiterUnderConcurrencyLosesNoWakeUp(t *testing.T) {
+	l := newLimiter(10)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var over atomic.Int32
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20000; i++ {
+				n := int64(1 + (g+i)%4)
+				if err := l.acquire(ctx, n); err != nil {
+					t.Error(err)
+					return
+				}
+				if l.used.Load() > 10 {
+					over.Add(1)
+				}
+				l.release(n)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("stuck: %d blocked, %d used", l.blocked(), l.used.Load())
+	}
+	if l.used.Load() != 0 || l.blocked() != 0 || l.waiting.Load() != 0 || over.Load() != 0 {
+		t.Fatalf("after: used %d, blocked %d, waiting %d, over the limit %d times", l.used.Load(), l.blocked(), l.waiting.Load(), over.Load())
+	}
+}
