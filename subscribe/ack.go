@@ -220,6 +220,8 @@ func (c *Consumer) redeliver(items []nackItem) {
 		byPart[it.pc] = append(byPart[it.pc], it.pos)
 	}
 	for pc, ids := range byPart {
+		// What was acknowledged must not come back with the rest.
+		c.acks.flushPart(pc)
 		if c.opts.Type.singleActive() {
 			pc.redeliverAll()
 			continue

@@ -309,10 +309,6 @@ func (c *Consumer) nextLocked() (*Message, error) {
 			if last {
 				r.msgs, r.next = nil, 0
 			}
-			if c.dlq != nil && int(m.RedeliveryCount) >= c.dlq.policy.MaxDeliveries {
-				c.dlq.add(m)
-				continue
-			}
 			return m, nil
 		}
 		e, ok, err := c.q.pop()
@@ -349,20 +345,26 @@ func (c *Consumer) loadLocked(e *entry) {
 		pc.consume(s.gen, n)
 		return
 	}
-	p, err := c.split(e)
+	p, err := c.split(e, &r.codecs)
 	if err != nil {
-		why := pb.CommandAck_BatchDeSerializeError
-		if e.md.GetCompression() != pb.CompressionType_NONE {
-			why = pb.CommandAck_DecompressionError
-		}
-		c.log.Error("dropping an entry that cannot be read", "topic", pc.topic, "err", err)
-		s.discard(e.cmd.GetMessageId(), why, n)
+		c.unreadable(e, err, n)
 		return
 	}
 	if p.skipped > 0 {
 		pc.consume(s.gen, p.skipped)
 	}
 	r.msgs, r.next, r.pc, r.gen, r.seq, r.credit = p.msgs, 0, pc, s.gen, e.seq, 0
+}
+
+// unreadable drops an entry that cannot be split into messages and
+// acknowledges it with the reason, as Apache Pulsar's clients do.
+func (c *Consumer) unreadable(e *entry, err error, n int64) {
+	why := pb.CommandAck_BatchDeSerializeError
+	if e.md.GetCompression() != pb.CompressionType_NONE {
+		why = pb.CommandAck_DecompressionError
+	}
+	c.log.Error("dropping an entry that cannot be read", "topic", e.s.pc.topic, "err", err)
+	e.s.discard(e.cmd.GetMessageId(), why, n)
 }
 
 // Ack acknowledges m. Acknowledgements are grouped (Options.AckGroupTime,

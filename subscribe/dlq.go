@@ -27,10 +27,10 @@ type deadLetters struct {
 	kick   chan struct{}
 
 	mu    sync.Mutex
-	items []*Message
+	items []entry
 }
 
-func (d *deadLetters) add(m *Message) {
+func (d *deadLetters) add(m entry) {
 	d.mu.Lock()
 	d.items = append(d.items, m)
 	d.mu.Unlock()
@@ -49,6 +49,8 @@ func (d *deadLetters) topic(m *Message) string {
 
 func (d *deadLetters) run() {
 	c := d.c
+	var codecs pulsarwire.Codecs
+	defer codecs.Close()
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -59,31 +61,49 @@ func (d *deadLetters) run() {
 		items := d.items
 		d.items = nil
 		d.mu.Unlock()
-		for _, m := range items {
-			props := make(map[string]string, len(m.Properties)+2)
-			for k, v := range m.Properties {
-				props[k] = v
+		for i := range items {
+			e := &items[i]
+			// The entry's messages were counted as taken when it arrived.
+			if !e.s.pc.current(e.s.gen) {
+				continue // its session is gone: it comes again
 			}
-			props[PropertyRealTopic] = m.Topic
-			props[PropertyOriginMessageID] = m.ID.String()
-			topic := d.topic(m)
-			c.log.Info("sending a message to the dead-letter topic", "topic", m.Topic, "id", m.ID, "deliveries", m.RedeliveryCount+1, "dead_letter_topic", topic)
-			c.client.PublishAsync(c.ctx, topic, pool.Message{
-				Payload:     m.Payload,
-				Key:         m.Key,
-				OrderingKey: m.OrderingKey,
-				Properties:  props,
-				EventTime:   m.EventTime,
-			}, func(_ pulsarwire.MessageID, err error) {
-				if err != nil {
-					if c.ctx.Err() == nil {
-						c.log.Warn("publishing to the dead-letter topic failed; the message comes back", "topic", topic, "err", err)
-						c.Nack(m)
-					}
-					return
-				}
-				c.ack(context.Background(), m, false)
-			})
+			p, err := c.split(e, &codecs)
+			if err != nil {
+				c.unreadable(e, err, 0)
+				continue
+			}
+			for j := range p.msgs {
+				d.send(&p.msgs[j])
+			}
 		}
 	}
+}
+
+// send publishes m's copy and acknowledges m once it is receipted.
+func (d *deadLetters) send(m *Message) {
+	c := d.c
+	props := make(map[string]string, len(m.Properties)+2)
+	for k, v := range m.Properties {
+		props[k] = v
+	}
+	props[PropertyRealTopic] = m.Topic
+	props[PropertyOriginMessageID] = m.ID.String()
+	topic := d.topic(m)
+	c.log.Info("sending a message to the dead-letter topic", "topic", m.Topic, "id", m.ID, "deliveries", m.RedeliveryCount+1, "dead_letter_topic", topic)
+	c.client.PublishAsync(c.ctx, topic, pool.Message{
+		Payload:     m.Payload,
+		Key:         m.Key,
+		OrderingKey: m.OrderingKey,
+		Properties:  props,
+		EventTime:   m.EventTime,
+	}, func(_ pulsarwire.MessageID, err error) {
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.log.Warn("publishing to the dead-letter topic failed; the message comes back", "topic", topic, "err", err)
+				c.Nack(m)
+			}
+			return
+		}
+		c.ack(context.Background(), m, false)
+	})
 }

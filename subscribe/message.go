@@ -133,7 +133,7 @@ type parsed struct {
 // split turns an entry into its messages. Messages acknowledged before
 // (the batch came again), compacted out, cleared in the broker's ack set
 // or before a seek's batch index are left out and counted in skipped.
-func (c *Consumer) split(e *entry) (parsed, error) {
+func (c *Consumer) split(e *entry, codecs *pulsarwire.Codecs) (parsed, error) {
 	pc := e.s.pc
 	md := e.md
 	mid := e.cmd.GetMessageId()
@@ -147,7 +147,7 @@ func (c *Consumer) split(e *entry) (parsed, error) {
 	}
 	payload := e.payload
 	if ct := md.GetCompression(); ct != pb.CompressionType_NONE {
-		out, err := c.r.codecs.Decompress(ct, nil, payload, int(md.GetUncompressedSize()), e.s.conn.MaxMessageSize())
+		out, err := codecs.Decompress(ct, nil, payload, int(md.GetUncompressedSize()), e.s.conn.MaxMessageSize())
 		if err != nil {
 			return parsed{}, fmt.Errorf("decompress %s entry %d:%d: %w", ct, pos.ledger, pos.entry, err)
 		}

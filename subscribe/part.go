@@ -116,7 +116,15 @@ func (s *session) HandleFrame(f pulsarwire.Frame, ferr error) {
 			pc.consume(s.gen, n)
 			return
 		}
-		pc.c.q.push(entry{s: s, seq: pc.seq.Add(1), cmd: m, md: f.Metadata, payload: f.Payload})
+		e := entry{s: s, seq: pc.seq.Add(1), cmd: m, md: f.Metadata, payload: f.Payload}
+		if d := pc.c.dlq; d != nil && int(m.GetRedeliveryCount()) >= d.policy.MaxDeliveries {
+			// Delivered often enough: to the dead-letter topic, whether
+			// or not anyone is receiving.
+			pc.consume(s.gen, n)
+			d.add(e)
+			return
+		}
+		pc.c.q.push(e)
 	case pb.BaseCommand_ACTIVE_CONSUMER_CHANGE:
 		active := f.Cmd.GetActiveConsumerChange().GetIsActive()
 		if !active {
