@@ -106,5 +106,3 @@ func TestParsePosition(t *testing.T) {
 		}
 	}
 }
-
-
