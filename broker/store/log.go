@@ -132,6 +132,21 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	if blankHeader(f, fi.Size()) {
+		// A segment just rolled when the machine (not only the process)
+		// went down without Sync: the rename reached the disk, the header
+		// did not. It holds no records; give it its header back.
+		l.s.log.Warn("store: rewriting blank segment header", "topic", l.name, "file", last.path)
+		g, _, err := createSegment(l.dir, last.base, l.sync)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		last.f, f = g, g
+		if fi, err = f.Stat(); err != nil {
+			return err
+		}
+	}
 	res, err := scanSegment(f, last.path, last.base, fi.Size(), true)
 	if err != nil {
 		return err

@@ -711,3 +711,31 @@ func TestTrimWhileReading(t *testing.T) {
 		t.Fatalf("%d segment files left after trimming", n)
 	}
 }
+
+// Without Sync a power cut soon after a roll can leave the new segment with
+// neither its header nor its records (the rename reached the disk, the data
+// did not): the topic opens with Next() at that segment's base.
+func TestBlankLastSegmentIsRecreated(t *testing.T) {
+	for _, blank := range []func(t *testing.T, path string){
+		func(t *testing.T, path string) { truncate(t, path, 0) },
+		func(t *testing.T, path string) { truncate(t, path, 0); truncate(t, path, 4096) }, // zeros
+	} {
+		dir := t.TempDir()
+		opts := Options{Dir: dir, SegmentBytes: 2 << 10}
+		s, err := Open(opts)
+		must(t, err)
+		appendN(t, topic(t, s, tname), 0, 100)
+		s.Close()
+		segs := segFiles(t, dir, tname)
+		base, _ := parseSegName(filepath.Base(segs[len(segs)-1]))
+		blank(t, segs[len(segs)-1])
+
+		s = open(t, opts)
+		l := topic(t, s, tname)
+		checkEntries(t, l, 0, base, 0)
+		appendN(t, l, base, base+50)
+		s.Close()
+		s = open(t, opts)
+		checkEntries(t, topic(t, s, tname), 0, base+50, 0)
+	}
+}

@@ -165,6 +165,19 @@ func checkSegHeader(r io.ReaderAt, path string, base uint64) error {
 	return nil
 }
 
+// blankHeader reports a file too short for a segment header, or whose header
+// is all zeros: never written, as opposed to overwritten with something else.
+func blankHeader(r io.ReaderAt, size int64) bool {
+	if size < segHeaderSize {
+		return true
+	}
+	var hdr [segHeaderSize]byte
+	if _, err := r.ReadAt(hdr[:], 0); err != nil {
+		return false
+	}
+	return hdr == [segHeaderSize]byte{}
+}
+
 // scanResult is what a full pass over a segment learns.
 type scanResult struct {
 	index   []indexPoint
