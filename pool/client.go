@@ -34,7 +34,8 @@ type Client struct {
 
 	memory *limiter
 
-	closing atomic.Bool
+	closing   atomic.Bool
+	watchOnce sync.Once
 
 	mu        sync.Mutex
 	conns     map[connKey]*connSlot

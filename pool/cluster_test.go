@@ -120,7 +120,7 @@ func TestEachPartitionGoesToItsOwner(t *testing.T) {
 	}
 	urls := tg.cluster.BrokerURLs()
 	owners := map[int]bool{}
-	for i, pp := range p.parts {
+	for i, pp := range p.partList() {
 		if pp.topic != fmt.Sprintf("%s-partition-%d", topic, i) {
 			t.Fatalf("partition producer %d is for %s", i, pp.topic)
 		}

@@ -110,6 +110,12 @@ type ProducerOptions struct {
 	// unique one when empty (the default). A name must be unique per
 	// topic, so set it only with one client per topic.
 	Name string
+
+	// PartitionRefresh is how often the producers of partitioned topics
+	// ask for the partition count and add producers for partitions that
+	// were added. Default 60 s (Apache Pulsar's clients' default);
+	// negative: never.
+	PartitionRefresh time.Duration
 }
 
 // BatchingOptions say when a batch is closed and sent. A message never
@@ -138,6 +144,7 @@ const (
 	DefaultBatchMaxMessages   = 1000
 	DefaultBatchMaxBytes      = 128 << 10
 	DefaultBatchMaxDelay      = 10 * time.Millisecond
+	DefaultPartitionRefresh   = 60 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -177,6 +184,9 @@ func (r OperationRetries) withDefaults() OperationRetries {
 func (p ProducerOptions) withDefaults() ProducerOptions {
 	if p.MaxPendingMessages == 0 {
 		p.MaxPendingMessages = DefaultMaxPendingMessages
+	}
+	if p.PartitionRefresh == 0 {
+		p.PartitionRefresh = DefaultPartitionRefresh
 	}
 	b := &p.Batching
 	if b.MaxMessages <= 0 {

@@ -156,8 +156,8 @@ func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
 	if p, _ := c.Producer(ctx, short); p != producers[0] {
 		t.Fatal("the short name of the topic got another producer")
 	}
-	if len(producers[0].parts) != 1 || producers[0].Partitions() != 0 {
-		t.Fatalf("%d partition producers for a plain topic", len(producers[0].parts))
+	if len(producers[0].partList()) != 1 || producers[0].Partitions() != 0 {
+		t.Fatalf("%d partition producers for a plain topic", len(producers[0].partList()))
 	}
 }
 
@@ -552,9 +552,9 @@ func TestSmallBatchesAwaitingReceiptsHoldSmallBuffers(t *testing.T) {
 	col := newCollector(50)
 	for i := 0; i < 50; i++ {
 		p.SendAsync(ctx, Message{Payload: []byte("tiny")}, col.cb(i))
-		p.parts[0].flushMark() // a batch of one
+		p.partList()[0].flushMark() // a batch of one
 	}
-	pp := p.parts[0]
+	pp := p.partList()[0]
 	pp.mu.Lock()
 	held, n := 0, 0
 	for b := range pp.pending.all() {
@@ -596,5 +596,33 @@ func TestConnCarriesARawProducerBuiltOnItsAPI(t *testing.T) {
 	}
 	if _, err := conn.Request(ctx, pulsarwire.Wrap(&pb.CommandFlow{ConsumerId: proto.Uint64(1)})); err == nil {
 		t.Fatal("Request accepted a command without a request id")
+	}
+}
+
+func TestPartitionsAddedLaterGetProducers(t *testing.T) {
+	tg := newTarget(t)
+	c := newClient(t, tg, Options{Producer: ProducerOptions{PartitionRefresh: 20 * time.Millisecond}})
+	topic := topicName(t)
+	tg.createPartitioned(t, topic, 2)
+	ctx := testCtx(t, time.Minute)
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.updatePartitions(t, topic, 5)
+	eventually(t, 10*time.Second, "5 partitions", func() bool { return p.Partitions() == 5 })
+	// Keys now spread over 5: one that maps to a new partition lands there.
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("key-", i); KeyPartition(k, 5) >= 2 {
+			key = k
+		}
+	}
+	id, err := c.Publish(ctx, topic, Message{Payload: []byte("x"), Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(id.Partition) != KeyPartition(key, 5) {
+		t.Fatalf("key %q went to partition %d", key, id.Partition)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -40,12 +41,15 @@ type Producer struct {
 	c       *Client
 	topic   string
 	opts    *ProducerOptions
-	parts   []*partProducer
-	pending *limiter // messages published, not yet acknowledged
+	parts   atomic.Pointer[[]*partProducer] // grows when partitions are added
+	pending *limiter                        // messages published, not yet acknowledged
 	rr      roundRobin
 
 	failOnce sync.Once
 }
+
+// partList is the producers of the partitions (one for a plain topic).
+func (p *Producer) partList() []*partProducer { return *p.parts.Load() }
 
 // Topic is the topic's full name.
 func (p *Producer) Topic() string { return p.topic }
@@ -53,10 +57,11 @@ func (p *Producer) Topic() string { return p.topic }
 // Partitions is the number of partitions, 0 for a topic that is not
 // partitioned.
 func (p *Producer) Partitions() int {
-	if len(p.parts) == 1 && p.parts[0].partition < 0 {
+	parts := p.partList()
+	if len(parts) == 1 && parts[0].partition < 0 {
 		return 0
 	}
-	return len(p.parts)
+	return len(parts)
 }
 
 type producerSlot struct {
@@ -151,30 +156,100 @@ func (c *Client) newProducer(ctx context.Context, name string) (*Producer, error
 			maxDelay:    opts.Batching.MaxDelay,
 		},
 	}
-	t, _ := pulsarwire.ParseTopic(name)
+	var parts []*partProducer
 	if n == 0 {
-		p.parts = []*partProducer{newPartProducer(p, name, -1)}
+		parts = []*partProducer{newPartProducer(p, name, -1)}
 	} else {
-		for i := 0; i < n; i++ {
-			p.parts = append(p.parts, newPartProducer(p, t.Partition(i).String(), int32(i)))
-		}
+		parts = p.newParts(0, n)
 	}
-	errs := make([]error, len(p.parts))
-	var wg sync.WaitGroup
-	for i, pp := range p.parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.Retry(ctx, "create producer for "+pp.topic, pp.connect)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	p.parts.Store(&parts)
+	if err := p.connectParts(ctx, parts); err != nil {
 		p.closeOnBroker(ctx)
 		p.shutdown(err)
 		return nil, err
 	}
+	if n > 0 && opts.PartitionRefresh > 0 {
+		c.watchPartitions()
+	}
 	return p, nil
+}
+
+func (p *Producer) newParts(from, to int) []*partProducer {
+	t, _ := pulsarwire.ParseTopic(p.topic)
+	var parts []*partProducer
+	for i := from; i < to; i++ {
+		parts = append(parts, newPartProducer(p, t.Partition(i).String(), int32(i)))
+	}
+	return parts
+}
+
+// connectParts creates the producers of parts on their brokers, all at
+// once, each under OperationRetries.
+func (p *Producer) connectParts(ctx context.Context, parts []*partProducer) error {
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, pp := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.c.Retry(ctx, "create producer for "+pp.topic, pp.connect)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// watchPartitions starts, once, the client's goroutine that looks for
+// partitions added to the topics of partitioned producers.
+func (c *Client) watchPartitions() {
+	c.watchOnce.Do(func() {
+		c.spawn(func() {
+			t := time.NewTicker(c.opts.Producer.PartitionRefresh)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+				case <-c.ctx.Done():
+					return
+				}
+				for _, p := range c.allProducers() {
+					if p.Partitions() > 0 {
+						p.grow(c.ctx)
+					}
+				}
+			}
+		})
+	})
+}
+
+// grow adds producers for partitions added to the topic since it was
+// last looked at. Keys then map to partitions by the new count, as in
+// Apache Pulsar's clients.
+func (p *Producer) grow(ctx context.Context) {
+	mctx, cancel := context.WithTimeout(ctx, p.c.opts.OperationRetries.Timeout)
+	n, err := p.c.PartitionedTopicMetadata(mctx, p.topic)
+	cancel()
+	old := p.partList()
+	if err != nil || n <= len(old) {
+		return
+	}
+	added := p.newParts(len(old), n)
+	if err := p.connectParts(ctx, added); err != nil {
+		for _, pp := range added {
+			pp.closeOnBroker(ctx)
+			pp.shutdown(err)
+		}
+		return
+	}
+	parts := append(append([]*partProducer(nil), old...), added...)
+	p.parts.Store(&parts)
+	p.c.log.Info("partitions added", "topic", p.topic, "partitions", n)
+	if p.c.ctx.Err() != nil {
+		// Close may have shut the old list down without these.
+		for _, pp := range added {
+			pp.shutdown(ErrClosed)
+		}
+	}
 }
 
 func (c *Client) allProducers() []*Producer {
@@ -303,15 +378,16 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", p.topic, ErrClosed))
 		return
 	}
-	pp := p.parts[0]
-	if n := len(p.parts); n > 1 {
+	parts := p.partList()
+	pp := parts[0]
+	if n := len(parts); n > 1 {
 		switch {
 		case m.Key != "":
-			pp = p.parts[KeyPartition(m.Key, n)]
+			pp = parts[KeyPartition(m.Key, n)]
 		case m.OrderingKey != "":
-			pp = p.parts[KeyPartition(m.OrderingKey, n)]
+			pp = parts[KeyPartition(m.OrderingKey, n)]
 		default:
-			pp = p.parts[p.rr.next(len(m.Payload), n)]
+			pp = parts[p.rr.next(len(m.Payload), n)]
 		}
 	}
 	size := int64(len(m.Payload))
@@ -330,8 +406,9 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 // Flush sends the open batches now and waits, while ctx allows, until
 // every message published before the call was acknowledged (or failed).
 func (p *Producer) Flush(ctx context.Context) error {
-	marks := make([]<-chan struct{}, 0, len(p.parts))
-	for _, pp := range p.parts {
+	parts := p.partList()
+	marks := make([]<-chan struct{}, 0, len(parts))
+	for _, pp := range parts {
 		marks = append(marks, pp.flushMark())
 	}
 	for _, ch := range marks {
@@ -346,7 +423,7 @@ func (p *Producer) Flush(ctx context.Context) error {
 
 func (p *Producer) closeOnBroker(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, pp := range p.parts {
+	for _, pp := range p.partList() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -357,7 +434,7 @@ func (p *Producer) closeOnBroker(ctx context.Context) {
 }
 
 func (p *Producer) shutdown(err error) {
-	for _, pp := range p.parts {
+	for _, pp := range p.partList() {
 		pp.shutdown(err)
 	}
 }
@@ -368,7 +445,7 @@ func (p *Producer) fail(err error) {
 	p.failOnce.Do(func() {
 		p.c.log.Warn("producer failed", "topic", p.topic, "err", err)
 		p.c.dropProducer(p)
-		for _, pp := range p.parts {
+		for _, pp := range p.partList() {
 			pp.setFailed(err)
 		}
 		// Closing on the broker waits for answers: not on a reader

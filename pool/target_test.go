@@ -92,8 +92,19 @@ func topicName(t *testing.T) string {
 // createPartitioned creates topic with n partitions through the admin API.
 func (tg *target) createPartitioned(t *testing.T, topic string, n int) {
 	t.Helper()
+	tg.admin(t, http.MethodPut, topic, n)
+}
+
+// updatePartitions raises topic's partition count to n.
+func (tg *target) updatePartitions(t *testing.T, topic string, n int) {
+	t.Helper()
+	tg.admin(t, http.MethodPost, topic, n)
+}
+
+func (tg *target) admin(t *testing.T, method, topic string, n int) {
+	t.Helper()
 	path := strings.Replace(topic, "://", "/", 1)
-	req, _ := http.NewRequest(http.MethodPut, tg.Admin+"/admin/v2/"+path+"/partitions", strings.NewReader(fmt.Sprint(n)))
+	req, _ := http.NewRequest(method, tg.Admin+"/admin/v2/"+path+"/partitions", strings.NewReader(fmt.Sprint(n)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Close = true // no idle connection left for goleak
 	resp, err := http.DefaultClient.Do(req)
@@ -103,7 +114,7 @@ func (tg *target) createPartitioned(t *testing.T, topic string, n int) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		t.Fatalf("create %s with %d partitions: %s: %s", topic, n, resp.Status, body)
+		t.Fatalf("%s partitions of %s to %d: %s: %s", method, topic, n, resp.Status, body)
 	}
 }
 
