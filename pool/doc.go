@@ -74,7 +74,9 @@
 // # Goroutines
 //
 // Each connection has a reader and a writer goroutine; a producer that
-// lost its connection has one reconnecting it; batch timers run briefly.
+// lost its connection has one reconnecting it; once a partitioned topic
+// has a producer, one goroutine looks for added partitions every
+// ProducerOptions.PartitionRefresh; batch timers run briefly.
 // Close stops and waits for all of them. The writer writes, with one
 // writev, every frame queued since its last write, straight from the
 // producers' batch buffers; there are no goroutines or channels per
