@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -12,7 +14,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if build.path != "" {
+			os.RemoveAll(filepath.Dir(build.path))
+		}
+	}))
 }
 
 func TestConnectAnswersLowerProtocolVersion(t *testing.T) {
