@@ -1,0 +1,372 @@
+// Package pipelines holds streamrun's pipeline configuration: what a
+// pipeline file says, as Go values, with its defaults and its checks. It
+// does no I/O and opens no connection; package runtime runs what it
+// describes.
+//
+// The types map one to one onto the YAML of a pipeline file (SPEC §8):
+// every field carries the yaml (and json) name it has in the file,
+// durations are time.Duration (written "5s", "250ms" in YAML), and the
+// handler's config is free-form (map[string]any), handed to the plugin as
+// JSON. A file looks like
+//
+//	service_url: pulsar://127.0.0.1:6650
+//	pipelines:
+//	  - name: shout
+//	    source:
+//	      topics: [in]
+//	      subscription: shout
+//	      type: key_shared
+//	      initial_position: earliest
+//	    handler:
+//	      plugin: ./bin/uppercase
+//	      config: {output: persistent://public/default/out}
+//	      batch_size: 100
+//	      batch_wait: 10ms
+//	      instances: 2
+//	      timeout: 30s
+//	    outputs: [persistent://public/default/out]
+//	    error_policy:
+//	      max_retries: 5
+//	      backoff: {initial: 1s, max: 1m}
+//
+// Zero values mean "the default", which each field's comment states; the
+// Default* constants spell them, and WithDefaults fills them in.
+package pipelines
+
+import (
+	"time"
+)
+
+// File is the contents of one pipeline file: where the broker is, how to
+// reach it, and the pipelines to run.
+type File struct {
+	// ServiceURL of the Pulsar cluster (pulsar://host:port,
+	// pulsar+ssl://host:port, or a comma list of hosts). Default "": the
+	// embedded broker.
+	ServiceURL string `yaml:"service_url,omitempty" json:"service_url,omitempty"`
+	// TLS applies to pulsar+ssl:// service URLs.
+	TLS TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	// Auth authenticates to the brokers.
+	Auth Auth `yaml:"auth,omitempty" json:"auth,omitempty"`
+	// OperationRetries governs operations the broker answers with "not
+	// now" (lookups, producers, subscribing).
+	OperationRetries OperationRetries `yaml:"operation_retries,omitempty" json:"operation_retries,omitempty"`
+	// Telemetry says where metrics and health are served.
+	Telemetry Telemetry `yaml:"telemetry,omitempty" json:"telemetry,omitempty"`
+	// Pipelines to run; at least one, with distinct names.
+	Pipelines []Pipeline `yaml:"pipelines" json:"pipelines"`
+}
+
+// TLS configures pulsar+ssl:// connections. The zero value verifies the
+// broker against the system's roots and checks its host name.
+type TLS struct {
+	// CAFile is a PEM file of the authorities to trust. Default: the
+	// system's roots.
+	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+	// CertFile and KeyFile are a client certificate and its key. Default:
+	// none.
+	CertFile string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	// SkipHostnameVerification accepts a trusted certificate whatever
+	// host it names. Default false.
+	SkipHostnameVerification bool `yaml:"skip_hostname_verification,omitempty" json:"skip_hostname_verification,omitempty"`
+	// Insecure accepts any certificate. Only for tests. Default false.
+	Insecure bool `yaml:"insecure,omitempty" json:"insecure,omitempty"`
+}
+
+// Auth configures authentication.
+type Auth struct {
+	// Token for Pulsar's token authentication: the token itself,
+	// "file:PATH" or "env:VAR". Default "": none.
+	Token string `yaml:"token,omitempty" json:"token,omitempty"`
+}
+
+// OperationRetries says how an operation the broker answered with "not
+// now" is tried again (SPEC §3).
+type OperationRetries struct {
+	// Attempts in all; 0 (the default) means no limit, 1 no retries.
+	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty"`
+	// Delay between attempts. Default 5s.
+	Delay time.Duration `yaml:"delay,omitempty" json:"delay,omitempty"`
+	// Timeout of each attempt. Default 30s.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// Telemetry says where the host serves its metrics (/metrics) and health
+// endpoints. Traces are exported as the standard OTEL_* environment
+// variables say.
+type Telemetry struct {
+	// HTTP is the listen address of the metrics and health endpoints,
+	// such as "127.0.0.1:9090". Default "": not served.
+	HTTP string `yaml:"http,omitempty" json:"http,omitempty"`
+}
+
+// Pipeline is one source -> handler -> outputs flow.
+type Pipeline struct {
+	// Name identifies the pipeline in logs, metrics and health, and is
+	// told to the handler. Required; letters, digits, '-', '_' and '.';
+	// unique in a file.
+	Name string `yaml:"name" json:"name"`
+	// Source is the subscription the pipeline reads.
+	Source Source `yaml:"source" json:"source"`
+	// Handler processes the messages.
+	Handler Handler `yaml:"handler" json:"handler"`
+	// Outputs lists the topics the handler publishes to. Their producers
+	// are opened before the first message is read, so a topic that cannot
+	// be published to stops the pipeline at start rather than at its
+	// first output. Outputs to other topics are published too (their
+	// producer opens on first use). Default: none listed.
+	Outputs []string `yaml:"outputs,omitempty" json:"outputs,omitempty"`
+	// ErrorPolicy says what becomes of messages that fail.
+	ErrorPolicy ErrorPolicy `yaml:"error_policy,omitempty" json:"error_policy,omitempty"`
+}
+
+// SubscriptionType is how the consumers of a subscription share it.
+type SubscriptionType string
+
+// Subscription types, as written in a file (case and '_' or '-' do not
+// matter: "Key_Shared" and "keyshared" are KeyShared).
+const (
+	// Shared: each message to one consumer; order not kept. The default.
+	Shared SubscriptionType = "shared"
+	// Exclusive: one consumer; order kept.
+	Exclusive SubscriptionType = "exclusive"
+	// Failover: one active consumer, the others stand by; order kept.
+	Failover SubscriptionType = "failover"
+	// KeyShared: each key to one consumer; order kept per key.
+	KeyShared SubscriptionType = "key_shared"
+)
+
+// InitialPosition is where a subscription that does not exist yet starts.
+type InitialPosition string
+
+// Initial positions.
+const (
+	// Latest: after the newest message. The default.
+	Latest InitialPosition = "latest"
+	// Earliest: at the oldest message kept.
+	Earliest InitialPosition = "earliest"
+)
+
+// Source is the subscription a pipeline reads (SPEC §4).
+type Source struct {
+	// Topics to read, as one stream: full names
+	// (persistent://tenant/ns/name) or short ones ("orders" is
+	// persistent://public/default/orders). Exactly one of Topics and
+	// Pattern is required.
+	Topics []string `yaml:"topics,omitempty" json:"topics,omitempty"`
+	// Pattern is a regular expression (Go syntax) matched against whole
+	// topic names of one namespace, whose tenant and namespace are
+	// written literally: "persistent://shop/orders/.*-eu". Topics created
+	// later join within 30 s.
+	Pattern string `yaml:"pattern,omitempty" json:"pattern,omitempty"`
+	// Subscription is the subscription's name. Required.
+	Subscription string `yaml:"subscription" json:"subscription"`
+	// Type of the subscription. Default Shared.
+	Type SubscriptionType `yaml:"type,omitempty" json:"type,omitempty"`
+	// InitialPosition of a new subscription. Default Latest.
+	InitialPosition InitialPosition `yaml:"initial_position,omitempty" json:"initial_position,omitempty"`
+	// Rewind moves the subscription's cursor at every start: "earliest",
+	// "latest", a message id "ledger:entry:partition[:batch]" (one topic
+	// only) or an RFC 3339 time. Default "": no rewind.
+	Rewind string `yaml:"rewind,omitempty" json:"rewind,omitempty"`
+	// ReceiverQueue is how many messages the broker may send ahead per
+	// topic or partition (flow permits). Default 1000.
+	ReceiverQueue int `yaml:"receiver_queue,omitempty" json:"receiver_queue,omitempty"`
+}
+
+// Handler says what processes a pipeline's messages and how they are
+// batched for it.
+type Handler struct {
+	// Plugin is the path of a handler plugin binary (built with package
+	// plugin's Serve). Exactly one of Plugin and Package is required.
+	Plugin string `yaml:"plugin,omitempty" json:"plugin,omitempty"`
+	// Package is a Go package (a path such as ./handlers/enrich, or an
+	// import path) that the host builds with "go build" at start and runs
+	// as the plugin.
+	Package string `yaml:"package,omitempty" json:"package,omitempty"`
+	// Args are given to the plugin binary. Default none.
+	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
+	// Env is added to the plugin's environment (over the host's).
+	// Default none.
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Config is handed to the handler at start, as JSON. Default none.
+	Config map[string]any `yaml:"config,omitempty" json:"config,omitempty"`
+	// BatchSize is the most messages in one batch. Default 100.
+	BatchSize int `yaml:"batch_size,omitempty" json:"batch_size,omitempty"`
+	// BatchWait is the longest the first message of a batch waits for
+	// the batch to fill. Default 10ms.
+	BatchWait time.Duration `yaml:"batch_wait,omitempty" json:"batch_wait,omitempty"`
+	// Instances is how many plugin processes run the handler side by
+	// side. Default 1.
+	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
+	// Timeout bounds the handler's work on one batch; a handler that
+	// takes longer is taken for hung: its process is killed and the batch
+	// retried on a fresh one. Default 30s.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// MaxInFlight bounds the messages the host holds for the pipeline:
+	// received and not yet settled (acknowledged, handed back for retry
+	// or dead-lettered), whether waiting for a batch, in the handler or
+	// waiting for their outputs' receipts. While it is reached the host
+	// reads no more, so the broker's permits run out and a slow handler
+	// slows consumption. Default max(4 × BatchSize × Instances, 1000).
+	MaxInFlight int `yaml:"max_in_flight,omitempty" json:"max_in_flight,omitempty"`
+}
+
+// ErrorPolicy says what becomes of messages that fail.
+type ErrorPolicy struct {
+	// MaxRetries is how many times a message the handler asked to retry
+	// is delivered again; the retry after that sends it to the
+	// dead-letter topic instead. Default 0: no limit (Apache Pulsar's
+	// default without a dead-letter policy).
+	MaxRetries int `yaml:"max_retries,omitempty" json:"max_retries,omitempty"`
+	// Backoff is the redelivery delay of a retry for which the handler
+	// gave none.
+	Backoff Backoff `yaml:"backoff,omitempty" json:"backoff,omitempty"`
+	// DeadLetterTopic receives dead-lettered messages, with the reason in
+	// a property. Default "<topic>-<subscription>-DLQ", the topic being
+	// the one the message came from (a partitioned topic's own name), as
+	// the Java and Go clients name it.
+	DeadLetterTopic string `yaml:"dead_letter_topic,omitempty" json:"dead_letter_topic,omitempty"`
+	// MaxCrashes is how many times a message may crash the handler (a
+	// panic while handling it, or a batch that fails without naming a
+	// message, see package runtime) before it is dead-lettered. Default 3.
+	MaxCrashes int `yaml:"max_crashes,omitempty" json:"max_crashes,omitempty"`
+}
+
+// Backoff is a delay that doubles with each attempt: Initial, 2×Initial,
+// 4×Initial, ..., at most Max.
+type Backoff struct {
+	// Initial delay. Default 1s.
+	Initial time.Duration `yaml:"initial,omitempty" json:"initial,omitempty"`
+	// Max delay. Default 1m.
+	Max time.Duration `yaml:"max,omitempty" json:"max,omitempty"`
+}
+
+// Delay is the delay before attempt n (n >= 1): Initial × 2^(n-1), at
+// most Max. Zero fields take the defaults.
+func (b Backoff) Delay(n int) time.Duration {
+	b = b.withDefaults()
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
+// Defaults, as documented on the fields.
+const (
+	DefaultSubscriptionType = Shared
+	DefaultInitialPosition  = Latest
+	DefaultReceiverQueue    = 1000
+	DefaultBatchSize        = 100
+	DefaultBatchWait        = 10 * time.Millisecond
+	DefaultInstances        = 1
+	DefaultTimeout          = 30 * time.Second
+	DefaultMinInFlight      = 1000
+	DefaultBackoffInitial   = time.Second
+	DefaultBackoffMax       = time.Minute
+	DefaultMaxCrashes       = 3
+)
+
+// WithDefaults returns p with every zero field that has a default set to
+// it. The dead-letter topic stays "" (it depends on each message's topic).
+func (p Pipeline) WithDefaults() Pipeline {
+	s := &p.Source
+	if s.Type == "" {
+		s.Type = DefaultSubscriptionType
+	} else if t, ok := s.Type.normal(); ok {
+		s.Type = t
+	}
+	if s.InitialPosition == "" {
+		s.InitialPosition = DefaultInitialPosition
+	} else if ip, ok := s.InitialPosition.normal(); ok {
+		s.InitialPosition = ip
+	}
+	if s.ReceiverQueue == 0 {
+		s.ReceiverQueue = DefaultReceiverQueue
+	}
+	h := &p.Handler
+	if h.BatchSize == 0 {
+		h.BatchSize = DefaultBatchSize
+	}
+	if h.BatchWait == 0 {
+		h.BatchWait = DefaultBatchWait
+	}
+	if h.Instances == 0 {
+		h.Instances = DefaultInstances
+	}
+	if h.Timeout == 0 {
+		h.Timeout = DefaultTimeout
+	}
+	if h.MaxInFlight == 0 {
+		h.MaxInFlight = max(4*h.BatchSize*h.Instances, DefaultMinInFlight)
+	}
+	e := &p.ErrorPolicy
+	e.Backoff = e.Backoff.withDefaults()
+	if e.MaxCrashes == 0 {
+		e.MaxCrashes = DefaultMaxCrashes
+	}
+	return p
+}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial <= 0 {
+		b.Initial = DefaultBackoffInitial
+	}
+	if b.Max <= 0 {
+		b.Max = DefaultBackoffMax
+	}
+	if b.Max < b.Initial {
+		b.Max = b.Initial
+	}
+	return b
+}
+
+// normal is t in its canonical spelling; false for an unknown type.
+func (t SubscriptionType) normal() (SubscriptionType, bool) {
+	switch squash(string(t)) {
+	case "shared":
+		return Shared, true
+	case "exclusive":
+		return Exclusive, true
+	case "failover":
+		return Failover, true
+	case "keyshared":
+		return KeyShared, true
+	}
+	return t, false
+}
+
+// KeepsOrder reports whether the type delivers a key's messages in order
+// to one consumer (Exclusive, Failover, KeyShared).
+func (t SubscriptionType) KeepsOrder() bool {
+	n, _ := t.normal()
+	return n == Exclusive || n == Failover || n == KeyShared
+}
+
+func (p InitialPosition) normal() (InitialPosition, bool) {
+	switch squash(string(p)) {
+	case "latest":
+		return Latest, true
+	case "earliest":
+		return Earliest, true
+	}
+	return p, false
+}
+
+// squash lower-cases s and drops '_', '-' and spaces.
+func squash(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_' || c == '-' || c == ' ':
+			continue
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}

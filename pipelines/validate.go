@@ -1,0 +1,181 @@
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// FieldError is one problem with one field. Path names the field the way
+// the file spells it ("pipelines[0].source.topics[1]"), so that a loader
+// can point at its line.
+type FieldError struct {
+	Path string
+	Err  error
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate checks every pipeline of the file and that their names are
+// distinct. The error joins a *FieldError for each problem found.
+func (f *File) Validate() error {
+	var errs []error
+	if len(f.Pipelines) == 0 {
+		errs = append(errs, &FieldError{"pipelines", errors.New("no pipeline")})
+	}
+	if f.OperationRetries.Attempts < 0 {
+		errs = append(errs, &FieldError{"operation_retries.attempts", errors.New("must not be negative")})
+	}
+	seen := map[string]int{}
+	for i := range f.Pipelines {
+		p := &f.Pipelines[i]
+		prefix := fmt.Sprintf("pipelines[%d]", i)
+		if j, dup := seen[p.Name]; dup && p.Name != "" {
+			errs = append(errs, &FieldError{prefix + ".name", fmt.Errorf("%q is also the name of pipelines[%d]", p.Name, j)})
+		}
+		seen[p.Name] = i
+		errs = append(errs, p.validate(prefix)...)
+	}
+	return errors.Join(errs...)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Validate checks one pipeline. The error joins a *FieldError for each
+// problem found, paths relative to the pipeline ("source.topics[1]").
+func (p *Pipeline) Validate() error {
+	return errors.Join(p.validate("")...)
+}
+
+func (p *Pipeline) validate(prefix string) []error {
+	var errs []error
+	bad := func(field string, format string, args ...any) {
+		path := field
+		if prefix != "" {
+			path = prefix + "." + field
+		}
+		errs = append(errs, &FieldError{path, fmt.Errorf(format, args...)})
+	}
+	topic := func(field, t string) {
+		if _, err := pulsarwire.ParseTopic(t); err != nil {
+			bad(field, "%v", err)
+		}
+	}
+
+	switch {
+	case p.Name == "":
+		bad("name", "is required")
+	case !nameRE.MatchString(p.Name):
+		bad("name", "%q: use letters, digits, '-', '_' and '.'", p.Name)
+	}
+
+	s := &p.Source
+	switch {
+	case len(s.Topics) == 0 && s.Pattern == "":
+		bad("source", "set topics or pattern")
+	case len(s.Topics) > 0 && s.Pattern != "":
+		bad("source", "topics and pattern exclude each other")
+	}
+	for i, t := range s.Topics {
+		topic(fmt.Sprintf("source.topics[%d]", i), t)
+	}
+	if s.Pattern != "" {
+		if _, err := regexp.Compile(s.Pattern); err != nil {
+			bad("source.pattern", "%v", err)
+		}
+	}
+	if s.Subscription == "" {
+		bad("source.subscription", "is required")
+	}
+	if _, ok := s.Type.normal(); !ok && s.Type != "" {
+		bad("source.type", "%q: want shared, exclusive, failover or key_shared", s.Type)
+	}
+	if _, ok := s.InitialPosition.normal(); !ok && s.InitialPosition != "" {
+		bad("source.initial_position", "%q: want latest or earliest", s.InitialPosition)
+	}
+	if s.Rewind != "" {
+		if err := checkPosition(s.Rewind); err != nil {
+			bad("source.rewind", "%v", err)
+		} else if _, err := pulsarwire.ParseMessageID(s.Rewind); err == nil && len(s.Topics) != 1 {
+			bad("source.rewind", "a message id needs exactly one topic")
+		}
+	}
+	if s.ReceiverQueue < 0 {
+		bad("source.receiver_queue", "must not be negative")
+	}
+
+	h := &p.Handler
+	switch {
+	case h.Plugin == "" && h.Package == "":
+		bad("handler", "set plugin (a binary) or package (a Go package to build)")
+	case h.Plugin != "" && h.Package != "":
+		bad("handler", "plugin and package exclude each other")
+	}
+	for k := range h.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad("handler.env", "%q is not a variable name", k)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"batch_size", h.BatchSize}, {"instances", h.Instances}, {"max_in_flight", h.MaxInFlight}} {
+		if f.v < 0 {
+			bad("handler."+f.name, "must not be negative")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"batch_wait", h.BatchWait}, {"timeout", h.Timeout}} {
+		if f.v < 0 {
+			bad("handler."+f.name, "must not be negative")
+		}
+	}
+	if h.MaxInFlight > 0 && h.MaxInFlight < h.BatchSize {
+		bad("handler.max_in_flight", "%d is less than batch_size %d", h.MaxInFlight, h.BatchSize)
+	}
+
+	for i, t := range p.Outputs {
+		topic(fmt.Sprintf("outputs[%d]", i), t)
+	}
+
+	e := &p.ErrorPolicy
+	if e.MaxRetries < 0 {
+		bad("error_policy.max_retries", "must not be negative (0 means no limit)")
+	}
+	if e.MaxCrashes < 0 {
+		bad("error_policy.max_crashes", "must not be negative")
+	}
+	if e.Backoff.Initial < 0 {
+		bad("error_policy.backoff.initial", "must not be negative")
+	}
+	if e.Backoff.Max < 0 {
+		bad("error_policy.backoff.max", "must not be negative")
+	}
+	if e.DeadLetterTopic != "" {
+		topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
+	}
+	return errs
+}
+
+// checkPosition accepts what package subscribe's ParsePosition reads.
+func checkPosition(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "earliest", "latest":
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return nil
+	}
+	if _, err := pulsarwire.ParseMessageID(s); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%q: want earliest, latest, ledger:entry:partition[:batch] or an RFC 3339 time", s)
+}

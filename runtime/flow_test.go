@@ -1,0 +1,158 @@
+package runtime_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin"
+	streamrun "github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// Messages go from the source topic through the uppercase example plugin
+// to its output topic, and every input is acknowledged.
+func TestMessagesFlowThroughAPlugin(t *testing.T) {
+	c := cluster(t)
+	cl := client(t, c)
+	in, out := topic(t, "in"), topic(t, "out")
+	const n = 2000
+	publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("hello-%d", i) }, func(i int) string { return fmt.Sprintf("k%d", i%10) })
+	got := collect(t, cl, out)
+
+	r := runHost(t, c, streamrun.Options{}, pipelines.Pipeline{
+		Name:    "shout",
+		Source:  pipelines.Source{Topics: []string{in}, Subscription: "shout", InitialPosition: pipelines.Earliest},
+		Handler: pipelines.Handler{Plugin: example("uppercase"), Config: map[string]any{"output": out}, Instances: 2},
+		Outputs: []string{out},
+	})
+	msgs := got.waitLen(t, n)
+	want := map[string]string{}
+	for i := range n {
+		want[fmt.Sprintf("HELLO-%d", i)] = fmt.Sprintf("k%d", i%10)
+	}
+	for _, m := range msgs {
+		key, ok := want[string(m.Payload)]
+		if !ok {
+			t.Fatalf("unexpected output %q", m.Payload)
+		}
+		if m.Key != key {
+			t.Errorf("output %q has key %q, want %q", m.Payload, m.Key, key)
+		}
+		delete(want, string(m.Payload))
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d outputs missing", len(want))
+	}
+	waitFor(t, "every input acknowledged", func() bool { return r.stats("shout").Acked == n })
+	waitFor(t, "an empty backlog", func() bool { return c.Backlog(in, "shout") == 0 })
+	s := r.stats("shout")
+	if s.Received != n || s.Processed != n || s.InFlight != 0 {
+		t.Errorf("stats %+v, want %d received, processed and acked, none in flight", s, n)
+	}
+	if h := r.health("shout"); h.State != streamrun.StateHealthy || len(h.Instances) != 2 || !h.Instances[0].Up || h.Instances[0].Pid == 0 {
+		t.Errorf("health %+v", h)
+	}
+}
+
+// The handler's per-message answers are carried out: a retry comes back
+// after its delay, a dead letter goes to the dead-letter topic with its
+// reason, a drop is acknowledged without output, and a message retried
+// MaxRetries times is dead-lettered.
+func TestOutcomes(t *testing.T) {
+	for _, mode := range []string{"plugin", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			c := cluster(t)
+			cl := client(t, c, unbatched)
+			in, out, dlq := topic(t, "in"), topic(t, "out"), topic(t, "dlq")
+			payloads := []string{"plain-1", "retry:2:twice-2", "dead:poison-3", "drop:filtered-4", "retryall:forever-5", "plain-6"}
+			publish(t, cl, in, len(payloads), func(i int) string { return payloads[i] }, nil)
+			outs, dead := collect(t, cl, out), collect(t, cl, dlq)
+
+			p := pipelines.Pipeline{
+				Name:    "outcomes",
+				Source:  pipelines.Source{Topics: []string{in}, Subscription: "outcomes", InitialPosition: pipelines.Earliest},
+				Handler: self(testConfig{Output: out}),
+				ErrorPolicy: pipelines.ErrorPolicy{
+					MaxRetries:      3,
+					Backoff:         pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+					DeadLetterTopic: dlq,
+				},
+			}
+			opts := streamrun.Options{}
+			if mode == "local" {
+				opts.LocalHandlers = map[string]func() plugin.Handler{"outcomes": func() plugin.Handler { return plugin.Configure(newTestHandler) }}
+			}
+			r := runHost(t, c, opts, p)
+
+			outs.waitLen(t, 3)
+			dead.waitLen(t, 2)
+			waitFor(t, "everything settled", func() bool {
+				s := r.stats("outcomes")
+				return s.Acked == 3 && s.DeadLettered == 2 && s.Dropped == 1 && c.Backlog(in, "outcomes") == 0
+			})
+			got := outs.payloads()
+			slices.Sort(got)
+			if want := []string{"plain-1", "plain-6", "retry:2:twice-2"}; !slices.Equal(got, want) {
+				t.Errorf("outputs %q, want %q", got, want)
+			}
+			reasons := map[string]*subscribe.Message{}
+			for _, m := range dead.all() {
+				reasons[string(m.Payload)] = m
+			}
+			if m := reasons["dead:poison-3"]; m == nil || m.Properties[streamrun.PropertyDeadLetterReason] != "asked to" ||
+				m.Properties[streamrun.PropertyRealTopic] != in || m.Properties[streamrun.PropertyOriginMessageID] == "" {
+				t.Errorf("dead letter of dead:poison-3: %+v", m)
+			}
+			if m := reasons["retryall:forever-5"]; m == nil || !strings.Contains(m.Properties[streamrun.PropertyDeadLetterReason], "retried 3 times") {
+				t.Errorf("dead letter of retryall:forever-5: %+v", m)
+			}
+			// twice: 2 retries; forever: 3 retries, then dead-lettered.
+			if s := r.stats("outcomes"); s.Retried != 5 {
+				t.Errorf("%d retries, want 5 (%+v)", s.Retried, s)
+			}
+		})
+	}
+}
+
+// Under KeyShared and Failover each key's messages reach the output in
+// the order they were published, with several instances of a handler
+// that takes a random time per batch.
+func TestOrderPerKey(t *testing.T) {
+	for _, typ := range []pipelines.SubscriptionType{pipelines.KeyShared, pipelines.Failover, pipelines.Exclusive} {
+		t.Run(string(typ), func(t *testing.T) {
+			c := cluster(t)
+			cl := client(t, c)
+			in, out := topic(t, "in"), topic(t, "out")
+			const n, keys = 6000, 37
+			key := func(i int) string { return fmt.Sprintf("key-%d", i%keys) }
+			publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("%s-%d", key(i), i) }, key)
+			got := collect(t, cl, out)
+			runHost(t, c, streamrun.Options{}, pipelines.Pipeline{
+				Name:   "ordered",
+				Source: pipelines.Source{Topics: []string{in}, Subscription: "ordered", Type: typ, InitialPosition: pipelines.Earliest},
+				Handler: func() pipelines.Handler {
+					h := self(testConfig{Output: out, Jitter: 3 * time.Millisecond})
+					h.Instances = 4
+					h.BatchSize = 20
+					return h
+				}(),
+			})
+			msgs := got.waitLen(t, n)
+			last := map[string]int{}
+			for _, m := range msgs {
+				seq := seqOf(t, string(m.Payload))
+				if prev, ok := last[m.Key]; ok && seq <= prev {
+					t.Fatalf("key %s: %d after %d", m.Key, seq, prev)
+				}
+				last[m.Key] = seq
+			}
+			if len(last) != keys {
+				t.Errorf("%d keys, want %d", len(last), keys)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+)
+
+// testConfig is the handler config of testHandler, the handler the test
+// binary serves as a plugin (and that tests also run in-process).
+//
+// By default it echoes every message to Output, keeping its key. A
+// payload's prefix picks another outcome:
+//
+//	retry:N:...   retried (after 20ms) while its redelivery count is below N
+//	retryall:...  retried every time
+//	dead:...      dead-lettered with reason "asked to"
+//	drop:...      dropped
+//	hang:...      the first time: the handler sleeps for a minute
+//	boom:...      the handler panics, every time
+type testConfig struct {
+	Output string `json:"output"`
+	// Upper uppercases the payloads it echoes.
+	Upper bool `json:"upper,omitempty"`
+	// PanicEvery: the handler panics, once per message, on messages whose
+	// payload's trailing number is a multiple of it. Once is kept in
+	// marker files in MarkerDir, so it holds across processes.
+	PanicEvery int    `json:"panic_every,omitempty"`
+	MarkerDir  string `json:"marker_dir,omitempty"`
+	// Jitter sleeps up to this long on each batch, at random.
+	Jitter time.Duration `json:"jitter,omitempty"`
+	// BatchDelay sleeps this long on each batch.
+	BatchDelay time.Duration `json:"batch_delay,omitempty"`
+}
+
+func (c testConfig) asMap() map[string]any {
+	m := map[string]any{"output": c.Output}
+	if c.Upper {
+		m["upper"] = true
+	}
+	if c.PanicEvery > 0 {
+		m["panic_every"] = c.PanicEvery
+		m["marker_dir"] = c.MarkerDir
+	}
+	if c.MarkerDir != "" {
+		m["marker_dir"] = c.MarkerDir
+	}
+	if c.Jitter > 0 {
+		m["jitter"] = int64(c.Jitter)
+	}
+	if c.BatchDelay > 0 {
+		m["batch_delay"] = int64(c.BatchDelay)
+	}
+	return m
+}
+
+type testHandler struct {
+	cfg testConfig
+}
+
+func newTestHandler(_ context.Context, cfg testConfig) (plugin.Handler, error) {
+	if cfg.Output == "" {
+		return nil, errors.New(`"output" is required`)
+	}
+	return &testHandler{cfg: cfg}, nil
+}
+
+// once reports whether this is the first time name is asked for, across
+// processes.
+func (h *testHandler) once(name string) bool {
+	f, err := os.OpenFile(filepath.Join(h.cfg.MarkerDir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch []*plugin.Message) error {
+	if h.cfg.Jitter > 0 {
+		time.Sleep(rand.N(h.cfg.Jitter))
+	}
+	if h.cfg.BatchDelay > 0 {
+		select {
+		case <-time.After(h.cfg.BatchDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, m := range batch {
+		p := string(m.Payload)
+		switch {
+		case strings.HasPrefix(p, "retry:"):
+			n, _ := strconv.Atoi(strings.SplitN(p, ":", 3)[1])
+			if int(m.RedeliveryCount) < n {
+				w.Retry(m, 20*time.Millisecond, fmt.Sprintf("delivery %d of %d", m.RedeliveryCount+1, n+1))
+				continue
+			}
+		case strings.HasPrefix(p, "retryall:"):
+			w.Retry(m, 0, "never good enough")
+			continue
+		case strings.HasPrefix(p, "dead:"):
+			w.DeadLetter(m, "asked to")
+			continue
+		case strings.HasPrefix(p, "drop:"):
+			w.Drop(m, "asked to")
+			continue
+		case strings.HasPrefix(p, "hang:"):
+			if h.once(p) {
+				time.Sleep(time.Minute)
+			}
+		case strings.HasPrefix(p, "boom:"):
+			panic("boom on " + p)
+		case h.cfg.PanicEvery > 0:
+			if i := strings.LastIndexByte(p, '-'); i >= 0 {
+				if n, err := strconv.Atoi(p[i+1:]); err == nil && n%h.cfg.PanicEvery == 0 && h.once(p) {
+					panic("told to panic on " + p)
+				}
+			}
+		}
+		out := m.Payload
+		if h.cfg.Upper {
+			out = bytes.ToUpper(out)
+		}
+		w.Output(m, plugin.Output{Topic: h.cfg.Output, Key: m.Key, Payload: out})
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is a pipeline's condition, as Health reports it.
+type State string
+
+const (
+	// StateStarting: building or starting the handler, opening producers,
+	// subscribing.
+	StateStarting State = "starting"
+	// StateRunning is the internal state of a running pipeline; Health
+	// reports it as StateHealthy or StateDegraded.
+	StateRunning State = "running"
+	// StateHealthy: running, every instance up or restarting after fewer
+	// than RestartPolicy.DegradedAfter crashes in a row.
+	StateHealthy State = "healthy"
+	// StateDegraded: running, but an instance of the handler keeps
+	// crashing (DegradedAfter crashes in a row, and not healthy since).
+	// Messages still flow where other instances are up; the host goes on.
+	StateDegraded State = "degraded"
+	// StateStopping: draining after Run's ctx ended.
+	StateStopping State = "stopping"
+	// StateStopped: stopped after a drain.
+	StateStopped State = "stopped"
+	// StateFailed: stopped because it could not go on (PipelineHealth.Reason
+	// says why).
+	StateFailed State = "failed"
+)
+
+// PipelineHealth is the health of one pipeline.
+type PipelineHealth struct {
+	Pipeline string
+	State    State
+	// Reason says why the pipeline is degraded or failed.
+	Reason    string
+	Instances []InstanceHealth
+}
+
+// InstanceHealth is the health of one instance slot of a pipeline's
+// handler.
+type InstanceHealth struct {
+	// Instance is the slot's number, 0 to Instances-1; it is the plugin's
+	// InstanceID, the same across restarts.
+	Instance int
+	// Up: a handler is running in the slot.
+	Up bool
+	// Pid of the plugin process; 0 while down or for an in-process
+	// handler.
+	Pid int
+	// Since the current handler started.
+	Since time.Time
+	// Batches answered by the current handler.
+	Batches int64
+	// Restarts of the slot so far.
+	Restarts int
+	// CrashesInARow: failures (crash, hang, wrong answer, failed restart)
+	// since the slot was last healthy.
+	CrashesInARow int
+	// LastError is the last failure, "" when none.
+	LastError string
+	// LastCrash is when it happened.
+	LastCrash time.Time
+	// NextStart is when a down slot starts its handler again.
+	NextStart time.Time
+}
+
+// Healthy reports whether the pipeline is running without a handler that
+// keeps crashing.
+func (h PipelineHealth) Healthy() bool { return h.State == StateHealthy }
+
+// health reports the pipeline's health now.
+func (p *pipeline) health() PipelineHealth {
+	out := PipelineHealth{Pipeline: p.name, State: p.state.Load().(State)}
+	rp := p.h.opts.Restart
+	now := time.Now()
+	degraded := 0
+	for _, s := range p.slots {
+		s.mu.Lock()
+		ih := InstanceHealth{
+			Instance: s.id, Up: s.up, Pid: s.pid, Batches: s.batches, Restarts: s.restarts,
+			CrashesInARow: s.failures, LastError: s.lastErr, LastCrash: s.lastCrash,
+		}
+		if s.up {
+			ih.Since = s.started
+		} else {
+			ih.NextStart = s.nextStart
+		}
+		recovered := s.up && s.answered && now.Sub(s.started) >= rp.HealthyAfter
+		s.mu.Unlock()
+		if recovered {
+			ih.CrashesInARow = 0
+		}
+		if ih.CrashesInARow >= rp.DegradedAfter {
+			degraded++
+			if out.Reason == "" {
+				out.Reason = fmt.Sprintf("instance %d crashed %d times in a row; last: %s", s.id, ih.CrashesInARow, ih.LastError)
+			}
+		}
+		out.Instances = append(out.Instances, ih)
+	}
+	switch out.State {
+	case StateRunning:
+		out.State = StateHealthy
+		if degraded > 0 {
+			out.State = StateDegraded
+		}
+	case StateFailed:
+		if err := p.err(); err != nil {
+			out.Reason = err.Error()
+		}
+	}
+	return out
+}
+
+// Stats are a pipeline's running totals, for metrics.
+type Stats struct {
+	Pipeline string
+	// Received from the subscription.
+	Received int64
+	// Processed: answered by the handler.
+	Processed int64
+	// Acked after their outputs' receipts.
+	Acked int64
+	// Retried: handed back to the broker for a later delivery.
+	Retried int64
+	// DeadLettered: published to the dead-letter topic and acknowledged.
+	DeadLettered int64
+	// Dropped: acknowledged without output.
+	Dropped int64
+	// HandedBack: left unacknowledged at shutdown (delivered again later).
+	HandedBack int64
+	// InFlight: received and not settled yet.
+	InFlight int64
+	// Crashes of the handler (crash, hang, wrong answer, failed restart).
+	Crashes int64
+	// Restarts of the handler.
+	Restarts int64
+}
+
+func (p *pipeline) snapshot() Stats {
+	c := &p.stats
+	return Stats{
+		Pipeline:     p.name,
+		Received:     c.received.Load(),
+		Processed:    c.processed.Load(),
+		Acked:        c.acked.Load(),
+		Retried:      c.retried.Load(),
+		DeadLettered: c.deadLettered.Load(),
+		Dropped:      c.dropped.Load(),
+		HandedBack:   c.handedBack.Load(),
+		InFlight: c.received.Load() - c.acked.Load() - c.retried.Load() - c.deadLettered.Load() -
+			c.dropped.Load() - c.handedBack.Load(),
+		Crashes:  c.crashes.Load(),
+		Restarts: c.restarts.Load(),
+	}
+}

@@ -1,0 +1,245 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+)
+
+// Host runs pipelines: it owns the broker connections (through one
+// pool.Client), the consumers and the producers, and the handler
+// instances the batches go to.
+type Host struct {
+	opts      Options
+	log       *slog.Logger
+	client    *pool.Client
+	ownClient bool
+
+	mu      sync.Mutex
+	started bool
+	pipes   []*pipeline // sorted by name, once Run has them
+	closed  bool
+}
+
+// New returns a Host. Without Options.Client it opens a pool.Client
+// with Options.Pool, connecting before it returns (under the pool's
+// OperationRetries, while ctx allows), so a wrong service URL, TLS
+// setting or token shows at once.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	opts = opts.withDefaults()
+	h := &Host{opts: opts, log: opts.Logger, client: opts.Client}
+	if h.client == nil {
+		po := opts.Pool
+		if po.Logger == nil {
+			po.Logger = opts.Logger.With("component", "pool")
+		}
+		c, err := pool.New(ctx, po)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: connect: %w", err)
+		}
+		h.client, h.ownClient = c, true
+	}
+	return h, nil
+}
+
+// Client is the host's connection pool.
+func (h *Host) Client() *pool.Client { return h.client }
+
+// Run runs the pipelines until ctx ends, then stops them gracefully (see
+// Options.ShutdownTimeout) and returns nil. It returns an error, having
+// stopped everything, when the pipelines are invalid, when one cannot
+// start (its handler does not build, start or accept its config, an
+// output producer cannot be opened, subscribing fails), or when one
+// fails for good while running (its consumer gives up). A handler that
+// crashes is not such a failure: it is restarted, reported in Health,
+// and the rest runs on.
+//
+// A Host runs once; when it opened its own client, Run closes it.
+func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
+	h.mu.Lock()
+	if h.started || h.closed {
+		h.mu.Unlock()
+		return errors.New("runtime: a Host runs once")
+	}
+	h.started = true
+	h.mu.Unlock()
+	defer h.closeClient()
+
+	if err := checkPipelines(ps); err != nil {
+		return err
+	}
+	var pipes []*pipeline
+	for _, cfg := range ps {
+		pipes = append(pipes, newPipeline(h, cfg))
+	}
+	slices.SortFunc(pipes, func(a, b *pipeline) int { return strings.Compare(a.name, b.name) })
+	h.mu.Lock()
+	h.pipes = pipes
+	h.mu.Unlock()
+
+	var (
+		dirOnce sync.Once
+		dir     string
+		dirErr  error
+		tmpDir  bool
+	)
+	workDir := func() (string, error) {
+		dirOnce.Do(func() {
+			if dir = h.opts.WorkDir; dir != "" {
+				dirErr = os.MkdirAll(dir, 0o755)
+				return
+			}
+			dir, dirErr = os.MkdirTemp("", "streamrun-handlers-")
+			tmpDir = dirErr == nil
+		})
+		return dir, dirErr
+	}
+	defer func() {
+		if tmpDir {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+
+	// Start every pipeline before any runs, so that a mistake in the last
+	// one stops the host before the first has taken a message.
+	for i, p := range pipes {
+		if err := p.open(ctx, workDir); err != nil {
+			h.stopAll(pipes[:i+1])
+			if ctx.Err() != nil {
+				return nil // stopped while starting: not a failure
+			}
+			p.fail(err)
+			p.state.Store(StateFailed)
+			return p.err()
+		}
+	}
+	failed := make(chan *pipeline, len(pipes))
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	for _, p := range pipes {
+		p.run()
+		watchers.Go(func() {
+			select {
+			case <-p.failed:
+				failed <- p
+			case <-p.recvDone:
+				select {
+				case <-p.failed:
+					failed <- p
+				default:
+				}
+			}
+		})
+	}
+	h.log.Info("host running", "pipelines", len(pipes))
+
+	var err error
+	select {
+	case <-ctx.Done():
+		h.log.Info("stopping", "timeout", h.opts.ShutdownTimeout)
+	case p := <-failed:
+		err = p.err()
+		h.log.Error("stopping: a pipeline failed", "pipeline", p.name, "err", err)
+	}
+	h.stopAll(pipes)
+	for _, p := range pipes {
+		if p.err() != nil {
+			p.state.Store(StateFailed)
+		}
+	}
+	return err
+}
+
+// stopAll stops pipes side by side within the shutdown timeout, then
+// flushes the producers.
+func (h *Host) stopAll(pipes []*pipeline) {
+	deadline := time.Now().Add(h.opts.ShutdownTimeout)
+	var wg sync.WaitGroup
+	for _, p := range pipes {
+		wg.Go(func() { p.stop(deadline) })
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), closeGrace))
+	defer cancel()
+	if err := h.client.Flush(ctx); err != nil {
+		h.log.Warn("flush producers", "err", err)
+	}
+}
+
+func checkPipelines(ps []pipelines.Pipeline) error {
+	if len(ps) == 0 {
+		return errors.New("runtime: no pipeline to run")
+	}
+	f := pipelines.File{Pipelines: ps}
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("runtime: invalid pipelines: %w", err)
+	}
+	return nil
+}
+
+// Health reports the health of every pipeline, by name; empty before
+// Run.
+func (h *Host) Health() []PipelineHealth {
+	h.mu.Lock()
+	pipes := h.pipes
+	h.mu.Unlock()
+	out := make([]PipelineHealth, 0, len(pipes))
+	for _, p := range pipes {
+		out = append(out, p.health())
+	}
+	return out
+}
+
+// Stats reports every pipeline's running totals, by name; empty before
+// Run.
+func (h *Host) Stats() []Stats {
+	h.mu.Lock()
+	pipes := h.pipes
+	h.mu.Unlock()
+	out := make([]Stats, 0, len(pipes))
+	for _, p := range pipes {
+		out = append(out, p.snapshot())
+	}
+	return out
+}
+
+// Close releases a Host that will not Run (or has run): it closes the
+// client the host opened. Run does the same when it returns.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	running := h.started && !h.closed
+	h.mu.Unlock()
+	if running {
+		return nil // Run closes it
+	}
+	return h.closeClientCtx(ctx)
+}
+
+func (h *Host) closeClient() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	_ = h.closeClientCtx(ctx)
+}
+
+func (h *Host) closeClientCtx(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	if !h.ownClient {
+		return nil
+	}
+	return h.client.Close(ctx)
+}

@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin"
+)
+
+// instance is one running copy of a pipeline's handler: a plugin process
+// (*plugin.Instance) or a handler in the host's own process.
+type instance interface {
+	Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error)
+	// Close stops it gracefully (the handler's Close runs).
+	Close(ctx context.Context) error
+	// Kill stops it at once and waits for it.
+	Kill()
+	// Pid is the plugin process's id, 0 for an in-process handler.
+	Pid() int
+}
+
+// starter starts instance number slot of a pipeline's handler, Init
+// included.
+type starter func(ctx context.Context, slot int) (instance, error)
+
+// pluginStarter starts plugin processes of binary path.
+func pluginStarter(h *Host, p *pipelines.Pipeline, path string, config []byte, log *slog.Logger) starter {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(p.Handler.Env)) {
+		env = append(env, k+"="+p.Handler.Env[k])
+	}
+	return func(ctx context.Context, slot int) (instance, error) {
+		inst, err := plugin.Start(ctx, plugin.ClientOptions{
+			Path:         path,
+			Args:         p.Handler.Args,
+			Env:          env,
+			Pipeline:     p.Name,
+			InstanceID:   strconv.Itoa(slot),
+			Logger:       log,
+			StartTimeout: h.opts.PluginStartTimeout,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := inst.Init(ctx, config); err != nil {
+			inst.Kill()
+			return nil, err
+		}
+		return inst, nil
+	}
+}
+
+// localStarter runs a handler made by newHandler in the host's process,
+// through plugin.ProcessLocal: the same semantics as a plugin (defaults
+// to ack, a panic is a *plugin.CrashError naming the message), without
+// the isolation. A hang cannot be killed: the worker waits for the
+// handler to return after its ctx ends.
+func localStarter(p *pipelines.Pipeline, newHandler func() plugin.Handler, config []byte) starter {
+	return func(ctx context.Context, slot int) (instance, error) {
+		h := newHandler()
+		if h == nil {
+			return nil, fmt.Errorf("local handler of pipeline %s: the factory returned nil", p.Name)
+		}
+		if in, ok := h.(plugin.Initializer); ok {
+			if err := in.Init(ctx, plugin.Info{Pipeline: p.Name, InstanceID: strconv.Itoa(slot), Config: config}); err != nil {
+				return nil, fmt.Errorf("local handler of pipeline %s: %w: %v", p.Name, plugin.ErrInit, err)
+			}
+		}
+		return &localInstance{h: h}, nil
+	}
+}
+
+type localInstance struct {
+	h    plugin.Handler
+	once sync.Once
+}
+
+func (l *localInstance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
+	return plugin.ProcessLocal(ctx, l.h, batch)
+}
+
+func (l *localInstance) Close(ctx context.Context) error {
+	var err error
+	l.once.Do(func() {
+		if c, ok := l.h.(plugin.Closer); ok {
+			err = c.Close(ctx)
+		}
+	})
+	return err
+}
+
+func (l *localInstance) Kill() {}
+
+func (l *localInstance) Pid() int { return 0 }
+
+// buildPackage builds Go package pkg into dir with "go build" and returns
+// the binary's path.
+func buildPackage(ctx context.Context, pkg, dir, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Env = os.Environ()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		msg := string(b)
+		if len(msg) > 4000 {
+			msg = msg[:4000] + "..."
+		}
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
+}

@@ -1,0 +1,374 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	streamrun "github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// The test binary plays three parts, chosen by roleEnv: the tests
+// (unset), a handler plugin serving testHandler ("handler"), and a host
+// running a pipeline until it is killed ("host", for the orphan test).
+const roleEnv = "STREAMRUN_RUNTIME_TEST_ROLE"
+
+// bin holds the example plugins, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "handler":
+		plugin.Serve(plugin.Configure(newTestHandler))
+		return
+	case "host":
+		childHost()
+		return
+	}
+	dir, err := os.MkdirTemp("", "streamrun-runtime-test-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	bin = dir
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/plugins/...")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		log.Fatalf("build the example plugins: %v\n%s", err, out)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// testTimeout bounds every wait of a test.
+const testTimeout = 90 * time.Second
+
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// example is the path of a built example plugin.
+func example(name string) string { return filepath.Join(bin, name) }
+
+// self is the handler config of a pipeline whose plugin is this test
+// binary serving testHandler.
+func self(cfg testConfig) pipelines.Handler {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	return pipelines.Handler{
+		Plugin: exe,
+		Env:    map[string]string{roleEnv: "handler"},
+		Config: cfg.asMap(),
+	}
+}
+
+// testLogger logs through t.Log at level and above.
+func testLogger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: level}))
+}
+
+type tWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// cluster starts an embedded broker for t, logging warnings only.
+func cluster(t testing.TB, opts ...func(*broker.Options)) *broker.Cluster {
+	return brokertest.Start(t, append([]func(*broker.Options){func(o *broker.Options) {
+		o.Logger = testLogger(t, slog.LevelWarn)
+	}}, opts...)...)
+}
+
+// client opens a pool client of its own (apart from the host's).
+func client(t testing.TB, c *broker.Cluster, opts ...func(*pool.Options)) *pool.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := pool.Options{ServiceURL: c.ServiceURL()}
+	for _, f := range opts {
+		f(&o)
+	}
+	cl, err := pool.New(ctx, o)
+	if err != nil {
+		t.Fatalf("pool.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl.Close(ctx)
+	})
+	return cl
+}
+
+// topic is a fresh topic name for t.
+func topic(t testing.TB, what string) string {
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	return fmt.Sprintf("persistent://public/default/%s-%s", name, what)
+}
+
+// running is a host running pipelines on a goroutine.
+type running struct {
+	host   *streamrun.Host
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// runHost starts a host with opts (its service URL set to c's) running ps
+// and stops it at cleanup, failing t if Run fails.
+func runHost(t testing.TB, c *broker.Cluster, opts streamrun.Options, ps ...pipelines.Pipeline) *running {
+	t.Helper()
+	if opts.Pool.ServiceURL == "" && opts.Client == nil {
+		opts.Pool.ServiceURL = c.ServiceURL()
+	}
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t, slog.LevelWarn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := streamrun.New(ctx, opts)
+	if err != nil {
+		t.Fatalf("runtime.New: %v", err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	r := &running{host: h, cancel: rcancel, done: make(chan error, 1)}
+	go func() { r.done <- h.Run(rctx, ps...) }()
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	r.waitRunning(t)
+	return r
+}
+
+// stop cancels Run and returns its result.
+func (r *running) stop() error {
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if !ok {
+			return nil
+		}
+		close(r.done)
+		return err
+	case <-time.After(60 * time.Second):
+		return errors.New("Run did not return within 60s of its ctx ending")
+	}
+}
+
+// waitRunning waits until every pipeline runs.
+func (r *running) waitRunning(t testing.TB) {
+	t.Helper()
+	waitFor(t, "pipelines running", func() bool {
+		hs := r.host.Health()
+		if len(hs) == 0 {
+			return false
+		}
+		for _, h := range hs {
+			if h.State != streamrun.StateHealthy && h.State != streamrun.StateDegraded {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (r *running) stats(name string) streamrun.Stats {
+	for _, s := range r.host.Stats() {
+		if s.Pipeline == name {
+			return s
+		}
+	}
+	return streamrun.Stats{}
+}
+
+func (r *running) health(name string) streamrun.PipelineHealth {
+	for _, h := range r.host.Health() {
+		if h.Pipeline == name {
+			return h
+		}
+	}
+	return streamrun.PipelineHealth{}
+}
+
+// waitFor polls cond until it holds, failing t after testTimeout.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// publish publishes payloads to topic with keys from key (nil: none) and
+// waits for every receipt.
+func publish(t testing.TB, cl *pool.Client, topic string, n int, payload func(i int) string, key func(i int) string) {
+	t.Helper()
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for i := range n {
+		m := pool.Message{Payload: []byte(payload(i))}
+		if key != nil {
+			m.Key = key(i)
+		}
+		wg.Add(1)
+		cl.PublishAsync(ctx, topic, m, func(_ pulsarID, err error) {
+			defer wg.Done()
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("publish to %s: %v", topic, err)
+	default:
+	}
+}
+
+// collector reads a topic from its start into memory.
+type collector struct {
+	mu   sync.Mutex
+	msgs []*subscribe.Message
+	wake chan struct{}
+
+	cons   *subscribe.Consumer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func collect(t testing.TB, cl *pool.Client, topic string) *collector {
+	t.Helper()
+	ctx := testContext(t)
+	cons, err := subscribe.New(ctx, cl, subscribe.Options{
+		Topics: []string{topic}, Subscription: "collector", InitialPosition: subscribe.Earliest,
+		ReceiverQueue: 5000,
+	})
+	if err != nil {
+		t.Fatalf("collect %s: %v", topic, err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	c := &collector{cons: cons, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	go func() {
+		defer close(c.done)
+		buf := make([]*subscribe.Message, 1000)
+		for {
+			n, err := cons.ReceiveBatch(rctx, buf)
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.msgs = append(c.msgs, buf[:n]...)
+			c.mu.Unlock()
+			for _, m := range buf[:n] {
+				cons.Ack(rctx, m)
+			}
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *collector) close() {
+	c.cancel()
+	<-c.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.cons.Close(ctx)
+}
+
+func (c *collector) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.msgs)
+}
+
+func (c *collector) all() []*subscribe.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*subscribe.Message(nil), c.msgs...)
+}
+
+// waitLen waits until at least n messages arrived.
+func (c *collector) waitLen(t testing.TB, n int) []*subscribe.Message {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d messages (have %d)", n, c.len()), func() bool { return c.len() >= n })
+	return c.all()
+}
+
+// waitQuiet waits until n messages arrived and then asserts nothing more
+// arrives for a while.
+func (c *collector) payloads() []string {
+	var out []string
+	for _, m := range c.all() {
+		out = append(out, string(m.Payload))
+	}
+	return out
+}
+
+// unbatched makes a client publish every message as an entry of its own,
+// so that the broker counts each one's redeliveries apart.
+func unbatched(o *pool.Options) { o.Producer.Batching.Disabled = true }
+
+func seqOf(t testing.TB, payload string) int {
+	t.Helper()
+	i := strings.LastIndexByte(payload, '-')
+	n, err := strconv.Atoi(payload[i+1:])
+	if err != nil {
+		t.Fatalf("payload %q: no sequence number", payload)
+	}
+	return n
+}
+
+type pulsarID = pulsarwire.MessageID

@@ -1,0 +1,170 @@
+package runtime
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+)
+
+// Options configure a Host. The zero value connects to
+// pulsar://127.0.0.1:6650 with every default below.
+type Options struct {
+	// Client is the connection pool the host's consumers and producers
+	// use. It stays the caller's: the host flushes it when it stops but
+	// does not close it. Default nil: the host opens its own with Pool,
+	// and closes it when Run returns (or at Close).
+	Client *pool.Client
+	// Pool configures the client the host opens when Client is nil
+	// (service URL, TLS, token, OperationRetries, producer batching).
+	Pool pool.Options
+
+	// Logger receives the host's logs and, tagged plugin=... and
+	// instance=..., its plugins'. Default slog.Default().
+	Logger *slog.Logger
+
+	// ShutdownTimeout bounds the graceful stop once Run's ctx ends:
+	// finishing the batches in flight, publishing their outputs,
+	// acknowledging, closing the plugins. What is not done by then is
+	// handed back to the broker unacknowledged (it is delivered again).
+	// Default 20 s, inside Kubernetes' default grace period of 30 s.
+	ShutdownTimeout time.Duration
+
+	// Restart says how plugin processes are restarted after a crash.
+	Restart RestartPolicy
+
+	// PluginStartTimeout bounds starting one plugin process (process,
+	// handshake, connection). Default 30 s.
+	PluginStartTimeout time.Duration
+
+	// LocalHandlers run handlers in the host's process instead of as
+	// plugin processes, by pipeline name: the pipeline of that name calls
+	// the handler a factory makes for each of its instances (Init and
+	// Close too, when it has them) instead of starting its plugin. It is
+	// for tests and for measuring what the process boundary costs; a
+	// local handler that panics is restarted like a plugin, one that
+	// hangs stalls its instance. Default none.
+	LocalHandlers map[string]func() plugin.Handler
+
+	// WorkDir is where handlers given as a Go package are built. Default:
+	// a temporary directory, removed when Run returns.
+	WorkDir string
+
+	// Hooks are told what the host does, for metrics.
+	Hooks Hooks
+}
+
+// RestartPolicy governs restarts of a pipeline's plugin instances. Each
+// instance slot restarts on its own.
+type RestartPolicy struct {
+	// Initial is the wait before the first restart after a crash; each
+	// further crash in a row doubles it. Default 100 ms.
+	Initial time.Duration
+	// Max is the longest wait. Default 30 s.
+	Max time.Duration
+	// HealthyAfter: an instance that answered a batch and stayed up this
+	// long is healthy; its next crash starts over at Initial. Default
+	// 10 s.
+	HealthyAfter time.Duration
+	// DegradedAfter is how many crashes in a row make a pipeline
+	// degraded in Health (until the instance is healthy again). Default 3.
+	DegradedAfter int
+}
+
+// Defaults, as documented on the fields.
+const (
+	DefaultShutdownTimeout    = 20 * time.Second
+	DefaultRestartInitial     = 100 * time.Millisecond
+	DefaultRestartMax         = 30 * time.Second
+	DefaultHealthyAfter       = 10 * time.Second
+	DefaultDegradedAfter      = 3
+	DefaultPluginStartTimeout = 30 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	r := &o.Restart
+	if r.Initial <= 0 {
+		r.Initial = DefaultRestartInitial
+	}
+	if r.Max <= 0 {
+		r.Max = DefaultRestartMax
+	}
+	if r.Max < r.Initial {
+		r.Max = r.Initial
+	}
+	if r.HealthyAfter <= 0 {
+		r.HealthyAfter = DefaultHealthyAfter
+	}
+	if r.DegradedAfter <= 0 {
+		r.DegradedAfter = DefaultDegradedAfter
+	}
+	if o.PluginStartTimeout <= 0 {
+		o.PluginStartTimeout = DefaultPluginStartTimeout
+	}
+	return o
+}
+
+// delay is the wait before restart number n in a row (n >= 1).
+func (r RestartPolicy) delay(n int) time.Duration {
+	d := r.Initial
+	for i := 1; i < n && d < r.Max; i++ {
+		d *= 2
+	}
+	return min(d, r.Max)
+}
+
+// Outcome is what became of a message, as Hooks.Settled and Stats count
+// it.
+type Outcome int
+
+const (
+	// Acked: acknowledged after its outputs were receipted.
+	Acked Outcome = iota + 1
+	// Retried: handed back to the broker to be delivered again later.
+	Retried
+	// DeadLettered: published to the dead-letter topic, then
+	// acknowledged.
+	DeadLettered
+	// Dropped: acknowledged without output, as the handler asked.
+	Dropped
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Acked:
+		return "acked"
+	case Retried:
+		return "retried"
+	case DeadLettered:
+		return "dead-lettered"
+	case Dropped:
+		return "dropped"
+	}
+	return "unknown"
+}
+
+// Hooks are called as the host works, for metrics (package runtime keeps
+// counters of its own too: see Host.Stats). Each may be nil. They run on
+// the host's hot paths, some on connection goroutines, concurrently:
+// they must be quick and must not block.
+type Hooks struct {
+	// Received: n messages were taken from pipeline's subscription.
+	Received func(pipeline string, n int)
+	// Handled: an instance answered a batch of size messages after took
+	// (err == nil), or failed it (crash, hang, wrong answer).
+	Handled func(pipeline string, instance, size int, took time.Duration, err error)
+	// Settled: a message came to outcome o.
+	Settled func(pipeline string, o Outcome)
+	// BatchDone: every message of a batch of size messages was settled,
+	// took after the batch was formed.
+	BatchDone func(pipeline string, size int, took time.Duration)
+	// Restarted: an instance's plugin was restarted after cause.
+	Restarted func(pipeline string, instance int, cause error)
+}

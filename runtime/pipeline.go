@@ -1,0 +1,573 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// pipeline runs one pipelines.Pipeline: a consumer, a receive loop that
+// forms batches, one worker per instance slot, and the settling of every
+// message (see the package doc for the rules).
+type pipeline struct {
+	h      *Host
+	cfg    pipelines.Pipeline // with defaults
+	name   string
+	log    *slog.Logger
+	client *pool.Client
+	start  starter
+	cons   *subscribe.Consumer
+
+	ordered bool // route by key to keep each key's order
+	running bool // run was called
+	lanes   []lane
+	queues  []chan *batch // one per slot when ordered, else one shared
+	slots   []*slot
+	credits *credits
+	stats   counters
+	retries retryCounts
+
+	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
+
+	recvCtx    context.Context // ends when the pipeline stops receiving
+	recvCancel context.CancelFunc
+	recvDone   chan struct{}
+	// hard ends at the shutdown deadline (or when the pipeline fails to
+	// start): handler calls and publishing are abandoned and what is left
+	// is handed back to the broker.
+	hard       context.Context
+	hardCancel context.CancelFunc
+	workers    sync.WaitGroup
+	settler    sync.WaitGroup
+	stopRedo   chan struct{}
+
+	state   atomic.Value // State
+	failMu  sync.Mutex
+	failErr error
+	failed  chan struct{} // closed when the pipeline fails for good
+}
+
+// lane is a batch being formed. Messages of one key always go to the same
+// lane when order is kept.
+type lane struct {
+	items []*item
+	first time.Time // when its first message arrived
+}
+
+// item is one message in the host's hands.
+type item struct {
+	m       *subscribe.Message
+	pm      plugin.Message
+	b       *batch
+	crashes int // handler panics on this message
+
+	pending atomic.Int32          // outputs without a receipt yet
+	outErr  atomic.Pointer[error] // the first output that failed
+}
+
+// batch is a group of messages sent to a handler together.
+type batch struct {
+	items  []*item
+	size   int
+	formed time.Time
+	left   atomic.Int32 // messages not settled yet
+}
+
+func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
+	cfg = cfg.WithDefaults()
+	p := &pipeline{
+		h:        h,
+		cfg:      cfg,
+		name:     cfg.Name,
+		log:      h.log.With("pipeline", cfg.Name),
+		client:   h.client,
+		ordered:  cfg.Source.Type.KeepsOrder(),
+		credits:  newCredits(cfg.Handler.MaxInFlight),
+		recvDone: make(chan struct{}),
+		stopRedo: make(chan struct{}),
+		failed:   make(chan struct{}),
+	}
+	p.state.Store(StateStarting)
+	p.retries.m = map[retryKey]uint32{}
+	p.redo.kick = make(chan struct{}, 1)
+	n := cfg.Handler.Instances
+	nq := 1
+	if p.ordered {
+		nq = n
+	}
+	p.lanes = make([]lane, nq)
+	p.queues = make([]chan *batch, nq)
+	for i := range p.queues {
+		// Every batch holds at least one credit, so a queue this long
+		// never blocks the receive loop: credits are the bound.
+		p.queues[i] = make(chan *batch, cfg.Handler.MaxInFlight)
+	}
+	for i := range n {
+		p.slots = append(p.slots, &slot{p: p, id: i})
+	}
+	p.recvCtx, p.recvCancel = context.WithCancel(context.Background())
+	p.hard, p.hardCancel = context.WithCancel(context.Background())
+	return p
+}
+
+// open prepares the handler, opens the output producers, starts every
+// instance and subscribes, in that order, so that nothing is received
+// before the handler can take it.
+func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) error {
+	cfg := &p.cfg
+	var config []byte
+	if len(cfg.Handler.Config) > 0 {
+		b, err := json.Marshal(cfg.Handler.Config)
+		if err != nil {
+			return fmt.Errorf("handler config: %w", err)
+		}
+		config = b
+	}
+	switch newHandler, local := p.h.opts.LocalHandlers[p.name]; {
+	case local:
+		if newHandler == nil {
+			return fmt.Errorf("LocalHandlers[%q] is nil", p.name)
+		}
+		p.start = localStarter(cfg, newHandler, config)
+	case cfg.Handler.Plugin != "":
+		p.start = pluginStarter(p.h, cfg, cfg.Handler.Plugin, config, p.log)
+	default:
+		dir, err := workDir()
+		if err != nil {
+			return err
+		}
+		p.log.Info("building the handler", "package", cfg.Handler.Package)
+		path, err := buildPackage(ctx, cfg.Handler.Package, dir, p.name)
+		if err != nil {
+			return err
+		}
+		p.start = pluginStarter(p.h, cfg, path, config, p.log)
+	}
+
+	for _, t := range cfg.Outputs {
+		if _, err := p.client.Producer(ctx, t); err != nil {
+			return fmt.Errorf("open producer for output %s: %w", t, err)
+		}
+	}
+
+	errs := make([]error, len(p.slots))
+	var wg sync.WaitGroup
+	for i, s := range p.slots {
+		wg.Go(func() { errs[i] = s.startFirst(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+
+	so, err := p.subscribeOptions()
+	if err != nil {
+		return err
+	}
+	cons, err := subscribe.New(ctx, p.client, so)
+	if err != nil {
+		return err
+	}
+	p.cons = cons
+	return nil
+}
+
+func (p *pipeline) subscribeOptions() (subscribe.Options, error) {
+	src := &p.cfg.Source
+	typ, err := subscribe.ParseType(string(src.Type))
+	if err != nil {
+		return subscribe.Options{}, err
+	}
+	o := subscribe.Options{
+		Topics:        src.Topics,
+		Pattern:       src.Pattern,
+		Subscription:  src.Subscription,
+		Type:          typ,
+		ReceiverQueue: src.ReceiverQueue,
+		// Retries are handed back with NackAfter and a delay of their
+		// own; Nack's uniform delay is not used.
+		NackDelay: time.Nanosecond,
+		Logger:    p.log,
+	}
+	if src.InitialPosition == pipelines.Earliest {
+		o.InitialPosition = subscribe.Earliest
+	}
+	if src.Rewind != "" {
+		if o.Rewind, err = subscribe.ParsePosition(src.Rewind); err != nil {
+			return subscribe.Options{}, fmt.Errorf("rewind: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// run starts the pipeline's goroutines.
+func (p *pipeline) run() {
+	p.running = true
+	for i, s := range p.slots {
+		q := p.queues[0]
+		if p.ordered {
+			q = p.queues[i]
+		}
+		p.workers.Go(func() { s.run(q) })
+	}
+	p.settler.Go(p.redoLoop)
+	go func() {
+		defer close(p.recvDone)
+		p.receive()
+	}()
+	p.state.Store(StateRunning)
+	p.log.Info("pipeline running", "topics", p.cons.Topics(), "subscription", p.cfg.Source.Subscription,
+		"type", p.cfg.Source.Type, "instances", len(p.slots), "batch_size", p.cfg.Handler.BatchSize)
+}
+
+// fail records that the pipeline cannot go on; Run stops the host.
+func (p *pipeline) fail(err error) {
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	if p.failErr != nil {
+		return
+	}
+	p.failErr = fmt.Errorf("pipeline %s: %w", p.name, err)
+	p.log.Error("pipeline failed", "err", err)
+	close(p.failed)
+}
+
+func (p *pipeline) err() error {
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	return p.failErr
+}
+
+// receive takes messages from the consumer while credits allow and
+// forms batches: a batch goes to its worker when it holds BatchSize
+// messages or its first message has waited BatchWait.
+func (p *pipeline) receive() {
+	defer p.closeQueues()
+	hc := &p.cfg.Handler
+	buf := make([]*subscribe.Message, max(hc.BatchSize, 64))
+	for {
+		n := p.credits.try(len(buf))
+		if n == 0 {
+			// Nothing more can join the batches being formed: send them.
+			p.flush(time.Time{})
+			var err error
+			if n, err = p.credits.acquire(p.recvCtx, len(buf)); err != nil {
+				return
+			}
+		}
+		ctx, cancel := p.recvCtx, context.CancelFunc(nil)
+		if due, ok := p.nextDue(); ok {
+			ctx, cancel = context.WithDeadline(p.recvCtx, due)
+		}
+		got, err := p.cons.ReceiveBatch(ctx, buf[:n])
+		if cancel != nil {
+			cancel()
+		}
+		p.credits.release(n - got)
+		if got > 0 {
+			p.route(buf[:got])
+			clear(buf[:got])
+		}
+		switch {
+		case err == nil:
+		case p.recvCtx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+		default:
+			p.fail(fmt.Errorf("receive: %w", err))
+			return
+		}
+		p.flush(time.Now())
+	}
+}
+
+// route puts received messages into their lanes.
+func (p *pipeline) route(ms []*subscribe.Message) {
+	now := time.Now()
+	items := make([]item, len(ms))
+	p.stats.received.Add(int64(len(ms)))
+	if f := p.h.opts.Hooks.Received; f != nil {
+		f(p.name, len(ms))
+	}
+	for i, m := range ms {
+		it := &items[i]
+		it.m = m
+		fillMessage(&it.pm, m)
+		l := 0
+		if len(p.lanes) > 1 {
+			l = int(laneHash(m) % uint32(len(p.lanes)))
+		}
+		ln := &p.lanes[l]
+		if len(ln.items) == 0 {
+			ln.first = now
+		}
+		ln.items = append(ln.items, it)
+		if len(ln.items) >= p.cfg.Handler.BatchSize {
+			p.dispatch(l, now)
+		}
+	}
+}
+
+// laneHash picks the lane of a message: by ordering key, else key, else
+// topic (or partition), so that each key's messages, and a topic's
+// messages without a key, stay in one lane and in order.
+func laneHash(m *subscribe.Message) uint32 {
+	k := m.OrderingKey
+	if k == "" {
+		k = m.Key
+	}
+	if k == "" {
+		k = m.Topic
+	}
+	// FNV-1a
+	h := uint32(2166136261)
+	for i := 0; i < len(k); i++ {
+		h ^= uint32(k[i])
+		h *= 16777619
+	}
+	return h
+}
+
+func fillMessage(pm *plugin.Message, m *subscribe.Message) {
+	*pm = plugin.Message{
+		ID:              m.ID.String(),
+		Topic:           m.Topic,
+		Key:             m.Key,
+		Properties:      m.Properties,
+		Payload:         m.Payload,
+		PublishTime:     m.PublishTime,
+		EventTime:       m.EventTime,
+		RedeliveryCount: m.RedeliveryCount,
+	}
+	if m.OrderingKey != "" {
+		pm.OrderingKey = []byte(m.OrderingKey)
+	}
+	if m.Properties != nil {
+		pm.TraceParent = m.Properties[propTraceParent]
+		pm.TraceState = m.Properties[propTraceState]
+	}
+}
+
+// W3C trace context in message properties, as the Java client's tracing
+// carries it.
+const (
+	propTraceParent = "traceparent"
+	propTraceState  = "tracestate"
+)
+
+// nextDue is when the oldest batch being formed must go.
+func (p *pipeline) nextDue() (time.Time, bool) {
+	var due time.Time
+	for i := range p.lanes {
+		if ln := &p.lanes[i]; len(ln.items) > 0 {
+			if d := ln.first.Add(p.cfg.Handler.BatchWait); due.IsZero() || d.Before(due) {
+				due = d
+			}
+		}
+	}
+	return due, !due.IsZero()
+}
+
+// flush sends the batches whose wait is over by now; all of them when
+// now is zero.
+func (p *pipeline) flush(now time.Time) {
+	for i := range p.lanes {
+		ln := &p.lanes[i]
+		if len(ln.items) == 0 {
+			continue
+		}
+		if now.IsZero() || !now.Before(ln.first.Add(p.cfg.Handler.BatchWait)) {
+			p.dispatch(i, now)
+		}
+	}
+}
+
+func (p *pipeline) dispatch(l int, now time.Time) {
+	ln := &p.lanes[l]
+	if now.IsZero() {
+		now = time.Now()
+	}
+	b := &batch{items: ln.items, size: len(ln.items), formed: now}
+	b.left.Store(int32(len(b.items)))
+	for _, it := range b.items {
+		it.b = b
+	}
+	ln.items = make([]*item, 0, p.cfg.Handler.BatchSize)
+	p.queues[l] <- b
+}
+
+// closeQueues sends what is being formed and tells the workers that
+// nothing more comes.
+func (p *pipeline) closeQueues() {
+	p.flush(time.Time{})
+	for _, q := range p.queues {
+		close(q)
+	}
+}
+
+// stop stops the pipeline: no more receiving; the batches received are
+// finished, their outputs published and their messages settled until
+// deadline; then what is left is handed back, the consumer closed (its
+// pending acknowledgements sent) and the instances closed.
+func (p *pipeline) stop(deadline time.Time) {
+	if !p.running {
+		// Opened (or partly) but never run.
+		p.hardCancel()
+		if p.cons != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), closeGrace))
+			_ = p.cons.Close(ctx)
+			cancel()
+		}
+		p.closeInstances(deadline)
+		p.state.Store(StateStopped)
+		return
+	}
+	p.state.Store(StateStopping)
+	p.recvCancel()
+	<-p.recvDone
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		p.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if err := p.credits.waitAll(ctx); err != nil {
+		p.log.Warn("shutdown timeout: handing messages back to the broker", "messages", p.credits.held())
+	}
+	p.hardCancel()
+	<-done
+	close(p.stopRedo)
+	p.settler.Wait()
+
+	// The consumer and the instances get a little time of their own even
+	// when the drain used all of it: closing sends the acknowledgements.
+	cctx, ccancel := context.WithTimeout(context.Background(), max(time.Until(deadline), closeGrace))
+	defer ccancel()
+	if err := p.cons.Close(cctx); err != nil {
+		p.log.Warn("close consumer", "err", err)
+	}
+	p.closeInstances(deadline)
+	if p.err() == nil {
+		p.state.Store(StateStopped)
+	}
+	p.log.Info("pipeline stopped", "received", p.stats.received.Load(), "acked", p.stats.acked.Load(),
+		"handed_back", p.stats.handedBack.Load())
+}
+
+// closeGrace is the least time closing the consumer and the instances
+// gets after the drain.
+const closeGrace = 2 * time.Second
+
+func (p *pipeline) closeInstances(deadline time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), closeGrace))
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range p.slots {
+		wg.Go(func() { s.close(ctx) })
+	}
+	wg.Wait()
+}
+
+// counters are a pipeline's running totals (see Stats).
+type counters struct {
+	received, processed, acked, retried, deadLettered, dropped atomic.Int64
+	handedBack, crashes, restarts                              atomic.Int64
+}
+
+// retryKey names a message for the host's own count of its retries.
+type retryKey struct {
+	topic string
+	id    string
+}
+
+// retryCounts counts retries by message where the broker does not
+// (Exclusive and Failover keep no redelivery count). Bounded: when full
+// it starts over, which at worst allows a message more retries.
+type retryCounts struct {
+	mu sync.Mutex
+	m  map[retryKey]uint32
+}
+
+const maxRetryCounts = 100_000
+
+func (r *retryCounts) get(k retryKey) uint32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[k]
+}
+
+func (r *retryCounts) set(k retryKey, n uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) >= maxRetryCounts {
+		clear(r.m)
+	}
+	r.m[k] = n
+}
+
+func (r *retryCounts) forget(k retryKey) {
+	r.mu.Lock()
+	if len(r.m) > 0 {
+		delete(r.m, k)
+	}
+	r.mu.Unlock()
+}
+
+// redoQueue holds messages whose outputs failed to publish. Receipts
+// arrive on connection goroutines, which must not publish (a retry may
+// become a dead letter), so the settler goroutine takes them.
+type redoQueue struct {
+	mu    sync.Mutex
+	items []*item
+	kick  chan struct{}
+}
+
+func (q *redoQueue) push(it *item) {
+	q.mu.Lock()
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *redoQueue) take() []*item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}
+
+func (p *pipeline) redoLoop() {
+	for {
+		select {
+		case <-p.redo.kick:
+			for _, it := range p.redo.take() {
+				err := *it.outErr.Load()
+				p.retry(it, 0, "publishing an output failed: "+err.Error())
+			}
+		case <-p.stopRedo:
+			for _, it := range p.redo.take() {
+				p.handBack(it)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// Properties of a dead-lettered message, beside its own. The first two
+// are the Java client's names.
+const (
+	// PropertyRealTopic is the topic (or partition) the message came from.
+	PropertyRealTopic = subscribe.PropertyRealTopic
+	// PropertyOriginMessageID is its id there.
+	PropertyOriginMessageID = subscribe.PropertyOriginMessageID
+	// PropertyDeadLetterReason says why it was dead-lettered: the
+	// handler's reason, or the runtime's (retries or crashes exhausted).
+	PropertyDeadLetterReason = "DEAD_LETTER_REASON"
+)
+
+// settle acts on the handler's answer for each message of a batch. It
+// runs on the worker, which may block here while producers are at their
+// pending limits: that too is backpressure.
+func (p *pipeline) settle(items []*item, res []plugin.Result) {
+	p.stats.processed.Add(int64(len(items)))
+	for i, it := range items {
+		r := &res[i]
+		switch r.Outcome {
+		case plugin.OutcomeAck:
+			if len(r.Outputs) == 0 {
+				p.ack(it, Acked)
+				continue
+			}
+			it.pending.Store(int32(len(r.Outputs)))
+			done := func(_ pulsarwire.MessageID, err error) { p.receipt(it, err) }
+			for j := range r.Outputs {
+				o := &r.Outputs[j]
+				p.client.PublishAsync(p.hard, o.Topic, p.outputMessage(it, o), done)
+			}
+		case plugin.OutcomeRetry:
+			p.retry(it, r.RetryDelay, r.Reason)
+		case plugin.OutcomeDeadLetter:
+			p.deadLetter(it, r.Reason)
+		case plugin.OutcomeDrop:
+			p.ack(it, Dropped)
+		default: // Instance.Process checks outcomes; be safe anyway
+			p.retry(it, 0, fmt.Sprintf("unknown outcome %v", r.Outcome))
+		}
+	}
+}
+
+// outputMessage is the message to publish for output o of it. The input's
+// trace context goes along unless the handler set its own.
+func (p *pipeline) outputMessage(it *item, o *plugin.Output) pool.Message {
+	props := o.Properties
+	if it.pm.TraceParent != "" && props[propTraceParent] == "" {
+		props = maps.Clone(props)
+		if props == nil {
+			props = make(map[string]string, 2)
+		}
+		props[propTraceParent] = it.pm.TraceParent
+		if it.pm.TraceState != "" {
+			props[propTraceState] = it.pm.TraceState
+		}
+	}
+	return pool.Message{
+		Payload:     o.Payload,
+		Key:         o.Key,
+		OrderingKey: string(o.OrderingKey),
+		Properties:  props,
+		EventTime:   o.EventTime,
+	}
+}
+
+// receipt is told the fate of one output of it; it runs on a connection
+// goroutine, so it acknowledges (which does not block) but leaves a retry
+// to the settler.
+func (p *pipeline) receipt(it *item, err error) {
+	if err != nil {
+		it.outErr.CompareAndSwap(nil, &err)
+	}
+	if it.pending.Add(-1) != 0 {
+		return
+	}
+	if it.outErr.Load() != nil {
+		p.redo.push(it)
+		return
+	}
+	p.ack(it, Acked)
+}
+
+func (p *pipeline) ack(it *item, o Outcome) {
+	if err := p.cons.Ack(context.Background(), it.m); err != nil {
+		// Only a closed consumer refuses: the message comes again.
+		p.log.Debug("ack", "id", it.pm.ID, "err", err)
+	}
+	p.settled(it, o)
+}
+
+// retry hands it back to the broker to be delivered again after delay,
+// or after the error policy's backoff when delay is 0, unless it has been
+// retried MaxRetries times already: then it is dead-lettered.
+func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
+	k := retryKey{it.m.Topic, it.pm.ID}
+	n := max(int(it.m.RedeliveryCount), int(p.retries.get(k)))
+	ep := &p.cfg.ErrorPolicy
+	if ep.MaxRetries > 0 && n >= ep.MaxRetries {
+		p.deadLetter(it, fmt.Sprintf("retried %d times; last reason: %s", n, reason))
+		return
+	}
+	if delay <= 0 {
+		delay = ep.Backoff.Delay(n + 1)
+	}
+	p.retries.set(k, uint32(n+1))
+	p.log.Debug("retry", "id", it.pm.ID, "topic", it.m.Topic, "delay", delay, "reason", reason)
+	if err := p.cons.NackAfter(it.m, delay); err != nil {
+		p.log.Debug("nack", "id", it.pm.ID, "err", err)
+	}
+	p.settled(it, Retried)
+}
+
+// deadLetter publishes it to the dead-letter topic with reason, then
+// acknowledges it. If the publish fails, it is handed back for a retry
+// after the backoff.
+func (p *pipeline) deadLetter(it *item, reason string) {
+	m := it.m
+	topic := p.deadLetterTopic(m)
+	props := make(map[string]string, len(m.Properties)+3)
+	maps.Copy(props, m.Properties)
+	props[PropertyRealTopic] = m.Topic
+	props[PropertyOriginMessageID] = it.pm.ID
+	props[PropertyDeadLetterReason] = reason
+	p.log.Warn("dead-lettering a message", "id", it.pm.ID, "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
+	p.client.PublishAsync(p.hard, topic, pool.Message{
+		Payload:     m.Payload,
+		Key:         m.Key,
+		OrderingKey: m.OrderingKey,
+		Properties:  props,
+		EventTime:   m.EventTime,
+	}, func(_ pulsarwire.MessageID, err error) {
+		if err != nil {
+			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.pm.ID, "topic", topic, "err", err)
+			_ = p.cons.NackAfter(m, p.cfg.ErrorPolicy.Backoff.Delay(1))
+			p.settled(it, Retried)
+			return
+		}
+		p.ack(it, DeadLettered)
+	})
+}
+
+func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
+	if t := p.cfg.ErrorPolicy.DeadLetterTopic; t != "" {
+		return t
+	}
+	base := m.Topic
+	if t, err := pulsarwire.ParseTopic(m.Topic); err == nil {
+		_, b := t.PartitionIndex()
+		base = b.String()
+	}
+	return base + "-" + p.cfg.Source.Subscription + "-DLQ"
+}
+
+// handBack gives up on it without a word to the broker: unacknowledged,
+// it is delivered again once the consumer closes. Only at shutdown.
+func (p *pipeline) handBack(it *item) {
+	p.stats.handedBack.Add(1)
+	p.release(it)
+}
+
+// settled counts it under o and gives its credit back.
+func (p *pipeline) settled(it *item, o Outcome) {
+	switch o {
+	case Acked:
+		p.stats.acked.Add(1)
+	case Retried:
+		p.stats.retried.Add(1)
+	case DeadLettered:
+		p.stats.deadLettered.Add(1)
+	case Dropped:
+		p.stats.dropped.Add(1)
+	}
+	if o != Retried {
+		p.retries.forget(retryKey{it.m.Topic, it.pm.ID})
+	}
+	if f := p.h.opts.Hooks.Settled; f != nil {
+		f(p.name, o)
+	}
+	p.release(it)
+}
+
+func (p *pipeline) release(it *item) {
+	if b := it.b; b != nil && b.left.Add(-1) == 0 {
+		if f := p.h.opts.Hooks.BatchDone; f != nil {
+			f(p.name, b.size, time.Since(b.formed))
+		}
+	}
+	p.credits.release(1)
+}
