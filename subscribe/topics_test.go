@@ -122,4 +122,3 @@ func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
 }
-
