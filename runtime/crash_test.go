@@ -1,0 +1,231 @@
+package runtime_test
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	streamrun "github.com/streamrun/streamrun/runtime"
+)
+
+// crashMessagesEnv sets the crash test's size. Default 200,000, the size
+// the issue asks for; -short runs 20,000, which still kills the plugin at
+// least 20 times.
+const crashMessagesEnv = "STREAMRUN_CRASH_MESSAGES"
+
+// The crash test: while a pipeline of two plugin instances carries a
+// stream of messages, the plugin processes are killed with SIGKILL at
+// random moments, at least 20 times, and the handler panics on some
+// messages. Every message reaches the output, none is lost, duplicates
+// stay within what was in flight, each key keeps its order (KeyShared),
+// nothing is dead-lettered, and the broker sees the same connections from
+// start to end: the crashes never reach them.
+func TestCrashes(t *testing.T) {
+	n := 200_000
+	if testing.Short() {
+		n = 20_000
+	}
+	if s := os.Getenv(crashMessagesEnv); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("%s=%q: want a positive number", crashMessagesEnv, s)
+		}
+		n = v
+	}
+	const (
+		minKills   = 20
+		keys       = 64
+		batchSize  = 100
+		instances  = 2
+		produceFor = 10 * time.Second // the stream lasts this long
+	)
+	panicEvery := max(n/25, 1)
+
+	c := cluster(t)
+	pub := client(t, c)
+	in, out := topic(t, "in"), topic(t, "out")
+	got := collect(t, client(t, c), out)
+	key := func(i int) string { return fmt.Sprintf("key-%d", i%keys) }
+
+	host := runHost(t, c, streamrun.Options{
+		// Quiet: every crash logs the handler's stack.
+		Logger: testLogger(t, slog.LevelError+4),
+		// Kills come faster than the default healthy period; this keeps
+		// every restart at the first step of the backoff (100 ms).
+		Restart: streamrun.RestartPolicy{HealthyAfter: 200 * time.Millisecond},
+	}, pipelines.Pipeline{
+		Name:   "crashy",
+		Source: pipelines.Source{Topics: []string{in}, Subscription: "crashy", Type: pipelines.KeyShared, InitialPosition: pipelines.Earliest},
+		Handler: func() pipelines.Handler {
+			h := self(testConfig{Output: out, PanicEvery: panicEvery, MarkerDir: t.TempDir()})
+			h.BatchSize, h.Instances = batchSize, instances
+			return h
+		}(),
+		Outputs: []string{out},
+	})
+	maxInFlight := int64(max(4*batchSize*instances, pipelines.DefaultMinInFlight))
+
+	// Every client is connected now: from here on the broker must see no
+	// new connection and lose none.
+	accepted := c.AcceptedConnections(0)
+	conns := connIDs(c)
+	t.Logf("broker connections at start: %d accepted, live %v", accepted, conns)
+
+	// The stream: n messages over produceFor, in steps of 10 ms.
+	ctx := testContext(t)
+	var kills atomic.Int64
+	produced := make(chan struct{})
+	var pubErr atomic.Pointer[error]
+	go func() {
+		defer close(produced)
+		steps := int(produceFor / (10 * time.Millisecond))
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		var wg sync.WaitGroup
+		i := 0
+		for s := 1; s <= steps && ctx.Err() == nil; s++ {
+			// The kills keep pace with the stream, so that it does not end
+			// before they are in.
+			for kills.Load() < int64(minKills*s/steps) && ctx.Err() == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+			for end := n * s / steps; i < end; i++ {
+				wg.Add(1)
+				pub.PublishAsync(ctx, in, pool.Message{Key: key(i), Payload: fmt.Appendf(nil, "%s-%d", key(i), i)},
+					func(_ pulsarwire.MessageID, err error) {
+						if err != nil {
+							pubErr.CompareAndSwap(nil, &err)
+						}
+						wg.Done()
+					})
+			}
+			<-tick.C
+		}
+		wg.Wait()
+	}()
+
+	// The killer: every 150-400 ms, SIGKILL one plugin process, at
+	// random, among those that have answered a batch and been up for the
+	// healthy period (so no batch is killed twice in a row).
+	stopKiller := make(chan struct{})
+	killerDone := make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		for {
+			select {
+			case <-stopKiller:
+				return
+			case <-time.After(150*time.Millisecond + rand.N(250*time.Millisecond)):
+			}
+			var victims []int
+			for _, ih := range host.health("crashy").Instances {
+				if ih.Up && ih.Pid != 0 && ih.Batches > 0 && time.Since(ih.Since) >= 200*time.Millisecond {
+					victims = append(victims, ih.Pid)
+				}
+			}
+			if len(victims) == 0 {
+				continue
+			}
+			if err := syscall.Kill(victims[rand.N(len(victims))], syscall.SIGKILL); err == nil {
+				kills.Add(1)
+			}
+		}
+	}()
+
+	<-produced
+	if err := pubErr.Load(); err != nil {
+		t.Fatalf("publish: %v", *err)
+	}
+	seen := make([]int, n)
+	waitFor(t, fmt.Sprintf("all %d messages at the output", n), func() bool {
+		return got.len() >= n && distinct(t, got, seen) == n
+	})
+	close(stopKiller)
+	<-killerDone
+	waitFor(t, "every input settled", func() bool { return c.Backlog(in, "crashy") == 0 })
+
+	s := host.stats("crashy")
+	k := kills.Load()
+	dups := got.len() - n
+	t.Logf("%d messages; %d kills, %d crashes in all (kills and panics), %d restarts; %d duplicates at the output; stats %+v",
+		n, k, s.Crashes, s.Restarts, dups, s)
+	if k < minKills {
+		t.Errorf("%d kills, want at least %d (the stream ended first)", k, minKills)
+	}
+	if s.Crashes < k {
+		t.Errorf("%d crashes seen by the host, fewer than the %d kills", s.Crashes, k)
+	}
+	// A crash loses at most what was in flight: its batch and those behind
+	// it. (A crash publishes nothing of the batch it interrupts, so in
+	// practice there are none.)
+	if bound := s.Crashes * maxInFlight; int64(dups) > bound {
+		t.Errorf("%d duplicates, more than %d crashes × %d in flight", dups, s.Crashes, maxInFlight)
+	}
+	if s.DeadLettered != 0 || s.Retried != 0 {
+		t.Errorf("%d dead-lettered, %d retried; want none", s.DeadLettered, s.Retried)
+	}
+	// Each key's messages in order (a message seen again may repeat an
+	// older one: only first appearances count).
+	last := map[string]int{}
+	first := make([]bool, n)
+	for _, m := range got.all() {
+		seq := seqOf(t, string(m.Payload))
+		if first[seq] {
+			continue
+		}
+		first[seq] = true
+		if prev, ok := last[m.Key]; ok && seq < prev {
+			t.Fatalf("key %s: %d after %d", m.Key, seq, prev)
+		}
+		last[m.Key] = seq
+	}
+	// The broker side: the same connections, none accepted since.
+	if a := c.AcceptedConnections(0); a != accepted {
+		t.Errorf("the broker accepted %d connections during the test", a-accepted)
+	}
+	if now := connIDs(c); !slices.Equal(now, conns) {
+		t.Errorf("live connections changed: %v at start, %v at the end", conns, now)
+	}
+	if h := host.health("crashy"); h.State != streamrun.StateHealthy && h.State != streamrun.StateDegraded {
+		t.Errorf("health %+v", h)
+	}
+}
+
+// distinct counts the distinct sequence numbers that reached c, using
+// seen (indexed by sequence number) as scratch.
+func distinct(t testing.TB, c *collector, seen []int) int {
+	clear(seen)
+	d := 0
+	for _, m := range c.all() {
+		seq := seqOf(t, string(m.Payload))
+		if seq < 0 || seq >= len(seen) {
+			t.Fatalf("output %q out of range", m.Payload)
+		}
+		if seen[seq] == 0 {
+			d++
+		}
+		seen[seq]++
+	}
+	return d
+}
+
+// connIDs lists the ids of broker 0's live connections.
+func connIDs(c *broker.Cluster) []uint64 {
+	var ids []uint64
+	for _, ci := range c.Connections(0) {
+		ids = append(ids, ci.ID)
+	}
+	return ids
+}
