@@ -2,6 +2,7 @@ package subscribe
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -162,13 +163,12 @@ func (a *acker) sendNow(ctx context.Context, pc *partConsumer, typ pb.CommandAck
 }
 
 // nacker holds negatively acknowledged entries until their delay is
-// over. The delay is the same for all, so the queue is in deadline order.
+// over, in a heap by deadline.
 type nacker struct {
 	kick chan struct{}
 
 	mu    sync.Mutex
-	items []nackItem
-	head  int
+	items nackHeap
 }
 
 type nackItem struct {
@@ -177,12 +177,27 @@ type nackItem struct {
 	at  time.Time
 }
 
+type nackHeap []nackItem
+
+func (h nackHeap) Len() int           { return len(h) }
+func (h nackHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h nackHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *nackHeap) Push(x any)        { *h = append(*h, x.(nackItem)) }
+func (h *nackHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nackItem{}
+	*h = old[:len(old)-1]
+	return it
+}
+
 func (n *nacker) add(pc *partConsumer, pos entryPos, delay time.Duration) {
+	at := time.Now().Add(delay)
 	n.mu.Lock()
-	wasEmpty := n.head == len(n.items)
-	n.items = append(n.items, nackItem{pc, pos, time.Now().Add(delay)})
+	first := len(n.items) == 0 || at.Before(n.items[0].at)
+	heap.Push(&n.items, nackItem{pc, pos, at})
 	n.mu.Unlock()
-	if wasEmpty {
+	if first {
 		select {
 		case n.kick <- struct{}{}:
 		default:
@@ -194,23 +209,13 @@ func (n *nacker) add(pc *partConsumer, pos entryPos, delay time.Duration) {
 func (n *nacker) due(now time.Time) (out []nackItem, next time.Time, more bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	i := n.head
-	for i < len(n.items) && !n.items[i].at.After(now) {
-		i++
+	for len(n.items) > 0 && !n.items[0].at.After(now) {
+		out = append(out, heap.Pop(&n.items).(nackItem))
 	}
-	out = slices.Clone(n.items[n.head:i])
-	clear(n.items[n.head:i])
-	n.head = i
-	if n.head == len(n.items) {
-		n.items, n.head = n.items[:0], 0
+	if len(n.items) == 0 {
 		return out, time.Time{}, false
 	}
-	if n.head > 1024 && n.head > len(n.items)/2 {
-		m := copy(n.items, n.items[n.head:])
-		clear(n.items[m:])
-		n.items, n.head = n.items[:m], 0
-	}
-	return out, n.items[n.head].at, true
+	return out, n.items[0].at, true
 }
 
 // redeliver asks for the nacked entries again, part by part.

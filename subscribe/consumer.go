@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -457,14 +458,18 @@ func (c *Consumer) AckCumulative(ctx context.Context, m *Message) error {
 // is asked to deliver it again (Shared, KeyShared: that message's entry,
 // its redelivery count raised; Exclusive, Failover: every unacknowledged
 // message of its topic, in order, as the Java client does).
-func (c *Consumer) Nack(m *Message) error {
+func (c *Consumer) Nack(m *Message) error { return c.NackAfter(m, c.opts.NackDelay) }
+
+// NackAfter is Nack with a delay of its own instead of NackDelay (a
+// retry backoff, say). A delay of 0 or less asks at once.
+func (c *Consumer) NackAfter(m *Message, delay time.Duration) error {
 	if err := c.check(m); err != nil {
 		return err
 	}
 	if b := m.acks; b != nil && b.acked(m.ID.BatchIndex) {
 		return nil
 	}
-	c.nacks.add(m.pc, entryPos{m.ID.Ledger, m.ID.Entry}, c.opts.NackDelay)
+	c.nacks.add(m.pc, entryPos{m.ID.Ledger, m.ID.Entry}, max(delay, 0))
 	return nil
 }
 

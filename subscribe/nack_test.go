@@ -123,3 +123,25 @@ func TestNackOnExclusiveKeepsOrder(t *testing.T) {
 	checkSequence(t, receiveN(ctx, t, cons, 7, true), 3)
 	expectNothing(ctx, t, cons, 300*time.Millisecond)
 }
+
+// NackAfter takes a delay of its own: a message handed back for a short
+// while comes back before one handed back earlier for longer.
+func TestNackAfterOrdersByDeadline(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := topicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "nackafter"})
+	publish(ctx, t, c, topic, 0, 2, nil)
+	msgs := receiveN(ctx, t, cons, 2, false)
+	if err := cons.NackAfter(msgs[0], 700*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.NackAfter(msgs[1], 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	again := receiveN(ctx, t, cons, 2, true)
+	if string(again[0].Payload) != string(payload(1)) || string(again[1].Payload) != string(payload(0)) {
+		t.Fatalf("came back as %q, %q; want %q first", again[0].Payload, again[1].Payload, payload(1))
+	}
+}
