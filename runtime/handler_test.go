@@ -27,6 +27,7 @@ import (
 //	drop:...      dropped
 //	hang:...      the first time: the handler sleeps for a minute
 //	boom:...      the handler panics, every time
+//	exit:...      the plugin process exits (status 3), every time
 type testConfig struct {
 	Output string `json:"output"`
 	// Upper uppercases the payloads it echoes.
@@ -120,6 +121,8 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 			}
 		case strings.HasPrefix(p, "boom:"):
 			panic("boom on " + p)
+		case strings.HasPrefix(p, "exit:"):
+			os.Exit(3)
 		case h.cfg.PanicEvery > 0:
 			if i := strings.LastIndexByte(p, '-'); i >= 0 {
 				if n, err := strconv.Atoi(p[i+1:]); err == nil && n%h.cfg.PanicEvery == 0 && h.once(p) {

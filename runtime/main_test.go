@@ -139,6 +139,9 @@ func client(t testing.TB, c *broker.Cluster, opts ...func(*pool.Options)) *pool.
 	return cl
 }
 
+// poolOpts are the options of a pool client of c.
+func poolOpts(c *broker.Cluster) pool.Options { return pool.Options{ServiceURL: c.ServiceURL()} }
+
 // topic is a fresh topic name for t.
 func topic(t testing.TB, what string) string {
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
