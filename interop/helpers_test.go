@@ -280,11 +280,17 @@ func eventually(ctx context.Context, t *testing.T, what string, cond func() bool
 // response body, failing the test on a transport error or a status >= 300.
 func adminDo(ctx context.Context, t *testing.T, method, path, body string) []byte {
 	t.Helper()
+	return adminDoURL(ctx, t, tgt.adminURL, method, path, body)
+}
+
+// adminDoURL is adminDo against the admin API at base.
+func adminDoURL(ctx context.Context, t *testing.T, base, method, path, body string) []byte {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, tgt.adminURL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}

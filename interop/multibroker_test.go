@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,10 +76,7 @@ func TestThreeBrokerProcess(t *testing.T) {
 	// A partitioned topic made through broker 0's admin API has its
 	// partitions owned all over; one consumer reads them all.
 	ptopic := prefix + "-partitioned"
-	adminURL := tgt.adminURL
-	tgt.adminURL = b.adminURL
-	adminDo(ctx, t, "PUT", "/admin/v2/persistent/public/default/"+strings.TrimPrefix(ptopic, "persistent://public/default/")+"/partitions", strconv.Itoa(partitions))
-	tgt.adminURL = adminURL
+	adminDoURL(ctx, t, b.adminURL, "PUT", topicPath(ptopic)+"/partitions", strconv.Itoa(partitions))
 	if err := roundTrip(ctx, c, ptopic, 300); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -28,7 +27,7 @@ func TestPartitionedTopicFromAdminAPI(t *testing.T) {
 	const partitions, keys, perKey = 4, 20, 25
 	ctx := testContext(t)
 	topic := topicName(t)
-	path := "/admin/v2/persistent/public/default/" + strings.TrimPrefix(topic, "persistent://public/default/") + "/partitions"
+	path := topicPath(topic) + "/partitions"
 	adminDo(ctx, t, "PUT", path, strconv.Itoa(partitions))
 
 	var meta struct {

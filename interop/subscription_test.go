@@ -358,11 +358,14 @@ func TestKeySharedJoinMidStream(t *testing.T) {
 	// join lands while messages of every key are in flight.
 	sent := make(chan error, 1)
 	go func() {
+		var mu sync.Mutex
 		var last error
 		for i := 0; i < n; i++ {
 			p.SendAsync(ctx, keyedMessage(i%keys, i/keys), func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 				if err != nil {
+					mu.Lock()
 					last = err
+					mu.Unlock()
 				}
 			})
 			if i%100 == 99 {
@@ -372,10 +375,13 @@ func TestKeySharedJoinMidStream(t *testing.T) {
 				}
 			}
 		}
-		if err := p.FlushWithCtx(ctx); err != nil {
-			last = err
+		err := p.FlushWithCtx(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			err = last
 		}
-		sent <- last
+		sent <- err
 	}()
 
 	log := newKeyLog()
