@@ -107,6 +107,25 @@ func (c *Cluster) adminHandler() http.Handler {
 		io.WriteString(w, "ok")
 		return struct{}{}, errWritten
 	})
+	h("GET /admin/v2/brokers/configuration/runtime", func(http.ResponseWriter, *http.Request) (any, error) {
+		return map[string]string{
+			"clusterName":                c.opts.ClusterName,
+			"maxMessageSize":             strconv.Itoa(c.opts.MaxMessageSize),
+			"allowAutoTopicCreation":     strconv.FormatBool(!c.opts.DisableTopicAutoCreation),
+			"allowAutoTopicCreationType": "non-partitioned",
+		}, nil
+	})
+	h("GET /admin/v2/brokers/{cluster}", func(http.ResponseWriter, *http.Request) (any, error) {
+		var out []string
+		for _, u := range c.BrokerURLs() {
+			out = append(out, strings.TrimPrefix(u, "pulsar://"))
+		}
+		return out, nil
+	})
+	// Non-persistent topics are not served: their lists are empty.
+	empty := func(http.ResponseWriter, *http.Request) (any, error) { return []string{}, nil }
+	h("GET /admin/v2/non-persistent/{tenant}/{ns}", empty)
+	h("GET /admin/v2/non-persistent/{tenant}/{ns}/partitioned", empty)
 	h("GET /admin/v2/tenants", c.adminTenants)
 	h("GET /admin/v2/tenants/{tenant}", c.adminGetTenant)
 	h("PUT /admin/v2/tenants/{tenant}", c.adminPutTenant)
