@@ -246,3 +246,15 @@ func TestSchemas(t *testing.T) {
 		t.Fatalf("schema of a topic without one: %v", gs)
 	}
 }
+
+func TestIdleConnectionsArePingedAndDeadOnesClosed(t *testing.T) {
+	c := brokertest.Start(t, func(o *broker.Options) { o.KeepAlive = 50 * time.Millisecond })
+	alive := dial(t, c.ServiceURL())
+	dead := dial(t, c.ServiceURL())
+	dead.silent.Store(true)
+	if !dead.closedByBroker() {
+		t.Fatal("a connection that answers no PING stays open")
+	}
+	eventually(t, "three pings answered", func() bool { return alive.pings.Load() >= 3 })
+	alive.lookup("still-here")
+}

@@ -30,6 +30,8 @@ type peer struct {
 	wmu    sync.Mutex
 	ids    atomic.Uint64
 	closed atomic.Bool
+	pings  atomic.Int64
+	silent atomic.Bool // do not answer PING
 }
 
 const waitFor = 10 * time.Second
@@ -79,7 +81,10 @@ func (p *peer) readLoop() {
 			return
 		}
 		if f.Cmd.GetType() == pb.BaseCommand_PING {
-			p.send(&pb.CommandPong{})
+			p.pings.Add(1)
+			if !p.silent.Load() {
+				p.send(&pb.CommandPong{})
+			}
 			continue
 		}
 		p.frames <- f
