@@ -271,6 +271,21 @@ func (o Options) withDefaults(c *pool.Client) Options {
 	return o
 }
 
+// Validate reports what New would refuse in o before connecting: a
+// missing subscription, neither or both of Topics and Pattern, a bad
+// topic name or pattern, a rewind to a message id over several topics.
+func (o *Options) Validate() error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.Pattern != "" {
+		if _, _, _, err := compilePattern(o.Pattern); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (o *Options) validate() error {
 	if o.Subscription == "" {
 		return errors.New("subscribe: Options.Subscription is required")

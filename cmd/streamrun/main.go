@@ -26,6 +26,7 @@ func commands() []command {
 	return []command{
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
+		{"consume", "receive messages from topics or a pattern", runConsume},
 		{"version", "print the version", runVersion},
 	}
 }
