@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,16 @@ func (c testConfig) asMap() map[string]any {
 
 type testHandler struct {
 	cfg testConfig
+}
+
+// profiling: the plugin writes a CPU profile, to be stopped at Close.
+var profiling bool
+
+func (h *testHandler) Close(context.Context) error {
+	if profiling {
+		pprof.StopCPUProfile()
+	}
+	return nil
 }
 
 func newTestHandler(_ context.Context, cfg testConfig) (plugin.Handler, error) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,14 @@ var bin string
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "handler":
+		if f := os.Getenv("STREAMRUN_TEST_PLUGIN_CPUPROFILE"); f != "" {
+			// For looking into the plugin's side of a benchmark: the
+			// profile is written when the host closes the handler.
+			out, err := os.Create(fmt.Sprintf("%s.%d", f, os.Getpid()))
+			if err == nil && pprof.StartCPUProfile(out) == nil {
+				profiling = true
+			}
+		}
 		plugin.Serve(plugin.Configure(newTestHandler))
 		return
 	case "host":

@@ -218,7 +218,9 @@ func (p *pipeline) run() {
 		if p.ordered {
 			q = p.queues[i]
 		}
+		s.answers = make(chan answer, 1)
 		p.workers.Go(func() { s.run(q) })
+		p.workers.Go(s.publish)
 	}
 	p.settler.Go(p.redoLoop)
 	go func() {

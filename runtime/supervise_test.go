@@ -188,9 +188,13 @@ func TestGracefulStop(t *testing.T) {
 	publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("m-%d", i) }, nil)
 	got := collect(t, cl, out)
 	p := pipelines.Pipeline{
-		Name:    "drain",
-		Source:  pipelines.Source{Topics: []string{in}, Subscription: "drain", InitialPosition: pipelines.Earliest},
-		Handler: func() pipelines.Handler { h := self(testConfig{Output: out, BatchDelay: 30 * time.Millisecond}); h.Instances = 2; return h }(),
+		Name:   "drain",
+		Source: pipelines.Source{Topics: []string{in}, Subscription: "drain", InitialPosition: pipelines.Earliest},
+		Handler: func() pipelines.Handler {
+			h := self(testConfig{Output: out, BatchDelay: 30 * time.Millisecond})
+			h.Instances = 2
+			return h
+		}(),
 	}
 	first := runHost(t, c, streamrun.Options{ShutdownTimeout: 10 * time.Second}, p)
 	got.waitLen(t, 200)

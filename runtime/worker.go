@@ -23,6 +23,10 @@ type slot struct {
 
 	inst instance          // owned by the worker (and by startFirst before it)
 	buf  []*plugin.Message // reused for each batch
+	// answers carries answered batches to the slot's publisher, in order,
+	// so that the instance works on the next batch while the outputs of
+	// the last are published.
+	answers chan answer
 
 	mu        sync.Mutex // guards what Health reads
 	pid       int
@@ -58,10 +62,25 @@ func (s *slot) setUp(inst instance) {
 	s.mu.Unlock()
 }
 
+// answer is a handler's answer for the messages of a batch.
+type answer struct {
+	items []*item
+	res   []plugin.Result
+}
+
+// publish settles the answers in the order they came: outputs published,
+// messages acknowledged after their receipts, retried or dead-lettered.
+func (s *slot) publish() {
+	for a := range s.answers {
+		s.p.settle(a.items, a.res)
+	}
+}
+
 // run feeds the slot's instance the batches of q until q is closed, or
 // hands them back once the pipeline's hard stop came.
 func (s *slot) run(q <-chan *batch) {
 	p := s.p
+	defer close(s.answers)
 	for b := range q {
 		if p.hard.Err() != nil {
 			for _, it := range b.items {
@@ -118,7 +137,7 @@ func (s *slot) process(b *batch) {
 		}
 		if err == nil {
 			s.answer()
-			p.settle(cur.items, res)
+			s.answers <- answer{cur.items, res}
 			parts = parts[1:]
 			continue
 		}

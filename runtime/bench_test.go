@@ -1,0 +1,188 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	streamrun "github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// BenchmarkPipeline measures a whole pipeline on the embedded broker:
+// consume -> identity handler (each message echoed to the output topic)
+// -> produce -> ack, with the handler in a plugin process or in the host
+// (the baseline), for batches of 1, 100 and 1000 messages of 100 bytes,
+// with one instance of the handler (STREAMRUN_BENCH_INSTANCES=n for n).
+//
+// The load is a closed loop: a producer keeps a window of messages in
+// the system (published, not yet read back from the output), enough to
+// saturate the pipeline. msg/s is b.N over the time from the first
+// publish to the last output; p50-ms and p99-ms are the end-to-end
+// latencies, from the publish call to the output's arrival at a
+// consumer. cpu-µs/msg is the CPU time of the whole test process (broker,
+// clients, host) and of the plugin processes, per message. Run it with a
+// fixed count, for example
+//
+//	go test ./runtime -run '^$' -bench Pipeline -benchtime 200000x
+//
+// Broker, producer, host, plugin and output consumer share the machine.
+func BenchmarkPipeline(b *testing.B) {
+	for _, mode := range []string{"plugin", "local"} {
+		for _, batch := range []int{1, 100, 1000} {
+			name := fmt.Sprintf("handler=%s/batch=%d", mode, batch)
+			if benchInstances > 1 {
+				name += fmt.Sprintf("/instances=%d", benchInstances)
+			}
+			b.Run(name, func(b *testing.B) {
+				benchPipeline(b, mode, batch)
+			})
+		}
+	}
+}
+
+func benchPipeline(b *testing.B, mode string, batchSize int) {
+	c := cluster(b)
+	// Topic names of an everyday length: each message carries its topic
+	// to the plugin, and each output its own back.
+	in, out := "persistent://public/default/bench-in", "persistent://public/default/bench-out"
+	pub, sub := client(b, c), client(b, c)
+	ctx := testContext(b)
+
+	h := self(testConfig{Output: out})
+	h.BatchSize = batchSize
+	h.Instances = benchInstances
+	opts := streamrun.Options{Logger: testLogger(b, slog.LevelError)}
+	if mode == "local" {
+		opts.LocalHandlers = map[string]func() plugin.Handler{"bench": func() plugin.Handler { return plugin.Configure(newTestHandler) }}
+	}
+	cons, err := subscribe.New(ctx, sub, subscribe.Options{Topics: []string{out}, Subscription: "bench", ReceiverQueue: 5000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.Close(context.Background())
+	if _, err := pub.Producer(ctx, in); err != nil {
+		b.Fatal(err)
+	}
+	r := runHost(b, c, opts, pipelines.Pipeline{
+		Name:    "bench",
+		Source:  pipelines.Source{Topics: []string{in}, Subscription: "bench"},
+		Handler: h,
+		Outputs: []string{out},
+	})
+
+	n := b.N
+	window := max(2*pipelines.DefaultMinInFlight, 8*batchSize)
+	tokens := make(chan struct{}, window)
+	base := time.Now()
+	lat := make([]time.Duration, 0, n)
+	var received atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]*subscribe.Message, 1000)
+		for len(lat) < n {
+			k, err := cons.ReceiveBatch(ctx, buf)
+			if err != nil {
+				b.Errorf("receive outputs: %v", err)
+				return
+			}
+			now := time.Since(base)
+			for _, m := range buf[:k] {
+				lat = append(lat, now-time.Duration(binary.BigEndian.Uint64(m.Payload)))
+				cons.Ack(ctx, m)
+				select {
+				case <-tokens:
+				default:
+				}
+			}
+			received.Add(int64(k))
+		}
+	}()
+
+	var pids []int
+	for _, ih := range r.health("bench").Instances {
+		if ih.Pid != 0 {
+			pids = append(pids, ih.Pid)
+		}
+	}
+	cpu0 := cpuTime(pids)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		select {
+		case tokens <- struct{}{}:
+		case <-ctx.Done():
+			b.Fatalf("timed out after %d messages", received.Load())
+		}
+		p := make([]byte, 100)
+		binary.BigEndian.PutUint64(p, uint64(time.Since(base)))
+		pub.PublishAsync(ctx, in, pool.Message{Payload: p}, func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				b.Errorf("publish: %v", err)
+			}
+		})
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		b.Fatalf("timed out: %d of %d outputs", received.Load(), n)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := cpuTime(pids) - cpu0
+
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(int(float64(len(lat))*p), len(lat)-1)]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "msg/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(n), "cpu-µs/msg")
+	b.ReportMetric(0, "ns/op")
+}
+
+// cpuTime is the CPU time (user and system) used so far by this process
+// (broker, clients and host) and by the processes pids (the plugins).
+func cpuTime(pids []int) time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		// utime and stime are fields 14 and 15 of stat, in clock ticks
+		// (100 a second on Linux).
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		d += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return d
+}
+
+// benchInstancesEnv sets the instances of BenchmarkPipeline's handler
+// (default 1).
+const benchInstancesEnv = "STREAMRUN_BENCH_INSTANCES"
+
+var benchInstances = func() int {
+	n, _ := strconv.Atoi(os.Getenv(benchInstancesEnv))
+	return max(n, 1)
+}()
