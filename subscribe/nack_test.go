@@ -145,3 +145,31 @@ func TestNackAfterOrdersByDeadline(t *testing.T) {
 		t.Fatalf("came back as %q, %q; want %q first", again[0].Payload, again[1].Payload, payload(1))
 	}
 }
+
+// Apache Pulsar keeps no redelivery count on Exclusive and Failover: a
+// nacked message comes back (in order, with what follows it) with count
+// 0, so a dead-letter policy never fires there.
+func TestNoRedeliveryCountOnSingleActiveTypes(t *testing.T) {
+	for _, typ := range []subscribe.Type{subscribe.Exclusive, subscribe.Failover} {
+		t.Run(typ.String(), func(t *testing.T) {
+			tg := newTarget(t)
+			if !tg.pulsar() {
+				t.Skip("embedded broker: counts redeliveries on Exclusive and Failover (subscribe/BROKER_GAPS.md, 1)")
+			}
+			ctx := testContext(t)
+			c := tg.newClient(t, clientConfig{noBatching: true})
+			topic := topicName(t)
+			cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "count", Type: typ, NackDelay: 20 * time.Millisecond})
+			publish(ctx, t, c, topic, 0, 1, nil)
+			for i := 0; i < 3; i++ {
+				m := receiveN(ctx, t, cons, 1, false)[0]
+				if m.RedeliveryCount != 0 {
+					t.Fatalf("delivery %d: redelivery count %d, want 0", i, m.RedeliveryCount)
+				}
+				if err := cons.Nack(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
