@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +156,46 @@ func TestOrderPerKey(t *testing.T) {
 				t.Errorf("%d keys, want %d", len(last), keys)
 			}
 		})
+	}
+}
+
+// An output that cannot be published turns its message into a retry,
+// and after MaxRetries into a dead letter; the hooks see it all.
+func TestAnOutputThatCannotBePublished(t *testing.T) {
+	c := cluster(t)
+	cl := client(t, c, unbatched)
+	in, dlq := topic(t, "in"), topic(t, "dlq")
+	publish(t, cl, in, 3, func(i int) string { return fmt.Sprintf("m-%d", i) }, nil)
+	dead := collect(t, cl, dlq)
+	var received, handled, settled, batches atomic.Int64
+	r := runHost(t, c, streamrun.Options{
+		Logger: testLogger(t, slog.LevelError),
+		Hooks: streamrun.Hooks{
+			Received:  func(_ string, n int) { received.Add(int64(n)) },
+			Handled:   func(_ string, _, n int, _ time.Duration, err error) { handled.Add(int64(n)) },
+			Settled:   func(string, streamrun.Outcome) { settled.Add(1) },
+			BatchDone: func(string, int, time.Duration) { batches.Add(1) },
+		},
+	}, pipelines.Pipeline{
+		Name:   "nowhere",
+		Source: pipelines.Source{Topics: []string{in}, Subscription: "nowhere", InitialPosition: pipelines.Earliest},
+		// A tenant name with a space is no topic at all.
+		Handler: self(testConfig{Output: "persistent://no such/tenant/topic"}),
+		ErrorPolicy: pipelines.ErrorPolicy{
+			MaxRetries: 2, DeadLetterTopic: dlq,
+			Backoff: pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond},
+		},
+	})
+	for _, m := range dead.waitLen(t, 3) {
+		if reason := m.Properties[streamrun.PropertyDeadLetterReason]; !strings.Contains(reason, "publishing an output failed") {
+			t.Errorf("reason %q", reason)
+		}
+	}
+	waitFor(t, "settled", func() bool { return r.stats("nowhere").DeadLettered == 3 })
+	s := r.stats("nowhere")
+	// 3 messages, each delivered 3 times: twice retried, then dead-lettered.
+	if s.Received != 9 || s.Retried != 6 || received.Load() != 9 || handled.Load() != 9 || settled.Load() != 9 || batches.Load() == 0 {
+		t.Errorf("stats %+v; hooks: %d received, %d handled, %d settled, %d batches",
+			s, received.Load(), handled.Load(), settled.Load(), batches.Load())
 	}
 }

@@ -501,8 +501,9 @@ type retryKey struct {
 // (Exclusive and Failover keep no redelivery count). Bounded: when full
 // it starts over, which at worst allows a message more retries.
 type retryCounts struct {
-	mu sync.Mutex
-	m  map[retryKey]uint32
+	mu   sync.Mutex
+	m    map[retryKey]uint32
+	size atomic.Int64 // len(m), so that forgetting costs nothing while it is empty
 }
 
 const maxRetryCounts = 100_000
@@ -520,13 +521,16 @@ func (r *retryCounts) set(k retryKey, n uint32) {
 		clear(r.m)
 	}
 	r.m[k] = n
+	r.size.Store(int64(len(r.m)))
 }
 
 func (r *retryCounts) forget(k retryKey) {
-	r.mu.Lock()
-	if len(r.m) > 0 {
-		delete(r.m, k)
+	if r.size.Load() == 0 {
+		return
 	}
+	r.mu.Lock()
+	delete(r.m, k)
+	r.size.Store(int64(len(r.m)))
 	r.mu.Unlock()
 }
 
@@ -563,6 +567,7 @@ func (p *pipeline) redoLoop() {
 		case <-p.redo.kick:
 			for _, it := range p.redo.take() {
 				err := *it.outErr.Load()
+				p.log.Warn("publishing an output failed; the message is retried", "id", it.pm.ID, "err", err)
 				p.retry(it, 0, "publishing an output failed: "+err.Error())
 			}
 		case <-p.stopRedo:

@@ -1,0 +1,116 @@
+package pipelines_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+)
+
+func valid() pipelines.Pipeline {
+	return pipelines.Pipeline{
+		Name:    "orders",
+		Source:  pipelines.Source{Topics: []string{"orders"}, Subscription: "enrich"},
+		Handler: pipelines.Handler{Plugin: "./bin/enrich"},
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	p := valid().WithDefaults()
+	want := pipelines.Pipeline{
+		Name: "orders",
+		Source: pipelines.Source{Topics: []string{"orders"}, Subscription: "enrich",
+			Type: pipelines.Shared, InitialPosition: pipelines.Latest, ReceiverQueue: 1000},
+		Handler: pipelines.Handler{Plugin: "./bin/enrich", BatchSize: 100, BatchWait: 10 * time.Millisecond,
+			Instances: 1, Timeout: 30 * time.Second, MaxInFlight: 1000},
+		ErrorPolicy: pipelines.ErrorPolicy{MaxCrashes: 3,
+			Backoff: pipelines.Backoff{Initial: time.Second, Max: time.Minute}},
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", p, want)
+	}
+	q := valid()
+	q.Source.Type = "Key_Shared"
+	q.Handler.BatchSize, q.Handler.Instances = 500, 4
+	if d := q.WithDefaults(); d.Source.Type != pipelines.KeyShared || d.Handler.MaxInFlight != 8000 || !d.Source.Type.KeepsOrder() {
+		t.Errorf("%+v", d)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := pipelines.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	var got []time.Duration
+	for n := 1; n <= 6; n++ {
+		got = append(got, b.Delay(n))
+	}
+	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("delays %v", got)
+		}
+	}
+	if d := (pipelines.Backoff{}).Delay(1); d != time.Second {
+		t.Errorf("default first delay %v", d)
+	}
+}
+
+// Every problem is reported, each naming its field.
+func TestValidate(t *testing.T) {
+	p := valid()
+	if err := p.Validate(); err != nil {
+		t.Fatalf("valid pipeline: %v", err)
+	}
+	bad := pipelines.File{Pipelines: []pipelines.Pipeline{
+		{
+			Name: "bad name!",
+			Source: pipelines.Source{Topics: []string{"persistent://a b/c/d"}, Pattern: "(", Type: "roundrobin",
+				InitialPosition: "middle", Rewind: "yesterday", ReceiverQueue: -1},
+			Handler: pipelines.Handler{Plugin: "x", Package: "y", BatchSize: -1, Timeout: -time.Second,
+				Env: map[string]string{"A=B": "c"}},
+			Outputs:     []string{""},
+			ErrorPolicy: pipelines.ErrorPolicy{MaxRetries: -1, DeadLetterTopic: "a/b"},
+		},
+		valid(), valid(),
+	}}
+	err := bad.Validate()
+	var paths []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *pipelines.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v is not a FieldError", e)
+		}
+		paths = append(paths, fe.Path)
+	}
+	for _, want := range []string{
+		"pipelines[0].name", "pipelines[0].source", "pipelines[0].source.topics[0]", "pipelines[0].source.pattern",
+		"pipelines[0].source.subscription", "pipelines[0].source.type", "pipelines[0].source.initial_position",
+		"pipelines[0].source.rewind", "pipelines[0].source.receiver_queue", "pipelines[0].handler",
+		"pipelines[0].handler.env", "pipelines[0].handler.batch_size", "pipelines[0].handler.timeout",
+		"pipelines[0].outputs[0]", "pipelines[0].error_policy.max_retries", "pipelines[0].error_policy.dead_letter_topic",
+		"pipelines[2].name",
+	} {
+		found := false
+		for _, p := range paths {
+			found = found || p == want
+		}
+		if !found {
+			t.Errorf("no error for %s in:\n%v", want, err)
+		}
+	}
+	for _, r := range []string{"earliest", "latest", "12:34:-1", "12:34:-1:5", "2025-06-01T12:00:00Z"} {
+		p := valid()
+		p.Source.Rewind = r
+		if err := p.Validate(); err != nil {
+			t.Errorf("rewind %q: %v", r, err)
+		}
+	}
+	p = valid()
+	p.Source.Topics = append(p.Source.Topics, "more")
+	p.Source.Rewind = "12:34:-1"
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "exactly one topic") {
+		t.Errorf("rewind to an id with two topics: %v", err)
+	}
+}
