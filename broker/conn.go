@@ -149,26 +149,28 @@ func (cn *conn) writeLoop() {
 	ticker := time.NewTicker(ka)
 	defer ticker.Stop()
 	var spare []byte
-	pinged := false
+	var pingSent int64 // unix nanoseconds of an unanswered PING
 	for {
 		select {
 		case <-cn.wsig:
 		case <-cn.quit:
 			return
 		case <-ticker.C:
-			idle := time.Since(time.Unix(0, cn.lastRead.Load()))
-			switch {
-			case idle >= 2*ka || (pinged && idle >= ka):
-				cn.log.Warn("closing idle connection: no answer to ping", "idle", idle.Round(time.Millisecond))
+			// As Apache Pulsar: a connection silent for an interval gets
+			// a PING; one that has sent nothing since the last PING by the
+			// next tick is dead.
+			last := cn.lastRead.Load()
+			if pingSent != 0 && last < pingSent {
+				cn.log.Warn("closing idle connection: no answer to ping", "silent", time.Since(time.Unix(0, last)).Round(time.Millisecond))
 				cn.abort("keep-alive timeout")
 				return
-			case idle >= ka:
+			}
+			pingSent = 0
+			if time.Since(time.Unix(0, last)) >= ka {
 				if cn.connected.Load() {
 					cn.send(&pb.CommandPing{})
 				}
-				pinged = true
-			default:
-				pinged = false
+				pingSent = time.Now().UnixNano()
 			}
 			continue
 		}

@@ -55,7 +55,7 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 	}
 	tp, err := cn.c.topicFor(t, true)
 	if err != nil {
-		fail(errorCode(err), err.Error())
+		fail(errorCode(err), errorText(err))
 		return
 	}
 	p := &producer{
@@ -82,7 +82,7 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 		}
 	}
 	if err := tp.addProducer(p, userName); err != nil {
-		fail(errorCode(err), err.Error())
+		fail(errorCode(err), errorText(err))
 		return
 	}
 	cn.mu.Lock()
@@ -108,13 +108,13 @@ func (t *topic) addProducer(p *producer, userName bool) error {
 	}
 	for o := range t.producers {
 		if userName && o.name == p.name {
-			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Producer with name '%s' is already connected to topic", p.name))
+			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Producer with name '%s' is already connected to topic '%s'", p.name, t.name))
 		}
 		if o.access != pb.ProducerAccessMode_Shared {
 			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Topic has an existing exclusive producer: %s", o.name))
 		}
 		if p.access != pb.ProducerAccessMode_Shared {
-			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Topic has existing shared producers, an exclusive one cannot join"))
+			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, "Topic has existing shared producers, an exclusive one cannot join")
 		}
 	}
 	t.producers[p] = struct{}{}

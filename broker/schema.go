@@ -95,7 +95,7 @@ func (cn *conn) handleGetOrCreateSchema(m *pb.CommandGetOrCreateSchema) {
 	}
 	tp, err := cn.c.topicFor(t, true)
 	if err != nil {
-		fail(errorCode(err), err.Error())
+		fail(errorCode(err), errorText(err))
 		return
 	}
 	ver, err := tp.registerSchema(m.GetSchema())

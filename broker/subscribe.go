@@ -70,7 +70,7 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 	}
 	tp, err := cn.c.topicFor(t, m.GetForceTopicCreation())
 	if err != nil {
-		fail(errorCode(err), err.Error())
+		fail(errorCode(err), errorText(err))
 		return
 	}
 	c := &consumer{
@@ -100,7 +100,7 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 	}
 	notify, err := tp.subscribe(m, c)
 	if err != nil {
-		fail(errorCode(err), err.Error())
+		fail(errorCode(err), errorText(err))
 		return
 	}
 	cn.mu.Lock()
@@ -231,7 +231,7 @@ func (cn *conn) handleUnsubscribe(m *pb.CommandUnsubscribe) {
 	cn.mu.Unlock()
 	s.removeConsumer(c, true)
 	if err := s.t.deleteSubscription(s.name, true); err != nil && err != errSubscriptionNotFound {
-		cn.sendError(rid, errorCode(err), err.Error())
+		cn.sendError(rid, errorCode(err), errorText(err))
 		return
 	}
 	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(rid)})

@@ -376,6 +376,16 @@ func (cn *conn) checkOwner(name string) error {
 	return nil
 }
 
+// errorText is the reason put in an error reply: a server error's own
+// message (the client prints the code itself), else the error's text.
+func errorText(err error) string {
+	var se *pulsarwire.ServerError
+	if errors.As(err, &se) && se.Message != "" {
+		return se.Message
+	}
+	return err.Error()
+}
+
 // errorCode maps an internal error to the server error a client gets.
 func errorCode(err error) pb.ServerError {
 	var se *pulsarwire.ServerError
