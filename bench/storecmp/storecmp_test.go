@@ -57,9 +57,9 @@ func openStore(b *testing.B, sync bool) *store.Log {
 }
 
 // Durability compared: store without Sync writes each entry to the OS before
-// Append returns; pebble.NoSync hands the batch to its WAL writer, which
-// writes it soon after (weaker: a kill -9 can lose it). store with Sync and
-// pebble.Sync both fsync before returning.
+// Append returns; with pebble.NoSync the entry waits in a 32 KiB WAL block in
+// memory until pebble's flush goroutine writes it (weaker: kill -9 can lose
+// it). store with Sync and pebble.Sync both fsync before returning.
 func BenchmarkAppend(b *testing.B) {
 	for _, sync := range []bool{false, true} {
 		mode := map[bool]string{false: "nosync", true: "sync"}[sync]
