@@ -109,15 +109,20 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 			adv = "127.0.0.1"
 		}
 	}
-	for i := 0; i < c.opts.Brokers; i++ {
+	// All servers exist before any accepts: c.brokers never changes after.
+	brokers := make([]*server, c.opts.Brokers)
+	for i := range brokers {
 		s := &server{c: c, index: i, advHost: adv, conns: make(map[*conn]struct{})}
 		s.addr = net.JoinHostPort(host, strconv.Itoa(portPlus(port, i)))
 		if c.tlsCfg != nil {
 			s.tlsAddr = net.JoinHostPort(tlsHost, strconv.Itoa(portPlus(tlsPort, i)))
 		}
-		c.mu.Lock()
-		c.brokers = append(c.brokers, s)
-		c.mu.Unlock()
+		brokers[i] = s
+	}
+	c.mu.Lock()
+	c.brokers = brokers
+	c.mu.Unlock()
+	for _, s := range brokers {
 		if err := s.start(ctx); err != nil {
 			return err
 		}

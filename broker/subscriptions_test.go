@@ -182,7 +182,7 @@ func TestKeySharedNeverSplitsAKeyAndKeepsOrderWhenAConsumerJoins(t *testing.T) {
 			seq++
 		}
 	}
-	next := map[string]int{}   // key -> next round expected
+	next := map[string]int{}     // key -> next round expected
 	owner := map[string]uint64{} // key -> consumer since the join
 	check := func(m received, cid uint64) {
 		var k, r int

@@ -101,14 +101,9 @@ func (c *Cluster) topicFor(t pulsarwire.Topic, create bool) (*topic, error) {
 			return nil, errTopicNotFound
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errors.New("broker is closing")
-	}
-	if tp := c.topics[name]; tp != nil {
-		return tp, nil
-	}
+	// Opening a topic reads files: not under the cluster lock. Two loads
+	// of one topic may race; the first to register wins, the store hands
+	// both the same log.
 	lg, err := c.store.Topic(name)
 	if err != nil {
 		return nil, fmt.Errorf("open topic %s: %w", name, err)
@@ -125,29 +120,43 @@ func (c *Cluster) topicFor(t pulsarwire.Topic, create bool) (*topic, error) {
 		producers: make(map[*producer]struct{}),
 		subs:      make(map[string]*subscription),
 	}
-	if err := tp.loadState(); err != nil {
+	subs, schemas, err := tp.readState()
+	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("broker is closing")
+	}
+	if other := c.topics[name]; other != nil {
+		return other, nil
+	}
+	tp.subs, tp.schemas = subs, schemas
+	for _, s := range subs {
+		s.start()
+	}
+	tp.publishSubs()
 	c.topics[name] = tp
 	return tp, nil
 }
 
-// loadState restores the durable subscriptions and schemas of a topic.
-func (t *topic) loadState() error {
+// readState reads a topic's durable subscriptions and schemas.
+func (t *topic) readState() (map[string]*subscription, [][]byte, error) {
 	curs, err := t.log.Cursors()
 	if err != nil {
-		return fmt.Errorf("load cursors of %s: %w", t.name, err)
+		return nil, nil, fmt.Errorf("load cursors of %s: %w", t.name, err)
 	}
+	subs := make(map[string]*subscription, len(curs))
 	for name, state := range curs {
 		s, err := decodeCursor(t, name, state)
 		if err != nil {
 			t.c.log.Error("cursor unreadable; starting it at the end of the topic", "topic", t.name, "subscription", name, "err", err)
 			s = newSubscription(t, name, true, pb.CommandSubscribe_Exclusive, t.log.Next())
 		}
-		t.subs[name] = s
-		s.start()
+		subs[name] = s
 	}
-	t.publishSubs()
+	var schemas [][]byte
 	sch, err := t.c.store.ListMeta(schemaKey(t.name))
 	if err == nil {
 		for i := 0; ; i++ {
@@ -155,10 +164,10 @@ func (t *topic) loadState() error {
 			if !ok {
 				break
 			}
-			t.schemas = append(t.schemas, v)
+			schemas = append(schemas, v)
 		}
 	}
-	return nil
+	return subs, schemas, nil
 }
 
 func schemaKey(topic string) string { return "schema/" + topic + "/" }
