@@ -10,10 +10,10 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire"
 )
 
-// Options configures an embedded broker cluster. The zero value works: one
-// broker on 127.0.0.1:6650 in memory... except that without DataDir and
-// without Memory the data has to go somewhere, so Start refuses it (the
-// streamrun command picks a directory for that case).
+// Options configures an embedded broker cluster. Every field has a
+// working default except where the data goes: set DataDir, or Memory for
+// a cluster that keeps nothing (Start refuses to guess; `streamrun broker`
+// picks a directory under the user's cache directory).
 type Options struct {
 	// Listen is the address of broker 0's Pulsar port. Default
 	// "127.0.0.1:6650". Broker i listens on its port + i; with port 0
