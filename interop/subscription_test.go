@@ -118,17 +118,25 @@ func (l *recordingListener) BecameInactive(pulsar.Consumer, string, int32) {
 	l.changes.Add(1)
 }
 
-// On a Failover subscription one consumer gets everything, in order; when
-// it closes, the standby takes over at the first unacked message, in
-// order, and is told it became active.
+// On a Failover subscription the active consumer is told so
+// (ACTIVE_CONSUMER_CHANGE) and gets everything in order; when it closes
+// with messages delivered but unacked, the standby takes over at the first
+// unacked message, in order, and is told it became active.
+//
+// The standby joins only after the first consumer is active and has
+// acked: Apache Pulsar 4.0 picks the active consumer of a non-partitioned
+// topic on a hash ring of consumer names, so a joiner may take over at
+// once (after activeConsumerFailoverDelayTimeMillis), and a "not active"
+// notice sent to a joiner before its SUBSCRIBE is answered is dropped by
+// pulsar-client-go. The assertions hold whichever consumer the broker
+// prefers.
 func TestFailoverTakeover(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
 	topic := topicName(t)
 	listeners := []*recordingListener{{}, {}}
-	consumers := make([]pulsar.Consumer, 2)
-	for i := range consumers {
-		consumers[i] = subscribe(t, c, pulsar.ConsumerOptions{
+	sub := func(i int) pulsar.Consumer {
+		return subscribe(t, c, pulsar.ConsumerOptions{
 			Topic:             topic,
 			SubscriptionName:  "failover",
 			Type:              pulsar.Failover,
@@ -137,70 +145,30 @@ func TestFailoverTakeover(t *testing.T) {
 			ReceiverQueueSize: 100,
 		})
 	}
-	// Let the broker settle on its active consumer (it tells each
-	// consumer with ACTIVE_CONSUMER_CHANGE) before anything is published,
-	// so nothing is dispatched under a choice about to change.
-	var active int
-	eventually(ctx, t, "one consumer told it is active and the other that it is not", func() bool {
-		a, b := listeners[0].active.Load(), listeners[1].active.Load()
-		switch {
-		case a == 1 && b == 2:
-			active = 0
-		case a == 2 && b == 1:
-			active = 1
-		default:
-			return false
-		}
-		return true
-	})
-	standby := 1 - active
+	first := sub(0)
+	eventually(ctx, t, "the only consumer to be told it is active", func() bool { return listeners[0].active.Load() == 1 })
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	sendPlain(ctx, t, p, 60, 0)
-
-	ch, stops := fanIn(ctx, t, consumers...)
-	var got []pulsar.Message
-	for len(got) < 40 {
-		d := next(ctx, t, ch, fmt.Sprintf("message %d", len(got)))
-		if d.who != active {
-			t.Fatalf("message %q went to consumer %d while consumer %d was active (after %v)", d.msg.Payload(), d.who, active, abbreviate(payloads(got)))
-		}
-		got = append(got, d.msg)
-	}
+	// All 60 are delivered to it; it acks the first 40 only.
+	got := receiveN(ctx, t, first, 60, false)
 	checkSequence(t, got, 0)
-	for _, m := range got {
-		if err := consumers[active].Ack(m); err != nil {
+	for _, m := range got[:40] {
+		if err := first.Ack(m); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	// The active consumer leaves with 40..59 delivered to it but unacked.
-	stops[active]()
-	consumers[active].Close()
-
-	got = got[:0]
-	for len(got) < 20 {
-		d := next(ctx, t, ch, fmt.Sprintf("message %d after the takeover", 40+len(got)))
-		if d.who != standby {
-			continue // the closed consumer's last receive, unacked
-		}
-		got = append(got, d.msg)
-	}
-	checkSequence(t, got, 40)
+	// Close flushes the client's grouped acks before it leaves.
+	second := sub(1)
+	first.Close()
+	checkSequence(t, receiveN(ctx, t, second, 20, true), 40)
 	eventually(ctx, t, "the standby to be told it became active", func() bool {
-		return listeners[standby].active.Load() == 1
+		return listeners[1].active.Load() == 1
 	})
 
 	// And it keeps getting new messages, in order.
 	sendPlain(ctx, t, p, 10, 60)
-	got = got[:0]
-	for len(got) < 10 {
-		d := next(ctx, t, ch, "a message published after the takeover")
-		if d.who != standby {
-			continue
-		}
-		got = append(got, d.msg)
-	}
-	checkSequence(t, got, 60)
+	checkSequence(t, receiveN(ctx, t, second, 10, true), 60)
 }
 
 // On a Shared subscription two consumers both get messages, and with acks
