@@ -575,7 +575,7 @@ func (cn *conn) cleanup() {
 		p.topic.removeProducer(p)
 	}
 	for _, c := range cs {
-		c.sub.removeConsumer(c, false)
+		c.sub.removeConsumer(c)
 	}
 	cn.srv.removeConn(cn)
 	cn.finish()

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -181,9 +180,6 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		code := errorCode(err)
 		cn.log.Error("append failed", "topic", p.topic.name, "err", err)
 		sendErr(code, err.Error())
-		if errors.Is(err, errNotOwner) {
-			return true
-		}
 		return true
 	}
 	p.msgs.Add(int64(s.GetNumMessages()))

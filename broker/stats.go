@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
 // Introspection for tests and the admin API: what the broker sees.
@@ -101,15 +100,13 @@ func (s *subscription) consumerInfos() []ConsumerInfo {
 	out := make([]ConsumerInfo, 0, len(s.consumers))
 	for _, x := range s.consumers {
 		out = append(out, ConsumerInfo{
-			Topic: s.t.name, Subscription: s.name, Type: typeName(s.typ), Name: x.name, ID: x.id,
+			Topic: s.t.name, Subscription: s.name, Type: s.typ.String(), Name: x.name, ID: x.id,
 			ConnID: x.conn.id, Peer: x.conn.peer, Permits: x.permits, Unacked: x.unacked.Load(),
 			Dispatched: x.msgsOut.Load(), Active: x == s.active,
 		})
 	}
 	return out
 }
-
-func typeName(t pb.CommandSubscribe_SubType) string { return t.String() }
 
 // Producers lists a topic's producers.
 func (c *Cluster) Producers(topic string) []ProducerInfo {

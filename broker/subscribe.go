@@ -186,7 +186,7 @@ func (cn *conn) handleCloseConsumer(m *pb.CommandCloseConsumer) {
 	delete(cn.consumers, m.GetConsumerId())
 	cn.mu.Unlock()
 	if c != nil {
-		c.sub.removeConsumer(c, true)
+		c.sub.removeConsumer(c)
 	}
 	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(m.GetRequestId())})
 }
@@ -200,7 +200,7 @@ func (c *consumer) closeByBroker() {
 		delete(cn.consumers, c.id)
 	}
 	cn.mu.Unlock()
-	c.sub.removeConsumer(c, false)
+	c.sub.removeConsumer(c)
 	cn.send(&pb.CommandCloseConsumer{ConsumerId: proto.Uint64(c.id), RequestId: proto.Uint64(noRequest)})
 }
 
@@ -229,7 +229,7 @@ func (cn *conn) handleUnsubscribe(m *pb.CommandUnsubscribe) {
 	cn.mu.Lock()
 	delete(cn.consumers, c.id)
 	cn.mu.Unlock()
-	s.removeConsumer(c, true)
+	s.removeConsumer(c)
 	if err := s.t.deleteSubscription(s.name, true); err != nil && err != errSubscriptionNotFound {
 		cn.sendError(rid, errorCode(err), errorText(err))
 		return

@@ -325,7 +325,7 @@ func (s *subscription) sendActive() {
 
 // removeConsumer takes a consumer out: its unacked entries go back to be
 // delivered again (without counting a redelivery, as Apache Pulsar).
-func (s *subscription) removeConsumer(c *consumer, _ bool) {
+func (s *subscription) removeConsumer(c *consumer) {
 	s.mu.Lock()
 	if c.removed.Swap(true) {
 		s.mu.Unlock()
