@@ -516,21 +516,18 @@ func (c *Cluster) adminCreateSubscription(_ http.ResponseWriter, r *http.Request
 			return nil, herr(http.StatusNotFound, "Topic not found")
 		}
 		tp.mu.Lock()
-		if _, ok := tp.subs[sub]; ok {
-			tp.mu.Unlock()
+		_, exists := tp.subs[sub]
+		tp.mu.Unlock()
+		if exists {
 			return nil, herr(http.StatusConflict, "Subscription already exists for topic")
 		}
-		start := tp.log.Next()
-		if earliest {
-			start = tp.log.First()
+		tp.ensureSubscription(sub)
+		if s := tp.subscription(sub); s != nil && earliest {
+			s.mu.Lock()
+			s.reset(tp.log.First())
+			s.mu.Unlock()
+			s.save()
 		}
-		s := newSubscription(tp, sub, true, 0, start)
-		s.dirty = true
-		tp.subs[sub] = s
-		tp.publishSubs()
-		tp.mu.Unlock()
-		s.start()
-		s.save()
 	}
 	return nil, nil
 }

@@ -84,6 +84,9 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 		fail(errorCode(err), errorText(err))
 		return
 	}
+	if name := m.GetInitialSubscriptionName(); name != "" {
+		tp.ensureSubscription(name)
+	}
 	cn.mu.Lock()
 	cn.producers[p.id] = p
 	cn.mu.Unlock()

@@ -236,3 +236,20 @@ func (cn *conn) handleUnsubscribe(m *pb.CommandUnsubscribe) {
 	}
 	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(rid)})
 }
+
+// ensureSubscription creates a durable subscription at the end of the
+// topic unless it exists (a producer's initial_subscription_name).
+func (t *topic) ensureSubscription(name string) {
+	t.mu.Lock()
+	if _, ok := t.subs[name]; ok || t.unloaded {
+		t.mu.Unlock()
+		return
+	}
+	s := newSubscription(t, name, true, pb.CommandSubscribe_Exclusive, t.log.Next())
+	s.dirty = true
+	t.subs[name] = s
+	t.publishSubs()
+	t.mu.Unlock()
+	s.start()
+	s.save()
+}

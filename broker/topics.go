@@ -305,6 +305,12 @@ func (t *topic) flushCursors() {
 	}
 }
 
+func (t *topic) subscription(name string) *subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.subs[name]
+}
+
 func (t *topic) subscriptions() []*subscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()
