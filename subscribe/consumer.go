@@ -291,24 +291,26 @@ func (c *Consumer) nextLocked() (*Message, error) {
 	r := &c.r
 	for {
 		for r.next < len(r.msgs) {
+			if !r.pc.current(r.gen) {
+				// Its session is gone (a reconnect, a seek): the broker
+				// sends the rest again to the new one.
+				r.msgs, r.next, r.credit = nil, 0, 0
+				break
+			}
 			m := &r.msgs[r.next]
 			r.next++
 			r.credit++
 			last := r.next == len(r.msgs)
-			if r.seq < r.pc.drop.Load() {
-				// Dropped after it was queued (a redelivery of everything,
-				// or the broker made another consumer active).
-				if last {
-					c.settleLocked()
-				}
-				continue
-			}
-			if (last || r.credit >= c.creditChunk) && !c.settleLocked() {
-				r.msgs, r.next = nil, 0 // its session is gone: stale
-				break
+			if last || r.credit >= c.creditChunk {
+				c.settleLocked()
 			}
 			if last {
 				r.msgs, r.next = nil, 0
+			}
+			if r.seq < r.pc.drop.Load() {
+				// Dropped after it was queued (a redelivery of everything,
+				// or the broker made another consumer active).
+				continue
 			}
 			return m, nil
 		}
@@ -320,12 +322,12 @@ func (c *Consumer) nextLocked() (*Message, error) {
 	}
 }
 
-// settleLocked counts the messages taken from the current entry.
-func (c *Consumer) settleLocked() bool {
+// settleLocked counts the messages taken from the current entry (none
+// when its session is gone: the new one starts with a full queue).
+func (c *Consumer) settleLocked() {
 	r := &c.r
-	ok := r.pc.consume(r.gen, r.credit)
+	r.pc.consume(r.gen, r.credit)
 	r.credit = 0
-	return ok
 }
 
 // loadLocked splits entry e into c.r, or drops it.
@@ -447,6 +449,7 @@ func (c *Consumer) AckCumulative(ctx context.Context, m *Message) error {
 			pc.partial.remove(b)
 		}
 	}
+	pc.partial.trimThrough(pos)
 	if c.opts.AckGroupTime < 0 {
 		return c.acks.sendNow(ctx, pc, pb.CommandAck_Cumulative, pos)
 	}
@@ -506,9 +509,6 @@ func (c *Consumer) Seek(ctx context.Context, p Position) error {
 		}
 		parts = only
 	}
-	c.r.mu.Lock()
-	c.r.msgs, c.r.next, c.r.credit = nil, 0, 0
-	c.r.mu.Unlock()
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for i, pc := range parts {

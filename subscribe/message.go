@@ -99,6 +99,22 @@ func (p *partialAcks) remove(b *batchAcks) {
 	p.mu.Unlock()
 }
 
+// trimThrough forgets the batches at or before pos (acknowledged
+// cumulatively).
+func (p *partialAcks) trimThrough(pos entryPos) {
+	if p.n.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	for k := range p.m {
+		if k.ledger < pos.ledger || k.ledger == pos.ledger && k.entry <= pos.entry {
+			delete(p.m, k)
+		}
+	}
+	p.n.Store(int32(len(p.m)))
+	p.mu.Unlock()
+}
+
 func (p *partialAcks) clear() {
 	p.mu.Lock()
 	clear(p.m)

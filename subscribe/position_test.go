@@ -43,8 +43,11 @@ func TestRewindToTimeAndMessageID(t *testing.T) {
 	c := tg.newClient(t, clientConfig{})
 	topic := topicName(t)
 	publish(ctx, t, c, topic, 0, 10, nil)
+	// Publish times are in milliseconds: the cut is in a millisecond after
+	// every one of the first messages'.
+	published := time.Now().UnixMilli()
+	waitFor(ctx, t, "the next millisecond", func() bool { return time.Now().UnixMilli() > published })
 	cut := time.Now()
-	waitFor(ctx, t, "the clock to pass the cut", func() bool { return time.Since(cut) > 2*time.Millisecond })
 	ids := publish(ctx, t, c, topic, 10, 10, nil)
 
 	byTime := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "time", Rewind: subscribe.AtTime(cut)})
