@@ -122,7 +122,10 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 	c.spawn(func() {
 		select {
 		case <-client.Done():
+			// Its connections are gone for good: stop every goroutine;
+			// Close still tidies up.
 			c.fail(fmt.Errorf("%w: the client closed", ErrClosed))
+			c.cancel()
 		case <-c.ctx.Done():
 		}
 	})
@@ -211,7 +214,8 @@ func (c *Consumer) partList() []*partConsumer {
 	return out
 }
 
-// Topics lists the topics and partitions consumed now, by full name.
+// Topics lists the topics and partitions consumed now, by full name, in
+// no particular order.
 func (c *Consumer) Topics() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

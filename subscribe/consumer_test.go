@@ -1,6 +1,7 @@
 package subscribe_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -44,4 +45,24 @@ func TestBatchesSplitIntoMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A consumer whose client closes stops: Receive returns ErrClosed, and
+// its goroutines end even before its own Close (goleak checks the rest).
+func TestClientCloseStopsTheConsumer(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := topicName(t)
+	cons, err := subscribe.New(ctx, c, subscribe.Options{Topics: []string{topic}, Subscription: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Receive(ctx); !errors.Is(err, subscribe.ErrClosed) {
+		t.Fatalf("Receive after the client closed: %v, want ErrClosed", err)
+	}
+	cons.Close(ctx)
 }
