@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,9 +240,11 @@ func (s *subscription) addConsumer(c *consumer) ([]*consumer, error) {
 }
 
 // pickActive chooses the active consumer of a single-active subscription
-// as Apache Pulsar does: consumers ordered by priority level, then name;
-// the first, or for a partition the (index mod count)-th. When it changes,
-// the old one's unacked entries go back for the new one, in order.
+// as Apache Pulsar 4.0 does: consumers ordered by priority level, then name;
+// among those of the best level, a partition's is the (index mod count)-th,
+// a non-partitioned topic's the one a hash ring of consumer names (100
+// points each) gives the topic's name. When it changes, the old one's
+// unacked entries go back for the new one, in order.
 func (s *subscription) pickActive() []*consumer {
 	if s.typ != pb.CommandSubscribe_Exclusive && s.typ != pb.CommandSubscribe_Failover {
 		s.active = nil
@@ -259,11 +264,18 @@ func (s *subscription) pickActive() []*consumer {
 			}
 			return 0
 		})
-		i := 0
-		if s.t.partition >= 0 {
-			i = int(s.t.partition) % len(sorted)
+		n := len(sorted)
+		for i, c := range sorted {
+			if c.priority != sorted[0].priority {
+				n = i
+				break
+			}
 		}
-		next = sorted[i]
+		if s.t.partition >= 0 {
+			next = sorted[int(s.t.partition)%n]
+		} else {
+			next = sorted[failoverRingPick(s.t.name, sorted[:n])]
+		}
 	}
 	if next == s.active {
 		if s.typ == pb.CommandSubscribe_Failover && len(s.consumers) > 0 {
@@ -671,4 +683,34 @@ func decodeCursor(t *topic, name string, b []byte) (*subscription, error) {
 	}
 	s.readPos = s.markDelete
 	return s, nil
+}
+
+// failoverRingPick is Apache Pulsar's choice of the active consumer for a
+// non-partitioned topic: a ring of Murmur3 hashes of name+i (i < 100) for
+// each consumer, a later consumer winning a collision, and the first point
+// at or after the hash of the topic's name.
+func failoverRingPick(topic string, cs []*consumer) int {
+	const replicas = 100
+	type point struct {
+		hash  int32
+		index int
+	}
+	ring := make([]point, 0, len(cs)*replicas)
+	for i, c := range cs {
+		for j := 0; j < replicas; j++ {
+			h := int32(murmur3([]byte(c.name+strconv.Itoa(j)), 0) & 0x7fffffff)
+			ring = append(ring, point{h, i})
+		}
+	}
+	// Stable: for equal hashes the last added (largest index) wins.
+	slices.SortStableFunc(ring, func(a, b point) int { return cmp.Compare(a.hash, b.hash) })
+	th := int32(murmur3([]byte(topic), 0) & 0x7fffffff)
+	k := sort.Search(len(ring), func(k int) bool { return ring[k].hash >= th })
+	if k == len(ring) {
+		k = 0
+	}
+	for k+1 < len(ring) && ring[k+1].hash == ring[k].hash {
+		k++
+	}
+	return ring[k].index
 }
