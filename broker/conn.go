@@ -49,7 +49,8 @@ type conn struct {
 	quit    chan struct{} // closed by abort: stop now
 	quitMu  sync.Once
 
-	lastRead atomic.Int64 // unix nanoseconds
+	lastRead atomic.Int64  // unix nanoseconds
+	pong     chan struct{} // a PONG arrived (for liveness checks)
 
 	connected atomic.Bool
 	protocol  int32
@@ -75,6 +76,7 @@ func newConn(s *server, nc net.Conn, isTLS bool) *conn {
 		log:       s.c.log.With("broker", s.index, "conn", id, "peer", peer),
 		wsig:      make(chan struct{}, 1),
 		drained:   make(chan struct{}, 1),
+		pong:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		producers: make(map[uint64]*producer),
 		consumers: make(map[uint64]*consumer),
@@ -345,6 +347,10 @@ func (cn *conn) handle(f pulsarwire.Frame) bool {
 	case pb.BaseCommand_PING:
 		cn.send(&pb.CommandPong{})
 	case pb.BaseCommand_PONG:
+		select {
+		case cn.pong <- struct{}{}:
+		default:
+		}
 	case pb.BaseCommand_LOOKUP:
 		cn.handleLookup(cmd.GetLookupTopic())
 	case pb.BaseCommand_PARTITIONED_METADATA:
@@ -579,4 +585,26 @@ func (cn *conn) cleanup() {
 	}
 	cn.srv.removeConn(cn)
 	cn.finish()
+}
+
+// alive checks that the client still answers: it sends a PING and waits for
+// a PONG. Apache Pulsar does this before refusing a second Exclusive
+// consumer, so a client that vanished without closing its connection does
+// not block its own successor until the keep-alive notices.
+func (cn *conn) alive(timeout time.Duration) bool {
+	select {
+	case <-cn.pong:
+	default:
+	}
+	cn.send(&pb.CommandPing{})
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-cn.pong:
+		return true
+	case <-cn.quit:
+		return false
+	case <-t.C:
+		return false
+	}
 }

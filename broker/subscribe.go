@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -139,6 +140,9 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) ([]*consumer, err
 	t.mu.Unlock()
 	c.sub = s
 	notify, err := s.addConsumer(c)
+	if errors.Is(err, errExclusiveBusy) && s.dropDeadExclusive(c.conn) {
+		notify, err = s.addConsumer(c)
+	}
 	if err != nil {
 		if created {
 			t.removeSubscription(s)
@@ -252,4 +256,34 @@ func (t *topic) ensureSubscription(name string) {
 	t.mu.Unlock()
 	s.start()
 	s.save()
+}
+
+// livenessTimeout is how long a connection holding an Exclusive
+// subscription has to answer a PING before a newcomer replaces it: 5 s
+// (Apache Pulsar's connectionLivenessCheckTimeoutMillis), or the
+// keep-alive interval when that is shorter.
+const livenessTimeout = 5 * time.Second
+
+// dropDeadExclusive checks the connection of the consumer holding an
+// Exclusive subscription; when it does not answer, it is closed and the
+// consumer removed, and true is returned.
+func (s *subscription) dropDeadExclusive(asker *conn) bool {
+	s.mu.Lock()
+	var holder *consumer
+	if len(s.consumers) == 1 {
+		holder = s.consumers[0]
+	}
+	s.mu.Unlock()
+	if holder == nil || holder.conn == asker || holder.conn.alive(min(livenessTimeout, s.t.c.opts.KeepAlive)) {
+		return false
+	}
+	holder.conn.log.Warn("closing connection: it holds an Exclusive subscription and does not answer a PING", "topic", s.t.name, "subscription", s.name)
+	holder.conn.abort("liveness check failed")
+	holder.conn.mu.Lock()
+	if holder.conn.consumers[holder.id] == holder {
+		delete(holder.conn.consumers, holder.id)
+	}
+	holder.conn.mu.Unlock()
+	s.removeConsumer(holder)
+	return true
 }

@@ -223,7 +223,7 @@ func (s *subscription) addConsumer(c *consumer) ([]*consumer, error) {
 	switch s.typ {
 	case pb.CommandSubscribe_Exclusive:
 		if len(s.consumers) > 0 {
-			return nil, pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, "Exclusive consumer is already connected")
+			return nil, errExclusiveBusy
 		}
 	case pb.CommandSubscribe_Key_Shared:
 		if c.ksMode != s.ksMode {
@@ -453,6 +453,7 @@ func (t *topic) deleteSubscription(name string, force bool) error {
 }
 
 var (
+	errExclusiveBusy        = pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, "Exclusive consumer is already connected")
 	errSubscriptionNotFound = pulsarwire.NewServerError(pb.ServerError_SubscriptionNotFound, "Subscription not found")
 	errSubscriptionBusy     = pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, "Subscription has active connected consumers")
 )

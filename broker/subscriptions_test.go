@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -394,4 +395,22 @@ func TestBatchIndexAcks(t *testing.T) {
 	part.AckSet = []int64{0}
 	p.ack(cid, part)
 	eventually(t, "backlog 0", func() bool { return c.Backlog("batchack", "s") == 0 })
+}
+
+func TestExclusiveHolderThatStopsAnsweringIsReplaced(t *testing.T) {
+	c := brokertest.Start(t, func(o *broker.Options) { o.KeepAlive = 300 * time.Millisecond })
+	a := dial(t, c.ServiceURL())
+	a.subscribe("vanished", "s", pb.CommandSubscribe_Exclusive)
+	b := dial(t, c.ServiceURL())
+	// A live holder answers the liveness PING: the newcomer is refused.
+	if _, err := b.trySubscribe("vanished", "s", pb.CommandSubscribe_Exclusive); !errors.Is(err, pulsarwire.ErrConsumerBusy) {
+		t.Fatalf("while the holder lives: %v", err)
+	}
+	a.silent.Store(true) // as a client gone without closing its socket
+	start := time.Now()
+	b.subscribe("vanished", "s", pb.CommandSubscribe_Exclusive)
+	if !a.closedByBroker() {
+		t.Fatal("the silent holder's connection stays open")
+	}
+	t.Logf("taken over after %v", time.Since(start).Round(time.Millisecond))
 }
