@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"time"
 
 	"github.com/streamrun/streamrun/broker/store"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -85,7 +86,8 @@ func (s *subscription) dispatchOnce() bool {
 			s.removeReplay(e.ID)
 			continue
 		}
-		c, hash, ok := s.pick(e, blocked, true)
+		info := entryOf(e)
+		c, hash, ok := s.pick(info, blocked, true)
 		if !ok {
 			if s.typ == pb.CommandSubscribe_Exclusive || s.typ == pb.CommandSubscribe_Failover {
 				break
@@ -93,7 +95,7 @@ func (s *subscription) dispatchOnce() bool {
 			continue
 		}
 		s.removeReplay(e.ID)
-		s.deliver(c, e, hash)
+		s.deliver(c, e, info, hash)
 		progress = true
 	}
 	if s.readPos != from {
@@ -112,7 +114,22 @@ func (s *subscription) dispatchOnce() bool {
 			s.readPos = e.ID + 1
 			continue
 		}
-		c, hash, ok := s.pick(e, blocked, false)
+		info := entryOf(e)
+		if info.deliverAt > 0 && (s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared) {
+			// Delayed delivery, as Apache Pulsar: only Shared and
+			// Key_Shared hold a message until its deliver_at_time.
+			if now := time.Now().UnixMilli(); info.deliverAt > now {
+				h := int32(-1)
+				if s.typ == pb.CommandSubscribe_Key_Shared {
+					h = stickyKeyHash(info.key)
+				}
+				s.delayed[e.ID] = delayedEntry{at: info.deliverAt, hash: h}
+				s.readPos = e.ID + 1
+				progress = true
+				continue
+			}
+		}
+		c, hash, ok := s.pick(info, blocked, false)
 		if !ok {
 			if s.typ == pb.CommandSubscribe_Key_Shared && s.permitBudget() > 0 && s.replay.len() < maxReplay {
 				// Its key's consumer is busy or still draining: set it
@@ -125,7 +142,7 @@ func (s *subscription) dispatchOnce() bool {
 			break
 		}
 		s.readPos = e.ID + 1
-		s.deliver(c, e, hash)
+		s.deliver(c, e, info, hash)
 		progress = true
 	}
 	return progress
@@ -163,7 +180,7 @@ func (s *subscription) permitBudget() int {
 
 // pick chooses the consumer for an entry (fromReplay: it comes from the
 // replay queue); s.mu held.
-func (s *subscription) pick(e store.Entry, blocked map[int32]bool, fromReplay bool) (*consumer, int32, bool) {
+func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay bool) (*consumer, int32, bool) {
 	switch s.typ {
 	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
 		if c := s.active; c != nil && c.permits > 0 {
@@ -171,10 +188,6 @@ func (s *subscription) pick(e store.Entry, blocked map[int32]bool, fromReplay bo
 		}
 		return nil, -1, false
 	case pb.CommandSubscribe_Key_Shared:
-		info, err := scanEntry(e.Data)
-		if err != nil {
-			info.key = noneKey
-		}
 		h := stickyKeyHash(info.key)
 		// A hash with entries waiting in the replay queue keeps its order:
 		// newer entries wait behind them.
@@ -218,11 +231,8 @@ func (s *subscription) pick(e store.Entry, blocked map[int32]bool, fromReplay bo
 }
 
 // deliver sends one entry to a consumer; s.mu held.
-func (s *subscription) deliver(c *consumer, e store.Entry, hash int32) {
-	msgs := int32(1)
-	if info, err := scanEntry(e.Data); err == nil {
-		msgs = info.numMessages
-	}
+func (s *subscription) deliver(c *consumer, e store.Entry, info entryInfo, hash int32) {
+	msgs := info.numMessages
 	s.pending[e.ID] = pendingEntry{c: c, msgs: msgs, hash: hash}
 	if hash >= 0 {
 		o := s.owners[hash]
@@ -240,4 +250,15 @@ func (s *subscription) deliver(c *consumer, e store.Entry, hash int32) {
 		*b = appendMessage(*b, c.id, s.t.ledger, e.ID, s.t.partition, s.redeliveries[e.ID], s.batchAcks[e.ID], c.epoch, c.hasEpoch, e.Data)
 		c.conn.done()
 	}
+}
+
+// entryOf reads what dispatch needs of an entry; an entry that is not a
+// message (it cannot be: SEND checked it) counts as one message without
+// a key.
+func entryOf(e store.Entry) entryInfo {
+	info, err := scanEntry(e.Data)
+	if err != nil {
+		return entryInfo{numMessages: 1, key: noneKey}
+	}
+	return info
 }

@@ -275,9 +275,10 @@ func (p *peer) producer(topic string) uint64 {
 }
 
 type msg struct {
-	key     string
-	payload string
-	batch   []string // when set: a batch of these payloads
+	deliverAt int64 // unix ms; 0: at once
+	key       string
+	payload   string
+	batch     []string // when set: a batch of these payloads
 }
 
 // sendFrame encodes a SEND.
@@ -285,6 +286,9 @@ func sendFrame(pid, seq uint64, m msg) []byte {
 	md := &pb.MessageMetadata{ProducerName: proto.String("test"), SequenceId: proto.Uint64(seq), PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))}
 	if m.key != "" {
 		md.PartitionKey = proto.String(m.key)
+	}
+	if m.deliverAt != 0 {
+		md.DeliverAtTime = proto.Int64(m.deliverAt)
 	}
 	payload := []byte(m.payload)
 	n := int32(1)

@@ -53,11 +53,12 @@ type subscription struct {
 	replay       idQueue
 	pending      map[uint64]pendingEntry
 	redeliveries map[uint64]uint32
-	owners       map[int32]*hashOwner // Key_Shared: hashes with unacked entries, and who has them
-	replayHash   map[uint64]int32     // Key_Shared: the hash of each replay entry
-	hashReplays  map[int32]int        // Key_Shared: how many replay entries each hash has
-	notifyReq    chan struct{}        // ask run to tell consumers who is active
-	epoch        uint64               // bumped by a reset, to drop reads in flight
+	owners       map[int32]*hashOwner    // Key_Shared: hashes with unacked entries, and who has them
+	replayHash   map[uint64]int32        // Key_Shared: the hash of each replay entry
+	hashReplays  map[int32]int           // Key_Shared: how many replay entries each hash has
+	notifyReq    chan struct{}           // ask run to tell consumers who is active
+	delayed      map[uint64]delayedEntry // Shared/Key_Shared: entries held until deliver_at_time
+	epoch        uint64                  // bumped by a reset, to drop reads in flight
 	dirty        bool
 	deleted      bool
 	keepEmpty    bool // a non-durable subscription kept after a seek, for its reconnecting reader
@@ -69,6 +70,11 @@ type pendingEntry struct {
 	c    *consumer
 	msgs int32
 	hash int32 // Key_Shared sticky-key hash, -1 otherwise
+}
+
+type delayedEntry struct {
+	at   int64 // unix ms
+	hash int32
 }
 
 type hashOwner struct {
@@ -101,6 +107,7 @@ func newSubscription(t *topic, name string, durable bool, typ pb.CommandSubscrib
 		replayHash:   map[uint64]int32{},
 		hashReplays:  map[int32]int{},
 		notifyReq:    make(chan struct{}, 1),
+		delayed:      map[uint64]delayedEntry{},
 	}
 }
 
@@ -132,10 +139,14 @@ func (s *subscription) run() {
 	defer close(s.stopped)
 	var notify *time.Timer
 	var notifyC <-chan time.Time
+	delay := time.NewTimer(time.Hour)
+	delay.Stop()
+	var delayC <-chan time.Time
 	defer func() {
 		if notify != nil {
 			notify.Stop()
 		}
+		delay.Stop()
 	}()
 	for {
 		select {
@@ -153,6 +164,9 @@ func (s *subscription) run() {
 			notifyC = nil
 			s.sendActive()
 			continue
+		case <-delayC:
+			delayC = nil
+			s.releaseDue()
 		case <-s.wake:
 		}
 		for s.dispatchOnce() {
@@ -160,6 +174,41 @@ func (s *subscription) run() {
 			case <-s.quit:
 				return
 			default:
+			}
+		}
+		if at := s.nextDue(); at > 0 {
+			delay.Reset(time.Until(time.UnixMilli(at)))
+			delayC = delay.C
+		} else if delayC != nil {
+			delay.Stop()
+			delayC = nil
+		}
+	}
+}
+
+// nextDue is when the earliest delayed entry is due (0: none).
+func (s *subscription) nextDue() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var at int64
+	for _, d := range s.delayed {
+		if at == 0 || d.at < at {
+			at = d.at
+		}
+	}
+	return at
+}
+
+// releaseDue moves the delayed entries that are due to the replay queue.
+func (s *subscription) releaseDue() {
+	now := time.Now().UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, d := range s.delayed {
+		if d.at <= now {
+			delete(s.delayed, id)
+			if id >= s.markDelete && !s.acked.contains(id) {
+				s.addReplay(id, d.hash)
 			}
 		}
 	}
@@ -469,6 +518,7 @@ func (s *subscription) ackEntry(id uint64) {
 		s.release(id, pe)
 	}
 	s.removeReplay(id)
+	delete(s.delayed, id)
 	delete(s.redeliveries, id)
 	delete(s.batchAcks, id)
 	s.dirty = true
@@ -564,6 +614,7 @@ func (s *subscription) reset(pos uint64) {
 	clear(s.hashReplays)
 	clear(s.batchAcks)
 	clear(s.redeliveries)
+	clear(s.delayed)
 	if s.owners != nil {
 		clear(s.owners)
 	}

@@ -414,3 +414,21 @@ func TestExclusiveHolderThatStopsAnsweringIsReplaced(t *testing.T) {
 	}
 	t.Logf("taken over after %v", time.Since(start).Round(time.Millisecond))
 }
+
+func TestDelayedDeliveryOnShared(t *testing.T) {
+	c := brokertest.Start(t)
+	p := dial(t, c.ServiceURL())
+	cid := p.subscribe("delayed", "s", pb.CommandSubscribe_Shared)
+	p.flow(cid, 10)
+	pid := p.producer("delayed")
+	at := time.Now().Add(300 * time.Millisecond).UnixMilli()
+	p.publish(pid, 0, msg{payload: "later", deliverAt: at})
+	p.publish(pid, 1, msg{payload: "now"})
+	if m := p.receive(cid); m.payload != "now" {
+		t.Fatalf("first delivery %q, want the undelayed message", m.payload)
+	}
+	m := p.receive(cid)
+	if m.payload != "later" || time.Now().UnixMilli() < at {
+		t.Fatalf("delayed message %q arrived %d ms early", m.payload, at-time.Now().UnixMilli())
+	}
+}

@@ -23,6 +23,7 @@ type entryInfo struct {
 	batched     bool  // num_messages_in_batch was present
 	key         []byte
 	publishTime uint64
+	deliverAt   int64 // deliver_at_time, ms; 0 when absent
 }
 
 var errBadEntry = errors.New("stored entry is not a message")
@@ -66,6 +67,14 @@ func scanEntry(entry []byte) (entryInfo, error) {
 				return info, errBadEntry
 			}
 			info.publishTime = v
+			md = md[l:]
+			continue
+		case num == 19 && typ == protowire.VarintType:
+			v, l := protowire.ConsumeVarint(md)
+			if l < 0 {
+				return info, errBadEntry
+			}
+			info.deliverAt = int64(v)
 			md = md[l:]
 			continue
 		case num == 6 && typ == protowire.BytesType:
