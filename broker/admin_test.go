@@ -92,6 +92,7 @@ func TestAdminTopicsAndPartitions(t *testing.T) {
 	p.expect("CLOSE_CONSUMER", func(c *pb.BaseCommand) bool {
 		return c.GetType() == pb.BaseCommand_CLOSE_CONSUMER && c.GetCloseConsumer().GetConsumerId() == cid
 	})
+	p.expect("CLOSE_PRODUCER", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_CLOSE_PRODUCER })
 	adminDo(t, "GET", ns+"/plain/stats", "", 404)
 	adminDo(t, "DELETE", ns+"/plain", "", 404)
 	adminDo(t, "DELETE", ns+"/parted/partitions", "", 204)
