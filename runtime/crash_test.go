@@ -117,8 +117,9 @@ func TestCrashes(t *testing.T) {
 	}()
 
 	// The killer: every 150-400 ms, SIGKILL one plugin process, at
-	// random, among those that have answered a batch and been up for the
-	// healthy period (so no batch is killed twice in a row).
+	// random, among those that have been up for the healthy period and
+	// answered a batch since (so that no batch is killed twice in a row),
+	// or are idle.
 	stopKiller := make(chan struct{})
 	killerDone := make(chan struct{})
 	go func() {
@@ -130,8 +131,9 @@ func TestCrashes(t *testing.T) {
 			case <-time.After(150*time.Millisecond + rand.N(250*time.Millisecond)):
 			}
 			var victims []int
+			idle := host.stats("crashy").InFlight == 0
 			for _, ih := range host.health("crashy").Instances {
-				if ih.Up && ih.Pid != 0 && ih.Batches > 0 && time.Since(ih.Since) >= 200*time.Millisecond {
+				if ih.Up && ih.Pid != 0 && (ih.Batches > 0 || idle) && time.Since(ih.Since) >= 200*time.Millisecond {
 					victims = append(victims, ih.Pid)
 				}
 			}
@@ -149,9 +151,20 @@ func TestCrashes(t *testing.T) {
 		t.Fatalf("publish: %v", *err)
 	}
 	seen := make([]int, n)
-	waitFor(t, fmt.Sprintf("all %d messages at the output", n), func() bool {
-		return got.len() >= n && distinct(t, got, seen) == n
-	})
+	for deadline := time.Now().Add(testTimeout); !(got.len() >= n && distinct(t, got, seen) == n); {
+		if time.Now().After(deadline) {
+			distinct(t, got, seen)
+			var missing []int
+			for i, k := range seen {
+				if k == 0 && len(missing) < 20 {
+					missing = append(missing, i)
+				}
+			}
+			t.Fatalf("timed out waiting for all %d messages at the output: %d arrived, missing %v...; stats %+v; health %+v; backlog %d; consumers %+v",
+				n, got.len(), missing, host.stats("crashy"), host.health("crashy"), c.Backlog(in, "crashy"), c.Consumers(in, "crashy"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	close(stopKiller)
 	<-killerDone
 	waitFor(t, "every input settled", func() bool { return c.Backlog(in, "crashy") == 0 })

@@ -129,7 +129,9 @@ func (s *slot) process(b *batch) {
 		t0 := time.Now()
 		res, err := inst.Process(ctx, s.buf)
 		took := time.Since(t0)
-		hung := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && p.hard.Err() == nil
+		// The batch's deadline is the only one: the plugin may report it
+		// a moment before ctx does.
+		hung := errors.Is(err, context.DeadlineExceeded) && p.hard.Err() == nil
 		cancel()
 		clear(s.buf)
 		if f := p.h.opts.Hooks.Handled; f != nil {
