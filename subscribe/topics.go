@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,19 +119,32 @@ func (c *Consumer) resolve(ctx context.Context, retry bool) ([]topicSpec, error)
 }
 
 // matching keeps the listed topics (and partitions) whose name (the
-// partitioned topic's name, for a partition) matches the pattern.
+// partitioned topic's name, for a partition) matches the pattern. Brokers
+// list full names; the name is parsed only when it matches.
 func (c *Consumer) matching(names []string) []topicSpec {
 	var out []topicSpec
 	for _, n := range names {
-		t, err := pulsarwire.ParseTopic(n)
-		if err != nil {
-			continue
+		base, partition := n, int32(-1)
+		if i := strings.LastIndex(n, pulsarwire.PartitionSuffix); i >= 0 {
+			if p, err := strconv.ParseInt(n[i+len(pulsarwire.PartitionSuffix):], 10, 32); err == nil && p >= 0 {
+				base, partition = n[:i], int32(p)
+			}
 		}
-		i, base := t.PartitionIndex()
-		if !c.pattern.MatchString(base.String()) {
-			continue
+		if !c.pattern.MatchString(base) {
+			if strings.Contains(n, "://") {
+				continue
+			}
+			// A short name: match its full form.
+			t, err := pulsarwire.ParseTopic(n)
+			if err != nil {
+				continue
+			}
+			i, b := t.PartitionIndex()
+			if n, base, partition = t.String(), b.String(), int32(i); !c.pattern.MatchString(base) {
+				continue
+			}
 		}
-		out = append(out, topicSpec{name: t.String(), base: base.String(), partition: int32(i), discovered: true})
+		out = append(out, topicSpec{name: n, base: base, partition: partition, discovered: true})
 	}
 	return out
 }
