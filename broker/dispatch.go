@@ -162,6 +162,12 @@ func (s *subscription) readFailed(err error) bool {
 	return false
 }
 
+// maxUnackedPerConsumer is how many unacknowledged messages a Shared or
+// Key_Shared consumer may hold before the broker stops sending it more
+// (Apache Pulsar's maxUnackedMessagesPerConsumer): a client that grants
+// permits but never acknowledges cannot grow the broker's memory.
+const maxUnackedPerConsumer = 50000
+
 // permitBudget is how many messages the eligible consumers may take; s.mu held.
 func (s *subscription) permitBudget() int {
 	switch s.typ {
@@ -173,7 +179,9 @@ func (s *subscription) permitBudget() int {
 	}
 	var n int64
 	for _, c := range s.consumers {
-		n += max(c.permits, 0)
+		if c.unacked.Load() < maxUnackedPerConsumer {
+			n += max(c.permits, 0)
+		}
 	}
 	return int(n)
 }
@@ -196,7 +204,7 @@ func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay b
 			return nil, h, false
 		}
 		c := s.selector.pick(h)
-		ok := c != nil && c.permits > 0
+		ok := c != nil && c.permits > 0 && c.unacked.Load() < maxUnackedPerConsumer
 		if ok {
 			// Draining (PIP-379): a hash whose entries another consumer
 			// still holds unacked waits until they are acknowledged, so
@@ -215,14 +223,14 @@ func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay b
 	// (lowest number) that have permits.
 	best := int32(1<<31 - 1)
 	for _, c := range s.consumers {
-		if c.permits > 0 && c.priority < best {
+		if c.permits > 0 && c.priority < best && c.unacked.Load() < maxUnackedPerConsumer {
 			best = c.priority
 		}
 	}
 	n := len(s.consumers)
 	for i := 0; i < n; i++ {
 		c := s.consumers[(s.rr+i)%n]
-		if c.permits > 0 && c.priority == best {
+		if c.permits > 0 && c.priority == best && c.unacked.Load() < maxUnackedPerConsumer {
 			s.rr = (s.rr + i + 1) % n
 			return c, -1, true
 		}

@@ -432,3 +432,34 @@ func TestDelayedDeliveryOnShared(t *testing.T) {
 		t.Fatalf("delayed message %q arrived %d ms early", m.payload, at-time.Now().UnixMilli())
 	}
 }
+
+func TestSharedConsumerBlockedAt50000Unacked(t *testing.T) {
+	c := brokertest.Start(t)
+	p := dial(t, c.ServiceURL())
+	cid := p.subscribe("unacked", "s", pb.CommandSubscribe_Shared)
+	pid := p.producer("unacked")
+	batch := make([]string, 100)
+	for i := range batch {
+		batch[i] = "x"
+	}
+	for i := 0; i < 510; i++ {
+		p.write(sendFrame(pid, uint64(i), msg{batch: batch}))
+	}
+	for i := 0; i < 510; i++ {
+		p.expect("receipt", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_SEND_RECEIPT })
+	}
+	p.flow(cid, 1_000_000)
+	var first received
+	for i := 0; i < 500; i++ {
+		m := p.receive(cid)
+		if i == 0 {
+			first = m
+		}
+	}
+	p.noMessage(cid, 100*time.Millisecond)
+	if ci := c.Consumers("unacked", "s"); len(ci) != 1 || ci[0].Unacked != 50000 {
+		t.Fatalf("consumer %+v", ci)
+	}
+	p.ack(cid, first.id)
+	p.receive(cid) // room for one more entry
+}
