@@ -180,13 +180,14 @@ func (c *Cluster) broker(i int) *server {
 func (c *Cluster) Brokers() int { return c.opts.Brokers }
 
 // OwnerOf returns the index of the broker that owns a topic (a partition is
-// a topic of its own). The name must be a full name.
+// a topic of its own): fnv32a of the full name modulo the broker count.
+// Short names are accepted.
 func (c *Cluster) OwnerOf(topic string) int {
 	if c.opts.Brokers == 1 {
 		return 0
 	}
 	h := fnv.New32a()
-	h.Write([]byte(topic))
+	h.Write([]byte(fullName(topic)))
 	return int(h.Sum32() % uint32(c.opts.Brokers))
 }
 

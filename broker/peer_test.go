@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -433,3 +434,5 @@ func eventually(t testing.TB, what string, cond func() bool) {
 
 var _ = errors.Is
 var _ = io.EOF
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

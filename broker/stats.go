@@ -22,7 +22,7 @@ type ConnInfo struct {
 }
 
 // AcceptedConnections counts the connections broker i has accepted since
-// it (re)started listening the first time.
+// Start (restarts included).
 func (c *Cluster) AcceptedConnections(i int) int64 { return c.broker(i).accepted.Load() }
 
 // Connections lists broker i's live connections, oldest first.
