@@ -25,6 +25,11 @@ const (
 	// maxOutBuffer is how much unsent output makes the read loop wait for
 	// the writer, so a client that sends without reading cannot grow it.
 	maxOutBuffer = 16 << 20
+	// dispatchHighWater is how much unsent output makes dispatch skip a
+	// connection's consumers until the writer catches up (as Apache Pulsar
+	// stops at a channel that is not writable): permits bound what a
+	// consumer may be sent, not how fast its client reads.
+	dispatchHighWater = 4 << 20
 )
 
 // conn is one client connection. Its read loop runs the commands in order;
@@ -50,6 +55,8 @@ type conn struct {
 	quitMu  sync.Once
 
 	lastRead atomic.Int64  // unix nanoseconds
+	outBytes atomic.Int64  // unsent output waiting for the writer
+	wantWake atomic.Bool   // a dispatcher skipped us: wake them when drained
 	pong     chan struct{} // a PONG arrived (for liveness checks)
 
 	connected atomic.Bool
@@ -141,8 +148,19 @@ func (cn *conn) out() *[]byte {
 }
 
 func (cn *conn) done() {
+	cn.outBytes.Store(int64(len(cn.wbuf)))
 	cn.wmu.Unlock()
 	cn.signal()
+}
+
+// congested reports whether dispatch should hold off this connection; it
+// asks the writer to wake the dispatchers once the output has drained.
+func (cn *conn) congested() bool {
+	if cn.outBytes.Load() < dispatchHighWater {
+		return false
+	}
+	cn.wantWake.Store(true)
+	return cn.outBytes.Load() >= dispatchHighWater
 }
 
 func (cn *conn) writeLoop() {
@@ -192,6 +210,7 @@ func (cn *conn) writeLoop() {
 			}
 			buf := cn.wbuf
 			cn.wbuf, spare = spare[:0], nil
+			cn.outBytes.Store(0)
 			cn.wmu.Unlock()
 			cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 			if _, err := cn.nc.Write(buf); err != nil {
@@ -210,6 +229,9 @@ func (cn *conn) writeLoop() {
 			select {
 			case cn.drained <- struct{}{}:
 			default:
+			}
+			if cn.wantWake.Swap(false) {
+				cn.wakeDispatchers()
 			}
 		}
 	}
@@ -606,5 +628,18 @@ func (cn *conn) alive(timeout time.Duration) bool {
 		return false
 	case <-t.C:
 		return false
+	}
+}
+
+// wakeDispatchers wakes the subscriptions of this connection's consumers.
+func (cn *conn) wakeDispatchers() {
+	cn.mu.Lock()
+	subs := make([]*subscription, 0, len(cn.consumers))
+	for _, c := range cn.consumers {
+		subs = append(subs, c.sub)
+	}
+	cn.mu.Unlock()
+	for _, s := range subs {
+		s.wakeup()
 	}
 }

@@ -191,7 +191,7 @@ func (s *subscription) permitBudget() int {
 func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay bool) (*consumer, int32, bool) {
 	switch s.typ {
 	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
-		if c := s.active; c != nil && c.permits > 0 {
+		if c := s.active; c != nil && c.permits > 0 && !c.conn.congested() {
 			return c, -1, true
 		}
 		return nil, -1, false
@@ -204,7 +204,7 @@ func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay b
 			return nil, h, false
 		}
 		c := s.selector.pick(h)
-		ok := c != nil && c.permits > 0 && c.unacked.Load() < maxUnackedPerConsumer
+		ok := c != nil && c.permits > 0 && c.unacked.Load() < maxUnackedPerConsumer && !c.conn.congested()
 		if ok {
 			// Draining (PIP-379): a hash whose entries another consumer
 			// still holds unacked waits until they are acknowledged, so
@@ -230,7 +230,7 @@ func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay b
 	n := len(s.consumers)
 	for i := 0; i < n; i++ {
 		c := s.consumers[(s.rr+i)%n]
-		if c.permits > 0 && c.priority == best && c.unacked.Load() < maxUnackedPerConsumer {
+		if c.permits > 0 && c.priority == best && c.unacked.Load() < maxUnackedPerConsumer && !c.conn.congested() {
 			s.rr = (s.rr + i + 1) % n
 			return c, -1, true
 		}

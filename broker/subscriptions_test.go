@@ -3,6 +3,8 @@ package broker_test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -462,4 +464,48 @@ func TestSharedConsumerBlockedAt50000Unacked(t *testing.T) {
 	}
 	p.ack(cid, first.id)
 	p.receive(cid) // room for one more entry
+}
+
+// A consumer whose client stops reading is sent no more than the socket
+// and a bounded buffer hold, whatever its permits; it gets the rest once
+// it reads again.
+func TestSlowReaderBoundsTheBrokersBuffer(t *testing.T) {
+	c := brokertest.Start(t)
+	nc, err := net.Dial("tcp", serviceAddr(c.ServiceURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := pulsarwire.NewReader(nc, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	write := func(m proto.Message) {
+		b, _ := pulsarwire.AppendCommand(nil, pulsarwire.Wrap(m))
+		nc.Write(b)
+	}
+	write(&pb.CommandConnect{ClientVersion: proto.String("slow"), ProtocolVersion: proto.Int32(20)})
+	r.Next()
+	write(&pb.CommandSubscribe{Topic: proto.String("slow"), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1)})
+	r.Next()
+	write(&pb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1 << 30)})
+
+	const n = 100 // of 1 MiB each
+	p := dial(t, c.ServiceURL())
+	pid := p.producer("slow")
+	big := strings.Repeat("x", 1<<20)
+	for i := 0; i < n; i++ {
+		p.publish(pid, uint64(i), msg{payload: big})
+	}
+	dispatched := func() int64 { return c.Consumers("slow", "s")[0].Dispatched }
+	if d := dispatched(); d >= n/2 {
+		t.Fatalf("%d of %d MiB dispatched to a client that reads nothing", d, n)
+	}
+	got := 0
+	for got < n {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatalf("after %d messages: %v", got, err)
+		}
+		if f.Cmd.GetType() == pb.BaseCommand_MESSAGE {
+			got++
+		}
+	}
 }
