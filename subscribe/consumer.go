@@ -109,7 +109,9 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 		c.refresh = c.refresh || c.pattern != nil || s.partition >= 0
 	}
 	if err := c.subscribeAll(ctx); err != nil {
-		c.Close(context.WithoutCancel(ctx))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Retries.Timeout)
+		c.Close(cctx)
+		cancel()
 		return nil, err
 	}
 	c.spawn(c.housekeeper)
