@@ -44,7 +44,7 @@ const testTimeout = 60 * time.Second
 
 // target is the broker a test runs against: the embedded broker, or
 // Apache Pulsar when STREAMRUN_PULSAR_URL is set (admin API at
-// STREAMRUN_PULSAR_ADMIN_URL, default http://127.0.0.1:8080).
+// STREAMRUN_PULSAR_HTTP, default http://127.0.0.1:8080), as in CI.
 type target struct {
 	url     string
 	admin   string
@@ -54,9 +54,12 @@ type target struct {
 func newTarget(t *testing.T, opts ...func(*broker.Options)) *target {
 	t.Helper()
 	if u := os.Getenv("STREAMRUN_PULSAR_URL"); u != "" {
-		admin := os.Getenv("STREAMRUN_PULSAR_ADMIN_URL")
+		admin := os.Getenv("STREAMRUN_PULSAR_HTTP")
 		if admin == "" {
 			admin = "http://127.0.0.1:8080"
+		}
+		if !strings.Contains(admin, "://") {
+			admin = "http://" + admin
 		}
 		return &target{url: u, admin: admin}
 	}
