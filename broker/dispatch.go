@@ -36,7 +36,15 @@ func (s *subscription) dispatchOnce() bool {
 	default:
 		readNew = readNew && budget > len(replayIDs)
 	}
-	n := min(max(budget-len(replayIDs), 1), maxReadEntries)
+	// Read as many entries as the permits will take (entries hold
+	// avgMsgs messages on average), not a fixed amount: a batch-heavy
+	// topic would otherwise read far more than it sends.
+	n := min(int(float64(max(budget-len(replayIDs), 1))/s.avgMsgs)+1, maxReadEntries)
+	var fresh []store.Entry
+	if readNew && len(s.ahead) > 0 && s.aheadEpoch == epoch && s.ahead[0].ID == from {
+		fresh, readNew = s.ahead, false // what the last round read and did not send
+	}
+	s.ahead = nil
 	s.mu.Unlock()
 
 	var replayed []store.Entry
@@ -52,7 +60,6 @@ func (s *subscription) dispatchOnce() bool {
 		}
 		replayed = append(replayed, es[0])
 	}
-	var fresh []store.Entry
 	if readNew {
 		var err error
 		fresh, err = s.t.log.Read(from, n, maxReadBytes)
@@ -101,7 +108,7 @@ func (s *subscription) dispatchOnce() bool {
 	if s.readPos != from {
 		return true // moved by an ack or reset meanwhile; read again
 	}
-	for _, e := range fresh {
+	for i, e := range fresh {
 		if e.ID < s.readPos {
 			continue
 		}
@@ -139,6 +146,8 @@ func (s *subscription) dispatchOnce() bool {
 				progress = true
 				continue
 			}
+			// Keep the rest for the next round, not to read it again.
+			s.ahead, s.aheadEpoch = fresh[i:], s.epoch
 			break
 		}
 		s.readPos = e.ID + 1
@@ -241,6 +250,7 @@ func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay b
 // deliver sends one entry to a consumer; s.mu held.
 func (s *subscription) deliver(c *consumer, e store.Entry, info entryInfo, hash int32) {
 	msgs := info.numMessages
+	s.avgMsgs += (float64(msgs) - s.avgMsgs) / 16
 	s.pending[e.ID] = pendingEntry{c: c, msgs: msgs, hash: hash}
 	if hash >= 0 {
 		o := s.owners[hash]

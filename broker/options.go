@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"log/slog"
 	"time"
 
@@ -130,5 +129,3 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

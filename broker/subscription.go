@@ -58,6 +58,9 @@ type subscription struct {
 	hashReplays  map[int32]int           // Key_Shared: how many replay entries each hash has
 	notifyReq    chan struct{}           // ask run to tell consumers who is active
 	delayed      map[uint64]delayedEntry // Shared/Key_Shared: entries held until deliver_at_time
+	ahead        []store.Entry           // read past readPos and not sent yet (valid for aheadEpoch)
+	aheadEpoch   uint64
+	avgMsgs      float64 // mean messages per entry, to read as many entries as permits allow
 	epoch        uint64                  // bumped by a reset, to drop reads in flight
 	dirty        bool
 	deleted      bool
@@ -108,6 +111,7 @@ func newSubscription(t *topic, name string, durable bool, typ pb.CommandSubscrib
 		hashReplays:  map[int32]int{},
 		notifyReq:    make(chan struct{}, 1),
 		delayed:      map[uint64]delayedEntry{},
+		avgMsgs:      1,
 	}
 }
 
