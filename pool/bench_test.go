@@ -53,3 +53,45 @@ func BenchmarkSendAsync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSendAsyncByKey is BenchmarkSendAsync's 100-byte run with
+// BatchingOptions.ByKey, over 50 interleaved keys: a batch per key.
+func BenchmarkSendAsyncByKey(b *testing.B) {
+	tg := newTargetB(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := New(ctx, Options{ServiceURL: tg, Producer: ProducerOptions{Batching: BatchingOptions{ByKey: true}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	p, err := c.Producer(ctx, fmt.Sprintf("persistent://public/default/bench-bykey-%d", time.Now().UnixNano()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 100)
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = fmt.Sprint("key-", i)
+	}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	n := int64(b.N)
+	cb := func(_ pulsarwire.MessageID, err error) {
+		if err != nil {
+			b.Error(err)
+		}
+		if done.Add(1) == n {
+			close(finished)
+		}
+	}
+	b.SetBytes(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p.SendAsync(ctx, Message{Payload: payload, Key: keys[i%len(keys)]}, cb)
+	}
+	<-finished
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+}

@@ -23,6 +23,9 @@ type received struct {
 	EventTime   uint64
 	SequenceID  uint64
 	Producer    string
+	// EntryKey is the partition key of the entry's MessageMetadata: what
+	// a KeyShared dispatcher routes the whole entry by.
+	EntryKey string
 }
 
 // rawConsumer reads a topic through the exported connection API only
@@ -100,7 +103,8 @@ func (rc *rawConsumer) HandleFrame(f pulsarwire.Frame, err error) {
 	var out []received
 	if md.NumMessagesInBatch == nil {
 		r := received{ID: id, Payload: string(payload), Key: md.GetPartitionKey(), OrderingKey: string(md.GetOrderingKey()),
-			EventTime: md.GetEventTime(), SequenceID: md.GetSequenceId(), Producer: md.GetProducerName(), Properties: map[string]string{}}
+			EventTime: md.GetEventTime(), SequenceID: md.GetSequenceId(), Producer: md.GetProducerName(), Properties: map[string]string{},
+			EntryKey: md.GetPartitionKey()}
 		for _, kv := range md.GetProperties() {
 			r.Properties[kv.GetKey()] = kv.GetValue()
 		}
@@ -115,7 +119,8 @@ func (rc *rawConsumer) HandleFrame(f pulsarwire.Frame, err error) {
 			mid := id
 			mid.BatchIndex, mid.BatchSize = int32(i), int32(len(msgs))
 			r := received{ID: mid, Payload: string(m.Payload), Key: m.Meta.GetPartitionKey(), OrderingKey: string(m.Meta.GetOrderingKey()),
-				EventTime: m.Meta.GetEventTime(), SequenceID: m.Meta.GetSequenceId(), Producer: md.GetProducerName(), Properties: map[string]string{}}
+				EventTime: m.Meta.GetEventTime(), SequenceID: m.Meta.GetSequenceId(), Producer: md.GetProducerName(), Properties: map[string]string{},
+				EntryKey: md.GetPartitionKey()}
 			for _, kv := range m.Meta.GetProperties() {
 				r.Properties[kv.GetKey()] = kv.GetValue()
 			}

@@ -20,6 +20,12 @@
 // (ProducerOptions.MaxPendingMessages) or the client's pending bytes
 // (Options.MemoryLimit) are at their limit; nothing is dropped.
 //
+// A batch's entry carries its first message's key, and a KeyShared
+// subscription dispatches the whole entry by it. For topics consumed
+// with KeyShared, set BatchingOptions.ByKey: each key (ordering key, else
+// key) then gets a batch of its own, within the same limits, and the
+// batches go out in order of their first messages.
+//
 // A message with a Key (or else an OrderingKey) goes to the partition
 // KeyPartition picks: Java's String.hashCode, as the Java client's default
 // router does. Messages without a key go round robin, batch by batch.

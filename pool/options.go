@@ -130,6 +130,17 @@ type BatchingOptions struct {
 	MaxBytes int
 	// MaxDelay a batch waits for more messages. Default 10 ms.
 	MaxDelay time.Duration
+	// ByKey keeps one open batch per key (the ordering key, else the
+	// key; messages with neither share one), so that every entry carries
+	// one key's messages only. Turn it on for topics consumed with
+	// KeyShared: the broker dispatches a whole entry by its first
+	// message's key, so a batch mixing keys can take a key to two
+	// consumers and out of order. The limits above apply to the open
+	// batches together: when one is reached, or the oldest has waited
+	// MaxDelay, all of them are sent, in order of their first messages.
+	// Receipts then complete messages in order per key, not across keys.
+	// What the Java client calls BatcherBuilder.KEY_BASED. Default false.
+	ByKey bool
 }
 
 // Defaults, as documented on the fields.

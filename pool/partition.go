@@ -30,6 +30,7 @@ type partProducer struct {
 	partition int32 // -1: not partitioned
 	id        uint64
 	batching  bool
+	byKey     bool // BatchingOptions.ByKey: keyed, not cur
 	log       *slog.Logger
 
 	mu             sync.Mutex
@@ -40,7 +41,8 @@ type partProducer struct {
 	epoch          uint64
 	nextSeq        uint64
 	maxMessageSize int
-	cur            *batch // the open batch, nil when none
+	cur            *batch       // the open batch, nil when none
+	keyed          keyedBatches // with byKey: the open batches, one per key
 	pending        batchQueue
 	timer          *time.Timer
 	reconnecting   bool
@@ -126,10 +128,14 @@ func newPartProducer(p *Producer, topic string, partition int32) *partProducer {
 		partition:      partition,
 		id:             c.producerID.Add(1),
 		batching:       !p.opts.Batching.Disabled,
+		byKey:          !p.opts.Batching.Disabled && p.opts.Batching.ByKey,
 		log:            c.log.With("topic", topic),
 		name:           p.opts.Name,
 		userName:       p.opts.Name != "",
 		maxMessageSize: pulsarwire.DefaultMaxMessageSize,
+	}
+	if pp.byKey {
+		pp.keyed.byKey = map[batchKey]*batch{}
 	}
 	pp.timer = time.AfterFunc(time.Hour, pp.onTimer)
 	pp.timer.Stop()
@@ -156,6 +162,16 @@ func (pp *partProducer) add(m *Message, size int64, done completer) {
 	need := len(m.Payload)
 	if pp.batching {
 		need = pulsarwire.SingleMessageSize(&f, len(m.Payload))
+	}
+	if pp.byKey {
+		fits := pp.addKeyedLocked(&f, m.Payload, need, size, done)
+		pp.mu.Unlock()
+		if !fits {
+			pp.release(1, size)
+			done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %d bytes, the broker takes %d: %w",
+				pp.topic, len(m.Payload), pp.maxMessageSize, ErrMessageTooLarge))
+		}
+		return
 	}
 	if b := pp.cur; b != nil {
 		used := len(b.buf) - b.room
@@ -195,6 +211,23 @@ func (pp *partProducer) add(m *Message, size int64, done completer) {
 
 // startLocked opens a batch whose first message is f.
 func (pp *partProducer) startLocked(f *pulsarwire.MessageFields) *batch {
+	b := pp.newBatchLocked(f)
+	if pp.batching {
+		b.buf = pp.getBuf(max(pp.bufSize(), b.room+4096))
+	} else {
+		b.buf = pp.getBuf(b.room + 4096)
+	}
+	b.buf = b.buf[:b.room]
+	pp.cur = b
+	if pp.batching {
+		pp.timer.Reset(pp.p.opts.Batching.MaxDelay)
+	}
+	return b
+}
+
+// newBatchLocked returns a batch whose first message is f, without its
+// buffer: room is how many bytes its header will need.
+func (pp *partProducer) newBatchLocked(f *pulsarwire.MessageFields) *batch {
 	b := batches.Get().(*batch)
 	b.firstSeq = f.SequenceID
 	if pp.batching {
@@ -205,26 +238,20 @@ func (pp *partProducer) startLocked(f *pulsarwire.MessageFields) *batch {
 	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{
 		ProducerName: pp.name, Batch: pp.batching, Message: b.fields,
 	})
-	if pp.batching {
-		b.buf = pp.getBuf(max(pp.bufSize(), b.room+4096))
-	} else {
-		b.buf = pp.getBuf(b.room + 4096)
-	}
-	b.buf = b.buf[:b.room]
 	b.started = time.Now()
 	b.publishTime = uint64(b.started.UnixMilli())
-	pp.cur = b
-	if pp.batching {
-		pp.timer.Reset(pp.p.opts.Batching.MaxDelay)
-	}
 	return b
 }
 
-// onTimer closes a batch that waited MaxDelay.
+// onTimer closes a batch that waited MaxDelay (with ByKey, every open
+// batch once the oldest did).
 func (pp *partProducer) onTimer() {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	b := pp.cur
+	if pp.byKey && len(pp.keyed.order) > 0 {
+		b = pp.keyed.order[0]
+	}
 	if b == nil || pp.err != nil {
 		return
 	}
@@ -237,14 +264,24 @@ func (pp *partProducer) onTimer() {
 	pp.flushLocked()
 }
 
-// flushLocked closes the open batch: it becomes a frame, joins the
-// pending queue and, when connected, goes out.
+// flushLocked closes the open batch (with ByKey, every open batch): it
+// becomes a frame, joins the pending queue and, when connected, goes out.
 func (pp *partProducer) flushLocked() {
+	if pp.byKey {
+		pp.flushKeyedLocked()
+		return
+	}
 	b := pp.cur
 	if b == nil {
 		return
 	}
 	pp.cur = nil
+	pp.sendLocked(b)
+}
+
+// sendLocked closes batch b: it becomes a frame, joins the pending queue
+// and, when connected, goes out.
+func (pp *partProducer) sendLocked(b *batch) {
 	h := pulsarwire.SendHeader{
 		ProducerID:        pp.id,
 		SequenceID:        b.firstSeq,
@@ -254,6 +291,13 @@ func (pp *partProducer) flushLocked() {
 		ProducerName:      pp.name,
 		PublishTime:       b.publishTime,
 		Message:           b.fields,
+	}
+	if pp.byKey {
+		// A key's batch holds sequence ids interleaved with other keys'
+		// batches: the entry is named by its first alone (as the Java
+		// client's key-based batches are), so that a broker deduplicating
+		// by the highest sequence id seen does not drop the next entry.
+		h.HighestSequenceID = b.firstSeq
 	}
 	if ct := pp.p.opts.Compression; ct != pb.CompressionType_NONE {
 		out := pp.getBuf(len(b.buf))[:b.room]
@@ -557,6 +601,7 @@ func (pp *partProducer) shutdown(err error) {
 		failed = append(failed, pp.cur)
 		pp.cur = nil
 	}
+	failed = append(failed, pp.keyed.takeAll()...)
 	for b := range pp.pending.all() {
 		failed = append(failed, b)
 	}

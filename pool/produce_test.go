@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -302,19 +303,23 @@ func TestBatchingDisabledSendsOneEntryPerMessage(t *testing.T) {
 }
 
 func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
-	tg := newTarget(t)
-	c := newClient(t, tg, Options{})
-	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
-	if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 6<<20)}); !errors.Is(err, ErrMessageTooLarge) {
-		t.Fatalf("6 MiB message: %v, want ErrMessageTooLarge", err)
-	}
-	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("small")}); err != nil {
-		t.Fatalf("the next message: %v", err)
-	}
-	// A message of nearly the limit goes through alone.
-	if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 4<<20)}); err != nil {
-		t.Fatalf("4 MiB message: %v", err)
+	for _, byKey := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one batch", true: "a batch per key"}[byKey], func(t *testing.T) {
+			tg := newTarget(t)
+			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{ByKey: byKey}}})
+			topic := topicName(t)
+			ctx := testCtx(t, time.Minute)
+			if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 6<<20), Key: "a"}); !errors.Is(err, ErrMessageTooLarge) {
+				t.Fatalf("6 MiB message: %v, want ErrMessageTooLarge", err)
+			}
+			if _, err := c.Publish(ctx, topic, Message{Payload: []byte("small"), Key: "a"}); err != nil {
+				t.Fatalf("the next message: %v", err)
+			}
+			// A message of nearly the limit goes through alone.
+			if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 4<<20), Key: "b"}); err != nil {
+				t.Fatalf("4 MiB message: %v", err)
+			}
+		})
 	}
 }
 
@@ -425,29 +430,41 @@ func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
 }
 
 func TestCutConnectionResendsPendingInOrderWithoutLossOrDuplicateSequenceIDs(t *testing.T) {
-	tg := newTarget(t)
-	px := newProxies(t)
-	c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
-		Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 50}}})
-	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
-	p, err := c.Producer(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
+	for _, byKey := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one batch", true: "a batch per key"}[byKey], func(t *testing.T) {
+			tg := newTarget(t)
+			px := newProxies(t)
+			c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
+				Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 50, ByKey: byKey}}})
+			topic := topicName(t)
+			ctx := testCtx(t, time.Minute)
+			p, err := c.Producer(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n, keys = 20000, 7
+			col := newCollector(n)
+			for i := 0; i < n; i++ {
+				m := Message{Payload: fmt.Appendf(nil, "%d", i)}
+				if byKey {
+					m.Key = fmt.Sprint("k-", i%keys)
+				}
+				p.SendAsync(ctx, m, col.cb(i))
+				if i%5000 == 2500 {
+					px.Cut()
+				}
+			}
+			col.wait(t, 30*time.Second)
+			if len(col.errs) > 0 {
+				t.Fatalf("%d errors, e.g. %v", len(col.errs), col.errs)
+			}
+			if byKey {
+				checkStreamByKey(t, subscribeRaw(t, c, topic), n, keys)
+			} else {
+				checkStream(t, subscribeRaw(t, c, topic), n)
+			}
+		})
 	}
-	const n = 20000
-	col := newCollector(n)
-	for i := 0; i < n; i++ {
-		p.SendAsync(ctx, Message{Payload: fmt.Appendf(nil, "%d", i)}, col.cb(i))
-		if i%5000 == 2500 {
-			px.Cut()
-		}
-	}
-	col.wait(t, 30*time.Second)
-	if len(col.errs) > 0 {
-		t.Fatalf("%d errors, e.g. %v", len(col.errs), col.errs)
-	}
-	checkStream(t, subscribeRaw(t, c, topic), n)
 }
 
 // checkStream reads a topic published with payloads "0".."n-1" across
@@ -485,6 +502,147 @@ func checkStream(t *testing.T, rc *rawConsumer, n int) {
 		t.Fatalf("%d of %d messages", next, n)
 	}
 	t.Logf("%d messages in order; %d resent copies (same sequence ids)", n, dups)
+}
+
+// With ByKey, an entry holds one key's messages (the ordering key when
+// set, else the key; messages with neither together) and carries that
+// key; the limits apply to the open batches together; receipts still
+// come in order of the entries' first sequence ids, and each key's
+// messages complete in the order they were published.
+func TestBatchesByKeyHoldOneKeyEachWithinTheProducersLimits(t *testing.T) {
+	tg := newTarget(t)
+	const maxMessages = 40
+	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{
+		ByKey: true, MaxMessages: maxMessages, MaxDelay: time.Hour}}})
+	topic := topicName(t)
+	ctx := testCtx(t, time.Minute)
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Message i: key "k-<i%5>", and for i%5 == 3 also ordering key
+	// "ok-<i%2>"; i%5 == 4 has neither.
+	msg := func(i int) Message {
+		m := Message{Payload: fmt.Appendf(nil, "%d", i)}
+		switch i % 5 {
+		case 3:
+			m.Key, m.OrderingKey = fmt.Sprint("k-", i%5), fmt.Sprint("ok-", i%2)
+		case 4:
+		default:
+			m.Key = fmt.Sprint("k-", i%5)
+		}
+		return m
+	}
+	routing := func(key, orderingKey string) string {
+		if orderingKey != "" {
+			return "ordering " + orderingKey
+		}
+		return "key " + key
+	}
+	const n = 1000 // a multiple of maxMessages: the delay never closes a batch
+	col := newCollector(n)
+	for i := 0; i < n; i++ {
+		p.SendAsync(ctx, msg(i), col.cb(i))
+	}
+	col.wait(t, 30*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatalf("errors: %v", col.errs)
+	}
+	last := map[string]pulsarwire.MessageID{}
+	for i := 0; i < n; i++ {
+		m, id := msg(i), col.ids[i]
+		r := routing(m.Key, m.OrderingKey)
+		if prev, ok := last[r]; ok && id.Compare(prev) <= 0 {
+			t.Fatalf("message %d (%s) completed as %s, not after %s", i, r, id, prev)
+		}
+		last[r] = id
+	}
+
+	rc := subscribeRaw(t, c, topic)
+	got := rc.wait(n, 30*time.Second)
+	type entry struct{ ledger, entry uint64 }
+	entries := map[entry][]received{}
+	var order []entry
+	for _, m := range got {
+		e := entry{m.ID.Ledger, m.ID.Entry}
+		if _, ok := entries[e]; !ok {
+			order = append(order, e)
+		}
+		entries[e] = append(entries[e], m)
+	}
+	round := 0 // messages in the batches opened since the last flush
+	for _, e := range order {
+		ms := entries[e]
+		r := routing(ms[0].Key, ms[0].OrderingKey)
+		for _, m := range ms {
+			if routing(m.Key, m.OrderingKey) != r {
+				t.Fatalf("entry %v mixes %s and %s", e, r, routing(m.Key, m.OrderingKey))
+			}
+		}
+		if ms[0].EntryKey != ms[0].Key {
+			t.Fatalf("entry %v carries key %q, its first message %q", e, ms[0].EntryKey, ms[0].Key)
+		}
+		round += len(ms)
+		if round > maxMessages {
+			t.Fatalf("%d messages sent in one flush, more than MaxMessages %d", round, maxMessages)
+		}
+		if round == maxMessages {
+			round = 0
+		}
+	}
+	// 5 keys and 2 ordering keys: 6 routing keys, so 6 entries per
+	// flush of 40 messages.
+	if want := n / maxMessages * 6; len(order) != want {
+		t.Fatalf("%d entries, want %d", len(order), want)
+	}
+}
+
+// checkStreamByKey is checkStream for a topic published with ByKey:
+// payloads "0".."n-1", message i with key "k-<i%keys>". Entries hold one
+// key each and go out by their first sequence id, so the order holds per
+// key, not across keys; every message is there, a resent copy has the
+// same sequence id, and every message is in an entry of its own key.
+func checkStreamByKey(t *testing.T, rc *rawConsumer, n, keys int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() bool {
+		got := map[string]bool{}
+		for _, m := range rc.all() {
+			got[m.Payload] = true
+		}
+		return len(got) == n
+	})
+	seqOf := map[string]uint64{}
+	next := map[string]int{}
+	dups := 0
+	for i, m := range rc.all() {
+		if s, ok := seqOf[m.Payload]; ok {
+			if s != m.SequenceID {
+				t.Fatalf("message %s stored twice with sequence ids %d and %d", m.Payload, s, m.SequenceID)
+			}
+			dups++
+			continue
+		}
+		if m.EntryKey != m.Key {
+			t.Fatalf("message %s with key %s is in an entry of key %s", m.Payload, m.Key, m.EntryKey)
+		}
+		want, ok := next[m.Key]
+		if !ok {
+			// A key's first message: k-j's is j.
+			want, _ = strconv.Atoi(strings.TrimPrefix(m.Key, "k-"))
+		}
+		if m.Payload != fmt.Sprint(want) || m.Key != fmt.Sprint("k-", want%keys) {
+			t.Fatalf("position %d: message %s with key %s, want %d (lost or out of order)", i, m.Payload, m.Key, want)
+		}
+		if m.SequenceID != uint64(want) {
+			t.Fatalf("message %s has sequence id %d", m.Payload, m.SequenceID)
+		}
+		seqOf[m.Payload] = m.SequenceID
+		next[m.Key] = want + keys
+	}
+	if len(seqOf) != n {
+		t.Fatalf("%d of %d messages", len(seqOf), n)
+	}
+	t.Logf("%d messages in order per key; %d resent copies (same sequence ids)", n, dups)
 }
 
 func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
