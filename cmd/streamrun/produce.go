@@ -33,6 +33,7 @@ type produceFlags struct {
 	rate         float64
 	compression  string
 	noBatching   bool
+	batchByKey   bool
 	token        string
 	tlsCA        string
 	tlsCert      string
@@ -59,6 +60,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Float64Var(&f.rate, "rate", 0, "messages per second (0: as fast as the broker takes them)")
 	fs.StringVar(&f.compression, "compression", "none", "compression of each batch: none, lz4, zlib, zstd or snappy")
 	fs.BoolVar(&f.noBatching, "no-batching", false, "send every message as an entry of its own")
+	fs.BoolVar(&f.batchByKey, "batch-by-key", false, "batch each key's messages (ordering key, else key) apart, for topics consumed with KeyShared")
 	fs.StringVar(&f.token, "token", "", `auth token: the token, "file:PATH" or "env:VAR"`)
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for pulsar+ssl:// (default: the system's)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate")
@@ -145,6 +147,9 @@ func (f *produceFlags) options(fs *pflag.FlagSet) (pool.Options, pool.Message, e
 	if !ok {
 		return o, m, fmt.Errorf("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
 	}
+	if f.noBatching && f.batchByKey {
+		return o, m, errors.New("--batch-by-key and --no-batching exclude each other")
+	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return o, m, errors.New("--tls-cert and --tls-key go together")
 	}
@@ -158,7 +163,7 @@ func (f *produceFlags) options(fs *pflag.FlagSet) (pool.Options, pool.Message, e
 		OperationRetries: pool.OperationRetries{Attempts: f.retries},
 		Producer: pool.ProducerOptions{
 			Compression: pb.CompressionType(ct),
-			Batching:    pool.BatchingOptions{Disabled: f.noBatching},
+			Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
 		},
 		Logger: slog.New(slog.DiscardHandler),
 	}
