@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -37,6 +39,7 @@ func (cn *conn) handleSeek(m *pb.CommandSeek) {
 	s.reset(pos)
 	if !s.durable {
 		s.keepEmpty = true // the reader comes back to the sought position
+		s.keptAt = time.Now()
 	}
 	s.mu.Unlock()
 	cn.log.Debug("subscription reset", "topic", s.t.name, "subscription", s.name, "entry", pos)

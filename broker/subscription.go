@@ -61,10 +61,11 @@ type subscription struct {
 	ahead        []store.Entry           // read past readPos and not sent yet (valid for aheadEpoch)
 	aheadEpoch   uint64
 	avgMsgs      float64 // mean messages per entry, to read as many entries as permits allow
-	epoch        uint64                  // bumped by a reset, to drop reads in flight
+	epoch        uint64  // bumped by a reset, to drop reads in flight
 	dirty        bool
 	deleted      bool
-	keepEmpty    bool // a non-durable subscription kept after a seek, for its reconnecting reader
+	keepEmpty    bool      // a non-durable subscription kept after a seek, for its reconnecting reader
+	keptAt       time.Time // when keepEmpty was set
 	consumerSeq  uint64
 	readErrs     int
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/streamrun/streamrun/broker/store"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -299,9 +300,19 @@ func (t *topic) connected() bool {
 	return false
 }
 
+// abandonAfter is how long a non-durable subscription kept after a seek
+// waits for its reader to come back before it is dropped.
+const abandonAfter = time.Minute
+
 func (t *topic) flushCursors() {
 	for _, s := range t.subscriptions() {
 		s.save()
+		s.mu.Lock()
+		abandoned := !s.durable && s.keepEmpty && len(s.consumers) == 0 && time.Since(s.keptAt) > abandonAfter
+		s.mu.Unlock()
+		if abandoned {
+			t.removeSubscription(s)
+		}
 	}
 }
 
