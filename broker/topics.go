@@ -307,12 +307,26 @@ const abandonAfter = time.Minute
 func (t *topic) flushCursors() {
 	for _, s := range t.subscriptions() {
 		s.save()
-		s.mu.Lock()
-		abandoned := !s.durable && s.keepEmpty && len(s.consumers) == 0 && time.Since(s.keptAt) > abandonAfter
-		s.mu.Unlock()
-		if abandoned {
-			t.removeSubscription(s)
-		}
+		t.dropIfAbandoned(s)
+	}
+}
+
+// dropIfAbandoned removes a kept non-durable subscription whose reader did
+// not come back; checked and removed under both locks, so a consumer
+// arriving meanwhile either finds it or gets a retryable error.
+func (t *topic) dropIfAbandoned(s *subscription) {
+	t.mu.Lock()
+	s.mu.Lock()
+	abandoned := !s.durable && s.keepEmpty && len(s.consumers) == 0 && time.Since(s.keptAt) > abandonAfter
+	if abandoned && t.subs[s.name] == s {
+		delete(t.subs, s.name)
+		t.publishSubs()
+		s.deleted = true
+	}
+	s.mu.Unlock()
+	t.mu.Unlock()
+	if abandoned {
+		s.stop()
 	}
 }
 
