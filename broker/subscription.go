@@ -412,8 +412,7 @@ func (s *subscription) removeConsumer(c *consumer) {
 	s.mu.Unlock()
 	s.notifyActive(notify)
 	s.wakeup()
-	if drop {
-		s.t.removeSubscription(s)
+	if drop && s.t.dropIfEmpty(s) {
 		return
 	}
 	s.save()

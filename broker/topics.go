@@ -311,6 +311,27 @@ func (t *topic) flushCursors() {
 	}
 }
 
+// dropIfEmpty removes a non-durable subscription whose last consumer left,
+// unless a consumer arrived meanwhile; it reports whether it did.
+func (t *topic) dropIfEmpty(s *subscription) bool {
+	t.mu.Lock()
+	s.mu.Lock()
+	empty := !s.durable && len(s.consumers) == 0 && !s.keepEmpty
+	if empty && t.subs[s.name] == s {
+		delete(t.subs, s.name)
+		t.publishSubs()
+	}
+	if empty {
+		s.deleted = true
+	}
+	s.mu.Unlock()
+	t.mu.Unlock()
+	if empty {
+		s.stop()
+	}
+	return empty
+}
+
 // dropIfAbandoned removes a kept non-durable subscription whose reader did
 // not come back; checked and removed under both locks, so a consumer
 // arriving meanwhile either finds it or gets a retryable error.
