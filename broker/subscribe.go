@@ -145,7 +145,7 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) ([]*consumer, err
 	}
 	if err != nil {
 		if created {
-			t.removeSubscription(s)
+			t.dropIfUnused(s)
 		}
 		return nil, err
 	}

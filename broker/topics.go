@@ -311,6 +311,24 @@ func (t *topic) flushCursors() {
 	}
 }
 
+// dropIfUnused removes a subscription just created for a consumer that
+// was refused, unless another consumer joined it meanwhile.
+func (t *topic) dropIfUnused(s *subscription) {
+	t.mu.Lock()
+	s.mu.Lock()
+	unused := len(s.consumers) == 0
+	if unused && t.subs[s.name] == s {
+		delete(t.subs, s.name)
+		t.publishSubs()
+		s.deleted = true
+	}
+	s.mu.Unlock()
+	t.mu.Unlock()
+	if unused {
+		s.stop()
+	}
+}
+
 // dropIfEmpty removes a non-durable subscription whose last consumer left,
 // unless a consumer arrived meanwhile; it reports whether it did.
 func (t *topic) dropIfEmpty(s *subscription) bool {
