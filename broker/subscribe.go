@@ -152,8 +152,8 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) ([]*consumer, err
 	s.mu.Lock()
 	s.keepEmpty = false
 	s.mu.Unlock()
+	s.start() // idempotent: whoever adds the first consumer starts it
 	if created {
-		s.start()
 		if s.durable {
 			s.mu.Lock()
 			s.dirty = true
