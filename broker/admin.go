@@ -147,6 +147,8 @@ func (c *Cluster) adminHandler() http.Handler {
 	h("GET "+tp+"/subscriptions", c.adminSubscriptions)
 	h("PUT "+tp+"/subscription/{sub}", c.adminCreateSubscription)
 	h("DELETE "+tp+"/subscription/{sub}", c.adminDeleteSubscription)
+	h("POST "+tp+"/subscription/{sub}/skip_all", c.adminClearBacklog)
+	h("POST "+tp+"/subscription/{sub}/resetcursor/{timestamp}", c.adminResetCursor)
 	h("GET "+tp+"/stats", c.adminStats)
 	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
@@ -714,4 +716,66 @@ func (c *Cluster) adminLookup(_ http.ResponseWriter, r *http.Request) (any, erro
 		out["brokerUrlTls"] = u
 	}
 	return out, nil
+}
+
+// eachSubscription runs f on the named subscription of a topic or of each
+// of its partitions; 404 when there is none.
+func (c *Cluster) eachSubscription(r *http.Request, f func(*subscription) error) error {
+	t, err := topicName(r)
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, p := range c.partitionsOf(t) {
+		tp, err := c.topicFor(p, false)
+		if err != nil {
+			continue
+		}
+		if s := tp.subscription(r.PathValue("sub")); s != nil {
+			found = true
+			if err := f(s); err != nil {
+				return err
+			}
+		}
+	}
+	if !found {
+		return herr(http.StatusNotFound, "Subscription not found")
+	}
+	return nil
+}
+
+// adminClearBacklog (pulsar-admin topics clear-backlog) acknowledges
+// everything published so far; consumers stay connected.
+func (c *Cluster) adminClearBacklog(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return nil, c.eachSubscription(r, func(s *subscription) error {
+		end := s.t.log.Next()
+		s.mu.Lock()
+		s.reset(end)
+		s.mu.Unlock()
+		s.save()
+		s.wakeup()
+		return nil
+	})
+}
+
+// adminResetCursor (pulsar-admin topics reset-cursor --time) moves the
+// subscription to the first message published at or after the time and,
+// as Apache Pulsar, disconnects its consumers so they resume from there.
+func (c *Cluster) adminResetCursor(_ http.ResponseWriter, r *http.Request) (any, error) {
+	ms, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
+	if err != nil {
+		return nil, herr(http.StatusPreconditionFailed, "Invalid timestamp %q", r.PathValue("timestamp"))
+	}
+	return nil, c.eachSubscription(r, func(s *subscription) error {
+		pos, err := s.t.log.SeekTime(ms)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.reset(pos)
+		s.mu.Unlock()
+		s.closeAll()
+		s.save()
+		return nil
+	})
 }

@@ -103,3 +103,23 @@ func TestAdminTopicsAndPartitions(t *testing.T) {
 		t.Errorf("unknown path: %s", got)
 	}
 }
+
+func TestAdminClearBacklogAndResetCursor(t *testing.T) {
+	c := brokertest.Start(t)
+	p := dial(t, c.ServiceURL())
+	cid := p.subscribe("ops", "s", pb.CommandSubscribe_Exclusive)
+	publishN(t, p, "ops", 5, nil)
+	path := c.AdminURL() + "/admin/v2/persistent/public/default/ops/subscription/s"
+	adminDo(t, "POST", path+"/skip_all", "", 204)
+	if b := c.Backlog("ops", "s"); b != 0 {
+		t.Fatalf("backlog after clear-backlog: %d", b)
+	}
+	adminDo(t, "POST", path+"/resetcursor/0", "", 204)
+	p.expect("CLOSE_CONSUMER", func(c *pb.BaseCommand) bool {
+		return c.GetType() == pb.BaseCommand_CLOSE_CONSUMER && c.GetCloseConsumer().GetConsumerId() == cid
+	})
+	if b := c.Backlog("ops", "s"); b != 5 {
+		t.Fatalf("backlog after reset-cursor to 0: %d", b)
+	}
+	adminDo(t, "POST", c.AdminURL()+"/admin/v2/persistent/public/default/ops/subscription/nope/skip_all", "", 404)
+}
