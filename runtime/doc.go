@@ -81,10 +81,13 @@
 // when it answers wrongly (plugin.ErrBadResponse; killed too). The batch
 // is then retried on a fresh instance of the same slot, nothing of it
 // having been published, and the broker connections, producers and
-// consumers are not touched. Restarts wait Options.Restart.Initial
-// (100 ms), doubling with each crash in a row up to Max (30 s); an
-// instance that answered a batch and stayed up HealthyAfter (10 s) starts
-// the count over.
+// consumers are not touched. An instance that dies between batches is
+// restarted at once, not when the next batch comes. Restarts wait
+// Options.Restart.Initial (100 ms), doubling with each crash in a row up
+// to Max (30 s); a crash after the instance answered a batch starts the
+// count over, since that handler makes progress: the backoff is for
+// crash loops, and a backlog with a few poison messages in it is not
+// slowed to one message per 30 s.
 //
 // So that a message which crashes the handler every time cannot stop a
 // pipeline, failures count against messages (ErrorPolicy.MaxCrashes, 3
@@ -101,10 +104,11 @@
 //     MaxCrashes times alone is dead-lettered. A poison message in a
 //     batch of n is found after about MaxCrashes × log2(n) restarts.
 //
-// A handler that keeps crashing (Restart.DegradedAfter crashes in a row,
-// 3 by default) makes its pipeline StateDegraded in Health, with the
-// last error, and is logged at ERROR; the host and its other pipelines
-// run on. A pipeline fails, and Run stops the host with its error, only
+// A handler that keeps crashing (Restart.DegradedAfter crashes, 3 by
+// default, within Restart.DegradedWindow, 1 min, or in a row without
+// answering a batch) makes its pipeline StateDegraded in Health, with
+// the last error, and its crashes are logged at ERROR; the host and its
+// other pipelines run on. A pipeline fails, and Run stops the host with its error, only
 // when it cannot start or its consumer gives up.
 //
 // Plugin processes die with the host, SIGKILL included (package plugin

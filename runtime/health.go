@@ -15,12 +15,12 @@ const (
 	// StateRunning is the internal state of a running pipeline; Health
 	// reports it as StateHealthy or StateDegraded.
 	StateRunning State = "running"
-	// StateHealthy: running, every instance up or restarting after fewer
-	// than RestartPolicy.DegradedAfter crashes in a row.
+	// StateHealthy: running, and no instance keeps crashing.
 	StateHealthy State = "healthy"
 	// StateDegraded: running, but an instance of the handler keeps
-	// crashing (DegradedAfter crashes in a row, and not healthy since).
-	// Messages still flow where other instances are up; the host goes on.
+	// crashing (RestartPolicy.DegradedAfter crashes within DegradedWindow,
+	// or in a row without answering a batch). Messages still flow where
+	// instances are up; the host goes on.
 	StateDegraded State = "degraded"
 	// StateStopping: draining after Run's ctx ended.
 	StateStopping State = "stopping"
@@ -58,7 +58,8 @@ type InstanceHealth struct {
 	// Restarts of the slot so far.
 	Restarts int
 	// CrashesInARow: failures (crash, hang, wrong answer, failed restart)
-	// since the slot was last healthy.
+	// without a batch answered in between; 0 once the current handler
+	// answered one.
 	CrashesInARow int
 	// LastError is the last failure, "" when none.
 	LastError string
@@ -89,17 +90,17 @@ func (p *pipeline) health() PipelineHealth {
 		} else {
 			ih.NextStart = s.nextStart
 		}
-		recovered := s.up && s.answered && now.Sub(s.started) >= rp.HealthyAfter
-		s.mu.Unlock()
-		if recovered {
+		if s.answered {
 			ih.CrashesInARow = 0
 		}
-		if ih.CrashesInARow >= rp.DegradedAfter {
+		if s.degradedLocked(now) {
 			degraded++
 			if out.Reason == "" {
-				out.Reason = fmt.Sprintf("instance %d crashed %d times in a row; last: %s", s.id, ih.CrashesInARow, ih.LastError)
+				out.Reason = fmt.Sprintf("instance %d keeps crashing (%d times in a row, %d in the last %v); last: %s",
+					s.id, ih.CrashesInARow, s.recentLocked(now), rp.DegradedWindow, ih.LastError)
 			}
 		}
+		s.mu.Unlock()
 		out.Instances = append(out.Instances, ih)
 	}
 	switch out.State {
@@ -157,4 +158,16 @@ func (p *pipeline) snapshot() Stats {
 		Crashes:  c.crashes.Load(),
 		Restarts: c.restarts.Load(),
 	}
+}
+
+// recentLocked counts the slot's crashes within DegradedWindow (of the
+// last DegradedAfter). s.mu held.
+func (s *slot) recentLocked(now time.Time) int {
+	n := 0
+	for _, t := range s.recent {
+		if now.Sub(t) < s.p.h.opts.Restart.DegradedWindow {
+			n++
+		}
+	}
+	return n
 }

@@ -26,6 +26,10 @@ type instance interface {
 	Kill()
 	// Pid is the plugin process's id, 0 for an in-process handler.
 	Pid() int
+	// Exited is closed when the plugin process has exited (nil for an
+	// in-process handler); ExitStatus says how.
+	Exited() <-chan struct{}
+	ExitStatus() string
 }
 
 // starter starts instance number slot of a pipeline's handler, Init
@@ -101,6 +105,10 @@ func (l *localInstance) Close(ctx context.Context) error {
 func (l *localInstance) Kill() {}
 
 func (l *localInstance) Pid() int { return 0 }
+
+func (l *localInstance) Exited() <-chan struct{} { return nil }
+
+func (l *localInstance) ExitStatus() string { return "" }
 
 // buildPackage builds Go package pkg into dir with "go build" and returns
 // the binary's path.

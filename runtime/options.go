@@ -57,27 +57,33 @@ type Options struct {
 
 // RestartPolicy governs restarts of a pipeline's plugin instances. Each
 // instance slot restarts on its own.
+//
+// The backoff is for crash loops: a handler that fails again and again
+// without answering a batch in between. One that answers batches between
+// its crashes (a panic on one message in thousands, a kill from outside)
+// makes progress, and waits only Initial before each restart: a stream
+// with a few poison messages in its backlog is not slowed to one message
+// per Max. Health reports both kinds (see DegradedAfter).
 type RestartPolicy struct {
-	// Initial is the wait before the first restart after a crash; each
-	// further crash in a row doubles it. Default 100 ms.
+	// Initial is the wait before restarting a crashed instance; each
+	// further crash without a batch answered in between doubles it.
+	// Default 100 ms.
 	Initial time.Duration
 	// Max is the longest wait. Default 30 s.
 	Max time.Duration
-	// HealthyAfter: an instance that answered a batch and stayed up this
-	// long is healthy; its next crash starts over at Initial. Default
-	// 10 s.
-	HealthyAfter time.Duration
-	// DegradedAfter is how many crashes in a row make a pipeline
-	// degraded in Health (until the instance is healthy again). Default 3.
+	// DegradedAfter crashes of an instance within DegradedWindow, or in a
+	// row without a batch answered, make its pipeline degraded in Health
+	// until that is no longer so. Default 3.
 	DegradedAfter int
+	// DegradedWindow: see DegradedAfter. Default 1 min.
+	DegradedWindow time.Duration
 }
-
 // Defaults, as documented on the fields.
 const (
 	DefaultShutdownTimeout    = 20 * time.Second
 	DefaultRestartInitial     = 100 * time.Millisecond
 	DefaultRestartMax         = 30 * time.Second
-	DefaultHealthyAfter       = 10 * time.Second
+	DefaultDegradedWindow     = time.Minute
 	DefaultDegradedAfter      = 3
 	DefaultPluginStartTimeout = 30 * time.Second
 )
@@ -99,8 +105,8 @@ func (o Options) withDefaults() Options {
 	if r.Max < r.Initial {
 		r.Max = r.Initial
 	}
-	if r.HealthyAfter <= 0 {
-		r.HealthyAfter = DefaultHealthyAfter
+	if r.DegradedWindow <= 0 {
+		r.DegradedWindow = DefaultDegradedWindow
 	}
 	if r.DegradedAfter <= 0 {
 		r.DegradedAfter = DefaultDegradedAfter

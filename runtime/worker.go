@@ -34,7 +34,8 @@ type slot struct {
 	started   time.Time // of the current instance
 	answered  bool      // the current instance answered a batch
 	batches   int64     // answered by the current instance
-	failures  int       // crashes in a row
+	failures  int       // crashes in a row without a batch answered
+	recent    []time.Time // the last DegradedAfter crashes, oldest first
 	restarts  int
 	lastErr   string
 	lastCrash time.Time
@@ -81,14 +82,31 @@ func (s *slot) publish() {
 func (s *slot) run(q <-chan *batch) {
 	p := s.p
 	defer close(s.answers)
-	for b := range q {
-		if p.hard.Err() != nil {
-			for _, it := range b.items {
-				p.handBack(it)
-			}
-			continue
+	for {
+		var exited <-chan struct{}
+		if s.inst != nil {
+			exited = s.inst.Exited()
 		}
-		s.process(b)
+		select {
+		case b, ok := <-q:
+			if !ok {
+				return
+			}
+			if p.hard.Err() != nil {
+				for _, it := range b.items {
+					p.handBack(it)
+				}
+				continue
+			}
+			s.process(b)
+		case <-exited:
+			// Died between batches (killed, or exited on its own): restart
+			// it now rather than on the next batch's time.
+			s.failed(fmt.Errorf("plugin (pid %d) exited between batches [%s]", s.inst.Pid(), s.inst.ExitStatus()))
+			if _, err := s.ensure(); err != nil {
+				continue // the hard stop: the queue is handed back above
+			}
+		}
 	}
 }
 
@@ -230,32 +248,49 @@ func (s *slot) answer() {
 	s.mu.Unlock()
 }
 
-// failed kills the instance after err and counts the crash. An instance
-// that had been healthy (it answered and stayed up HealthyAfter) starts
-// the count over.
+// failed kills the instance after err and counts the crash. A crash
+// after a batch answered is not part of a crash loop: the count of
+// crashes in a row (and so the backoff) starts over.
 func (s *slot) failed(err error) {
 	p := s.p
 	if s.inst != nil {
 		s.inst.Kill()
 		s.inst = nil
 	}
+	rp := &p.h.opts.Restart
 	now := time.Now()
 	s.mu.Lock()
-	if s.answered && now.Sub(s.started) >= p.h.opts.Restart.HealthyAfter {
+	if s.answered {
 		s.failures = 0
 	}
 	s.failures++
 	n := s.failures
+	s.recent = append(s.recent, now)
+	if len(s.recent) > rp.DegradedAfter {
+		s.recent = s.recent[len(s.recent)-rp.DegradedAfter:]
+	}
 	s.up, s.pid, s.answered = false, 0, false
 	s.lastErr, s.lastCrash = err.Error(), now
+	degraded := s.degradedLocked(now)
 	s.mu.Unlock()
 	p.stats.crashes.Add(1)
 	level := slog.LevelWarn
-	if n >= p.h.opts.Restart.DegradedAfter {
+	if degraded {
 		level = slog.LevelError
 	}
 	p.log.Log(context.Background(), level, "handler failed; restarting it", "instance", s.id,
-		"crashes_in_a_row", n, "restart_in", p.h.opts.Restart.delay(n), "err", err)
+		"crashes_in_a_row", n, "restart_in", rp.delay(n), "err", err)
+}
+
+// degradedLocked reports whether the slot keeps crashing: DegradedAfter
+// crashes within DegradedWindow, or in a row without a batch answered.
+// s.mu held.
+func (s *slot) degradedLocked(now time.Time) bool {
+	rp := &s.p.h.opts.Restart
+	if len(s.recent) >= rp.DegradedAfter && now.Sub(s.recent[len(s.recent)-rp.DegradedAfter]) < rp.DegradedWindow {
+		return true
+	}
+	return s.failures >= rp.DegradedAfter && !s.answered
 }
 
 // close stops the slot's instance gracefully (the handler's Close runs),
