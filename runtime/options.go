@@ -78,6 +78,7 @@ type RestartPolicy struct {
 	// DegradedWindow: see DegradedAfter. Default 1 min.
 	DegradedWindow time.Duration
 }
+
 // Defaults, as documented on the fields.
 const (
 	DefaultShutdownTimeout    = 20 * time.Second

@@ -31,10 +31,10 @@ type slot struct {
 	mu        sync.Mutex // guards what Health reads
 	pid       int
 	up        bool
-	started   time.Time // of the current instance
-	answered  bool      // the current instance answered a batch
-	batches   int64     // answered by the current instance
-	failures  int       // crashes in a row without a batch answered
+	started   time.Time   // of the current instance
+	answered  bool        // the current instance answered a batch
+	batches   int64       // answered by the current instance
+	failures  int         // crashes in a row without a batch answered
 	recent    []time.Time // the last DegradedAfter crashes, oldest first
 	restarts  int
 	lastErr   string
