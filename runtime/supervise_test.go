@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,4 +282,32 @@ func TestStart(t *testing.T) {
 			t.Errorf("outputs %q", p)
 		}
 	})
+}
+
+// A plugin that dies while it has nothing to do is restarted at once, not
+// when the next batch comes; the pipeline stays healthy.
+func TestAnIdleInstanceThatDiesIsRestarted(t *testing.T) {
+	c := cluster(t)
+	in, out := topic(t, "in"), topic(t, "out")
+	r := runHost(t, c, streamrun.Options{Logger: testLogger(t, slog.LevelError)}, pipelines.Pipeline{
+		Name:    "idle",
+		Source:  pipelines.Source{Topics: []string{in}, Subscription: "idle"},
+		Handler: pipelines.Handler{Plugin: example("uppercase"), Config: map[string]any{"output": out}},
+	})
+	pid := r.health("idle").Instances[0].Pid
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new plugin process", func() bool {
+		ih := r.health("idle").Instances[0]
+		return ih.Up && ih.Pid != pid && ih.Restarts == 1
+	})
+	h := r.health("idle")
+	if !h.Healthy() || !strings.Contains(h.Instances[0].LastError, "exited between batches") {
+		t.Errorf("health %+v", h)
+	}
+	cl := client(t, c)
+	got := collect(t, cl, out)
+	publish(t, cl, in, 5, func(i int) string { return fmt.Sprintf("after-%d", i) }, nil)
+	got.waitLen(t, 5)
 }
