@@ -80,6 +80,7 @@ func (c *Cluster) adminHandler() http.Handler {
 					return
 				}
 			}
+			c.log.Debug("admin request", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery)
 			v, err := f(w, r)
 			if err != nil {
 				var he *httpError

@@ -300,6 +300,9 @@ func (t *topic) connected() bool {
 	return false
 }
 
+// trimGrace is how long acknowledged entries are kept before trim.
+const trimGrace = time.Minute
+
 // abandonAfter is how long a non-durable subscription kept after a seek
 // waits for its reader to come back before it is dropped.
 const abandonAfter = time.Minute
@@ -385,9 +388,10 @@ func (t *topic) subscriptions() []*subscription {
 	return out
 }
 
-// trim drops entries every subscription has acknowledged (Apache Pulsar
-// with no retention does the same, a ledger at a time; the store frees a
-// segment at a time). A topic without subscriptions keeps everything.
+// trim drops entries every subscription has acknowledged and that are
+// older than trimGrace (Apache Pulsar with no retention does the same, a
+// ledger at a time; the store frees a segment at a time). A topic without
+// subscriptions keeps everything.
 func (t *topic) trim() {
 	subs := t.subscriptions()
 	if len(subs) == 0 {
@@ -396,6 +400,12 @@ func (t *topic) trim() {
 	lowest := ^uint64(0)
 	for _, s := range subs {
 		lowest = min(lowest, s.lowWater())
+	}
+	// Keep the last minute whatever was acknowledged, so a reset-cursor
+	// or seek to a recent time finds it (Apache Pulsar keeps the current
+	// ledger in the same way).
+	if recent, err := t.log.SeekTime(time.Now().Add(-trimGrace).UnixMilli()); err == nil {
+		lowest = min(lowest, recent)
 	}
 	if lowest > t.log.First() && lowest != ^uint64(0) {
 		if err := t.log.Trim(lowest); err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrDeleted) {
