@@ -103,9 +103,8 @@ func (s *slot) run(q <-chan *batch) {
 			// Died between batches (killed, or exited on its own): restart
 			// it now rather than on the next batch's time.
 			s.failed(fmt.Errorf("plugin (pid %d) exited between batches [%s]", s.inst.Pid(), s.inst.ExitStatus()))
-			if _, err := s.ensure(); err != nil {
-				continue // the hard stop: the queue is handed back above
-			}
+			// A stop does not wait for this restart: nothing depends on it.
+			_, _ = s.ensure(p.recvCtx.Done())
 		}
 	}
 }
@@ -130,7 +129,7 @@ func (s *slot) process(b *batch) {
 			parts = parts[1:]
 			continue
 		}
-		inst, err := s.ensure()
+		inst, err := s.ensure(nil)
 		if err != nil { // the hard stop
 			for _, pt := range parts {
 				for _, it := range pt.items {
@@ -197,9 +196,9 @@ func (s *slot) process(b *batch) {
 }
 
 // ensure returns the slot's instance, starting a fresh one (after the
-// restart backoff) when the last one failed. It fails only at the hard
-// stop.
-func (s *slot) ensure() (instance, error) {
+// restart backoff) when the last one failed. It fails at the hard stop,
+// and when abort is closed.
+func (s *slot) ensure(abort <-chan struct{}) (instance, error) {
 	p := s.p
 	for s.inst == nil {
 		s.mu.Lock()
@@ -212,6 +211,9 @@ func (s *slot) ensure() (instance, error) {
 		case <-p.hard.Done():
 			t.Stop()
 			return nil, p.hard.Err()
+		case <-abort:
+			t.Stop()
+			return nil, errors.New("restart abandoned")
 		}
 		ctx, cancel := context.WithTimeout(p.hard, p.h.opts.PluginStartTimeout)
 		inst, err := p.start(ctx, s.id)
