@@ -187,6 +187,9 @@ type batchWriter struct {
 	err     error // the first misuse, fails the batch
 	done    bool
 	current int // the message a MessageFunc is handling, -1 when unknown
+	// spare holds the first output of the messages that have not had one
+	// yet: one allocation per batch instead of one per message.
+	spare []Output
 }
 
 func newBatchWriter(batch []*Message) *batchWriter {
@@ -228,6 +231,12 @@ func (w *batchWriter) Output(m *Message, out Output) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if r := w.slot(m, "Output"); r != nil {
+		if r.Outputs == nil {
+			if len(w.spare) == 0 {
+				w.spare = make([]Output, len(w.batch))
+			}
+			r.Outputs, w.spare = w.spare[:0:1], w.spare[1:]
+		}
 		r.Outputs = append(r.Outputs, out)
 	}
 }
