@@ -72,7 +72,7 @@ type Instance struct {
 	log    *slog.Logger
 	opts   ClientOptions
 	client *goplugin.Client
-	rpc    pb.HandlerClient
+	rpc    *hostConn
 	proc   *process
 
 	stopping atomic.Bool
@@ -123,13 +123,16 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		Logger:           newHCLog(log),
 		SyncStdout:       newLineWriter(log, "stdout"),
 		SyncStderr:       newLineWriter(log, "stderr"),
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size))},
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size),
+				grpc.ForceCodecV2(newCodec())),
+			grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+		},
 	})
 	inst := &Instance{name: name, log: log, opts: opts, client: client, proc: proc}
 
 	type dialed struct {
-		rpc pb.HandlerClient
+		rpc *hostConn
 		err error
 	}
 	done := make(chan dialed, 1)
@@ -144,7 +147,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 			done <- dialed{err: err}
 			return
 		}
-		done <- dialed{rpc: raw.(pb.HandlerClient)}
+		done <- dialed{rpc: raw.(*hostConn)}
 	}()
 	var d dialed
 	select {
@@ -228,7 +231,7 @@ func (i *Instance) Process(ctx context.Context, batch []*Message) ([]Result, err
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	resp, err := i.rpc.Process(ctx, batchToPB(batch))
+	resp, err := i.rpc.process(ctx, batch)
 	if err != nil {
 		return nil, i.callError(ctx, "process", batch, err)
 	}
@@ -318,7 +321,7 @@ func panicDetail(st *status.Status) *pb.Panic {
 }
 
 // decodeResults checks and converts the plugin's answer to a batch.
-func (i *Instance) decodeResults(batch []*Message, resp *pb.BatchResult) ([]Result, error) {
+func (i *Instance) decodeResults(batch []*Message, resp *wireResultsIn) ([]Result, error) {
 	bad := func(idx int, format string, args ...any) error {
 		e := &ResponseError{Plugin: i.name, Index: idx, Problem: fmt.Sprintf(format, args...)}
 		if idx >= 0 {
@@ -326,54 +329,40 @@ func (i *Instance) decodeResults(batch []*Message, resp *pb.BatchResult) ([]Resu
 		}
 		return e
 	}
-	if len(resp.Results) != len(batch) {
-		return nil, bad(-1, "%d results for a batch of %d messages", len(resp.Results), len(batch))
+	if len(resp.res) != len(batch) {
+		return nil, bad(-1, "%d results for a batch of %d messages", len(resp.res), len(batch))
 	}
 	out := make([]Result, len(batch))
 	seen := make([]bool, len(batch))
-	nout := 0
-	for _, r := range resp.Results {
-		if r.Outcome == pb.Outcome_OUTCOME_ACK {
-			nout += len(r.Outputs)
-		}
-	}
-	outputs := make([]Output, nout) // one allocation for the whole batch
-	for j, r := range resp.Results {
-		if int64(r.Index) >= int64(len(batch)) {
+	for j := range resp.res {
+		r := &resp.res[j]
+		if int64(r.index) >= int64(len(batch)) {
 			return nil, bad(-1, "result %d is for message index %d, out of range for a batch of %d messages",
-				j, r.Index, len(batch))
+				j, r.index, len(batch))
 		}
-		idx := int(r.Index)
+		idx := int(r.index)
 		if seen[idx] {
 			return nil, bad(idx, "more than one result")
 		}
 		seen[idx] = true
-		o, ok := outcomeFromPB(r.Outcome)
+		o, ok := outcomeFromPB(pb.Outcome(r.outcome))
 		if !ok {
-			return nil, bad(idx, "unknown outcome %d", int32(r.Outcome))
+			return nil, bad(idx, "unknown outcome %d", r.outcome)
 		}
-		if r.RetryDelayMs < 0 {
-			return nil, bad(idx, "negative retry delay %dms", r.RetryDelayMs)
+		if r.delayMs < 0 {
+			return nil, bad(idx, "negative retry delay %dms", r.delayMs)
 		}
-		res := Result{Outcome: o, Reason: r.Reason}
+		res := Result{Outcome: o, Reason: r.reason}
 		if o == OutcomeRetry {
-			res.RetryDelay = time.Duration(r.RetryDelayMs) * time.Millisecond
+			res.RetryDelay = time.Duration(r.delayMs) * time.Millisecond
 		}
-		if o == OutcomeAck && len(r.Outputs) > 0 {
-			res.Outputs, outputs = outputs[:len(r.Outputs):len(r.Outputs)], outputs[len(r.Outputs):]
-			for k, po := range r.Outputs {
-				if po.Topic == "" {
+		if o == OutcomeAck && len(r.outputs) > 0 {
+			for k := range r.outputs {
+				if r.outputs[k].Topic == "" {
 					return nil, bad(idx, "output %d has no topic", k)
 				}
-				res.Outputs[k] = Output{
-					Topic:       po.Topic,
-					Key:         po.Key,
-					OrderingKey: po.OrderingKey,
-					Properties:  po.Properties,
-					Payload:     po.Payload,
-					EventTime:   fromMillis(po.EventTimeMs),
-				}
 			}
+			res.Outputs = r.outputs // decoded into one array for the whole batch
 		}
 		out[idx] = res
 	}

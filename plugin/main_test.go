@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"testing"
@@ -33,6 +34,15 @@ var bin string
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "sdk":
+		// STREAMRUN_PLUGIN_TEST_CPUPROFILE=file profiles the plugin's side
+		// of the benchmarks: its first 5 seconds (the host kills it
+		// without warning), in file.pid.
+		if path := os.Getenv("STREAMRUN_PLUGIN_TEST_CPUPROFILE"); path != "" {
+			f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
+			if err == nil && pprof.StartCPUProfile(f) == nil {
+				time.AfterFunc(5*time.Second, func() { pprof.StopCPUProfile(); f.Close() })
+			}
+		}
 		Serve(&testHandler{})
 		return
 	case "raw":

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,9 @@ func serve(impl pb.HandlerServer, opts ServeOptions) {
 		VersionedPlugins: pluginSets(impl),
 		Logger:           newHCLog(opts.Logger),
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(size), grpc.MaxSendMsgSize(size))...)
+			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(size), grpc.MaxSendMsgSize(size),
+				grpc.ForceServerCodecV2(newCodec()),
+				grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize))...)
 		},
 	})
 }
@@ -104,13 +107,14 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
 }
 
-func (s *server) Process(ctx context.Context, req *pb.Batch) (*pb.BatchResult, error) {
+// process answers a Process call. Batch and answer are the hand-encoded
+// wire types (see wire.go), not the generated ones.
+func (s *server) process(ctx context.Context, batch []*Message) (*wireResults, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.crashed.Load(); p != nil {
 		return nil, panicStatus(p)
 	}
-	batch := messagesFromPB(req.Messages)
 	res, herr, p := handle(ctx, s.h, batch)
 	if p != nil {
 		return nil, s.crash(p, batch)
@@ -119,7 +123,34 @@ func (s *server) Process(ctx context.Context, req *pb.Batch) (*pb.BatchResult, e
 		slog.Warn("handler failed the batch; every message will be retried",
 			"messages", len(batch), "error", herr)
 	}
-	return resultsToPB(res), nil
+	return &wireResults{res: res}, nil
+}
+
+// serviceDesc is the generated service with Process replaced by one that
+// decodes the batch straight into Messages (the codec's wireBatchIn).
+func (s *server) serviceDesc() *grpc.ServiceDesc {
+	desc := pb.Handler_ServiceDesc
+	desc.Methods = slices.Clone(desc.Methods)
+	for i := range desc.Methods {
+		if desc.Methods[i].MethodName == "Process" {
+			desc.Methods[i].Handler = processHandler
+		}
+	}
+	return &desc
+}
+
+func processHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	in := new(wireBatchIn)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(*server).process(ctx, in.msgs)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.Handler_Process_FullMethodName}
+	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(*server).process(ctx, req.(*wireBatchIn).msgs)
+	})
 }
 
 func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseResponse, err error) {
