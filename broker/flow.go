@@ -21,8 +21,11 @@ func (cn *conn) handleFlow(m *pb.CommandFlow) {
 }
 
 // handleRedeliver sends unacknowledged messages again: the ones named, or
-// all of the consumer's. Each counts one more delivery for the message's
-// redelivery_count (what dead-letter policies read).
+// all of the consumer's. On Shared and Key_Shared each counts one more
+// delivery for the message's redelivery_count (what dead-letter policies
+// read); Exclusive and Failover keep no count, as Apache Pulsar, whose
+// single-active dispatcher has no redelivery tracker
+// (RedeliveryTrackerDisabled): their messages always come back with 0.
 func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 	c := cn.consumer(m.GetConsumerId())
 	if c == nil {
@@ -34,6 +37,7 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 	if m.ConsumerEpoch != nil && m.GetConsumerEpoch() > c.epoch {
 		c.epoch, c.hasEpoch = m.GetConsumerEpoch(), true
 	}
+	count := s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared
 	redeliver := func(id uint64) {
 		pe, ok := s.pending[id]
 		if !ok || pe.c != c {
@@ -41,7 +45,9 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 		}
 		s.release(id, pe)
 		s.addReplay(id, pe.hash)
-		s.redeliveries[id]++
+		if count {
+			s.redeliveries[id]++
+		}
 	}
 	if len(m.GetMessageIds()) > 0 {
 		for _, id := range m.GetMessageIds() {

@@ -156,6 +156,32 @@ func TestRedeliveryCountGrows(t *testing.T) {
 	}
 }
 
+// Apache Pulsar's single-active dispatcher keeps no redelivery tracker:
+// on Exclusive and Failover a redelivered message (named, or all of the
+// consumer's) comes back with redelivery_count 0, every time.
+func TestNoRedeliveryCountOnExclusiveAndFailover(t *testing.T) {
+	for _, typ := range []pb.CommandSubscribe_SubType{pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover} {
+		t.Run(typ.String(), func(t *testing.T) {
+			c := brokertest.Start(t)
+			p := dial(t, c.ServiceURL())
+			cid := p.subscribe("nocount", "s", typ)
+			p.flow(cid, 100)
+			publishN(t, p, "nocount", 1, nil)
+			for i := 0; i < 4; i++ {
+				m := p.receive(cid)
+				if m.redelivery != 0 {
+					t.Fatalf("delivery %d has redelivery_count %d, want 0", i, m.redelivery)
+				}
+				r := &pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(cid)}
+				if i%2 == 0 {
+					r.MessageIds = []*pb.MessageIdData{m.id}
+				}
+				p.send(r)
+			}
+		})
+	}
+}
+
 func TestUnackedMessagesOfALeavingConsumerAreRedelivered(t *testing.T) {
 	c := brokertest.Start(t)
 	a := dial(t, c.ServiceURL())

@@ -153,9 +153,6 @@ func TestNoRedeliveryCountOnSingleActiveTypes(t *testing.T) {
 	for _, typ := range []subscribe.Type{subscribe.Exclusive, subscribe.Failover} {
 		t.Run(typ.String(), func(t *testing.T) {
 			tg := newTarget(t)
-			if !tg.pulsar() {
-				t.Skip("embedded broker: counts redeliveries on Exclusive and Failover (subscribe/BROKER_GAPS.md, 1)")
-			}
 			ctx := testContext(t)
 			c := tg.newClient(t, clientConfig{noBatching: true})
 			topic := topicName(t)
