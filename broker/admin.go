@@ -150,6 +150,7 @@ func (c *Cluster) adminHandler() http.Handler {
 	h("DELETE "+tp+"/subscription/{sub}", c.adminDeleteSubscription)
 	h("POST "+tp+"/subscription/{sub}/skip_all", c.adminClearBacklog)
 	h("POST "+tp+"/subscription/{sub}/resetcursor/{timestamp}", c.adminResetCursor)
+	h("PUT "+tp+"/unload", c.adminUnload)
 	h("GET "+tp+"/stats", c.adminStats)
 	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
@@ -559,6 +560,29 @@ func (c *Cluster) adminDeleteSubscription(_ http.ResponseWriter, r *http.Request
 	}
 	if !found {
 		return nil, herr(http.StatusNotFound, "Subscription not found")
+	}
+	return nil, nil
+}
+
+// adminUnload (pulsar-admin topics unload) unloads a topic, or each
+// partition of a partitioned one, as Apache Pulsar does: its producers
+// and consumers get CLOSE_PRODUCER / CLOSE_CONSUMER and look it up again;
+// the cursors are saved first. A topic that exists but is not loaded has
+// nothing to close.
+func (c *Cluster) adminUnload(_ http.ResponseWriter, r *http.Request) (any, error) {
+	t, err := topicName(r)
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	for _, p := range c.partitionsOf(t) {
+		if c.topicExists(p) {
+			found = true
+			c.unloadTopic(p.String())
+		}
+	}
+	if !found {
+		return nil, herr(http.StatusNotFound, "Topic %s not found", t.String())
 	}
 	return nil, nil
 }

@@ -64,29 +64,31 @@ type conn struct {
 	principal string
 	client    string
 
-	mu        sync.Mutex
-	producers map[uint64]*producer
-	consumers map[uint64]*consumer
+	mu              sync.Mutex
+	producers       map[uint64]*producer
+	consumers       map[uint64]*consumer
+	closedProducers map[uint64]bool // closed by the broker; the client may still send for them
 }
 
 func newConn(s *server, nc net.Conn, isTLS bool) *conn {
 	id := s.c.connIDs.Add(1)
 	peer := nc.RemoteAddr().String()
 	cn := &conn{
-		srv:       s,
-		c:         s.c,
-		nc:        nc,
-		id:        id,
-		peer:      peer,
-		since:     time.Now(),
-		isTLS:     isTLS,
-		log:       s.c.log.With("broker", s.index, "conn", id, "peer", peer),
-		wsig:      make(chan struct{}, 1),
-		drained:   make(chan struct{}, 1),
-		pong:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		producers: make(map[uint64]*producer),
-		consumers: make(map[uint64]*consumer),
+		srv:             s,
+		c:               s.c,
+		nc:              nc,
+		id:              id,
+		peer:            peer,
+		since:           time.Now(),
+		isTLS:           isTLS,
+		log:             s.c.log.With("broker", s.index, "conn", id, "peer", peer),
+		wsig:            make(chan struct{}, 1),
+		drained:         make(chan struct{}, 1),
+		pong:            make(chan struct{}, 1),
+		quit:            make(chan struct{}),
+		producers:       make(map[uint64]*producer),
+		closedProducers: make(map[uint64]bool),
+		consumers:       make(map[uint64]*consumer),
 	}
 	cn.lastRead.Store(time.Now().UnixNano())
 	return cn
@@ -576,6 +578,14 @@ func (cn *conn) producer(id uint64) *producer {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.producers[id]
+}
+
+// recentlyClosed reports whether the broker closed producer id (and the
+// client has not created it again).
+func (cn *conn) recentlyClosed(id uint64) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.closedProducers[id]
 }
 
 func (cn *conn) consumer(id uint64) *consumer {

@@ -89,6 +89,7 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 	}
 	cn.mu.Lock()
 	cn.producers[p.id] = p
+	delete(cn.closedProducers, p.id)
 	cn.mu.Unlock()
 	cn.log.Debug("producer created", "topic", name, "producer", p.name, "producer_id", p.id)
 	cn.send(&pb.CommandProducerSuccess{
@@ -132,17 +133,33 @@ func (t *topic) removeProducer(p *producer) {
 // closeByBroker tells the client its producer is gone (the topic was
 // deleted or unloaded); the client looks the topic up again.
 func (p *producer) closeByBroker() {
+	if p.detach() {
+		p.tellClosed()
+	}
+}
+
+// detach takes the producer off its topic and connection without telling
+// the client; false when it was closed already. Messages the client sent
+// before it learns are ignored (Apache Pulsar's recently closed
+// producers), not taken for a protocol error.
+func (p *producer) detach() bool {
 	if p.closed.Swap(true) {
-		return
+		return false
 	}
 	p.topic.removeProducer(p)
 	cn := p.conn
 	cn.mu.Lock()
 	if cn.producers[p.id] == p {
 		delete(cn.producers, p.id)
+		cn.closedProducers[p.id] = true
 	}
 	cn.mu.Unlock()
-	cn.send(&pb.CommandCloseProducer{ProducerId: proto.Uint64(p.id), RequestId: proto.Uint64(noRequest)})
+	return true
+}
+
+// tellClosed sends the client a CLOSE_PRODUCER for a detached producer.
+func (p *producer) tellClosed() {
+	p.conn.send(&pb.CommandCloseProducer{ProducerId: proto.Uint64(p.id), RequestId: proto.Uint64(noRequest)})
 }
 
 // handleSend appends the message and answers with its receipt. The append
@@ -151,6 +168,10 @@ func (p *producer) closeByBroker() {
 func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	s := f.Cmd.GetSend()
 	p := cn.producer(s.GetProducerId())
+	if p == nil && cn.recentlyClosed(s.GetProducerId()) {
+		cn.log.Debug("message for a producer the broker closed; ignored", "producer_id", s.GetProducerId())
+		return true
+	}
 	if p == nil {
 		// Apache Pulsar closes the connection too: the client's producer
 		// state no longer matches ours.

@@ -198,6 +198,13 @@ func (cn *conn) handleCloseConsumer(m *pb.CommandCloseConsumer) {
 // closeByBroker detaches the consumer and tells the client with a
 // CLOSE_CONSUMER; the client subscribes again.
 func (c *consumer) closeByBroker() {
+	c.detach()
+	c.tellClosed()
+}
+
+// detach takes the consumer off its connection and its subscription
+// (its unacknowledged messages go back) without telling the client.
+func (c *consumer) detach() {
 	cn := c.conn
 	cn.mu.Lock()
 	if cn.consumers[c.id] == c {
@@ -205,7 +212,11 @@ func (c *consumer) closeByBroker() {
 	}
 	cn.mu.Unlock()
 	c.sub.removeConsumer(c)
-	cn.send(&pb.CommandCloseConsumer{ConsumerId: proto.Uint64(c.id), RequestId: proto.Uint64(noRequest)})
+}
+
+// tellClosed sends the client a CLOSE_CONSUMER for a detached consumer.
+func (c *consumer) tellClosed() {
+	c.conn.send(&pb.CommandCloseConsumer{ConsumerId: proto.Uint64(c.id), RequestId: proto.Uint64(noRequest)})
 }
 
 // handleUnsubscribe deletes the subscription when the asking consumer is

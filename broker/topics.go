@@ -209,7 +209,10 @@ func (t *topic) publish(entry []byte, publishTime int64) (uint64, error) {
 
 // unload stops the topic's subscriptions (saving cursors) and closes its
 // producers and consumers with a CLOSE_* so clients look it up again.
-func (t *topic) unload() {
+// detached, when given, runs once everything is detached and the cursors
+// are saved, before the clients are told: the cluster forgets the topic
+// there, so a client coming back at once loads it afresh from the store.
+func (t *topic) unload(detached func()) {
 	t.mu.Lock()
 	if t.unloaded {
 		t.mu.Unlock()
@@ -225,14 +228,52 @@ func (t *topic) unload() {
 		subs = append(subs, s)
 	}
 	t.mu.Unlock()
+	var closedPs []*producer
 	for _, p := range ps {
-		p.closeByBroker()
+		if p.detach() {
+			closedPs = append(closedPs, p)
+		}
 	}
+	var closedCs []*consumer
 	for _, s := range subs {
-		s.closeAll()
+		s.mu.Lock()
+		cs := slices.Clone(s.consumers)
+		s.mu.Unlock()
+		for _, c := range cs {
+			c.detach()
+		}
+		closedCs = append(closedCs, cs...)
 		s.stop()
 		s.save()
 	}
+	if detached != nil {
+		detached()
+	}
+	for _, p := range closedPs {
+		p.tellClosed()
+	}
+	for _, c := range closedCs {
+		c.tellClosed()
+	}
+}
+
+// unloadTopic unloads one loaded topic (the admin API's unload); false
+// when it is not loaded.
+func (c *Cluster) unloadTopic(name string) bool {
+	c.mu.Lock()
+	tp := c.topics[name]
+	c.mu.Unlock()
+	if tp == nil {
+		return false
+	}
+	tp.unload(func() {
+		c.mu.Lock()
+		if c.topics[name] == tp {
+			delete(c.topics, name)
+		}
+		c.mu.Unlock()
+	})
+	return true
 }
 
 func (c *Cluster) unloadTopics(match func(*topic) bool) {
@@ -246,7 +287,7 @@ func (c *Cluster) unloadTopics(match func(*topic) bool) {
 	}
 	c.mu.Unlock()
 	for _, t := range ts {
-		t.unload()
+		t.unload(nil)
 	}
 }
 
@@ -265,7 +306,7 @@ func (c *Cluster) deleteTopic(name string, force bool) error {
 			delete(c.topics, name)
 		}
 		c.mu.Unlock()
-		tp.unload()
+		tp.unload(nil)
 	}
 	if err := c.store.DeleteTopic(name); err != nil {
 		if errors.Is(err, store.ErrNotFound) {

@@ -454,13 +454,9 @@ func (tg *target) adminGet(t *testing.T, path string, v any) {
 	}
 }
 
-// unload makes Apache Pulsar close the topic's consumers (CLOSE_CONSUMER);
-// on the embedded broker every connection is dropped instead.
+// disconnect unloads the topic: the broker (Apache Pulsar or the embedded
+// one) closes its consumers with CLOSE_CONSUMER and they subscribe again.
 func (tg *target) disconnect(t *testing.T, topic string) {
 	t.Helper()
-	if tg.cluster != nil {
-		tg.cluster.DropConnections(-1)
-		return
-	}
 	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/unload", "")
 }
