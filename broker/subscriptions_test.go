@@ -426,7 +426,9 @@ func TestBatchIndexAcks(t *testing.T) {
 }
 
 func TestExclusiveHolderThatStopsAnsweringIsReplaced(t *testing.T) {
-	c := brokertest.Start(t, func(o *broker.Options) { o.KeepAlive = 300 * time.Millisecond })
+	// Long enough that a loaded CI machine answers pings in time: a shorter
+	// keep-alive closed the live holder too and the test failed on load.
+	c := brokertest.Start(t, func(o *broker.Options) { o.KeepAlive = 2 * time.Second })
 	a := dial(t, c.ServiceURL())
 	a.subscribe("vanished", "s", pb.CommandSubscribe_Exclusive)
 	b := dial(t, c.ServiceURL())
