@@ -23,7 +23,7 @@ import (
 
 // consumeFlags are the flags of `streamrun consume`.
 type consumeFlags struct {
-	url           string
+	clientFlags
 	topics        []string
 	pattern       string
 	subscription  string
@@ -33,13 +33,6 @@ type consumeFlags struct {
 	output        string
 	receiverQueue int
 	noAck         bool
-	token         string
-	tlsCA         string
-	tlsCert       string
-	tlsKey        string
-	tlsSkipHost   bool
-	tlsInsecure   bool
-	retries       int
 	closeTimeout  time.Duration
 	verbose       bool
 }
@@ -48,7 +41,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := pflag.NewFlagSet("streamrun consume", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f consumeFlags
-	fs.StringVar(&f.url, "url", pool.DefaultServiceURL, "service URL: pulsar://host:port, pulsar+ssl://host:port, or a comma list of hosts")
+	f.clientFlags.register(fs, `attempts for an operation the broker refuses "for now", such as subscribing to an Exclusive subscription in use (0: no limit, 5 s apart)`)
 	fs.StringArrayVarP(&f.topics, "topic", "t", nil, "topic to consume (repeatable): name, tenant/ns/name or persistent://tenant/ns/name")
 	fs.StringVar(&f.pattern, "pattern", "", `regular expression over full topic names of one namespace, e.g. "persistent://public/default/orders-.*" (instead of --topic)`)
 	fs.StringVarP(&f.subscription, "subscription", "s", "", "subscription name (required)")
@@ -58,13 +51,6 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVarP(&f.output, "output", "o", "text", "text or json: one line per message with its id, key, properties and payload")
 	fs.IntVar(&f.receiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
 	fs.BoolVar(&f.noAck, "no-ack", false, "do not acknowledge what is printed (it is delivered again to the subscription)")
-	fs.StringVar(&f.token, "token", "", `auth token: the token, "file:PATH" or "env:VAR"`)
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for pulsar+ssl:// (default: the system's)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of the client certificate")
-	fs.BoolVar(&f.tlsSkipHost, "tls-skip-hostname-verification", false, "accept a trusted certificate issued for another host name")
-	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "accept any certificate (tests only)")
-	fs.IntVar(&f.retries, "retries", 0, `attempts for an operation the broker refuses "for now", such as subscribing to an Exclusive subscription in use (0: no limit, 5 s apart)`)
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long connecting may take, and closing at the end")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log connections, retries and reconnections to stderr")
 	fs.Usage = func() {
@@ -115,12 +101,8 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 		return po, so, fmt.Errorf("--count must not be negative, got %d", f.count)
 	case f.receiverQueue < 1:
 		return po, so, fmt.Errorf("--receiver-queue must be at least 1, got %d", f.receiverQueue)
-	case f.retries < 0:
-		return po, so, fmt.Errorf("--retries must not be negative, got %d", f.retries)
 	case f.output != "text" && f.output != "json":
 		return po, so, fmt.Errorf("--output %q: want text or json", f.output)
-	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return po, so, errors.New("--tls-cert and --tls-key go together")
 	}
 	for _, t := range f.topics {
 		if _, err := pulsarwire.ParseTopic(t); err != nil {
@@ -155,16 +137,11 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 	if f.verbose {
 		level = slog.LevelInfo
 	}
-	po = pool.Options{
-		ServiceURL: f.url,
-		Token:      f.token,
-		TLS: pool.TLSOptions{
-			CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey,
-			SkipHostnameVerification: f.tlsSkipHost, InsecureSkipVerify: f.tlsInsecure,
-		},
-		OperationRetries: pool.OperationRetries{Attempts: f.retries},
-		Logger:           slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	po, err = f.clientFlags.options()
+	if err != nil {
+		return po, so, err
 	}
+	po.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := so.Validate(); err != nil {
 		return po, so, err
 	}

@@ -22,7 +22,7 @@ import (
 
 // produceFlags are the flags of `streamrun produce`.
 type produceFlags struct {
-	url          string
+	clientFlags
 	topic        string
 	count        int
 	size         int
@@ -34,13 +34,6 @@ type produceFlags struct {
 	compression  string
 	noBatching   bool
 	batchByKey   bool
-	token        string
-	tlsCA        string
-	tlsCert      string
-	tlsKey       string
-	tlsSkipHost  bool
-	tlsInsecure  bool
-	retries      int
 	closeTimeout time.Duration
 	quiet        bool
 }
@@ -49,7 +42,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := pflag.NewFlagSet("streamrun produce", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f produceFlags
-	fs.StringVar(&f.url, "url", pool.DefaultServiceURL, "service URL: pulsar://host:port, pulsar+ssl://host:port, or a comma list of hosts")
+	f.clientFlags.register(fs, `attempts for an operation the broker refuses "for now" (0: no limit)`)
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic to publish to (required): name, tenant/ns/name or persistent://tenant/ns/name")
 	fs.IntVarP(&f.count, "count", "n", 1, "number of messages")
 	fs.IntVar(&f.size, "size", 0, "publish messages of this many bytes (instead of --message)")
@@ -61,13 +54,6 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.compression, "compression", "none", "compression of each batch: none, lz4, zlib, zstd or snappy")
 	fs.BoolVar(&f.noBatching, "no-batching", false, "send every message as an entry of its own")
 	fs.BoolVar(&f.batchByKey, "batch-by-key", false, "batch each key's messages (ordering key, else key) apart, for topics consumed with KeyShared")
-	fs.StringVar(&f.token, "token", "", `auth token: the token, "file:PATH" or "env:VAR"`)
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for pulsar+ssl:// (default: the system's)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of the client certificate")
-	fs.BoolVar(&f.tlsSkipHost, "tls-skip-hostname-verification", false, "accept a trusted certificate issued for another host name")
-	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "accept any certificate (tests only)")
-	fs.IntVar(&f.retries, "retries", 0, `attempts for an operation the broker refuses "for now" (0: no limit)`)
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long to wait at the end (or after an interrupt) for outstanding receipts")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress line")
 	fs.Usage = func() {
@@ -129,9 +115,6 @@ func (f *produceFlags) options(fs *pflag.FlagSet) (pool.Options, pool.Message, e
 	if f.rate < 0 {
 		return o, m, fmt.Errorf("--rate must not be negative, got %v", f.rate)
 	}
-	if f.retries < 0 {
-		return o, m, fmt.Errorf("--retries must not be negative, got %d", f.retries)
-	}
 	m.Key, m.OrderingKey = f.key, f.orderingKey
 	for _, p := range f.properties {
 		k, v, ok := strings.Cut(p, "=")
@@ -150,23 +133,15 @@ func (f *produceFlags) options(fs *pflag.FlagSet) (pool.Options, pool.Message, e
 	if f.noBatching && f.batchByKey {
 		return o, m, errors.New("--batch-by-key and --no-batching exclude each other")
 	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return o, m, errors.New("--tls-cert and --tls-key go together")
+	o, err := f.clientFlags.options()
+	if err != nil {
+		return o, m, err
 	}
-	o = pool.Options{
-		ServiceURL: f.url,
-		Token:      f.token,
-		TLS: pool.TLSOptions{
-			CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey,
-			SkipHostnameVerification: f.tlsSkipHost, InsecureSkipVerify: f.tlsInsecure,
-		},
-		OperationRetries: pool.OperationRetries{Attempts: f.retries},
-		Producer: pool.ProducerOptions{
-			Compression: pb.CompressionType(ct),
-			Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
-		},
-		Logger: slog.New(slog.DiscardHandler),
+	o.Producer = pool.ProducerOptions{
+		Compression: pb.CompressionType(ct),
+		Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
 	}
+	o.Logger = slog.New(slog.DiscardHandler)
 	return o, m, nil
 }
 
