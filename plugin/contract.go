@@ -78,7 +78,7 @@ type hostConn struct {
 }
 
 func (c *hostConn) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
-	out := new(wireResultsIn)
+	out := &wireResultsIn{hint: len(batch)}
 	if err := c.conn.Invoke(ctx, pb.Handler_Process_FullMethodName, &wireBatch{msgs: batch}, out); err != nil {
 		return nil, err
 	}

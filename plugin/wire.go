@@ -35,7 +35,10 @@ type wireResults struct{ res []Result }
 
 // wireResultsIn is the Process answer, decoded on the host's side; its
 // content is checked by Instance.decodeResults.
-type wireResultsIn struct{ res []wireResult }
+type wireResultsIn struct {
+	hint int // the batch's size, set before decoding
+	res  []wireResult
+}
 
 // wireResult is one Result as read from the wire, before it is checked.
 type wireResult struct {
@@ -88,7 +91,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		v.msgs = msgs
 		return err
 	case *wireResultsIn:
-		res, err := decodeResults(data.Materialize())
+		res, err := decodeResults(data.Materialize(), v.hint)
 		v.res = res
 		return err
 	}
@@ -435,37 +438,28 @@ func decodeBatch(b []byte) ([]*Message, error) {
 	return out, nil
 }
 
-func decodeResults(b []byte) ([]wireResult, error) {
-	n, err := count(b, fResultsResults)
-	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
-	}
-	rs := make([]wireResult, n)
-	// Count the outputs, for one allocation of them all.
-	nout := 0
-	for rb := b; len(rb) > 0; {
-		num, typ, _, body, rest, _ := field(rb)
-		rb = rest
-		if num == fResultsResults && typ == protowire.BytesType {
-			k, err := count(body, fResOutputs)
-			if err != nil {
-				return nil, fmt.Errorf("results: %w", err)
-			}
-			nout += k
-		}
-	}
-	outputs := make([]Output, nout)
+// decodeResults reads an answer in one pass; hint is the number of
+// results expected (the batch's size), for the allocations.
+func decodeResults(b []byte, hint int) ([]wireResult, error) {
+	rs := make([]wireResult, 0, hint)
+	var outputs []Output // r's outputs are consecutive in here
 	var topic string
-	for i := 0; len(b) > 0; {
-		num, typ, _, body, rest, _ := field(b)
+	for len(b) > 0 {
+		num, typ, _, body, rest, err := field(b)
+		if err != nil {
+			return nil, fmt.Errorf("results: %w", err)
+		}
 		b = rest
 		if num != fResultsResults || typ != protowire.BytesType {
 			continue
 		}
-		r := &rs[i]
-		i++
+		rs = append(rs, wireResult{})
+		r := &rs[len(rs)-1]
 		for len(body) > 0 {
-			num, typ, v, fb, rest, _ := field(body) // checked by count
+			num, typ, v, fb, rest, err := field(body)
+			if err != nil {
+				return nil, fmt.Errorf("results: result %d: %w", len(rs)-1, err)
+			}
 			body = rest
 			if typ == protowire.VarintType {
 				switch num {
@@ -485,15 +479,22 @@ func decodeResults(b []byte) ([]wireResult, error) {
 			case fResReason:
 				r.reason = str(fb)
 			case fResOutputs:
-				// r's outputs are consecutive in outputs: grow into the next.
-				r.outputs = outputs[: len(r.outputs)+1 : len(r.outputs)+1]
-				o := &r.outputs[len(r.outputs)-1]
+				if len(outputs) == cap(outputs) {
+					// A new array for the rest of the answer; r's outputs
+					// so far move with it.
+					grown := make([]Output, len(r.outputs), len(r.outputs)+max(hint, 1))
+					copy(grown, r.outputs)
+					outputs = grown
+				}
+				outputs = outputs[:len(outputs)+1]
+				o := &outputs[len(outputs)-1]
+				r.outputs = outputs[len(outputs)-len(r.outputs)-1 : len(outputs) : len(outputs)]
 				if err := decodeOutput(o, fb, &topic); err != nil {
-					return nil, fmt.Errorf("results: result %d: %w", i-1, err)
+					return nil, fmt.Errorf("results: result %d: %w", len(rs)-1, err)
 				}
 			}
 		}
-		outputs = outputs[len(r.outputs):]
+		outputs = outputs[len(outputs):]
 	}
 	return rs, nil
 }

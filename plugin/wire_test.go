@@ -76,7 +76,7 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rin wireResultsIn
+	rin := wireResultsIn{hint: 1}
 	if err := c.Unmarshal(memSlice(raw), &rin); err != nil {
 		t.Fatal(err)
 	}
