@@ -181,7 +181,7 @@ const maxUnackedPerConsumer = 50000
 func (s *subscription) permitBudget() int {
 	switch s.typ {
 	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
-		if s.active == nil {
+		if s.active == nil || s.handover {
 			return 0
 		}
 		return int(max(s.active.permits, 0))

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // Apache Pulsar 4.0.8 standalone, observed: Failover consumers
@@ -25,5 +26,11 @@ func TestMurmur3KnownValues(t *testing.T) {
 		if got := murmur3([]byte(in), 0); got != want {
 			t.Errorf("murmur3(%q) = %#x, want %#x", in, got, want)
 		}
+	}
+}
+
+func TestFailoverDelayDefaultsToApachePulsars(t *testing.T) {
+	if got := (Options{}).withDefaults().FailoverDelay; got != time.Second {
+		t.Fatalf("default FailoverDelay %v, want 1s", got)
 	}
 }

@@ -63,6 +63,15 @@ type Options struct {
 	// Default false: topics are created on first use, non-partitioned, as
 	// Apache Pulsar standalone does.
 	DisableTopicAutoCreation bool
+	// FailoverDelay is how long a Failover subscription waits after its
+	// active consumer changed (the first one subscribing included) before
+	// the new one takes over: only then is it sent messages and are the
+	// consumers whose state changed told by ACTIVE_CONSUMER_CHANGE, so that
+	// acknowledgements still on their way from the previous one arrive
+	// first (fewer duplicates). Apache Pulsar's
+	// activeConsumerFailoverDelayTimeMillis. Default 1 s, as Apache Pulsar;
+	// negative: no delay.
+	FailoverDelay time.Duration
 	// KeySharedReplicaPoints is how many points each consumer gets on the
 	// Key_Shared hash ring (AUTO_SPLIT). Default 100, Apache Pulsar's.
 	KeySharedReplicaPoints int
@@ -93,6 +102,7 @@ const (
 	defaultTLSListen   = "127.0.0.1:6651"
 	defaultKeepAlive   = 30 * time.Second
 	defaultCursorFlush = time.Second
+	defaultFailover    = time.Second
 	defaultCluster     = "standalone"
 )
 
@@ -117,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CursorFlush <= 0 {
 		o.CursorFlush = defaultCursorFlush
+	}
+	if o.FailoverDelay == 0 {
+		o.FailoverDelay = defaultFailover
 	}
 	if o.KeySharedReplicaPoints <= 0 {
 		o.KeySharedReplicaPoints = 100

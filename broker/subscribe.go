@@ -30,6 +30,7 @@ type consumer struct {
 	permits  int64
 	epoch    uint64
 	hasEpoch bool
+	told     int8 // Failover: what ACTIVE_CONSUMER_CHANGE last said (toldActive, ...)
 
 	unacked  atomic.Int64 // messages dispatched and not acknowledged
 	msgsOut  atomic.Int64
@@ -114,12 +115,12 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 }
 
 // subscribe finds or creates the subscription and adds the consumer.
-func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) ([]*consumer, error) {
+func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) (activeNote, error) {
 	name := m.GetSubscription()
 	t.mu.Lock()
 	if t.unloaded {
 		t.mu.Unlock()
-		return nil, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "topic is being unloaded")
+		return noteNone, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "topic is being unloaded")
 	}
 	s := t.subs[name]
 	created := false
@@ -147,7 +148,7 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) ([]*consumer, err
 		if created {
 			t.dropIfUnused(s)
 		}
-		return nil, err
+		return noteNone, err
 	}
 	s.mu.Lock()
 	s.keepEmpty = false

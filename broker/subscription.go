@@ -57,6 +57,8 @@ type subscription struct {
 	replayHash   map[uint64]int32        // Key_Shared: the hash of each replay entry
 	hashReplays  map[int32]int           // Key_Shared: how many replay entries each hash has
 	notifyReq    chan struct{}           // ask run to tell consumers who is active
+	handoverReq  chan struct{}           // ask run to end a hand-over after FailoverDelay
+	handover     bool                    // Failover: the new active consumer waits to take over
 	delayed      map[uint64]delayedEntry // Shared/Key_Shared: entries held until deliver_at_time
 	ahead        []store.Entry           // read past readPos and not sent yet (valid for aheadEpoch)
 	aheadEpoch   uint64
@@ -111,6 +113,7 @@ func newSubscription(t *topic, name string, durable bool, typ pb.CommandSubscrib
 		replayHash:   map[uint64]int32{},
 		hashReplays:  map[int32]int{},
 		notifyReq:    make(chan struct{}, 1),
+		handoverReq:  make(chan struct{}, 1),
 		delayed:      map[uint64]delayedEntry{},
 		avgMsgs:      1,
 	}
@@ -142,14 +145,17 @@ func (s *subscription) wakeup() {
 func (s *subscription) run() {
 	defer s.t.c.wg.Done()
 	defer close(s.stopped)
-	var notify *time.Timer
-	var notifyC <-chan time.Time
+	var notify, handover *time.Timer
+	var notifyC, handoverC <-chan time.Time
 	delay := time.NewTimer(time.Hour)
 	delay.Stop()
 	var delayC <-chan time.Time
 	defer func() {
 		if notify != nil {
 			notify.Stop()
+		}
+		if handover != nil {
+			handover.Stop()
 		}
 		delay.Stop()
 	}()
@@ -169,6 +175,20 @@ func (s *subscription) run() {
 			notifyC = nil
 			s.sendActive()
 			continue
+		case <-s.handoverReq:
+			// As Apache Pulsar, a change during a hand-over does not
+			// start the wait again.
+			if handoverC == nil {
+				handover = time.NewTimer(s.t.c.opts.FailoverDelay)
+				handoverC = handover.C
+			}
+			continue
+		case <-handoverC:
+			handoverC = nil
+			s.mu.Lock()
+			s.handover = false
+			s.mu.Unlock()
+			s.sendActive()
 		case <-delayC:
 			delayC = nil
 			s.releaseDue()
@@ -250,14 +270,14 @@ func (s *subscription) backlog() int64 {
 // next); Key_Shared consumers must agree on the mode and, in STICKY mode,
 // own disjoint hash ranges. It returns the consumers to tell about an
 // active-consumer change (Failover), to be told after SUBSCRIBE's answer.
-func (s *subscription) addConsumer(c *consumer) ([]*consumer, error) {
+func (s *subscription) addConsumer(c *consumer) (activeNote, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deleted {
-		return nil, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "subscription is being deleted")
+		return noteNone, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "subscription is being deleted")
 	}
 	if len(s.consumers) > 0 && s.typ != c.typ {
-		return nil, pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, fmt.Sprintf("Subscription is of different type: it is %s, not %s", s.typ, c.typ))
+		return noteNone, pulsarwire.NewServerError(pb.ServerError_ConsumerBusy, fmt.Sprintf("Subscription is of different type: it is %s, not %s", s.typ, c.typ))
 	}
 	if len(s.consumers) == 0 {
 		s.typ = c.typ
@@ -277,14 +297,14 @@ func (s *subscription) addConsumer(c *consumer) ([]*consumer, error) {
 	switch s.typ {
 	case pb.CommandSubscribe_Exclusive:
 		if len(s.consumers) > 0 {
-			return nil, errExclusiveBusy
+			return noteNone, errExclusiveBusy
 		}
 	case pb.CommandSubscribe_Key_Shared:
 		if c.ksMode != s.ksMode {
-			return nil, pulsarwire.NewServerError(pb.ServerError_ConsumerAssignError, fmt.Sprintf("Subscription is Key_Shared in %s mode, the consumer asked for %s", s.ksMode, c.ksMode))
+			return noteNone, pulsarwire.NewServerError(pb.ServerError_ConsumerAssignError, fmt.Sprintf("Subscription is Key_Shared in %s mode, the consumer asked for %s", s.ksMode, c.ksMode))
 		}
 		if err := s.selector.add(c); err != nil {
-			return nil, err
+			return noteNone, err
 		}
 	}
 	s.consumerSeq++
@@ -293,16 +313,29 @@ func (s *subscription) addConsumer(c *consumer) ([]*consumer, error) {
 	return s.pickActive(), nil
 }
 
+// activeNote is what a change of consumers asks of a Failover
+// subscription's dispatcher.
+type activeNote int
+
+const (
+	noteNone     activeNote = iota
+	noteSoon                // tell the consumers whose state changed (a newcomer) shortly
+	noteHandover            // the active consumer changed: wait FailoverDelay, then tell
+)
+
 // pickActive chooses the active consumer of a single-active subscription
 // as Apache Pulsar 4.0 does: consumers ordered by priority level, then name;
 // among those of the best level, a partition's is the (index mod count)-th,
 // a non-partitioned topic's the one a hash ring of consumer names (100
 // points each) gives the topic's name. When it changes, the old one's
-// unacked entries go back for the new one, in order.
-func (s *subscription) pickActive() []*consumer {
+// unacked entries go back for the new one, in order, and on Failover the
+// new one waits FailoverDelay before it takes over (Apache Pulsar's
+// activeConsumerFailoverDelayTimeMillis): acks still on their way from the
+// old one arrive first and are not sent again. s.mu held.
+func (s *subscription) pickActive() activeNote {
 	if s.typ != pb.CommandSubscribe_Exclusive && s.typ != pb.CommandSubscribe_Failover {
 		s.active = nil
-		return nil
+		return noteNone
 	}
 	var next *consumer
 	if len(s.consumers) > 0 {
@@ -333,9 +366,9 @@ func (s *subscription) pickActive() []*consumer {
 	}
 	if next == s.active {
 		if s.typ == pb.CommandSubscribe_Failover && len(s.consumers) > 0 {
-			return slices.Clone(s.consumers) // a newcomer learns who is active
+			return noteSoon // a newcomer learns who is active
 		}
-		return nil
+		return noteNone
 	}
 	if old := s.active; old != nil {
 		for id, pe := range s.pending {
@@ -346,46 +379,76 @@ func (s *subscription) pickActive() []*consumer {
 		}
 	}
 	s.active = next
-	if s.typ == pb.CommandSubscribe_Failover {
-		return slices.Clone(s.consumers)
+	if s.typ != pb.CommandSubscribe_Failover {
+		return noteNone
 	}
-	return nil
+	if s.t.c.opts.FailoverDelay > 0 {
+		s.handover = true
+		return noteHandover
+	}
+	return noteSoon
 }
 
-// activeNotifyDelay is how long after a change of consumers the Failover
-// consumers are told who is active. Apache Pulsar delays it too (with the
-// first read, activeConsumerFailoverDelayTimeMillis); clients that register
+// activeNotifyDelay is how long after a change of consumers a Failover
+// consumer whose state changed without a hand-over (a newcomer on standby,
+// or any change when FailoverDelay is off) is told. Clients that register
 // a consumer only once SUBSCRIBE is answered (the Go client) would miss a
 // notification sent at once.
 const activeNotifyDelay = 100 * time.Millisecond
 
-// notifyActive asks for ACTIVE_CONSUMER_CHANGE to be sent to every
-// consumer shortly.
-func (s *subscription) notifyActive(cs []*consumer) {
-	if len(cs) == 0 {
+// notifyActive passes what a change of consumers asks for to the
+// dispatcher: ACTIVE_CONSUMER_CHANGE shortly, or a hand-over.
+func (s *subscription) notifyActive(note activeNote) {
+	req := s.notifyReq
+	switch note {
+	case noteNone:
 		return
+	case noteHandover:
+		req = s.handoverReq
 	}
 	select {
-	case s.notifyReq <- struct{}{}:
+	case req <- struct{}{}:
 	default:
 	}
 }
 
-// sendActive tells every consumer whether it is the active one.
+// Whether a consumer was told it is active (ACTIVE_CONSUMER_CHANGE).
+const (
+	toldNothing int8 = iota
+	toldActive
+	toldStandby
+)
+
+// sendActive sends ACTIVE_CONSUMER_CHANGE to the consumers whose state
+// differs from what they were last told, as Apache Pulsar tells only
+// those. While a hand-over is pending only newcomers on standby are told;
+// the rest learn when it ends.
 func (s *subscription) sendActive() {
-	s.mu.Lock()
-	active := s.active
-	cs := slices.Clone(s.consumers)
-	failover := s.typ == pb.CommandSubscribe_Failover
-	s.mu.Unlock()
-	if !failover {
-		return
+	type note struct {
+		c      *consumer
+		active bool
 	}
-	for _, c := range cs {
-		if c.removed.Load() {
-			continue
+	var notes []note
+	s.mu.Lock()
+	if s.typ == pb.CommandSubscribe_Failover {
+		for _, c := range s.consumers {
+			want := toldStandby
+			if c == s.active {
+				want = toldActive
+			}
+			if c.removed.Load() || c.told == want {
+				continue
+			}
+			if s.handover && (want == toldActive || c.told != toldNothing) {
+				continue
+			}
+			c.told = want
+			notes = append(notes, note{c, want == toldActive})
 		}
-		c.conn.send(&pb.CommandActiveConsumerChange{ConsumerId: proto.Uint64(c.id), IsActive: proto.Bool(c == active)})
+	}
+	s.mu.Unlock()
+	for _, n := range notes {
+		n.c.conn.send(&pb.CommandActiveConsumerChange{ConsumerId: proto.Uint64(n.c.id), IsActive: proto.Bool(n.active)})
 	}
 }
 
