@@ -21,7 +21,7 @@ func (cn *conn) handleFlow(m *pb.CommandFlow) {
 }
 
 // handleRedeliver sends unacknowledged messages again: the ones named, or
-// all of the consumer's. On Shared and Key_Shared each counts one more
+// all of the consumer's (always all on Exclusive and Failover). On Shared and Key_Shared each counts one more
 // delivery for the message's redelivery_count (what dead-letter policies
 // read); Exclusive and Failover keep no count, as Apache Pulsar, whose
 // single-active dispatcher has no redelivery tracker
@@ -49,7 +49,9 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 			s.redeliveries[id]++
 		}
 	}
-	if len(m.GetMessageIds()) > 0 {
+	// Exclusive and Failover keep order: Apache Pulsar rewinds the cursor
+	// there, so named ids bring back every unacknowledged message too.
+	if len(m.GetMessageIds()) > 0 && count {
 		for _, id := range m.GetMessageIds() {
 			if id.GetLedgerId() == s.t.ledger {
 				redeliver(id.GetEntryId())

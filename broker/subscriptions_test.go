@@ -182,6 +182,29 @@ func TestNoRedeliveryCountOnExclusiveAndFailover(t *testing.T) {
 	}
 }
 
+// On Exclusive and Failover Apache Pulsar keeps order by rewinding the
+// cursor: a REDELIVER naming one message brings back every unacknowledged
+// one, in order.
+func TestRedeliverOnExclusiveBringsBackEverythingUnacked(t *testing.T) {
+	c := brokertest.Start(t)
+	p := dial(t, c.ServiceURL())
+	cid := p.subscribe("rewind", "s", pb.CommandSubscribe_Exclusive)
+	p.flow(cid, 100)
+	publishN(t, p, "rewind", 4, nil)
+	var ms []received
+	for i := 0; i < 4; i++ {
+		ms = append(ms, p.receive(cid))
+	}
+	p.ack(cid, ms[0].id)
+	p.send(&pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(cid), MessageIds: []*pb.MessageIdData{ms[2].id}})
+	for i := 1; i < 4; i++ {
+		if m := p.receive(cid); m.payload != fmt.Sprint(i) {
+			t.Fatalf("redelivered %q, want %d", m.payload, i)
+		}
+	}
+	p.noMessage(cid, 50*time.Millisecond)
+}
+
 func TestUnackedMessagesOfALeavingConsumerAreRedelivered(t *testing.T) {
 	c := brokertest.Start(t)
 	a := dial(t, c.ServiceURL())
