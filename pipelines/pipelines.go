@@ -211,6 +211,14 @@ type Handler struct {
 	// reads no more, so the broker's permits run out and a slow handler
 	// slows consumption. Default max(4 × BatchSize × Instances, 1000).
 	MaxInFlight int `yaml:"max_in_flight,omitempty" json:"max_in_flight,omitempty"`
+	// MaxBatchesInFlight is how many batches one instance works on at
+	// once: the next batch goes to the instance while the last is still in
+	// it, so that host and plugin process do not wait for each other. The
+	// outputs are still published in the order the batches were sent.
+	// Default 2 on Shared subscriptions, 1 on Exclusive, Failover and
+	// KeyShared, where each key's order must hold; more than 1 on those
+	// is an error.
+	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty"`
 }
 
 // ErrorPolicy says what becomes of messages that fail.
@@ -264,9 +272,12 @@ const (
 	DefaultInstances        = 1
 	DefaultTimeout          = 30 * time.Second
 	DefaultMinInFlight      = 1000
-	DefaultBackoffInitial   = time.Second
-	DefaultBackoffMax       = time.Minute
-	DefaultMaxCrashes       = 3
+	// DefaultSharedBatchesInFlight is Handler.MaxBatchesInFlight's default
+	// on a Shared subscription (1 on the others).
+	DefaultSharedBatchesInFlight = 2
+	DefaultBackoffInitial        = time.Second
+	DefaultBackoffMax            = time.Minute
+	DefaultMaxCrashes            = 3
 )
 
 // WithDefaults returns p with every zero field that has a default set to
@@ -301,6 +312,12 @@ func (p Pipeline) WithDefaults() Pipeline {
 	}
 	if h.MaxInFlight == 0 {
 		h.MaxInFlight = max(4*h.BatchSize*h.Instances, DefaultMinInFlight)
+	}
+	if h.MaxBatchesInFlight == 0 {
+		h.MaxBatchesInFlight = 1
+		if !s.Type.KeepsOrder() {
+			h.MaxBatchesInFlight = DefaultSharedBatchesInFlight
+		}
 	}
 	e := &p.ErrorPolicy
 	e.Backoff = e.Backoff.withDefaults()

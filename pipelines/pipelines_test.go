@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 		Source: pipelines.Source{Topics: []string{"orders"}, Subscription: "enrich",
 			Type: pipelines.Shared, InitialPosition: pipelines.Latest, ReceiverQueue: 1000},
 		Handler: pipelines.Handler{Plugin: "./bin/enrich", BatchSize: 100, BatchWait: 10 * time.Millisecond,
-			Instances: 1, Timeout: 30 * time.Second, MaxInFlight: 1000},
+			Instances: 1, Timeout: 30 * time.Second, MaxInFlight: 1000, MaxBatchesInFlight: 2},
 		ErrorPolicy: pipelines.ErrorPolicy{MaxCrashes: 3,
 			Backoff: pipelines.Backoff{Initial: time.Second, Max: time.Minute}},
 	}
@@ -35,8 +35,32 @@ func TestDefaults(t *testing.T) {
 	q := valid()
 	q.Source.Type = "Key_Shared"
 	q.Handler.BatchSize, q.Handler.Instances = 500, 4
-	if d := q.WithDefaults(); d.Source.Type != pipelines.KeyShared || d.Handler.MaxInFlight != 8000 || !d.Source.Type.KeepsOrder() {
+	if d := q.WithDefaults(); d.Source.Type != pipelines.KeyShared || d.Handler.MaxInFlight != 8000 || !d.Source.Type.KeepsOrder() || d.Handler.MaxBatchesInFlight != 1 {
 		t.Errorf("%+v", d)
+	}
+}
+
+// More than one batch in flight per instance would reorder a key's
+// messages, so the types that keep order refuse it.
+func TestMaxBatchesInFlight(t *testing.T) {
+	for _, c := range []struct {
+		typ  pipelines.SubscriptionType
+		n    int
+		fail bool
+	}{
+		{pipelines.Shared, 2, false}, {pipelines.Shared, 8, false}, {"", 2, false},
+		{pipelines.KeyShared, 1, false}, {pipelines.KeyShared, 2, true},
+		{pipelines.Failover, 2, true}, {pipelines.Exclusive, 3, true}, {pipelines.Shared, -1, true},
+	} {
+		p := valid()
+		p.Source.Type, p.Handler.MaxBatchesInFlight = c.typ, c.n
+		err := p.Validate()
+		if (err != nil) != c.fail {
+			t.Errorf("%s, %d: Validate = %v", c.typ, c.n, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "handler.max_batches_in_flight") {
+			t.Errorf("%s, %d: the error does not name the field: %v", c.typ, c.n, err)
+		}
 	}
 }
 

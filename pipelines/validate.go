@@ -125,7 +125,7 @@ func (p *Pipeline) validate(prefix string) []error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"batch_size", h.BatchSize}, {"instances", h.Instances}, {"max_in_flight", h.MaxInFlight}} {
+	}{{"batch_size", h.BatchSize}, {"instances", h.Instances}, {"max_in_flight", h.MaxInFlight}, {"max_batches_in_flight", h.MaxBatchesInFlight}} {
 		if f.v < 0 {
 			bad("handler."+f.name, "must not be negative")
 		}
@@ -140,6 +140,10 @@ func (p *Pipeline) validate(prefix string) []error {
 	}
 	if h.MaxInFlight > 0 && h.MaxInFlight < h.BatchSize {
 		bad("handler.max_in_flight", "%d is less than batch_size %d", h.MaxInFlight, h.BatchSize)
+	}
+
+	if h.MaxBatchesInFlight > 1 && s.Type.KeepsOrder() {
+		bad("handler.max_batches_in_flight", "%d on a %s subscription: it keeps each key's order, so one batch at a time (1)", h.MaxBatchesInFlight, s.Type)
 	}
 
 	for i, t := range p.Outputs {
