@@ -218,7 +218,7 @@ func (p *pipeline) run() {
 		if p.ordered {
 			q = p.queues[i]
 		}
-		s.answers = make(chan answer, 1)
+		s.order = make(chan *sent, max(p.cfg.Handler.MaxBatchesInFlight, 1))
 		p.workers.Go(func() { s.run(q) })
 		p.workers.Go(s.publish)
 	}

@@ -16,17 +16,29 @@ import (
 var errHung = errors.New("handler did not answer in time")
 
 // slot is one instance of a pipeline's handler and the worker goroutine
-// that feeds it batches, one at a time, restarting it when it fails.
+// that feeds it batches, up to Handler.MaxBatchesInFlight at once, each
+// on a goroutine of its own, restarting the instance when it fails.
 type slot struct {
 	p  *pipeline
 	id int
 
-	inst instance          // owned by the worker (and by startFirst before it)
-	buf  []*plugin.Message // reused for each batch
-	// answers carries answered batches to the slot's publisher, in order,
-	// so that the instance works on the next batch while the outputs of
-	// the last are published.
-	answers chan answer
+	// order carries the batches to the slot's publisher in the order they
+	// were sent, so that the instance works on the next batches while the
+	// outputs of the last are published, and outputs go out in batch
+	// order even when the answers come out of order.
+	order chan *sent
+
+	imu  sync.Mutex
+	inst instance // nil while down; guarded by imu
+	gen  uint64   // counts the instances started; guarded by imu
+	// careful is set when an instance failed and cleared when a batch
+	// sent alone is answered: meanwhile batches go one at a time (under
+	// serial), so that a failure is pinned on the batch that caused it,
+	// never on one that happened to be in flight beside it. Guarded by
+	// imu.
+	careful bool
+	serial  sync.Mutex // held by a careful call
+	startMu sync.Mutex // one restart at a time
 
 	mu        sync.Mutex // guards what Health reads
 	pid       int
@@ -57,7 +69,10 @@ func (s *slot) startFirst(ctx context.Context) error {
 }
 
 func (s *slot) setUp(inst instance) {
+	s.imu.Lock()
 	s.inst = inst
+	s.gen++
+	s.imu.Unlock()
 	s.mu.Lock()
 	s.pid, s.up, s.started, s.answered, s.batches, s.nextStart = inst.Pid(), true, time.Now(), false, 0, time.Time{}
 	s.mu.Unlock()
@@ -69,27 +84,52 @@ type answer struct {
 	res   []plugin.Result
 }
 
-// publish settles the answers in the order they came: outputs published,
-// messages acknowledged after their receipts, retried or dead-lettered.
+// sent is a batch sent to the instance: done is closed once every part
+// of it has its answer (or was dead-lettered or handed back).
+type sent struct {
+	answers []answer
+	done    chan struct{}
+}
+
+// publish settles the answers in the order the batches were sent:
+// outputs published, messages acknowledged after their receipts, retried
+// or dead-lettered.
 func (s *slot) publish() {
-	for a := range s.answers {
-		s.p.settle(a.items, a.res)
+	for b := range s.order {
+		<-b.done
+		for _, a := range b.answers {
+			s.p.settle(a.items, a.res)
+		}
 	}
 }
 
-// run feeds the slot's instance the batches of q until q is closed, or
-// hands them back once the pipeline's hard stop came.
+// run feeds the slot's instance the batches of q, up to
+// MaxBatchesInFlight at once, until q is closed and the last has its
+// answer, or hands them back once the pipeline's hard stop came.
 func (s *slot) run(q <-chan *batch) {
 	p := s.p
-	defer close(s.answers)
+	defer close(s.order)
+	limit := max(p.cfg.Handler.MaxBatchesInFlight, 1)
+	fin := make(chan struct{}, limit)
+	inflight := 0
 	for {
 		var exited <-chan struct{}
-		if s.inst != nil {
-			exited = s.inst.Exited()
+		if inflight == 0 {
+			// Nothing in flight: this goroutine alone uses the instance.
+			if inst := s.current(); inst != nil {
+				exited = inst.Exited()
+			}
+		}
+		qq := q
+		if inflight >= limit {
+			qq = nil
 		}
 		select {
-		case b, ok := <-q:
+		case b, ok := <-qq:
 			if !ok {
+				for ; inflight > 0; inflight-- {
+					<-fin
+				}
 				return
 			}
 			if p.hard.Err() != nil {
@@ -98,15 +138,36 @@ func (s *slot) run(q <-chan *batch) {
 				}
 				continue
 			}
-			s.process(b)
+			sb := &sent{done: make(chan struct{})}
+			s.order <- sb
+			inflight++
+			go func() {
+				defer func() { fin <- struct{}{} }()
+				defer close(sb.done)
+				s.process(b, sb, limit == 1)
+			}()
+		case <-fin:
+			inflight--
 		case <-exited:
 			// Died between batches (killed, or exited on its own): restart
 			// it now rather than on the next batch's time.
-			s.failed(fmt.Errorf("plugin (pid %d) exited between batches [%s]", s.inst.Pid(), s.inst.ExitStatus()))
+			inst, gen := s.currentGen()
+			s.failed(gen, fmt.Errorf("plugin (pid %d) exited between batches [%s]", inst.Pid(), inst.ExitStatus()))
 			// A stop does not wait for this restart: nothing depends on it.
-			_, _ = s.ensure(p.recvCtx.Done())
+			_, _, _, _ = s.ensure(p.recvCtx.Done())
 		}
 	}
+}
+
+func (s *slot) current() instance {
+	inst, _ := s.currentGen()
+	return inst
+}
+
+func (s *slot) currentGen() (instance, uint64) {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	return s.inst, s.gen
 }
 
 // part is a run of a batch's messages sent together. A batch starts as
@@ -117,19 +178,50 @@ type part struct {
 	fails int // failures not pinned on a message
 }
 
+// acquire returns the instance to send a part to and whether the call
+// is careful (alone on the instance, serial held: release it with
+// s.serial.Unlock). It fails at the hard stop.
+func (s *slot) acquire() (inst instance, gen uint64, careful bool, err error) {
+	locked := false
+	for {
+		inst, gen, careful, err = s.ensure(nil)
+		if err != nil {
+			if locked {
+				s.serial.Unlock()
+			}
+			return nil, 0, false, err
+		}
+		switch {
+		case careful == locked:
+			return inst, gen, careful, nil
+		case careful:
+			// Wait for the careful calls before this one; the instance
+			// may have changed meanwhile.
+			s.serial.Lock()
+			locked = true
+		default:
+			s.serial.Unlock()
+			return inst, gen, false, nil
+		}
+	}
+}
+
 // process gets the handler's answer for every message of b, retrying on
-// fresh instances through crashes and hangs, and settles the messages.
-func (s *slot) process(b *batch) {
+// fresh instances through crashes and hangs, and leaves the answers in
+// sb for the publisher. alone says that the instance never has another
+// batch beside this one (MaxBatchesInFlight 1).
+func (s *slot) process(b *batch, sb *sent, alone bool) {
 	p := s.p
 	maxCrashes := p.cfg.ErrorPolicy.MaxCrashes
 	parts := []part{{items: b.items}}
+	buf := make([]*plugin.Message, 0, len(b.items))
 	for len(parts) > 0 {
 		cur := &parts[0]
 		if len(cur.items) == 0 {
 			parts = parts[1:]
 			continue
 		}
-		inst, err := s.ensure(nil)
+		inst, gen, careful, err := s.acquire()
 		if err != nil { // the hard stop
 			for _, pt := range parts {
 				for _, it := range pt.items {
@@ -138,35 +230,48 @@ func (s *slot) process(b *batch) {
 			}
 			return
 		}
-		s.buf = s.buf[:0]
+		buf = buf[:0]
 		for _, it := range cur.items {
-			s.buf = append(s.buf, &it.pm)
+			buf = append(buf, &it.pm)
 		}
 		ctx, cancel := context.WithTimeout(p.hard, p.cfg.Handler.Timeout)
 		t0 := time.Now()
-		res, err := inst.Process(ctx, s.buf)
+		res, err := inst.Process(ctx, buf)
 		took := time.Since(t0)
 		// The batch's deadline is the only one: the plugin may report it
 		// a moment before ctx does.
 		hung := errors.Is(err, context.DeadlineExceeded) && p.hard.Err() == nil
 		cancel()
-		clear(s.buf)
+		clear(buf)
 		if f := p.h.opts.Hooks.Handled; f != nil {
 			f(p.name, s.id, len(cur.items), took, err)
 		}
 		if err == nil {
-			s.answer()
-			s.answers <- answer{cur.items, res}
+			s.answer(gen, careful)
+			if careful {
+				s.serial.Unlock()
+			}
+			sb.answers = append(sb.answers, answer{cur.items, res})
 			parts = parts[1:]
 			continue
 		}
+		if careful {
+			s.serial.Unlock()
+		}
 		if p.hard.Err() != nil {
-			continue // ensure sees it and hands everything back
+			continue // acquire sees it and hands everything back
 		}
 		if hung {
 			err = fmt.Errorf("%w: %d messages, no answer after %v: %w", errHung, len(cur.items), p.cfg.Handler.Timeout, err)
 		}
-		s.failed(err)
+		first := s.failed(gen, err)
+		if !first || !(alone || careful) {
+			// Another batch was (or may have been) in flight on the
+			// instance: the failure, even a panic naming a message (a
+			// plugin that panicked answers every call with that panic),
+			// may be the other's. No strike; the retry goes alone.
+			continue
+		}
 
 		var crash *plugin.CrashError
 		if errors.As(err, &crash) && crash.Index >= 0 && crash.Index < len(cur.items) {
@@ -195,12 +300,15 @@ func (s *slot) process(b *batch) {
 	}
 }
 
-// ensure returns the slot's instance, starting a fresh one (after the
-// restart backoff) when the last one failed. It fails at the hard stop,
-// and when abort is closed.
-func (s *slot) ensure(abort <-chan struct{}) (instance, error) {
+// ensure returns the slot's instance, its number and whether calls
+// must be careful, starting a fresh one (after the restart backoff) when
+// the last one failed. It fails at the hard stop, and when abort is
+// closed.
+func (s *slot) ensure(abort <-chan struct{}) (instance, uint64, bool, error) {
 	p := s.p
-	for s.inst == nil {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	for s.current() == nil {
 		s.mu.Lock()
 		wait := p.h.opts.Restart.delay(s.failures)
 		s.nextStart = time.Now().Add(wait)
@@ -210,19 +318,19 @@ func (s *slot) ensure(abort <-chan struct{}) (instance, error) {
 		case <-t.C:
 		case <-p.hard.Done():
 			t.Stop()
-			return nil, p.hard.Err()
+			return nil, 0, false, p.hard.Err()
 		case <-abort:
 			t.Stop()
-			return nil, errors.New("restart abandoned")
+			return nil, 0, false, errors.New("restart abandoned")
 		}
 		ctx, cancel := context.WithTimeout(p.hard, p.h.opts.PluginStartTimeout)
 		inst, err := p.start(ctx, s.id)
 		cancel()
 		if err != nil {
 			if p.hard.Err() != nil {
-				return nil, p.hard.Err()
+				return nil, 0, false, p.hard.Err()
 			}
-			s.failed(fmt.Errorf("restart: %w", err))
+			s.count(fmt.Errorf("restart: %w", err))
 			continue
 		}
 		s.setUp(inst)
@@ -237,28 +345,54 @@ func (s *slot) ensure(abort <-chan struct{}) (instance, error) {
 		}
 	}
 	if p.hard.Err() != nil {
-		return nil, p.hard.Err()
+		return nil, 0, false, p.hard.Err()
 	}
-	return s.inst, nil
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	return s.inst, s.gen, s.careful, nil
 }
 
-// answer records a batch answered.
-func (s *slot) answer() {
+// answer records a batch answered by instance gen; a careful call
+// answered ends the careful time.
+func (s *slot) answer(gen uint64, careful bool) {
+	s.imu.Lock()
+	if s.gen != gen || s.inst == nil {
+		s.imu.Unlock()
+		return // answered by an instance already failed
+	}
+	if careful {
+		s.careful = false
+	}
+	s.imu.Unlock()
 	s.mu.Lock()
 	s.answered = true
 	s.batches++
 	s.mu.Unlock()
 }
 
-// failed kills the instance after err and counts the crash. A crash
-// after a batch answered is not part of a crash loop: the count of
-// crashes in a row (and so the backoff) starts over.
-func (s *slot) failed(err error) {
-	p := s.p
-	if s.inst != nil {
-		s.inst.Kill()
-		s.inst = nil
+// failed kills instance gen after err and counts the crash, unless that
+// instance is failed already (another batch in flight on it saw the
+// failure first): it reports whether it was the first. A crash after a
+// batch answered is not part of a crash loop: the count of crashes in a
+// row (and so the backoff) starts over.
+func (s *slot) failed(gen uint64, err error) bool {
+	s.imu.Lock()
+	inst := s.inst
+	if s.gen != gen || inst == nil {
+		s.imu.Unlock()
+		return false
 	}
+	s.inst = nil
+	s.careful = true
+	s.imu.Unlock()
+	inst.Kill()
+	s.count(err)
+	return true
+}
+
+// count counts a crash of the slot's instance (or of its restart).
+func (s *slot) count(err error) {
+	p := s.p
 	rp := &p.h.opts.Restart
 	now := time.Now()
 	s.mu.Lock()
@@ -298,14 +432,17 @@ func (s *slot) degradedLocked(now time.Time) bool {
 // close stops the slot's instance gracefully (the handler's Close runs),
 // killing it if ctx ends first.
 func (s *slot) close(ctx context.Context) {
-	if s.inst == nil {
+	s.imu.Lock()
+	inst := s.inst
+	s.inst = nil
+	s.imu.Unlock()
+	if inst == nil {
 		return
 	}
-	if err := s.inst.Close(ctx); err != nil {
+	if err := inst.Close(ctx); err != nil {
 		s.p.log.Warn("close handler", "instance", s.id, "err", err)
 	}
-	s.inst.Kill()
-	s.inst = nil
+	inst.Kill()
 	s.mu.Lock()
 	s.up, s.pid = false, 0
 	s.mu.Unlock()
