@@ -26,7 +26,9 @@ import (
 // consume -> identity handler (each message echoed to the output topic)
 // -> produce -> ack, with the handler in a plugin process or in the host
 // (the baseline), for batches of 1, 100 and 1000 messages of 100 bytes,
-// with one instance of the handler (STREAMRUN_BENCH_INSTANCES=n for n).
+// with one instance of the handler (STREAMRUN_BENCH_INSTANCES=n for n)
+// and the default batches in flight on the Shared subscription
+// (STREAMRUN_BENCH_BATCHES_IN_FLIGHT=n for n).
 //
 // The load is a closed loop: a producer keeps a window of messages in
 // the system (published, not yet read back from the output), enough to
@@ -50,6 +52,9 @@ func BenchmarkPipeline(b *testing.B) {
 			if benchInstances > 1 {
 				name += fmt.Sprintf("/instances=%d", benchInstances)
 			}
+			if benchBatchesInFlight > 0 {
+				name += fmt.Sprintf("/batches_in_flight=%d", benchBatchesInFlight)
+			}
 			b.Run(name, func(b *testing.B) {
 				benchPipeline(b, mode, batch)
 			})
@@ -68,6 +73,7 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 	h := self(testConfig{Output: out})
 	h.BatchSize = batchSize
 	h.Instances = benchInstances
+	h.MaxBatchesInFlight = benchBatchesInFlight
 	opts := streamrun.Options{Logger: testLogger(b, slog.LevelError)}
 	if mode == "local" {
 		opts.LocalHandlers = map[string]func() plugin.Handler{"bench": func() plugin.Handler { return plugin.Configure(newTestHandler) }}
@@ -201,3 +207,9 @@ var benchInstances = func() int {
 	n, _ := strconv.Atoi(os.Getenv(benchInstancesEnv))
 	return max(n, 1)
 }()
+
+// benchBatchesInFlightEnv sets Handler.MaxBatchesInFlight of
+// BenchmarkPipeline's handler (default: the default, 2 on Shared).
+const benchBatchesInFlightEnv = "STREAMRUN_BENCH_BATCHES_IN_FLIGHT"
+
+var benchBatchesInFlight, _ = strconv.Atoi(os.Getenv(benchBatchesInFlightEnv))

@@ -140,6 +140,12 @@ func (s *slot) run(q <-chan *batch) {
 			}
 			sb := &sent{done: make(chan struct{})}
 			s.order <- sb
+			if limit == 1 {
+				// One at a time: no goroutine to hand it to.
+				s.process(b, sb, true)
+				close(sb.done)
+				continue
+			}
 			inflight++
 			go func() {
 				defer func() { fin <- struct{}{} }()
