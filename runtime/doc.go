@@ -73,6 +73,18 @@
 // acknowledgement). With Shared subscriptions any instance takes the next
 // batch and nothing is ordered.
 //
+// # Batches in flight
+//
+// An instance works on up to Handler.MaxBatchesInFlight batches at once
+// (2 by default on Shared, 1 on the types that keep order, where more is
+// refused): the next batch is sent while the last is still in the
+// plugin, so that host and plugin process do not wait for each other.
+// The handler is called concurrently (an in-process handler too; a
+// plugin's server runs one Process at a time but decodes and encodes the
+// others meanwhile). Outputs are still published in the order the
+// batches were sent, whatever order their answers come in, and
+// MaxInFlight still bounds the messages held.
+//
 // # Crashes, hangs and poison messages
 //
 // A batch fails when the plugin process crashes (a panic, an exit, a
@@ -88,6 +100,14 @@
 // count over, since that handler makes progress: the backoff is for
 // crash loops, and a backlog with a few poison messages in it is not
 // slowed to one message per 30 s.
+//
+// A failed instance fails every batch in flight on it: all of them are
+// retried on the fresh instance, the failure counted once. A failure
+// seen while another batch was in flight on the instance is pinned on no
+// batch and no message (it may be the other's: a plugin that panicked
+// answers every call with that panic); until a batch sent alone is
+// answered, the instance gets one batch at a time, so the strikes below
+// fall on the batch, and message, that caused them.
 //
 // So that a message which crashes the handler every time cannot stop a
 // pipeline, failures count against messages (ErrorPolicy.MaxCrashes, 3
