@@ -23,8 +23,9 @@ import (
 // error for trouble that concerns the batch as a whole, such as a database
 // that is down; answer per message with the ResultWriter otherwise.
 //
-// Calls to Process never overlap within one plugin process; the host runs
-// more processes for more parallelism. Process must not keep the batch or
+// Calls to Process never overlap within one plugin process unless the
+// plugin allows it (ServeOptions.Concurrency); the host runs more processes
+// for more parallelism. Process must not keep the batch or
 // the ResultWriter after it returns. A panic in Process kills the plugin
 // process; the host sees a crash, starts a fresh instance and retries the
 // batch there.

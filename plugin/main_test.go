@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +45,8 @@ func TestMain(m *testing.M) {
 				time.AfterFunc(5*time.Second, func() { pprof.StopCPUProfile(); f.Close() })
 			}
 		}
-		Serve(&testHandler{})
+		n, _ := strconv.Atoi(os.Getenv("STREAMRUN_PLUGIN_TEST_CONCURRENCY"))
+		ServeWithOptions(&testHandler{}, ServeOptions{Concurrency: n})
 		return
 	case "raw":
 		serve(&rawServer{}, ServeOptions{})
@@ -97,7 +100,9 @@ func childHost() {
 // testHandler is the SDK plugin the test binary serves; its Init config
 // picks what it does.
 type testHandler struct {
-	mode string
+	mode   string
+	inside atomic.Int32 // Process calls running now (mode "meet")
+	met    atomic.Bool  // two calls were inside at once (mode "meet")
 }
 
 func (h *testHandler) Init(_ context.Context, info Info) error {
@@ -123,6 +128,24 @@ type seen struct {
 
 func (h *testHandler) Process(ctx context.Context, w ResultWriter, batch []*Message) error {
 	switch h.mode {
+	case "meet":
+		// Wait, up to 1 s, for a second call to be inside Process too: each
+		// message says whether the calls met.
+		h.inside.Add(1)
+		defer h.inside.Add(-1)
+		met := "alone"
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			// Sticky: the other call may have met us and left between two
+			// of our looks.
+			if h.inside.Load() >= 2 || h.met.Load() {
+				h.met.Store(true)
+				met = "met"
+				break
+			}
+		}
+		for _, m := range batch {
+			w.Output(m, Output{Topic: "out", Payload: []byte(met)})
+		}
 	case "echo":
 		for _, m := range batch {
 			w.Output(m, Output{Topic: "out", Key: m.Key, Payload: m.Payload})

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +29,12 @@ type ServeOptions struct {
 	// which the host logs again as its own records, tagged with the plugin.
 	// A Logger that writes elsewhere keeps its records from the host.
 	Logger *slog.Logger
+	// Concurrency is how many batches the handler may work on at once
+	// when the host sends several (a Shared pipeline's
+	// max_batches_in_flight). Default 1: calls to Process never overlap.
+	// Set it higher only for a Handler that is safe for concurrent use, as
+	// an http.Handler is; batches beyond it wait their turn.
+	Concurrency int
 }
 
 // Serve runs h as a streamrun handler plugin: it answers the host's
@@ -44,7 +49,7 @@ func Serve(h Handler) { ServeWithOptions(h, ServeOptions{}) }
 
 // ServeWithOptions is Serve with options.
 func ServeWithOptions(h Handler, opts ServeOptions) {
-	serve(&server{h: h}, opts)
+	serve(&server{h: h, slots: make(chan struct{}, max(1, opts.Concurrency))}, opts)
 }
 
 // serve serves any implementation of the contract; tests use it to play a
@@ -92,9 +97,11 @@ type server struct {
 	pb.UnimplementedHandlerServer
 	h Handler
 
-	// mu makes Process calls run one at a time: a host that gave up on a
-	// batch (deadline) may send the next while the handler still works.
-	mu      sync.Mutex
+	// slots bounds the Process calls running at once (ServeOptions.
+	// Concurrency, default 1): a host may send the next batch while the
+	// handler still works on one (several in flight, or a batch it gave
+	// up on at its deadline).
+	slots   chan struct{}
 	crashed atomic.Pointer[pb.Panic] // set once the handler panicked
 }
 
@@ -116,8 +123,12 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 // process answers a Process call. Batch and answer are the hand-encoded
 // wire types (see wire.go), not the generated ones.
 func (s *server) process(ctx context.Context, batch []*Message) (*wireResults, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	defer func() { <-s.slots }()
 	if p := s.crashed.Load(); p != nil {
 		return nil, panicStatus(p)
 	}

@@ -47,7 +47,9 @@ func TestMain(m *testing.M) {
 				profiling = true
 			}
 		}
-		plugin.Serve(plugin.Configure(newTestHandler))
+		// The test handler keeps no state between calls, so it may take
+		// the two batches a Shared pipeline sends at once.
+		plugin.ServeWithOptions(plugin.Configure(newTestHandler), plugin.ServeOptions{Concurrency: 2})
 		return
 	case "host":
 		childHost()

@@ -143,6 +143,7 @@ func TestASlowHandlerSlowsConsumption(t *testing.T) {
 	publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("m-%d", i) }, nil)
 	h := self(testConfig{Output: out, BatchDelay: 20 * time.Millisecond})
 	h.BatchSize, h.MaxInFlight = 10, inFlight
+	h.MaxBatchesInFlight = 1 // one 20 ms batch at a time: 500 messages a second
 	r := runHost(t, c, streamrun.Options{}, pipelines.Pipeline{
 		Name:    "slow",
 		Source:  pipelines.Source{Topics: []string{in}, Subscription: "slow", InitialPosition: pipelines.Earliest, ReceiverQueue: queue},
