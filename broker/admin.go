@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -328,12 +329,7 @@ func (c *Cluster) adminListTopics(_ http.ResponseWriter, r *http.Request) (any, 
 }
 
 func (c *Cluster) adminListPartitioned(_ http.ResponseWriter, r *http.Request) (any, error) {
-	out := []string{}
-	for name := range c.partitionedTopics(nsName(r)) {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out, nil
+	return sortedNames(c.partitionedTopics(nsName(r))), nil
 }
 
 func (c *Cluster) adminCreateTopic(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -498,12 +494,7 @@ func (c *Cluster) adminSubscriptions(_ http.ResponseWriter, r *http.Request) (an
 	if !found {
 		return nil, herr(http.StatusNotFound, "Topic not found")
 	}
-	out := []string{}
-	for s := range set {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out, nil
+	return sortedNames(set), nil
 }
 
 func (c *Cluster) adminCreateSubscription(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -803,4 +794,10 @@ func (c *Cluster) adminResetCursor(_ http.ResponseWriter, r *http.Request) (any,
 		s.save()
 		return nil
 	})
+}
+
+// sortedNames returns m's keys in order, never nil: Pulsar's admin API
+// answers an empty list as [], and pulsar-admin does not read null.
+func sortedNames[V any](m map[string]V) []string {
+	return append([]string{}, slices.Sorted(maps.Keys(m))...)
 }
