@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -71,13 +72,19 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *gr
 }
 
 // hostConn is the host's client: the generated one for Init and Close, the
-// connection itself for Process with the hand-encoded types of wire.go.
+// connection itself for batches with the hand-encoded types of wire.go,
+// on the Batches stream once the plugin offered it at Init, else with a
+// Process call each.
 type hostConn struct {
 	pb.HandlerClient
-	conn *grpc.ClientConn
+	conn   *grpc.ClientConn
+	stream atomic.Pointer[batchStream]
 }
 
 func (c *hostConn) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
+	if s := c.stream.Load(); s != nil {
+		return s.process(ctx, batch)
+	}
 	out := &wireResultsIn{hint: len(batch)}
 	if err := c.conn.Invoke(ctx, pb.Handler_Process_FullMethodName, &wireBatch{msgs: batch}, out); err != nil {
 		return nil, err

@@ -201,13 +201,23 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 	if i.stopping.Load() {
 		return ErrClosed
 	}
-	_, err := i.rpc.Init(ctx, &pb.InitRequest{
+	resp, err := i.rpc.Init(ctx, &pb.InitRequest{
 		Config:          config,
 		Pipeline:        i.opts.Pipeline,
 		InstanceId:      i.opts.InstanceID,
 		ContractVersion: ContractVersion,
 	})
 	if err == nil {
+		if resp.BatchStream && i.rpc.stream.Load() == nil {
+			s, serr := openBatchStream(i.rpc.conn)
+			if serr != nil {
+				return i.callError(ctx, "open the batch stream", nil, serr)
+			}
+			i.rpc.stream.Store(s)
+			if i.stopping.Load() { // Kill came meanwhile
+				i.closeStream()
+			}
+		}
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
@@ -245,6 +255,9 @@ func (i *Instance) Close(ctx context.Context) error {
 	var err error
 	if i.stopping.CompareAndSwap(false, true) {
 		i.proc.expected.Store(true)
+		// Ended first: go-plugin's graceful stop of the plugin waits for
+		// its open streams.
+		i.closeStream()
 		if i.Alive() {
 			if _, cerr := i.rpc.Close(ctx, &pb.CloseRequest{}); cerr != nil {
 				err = fmt.Errorf("plugin %s: close: %s", i.name, status.Convert(cerr).Message())
@@ -261,9 +274,20 @@ func (i *Instance) Kill() {
 	i.stopping.Store(true)
 	i.proc.expected.Store(true)
 	_ = i.proc.Kill(context.Background())
+	i.closeStream()
 	i.stopOnce.Do(i.client.Kill)
 	if i.proc.getPid() != 0 {
 		<-i.proc.exited
+	}
+}
+
+// closeStream ends the Batches stream, if open, and waits for its reader.
+func (i *Instance) closeStream() {
+	if i.rpc == nil {
+		return
+	}
+	if s := i.rpc.stream.Load(); s != nil {
+		s.close()
 	}
 }
 
@@ -307,6 +331,7 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 		crash.Exit = exitStatus(i.proc.exitErr)
 	case <-time.After(crashWait):
 	}
+	i.closeStream()
 	i.stopOnce.Do(i.client.Kill) // release go-plugin's side of it
 	return crash
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -335,12 +336,55 @@ func TestWrongAnswersAreErrorsNamingTheMessage(t *testing.T) {
 		{"notopic", "plugin test-raw answered wrongly for message 1 (7:1:-1:-1): output 0 has no topic"},
 		{"delay", "plugin test-raw answered wrongly for message 1 (7:1:-1:-1): negative retry delay -5ms"},
 	} {
-		t.Run(tc.mode, func(t *testing.T) {
-			inst := start(t, selfPlugin(t, "raw", nil), `{"mode":"`+tc.mode+`"}`)
-			res, err := inst.Process(context.Background(), msgs("a", "b", "c"))
-			if !errors.Is(err, ErrBadResponse) || err.Error() != tc.want || res != nil {
-				t.Fatalf("got %v, %v\nwant %s", res, err, tc.want)
+		// The same checks whichever way the batch went.
+		for _, way := range []string{"", "stream-"} {
+			t.Run(way+tc.mode, func(t *testing.T) {
+				inst := start(t, selfPlugin(t, "raw", nil), `{"mode":"`+way+tc.mode+`"}`)
+				res, err := inst.Process(context.Background(), msgs("a", "b", "c"))
+				if !errors.Is(err, ErrBadResponse) || err.Error() != tc.want || res != nil {
+					t.Fatalf("got %v, %v\nwant %s", res, err, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// A plugin offers the Batches stream at Init; the host sends batches there
+// when offered, and with a Process call each to a plugin from before it.
+func TestBatchesGoOnTheStreamWhenThePluginOffersIt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   ClientOptions
+		config string
+		stream bool
+	}{
+		{"sdk", selfPlugin(t, "sdk", nil), `{"mode":"echo"}`, true},
+		{"process-only", selfPlugin(t, "raw", nil), `{"mode":"ok"}`, false},
+		{"raw-stream", selfPlugin(t, "raw", nil), `{"mode":"stream-ok"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := start(t, tc.opts, tc.config)
+			if got := inst.rpc.stream.Load() != nil; got != tc.stream {
+				t.Fatalf("batch stream open: %v, want %v", got, tc.stream)
 			}
+			// Several callers at once: each gets the answer to its own batch.
+			var wg sync.WaitGroup
+			for c := range 8 {
+				wg.Go(func() {
+					for k := range 20 {
+						batch := msgs(strings.Repeat("x", c*20+k+1), "b")
+						res, err := inst.Process(context.Background(), batch)
+						if err != nil || len(res) != 2 || res[0].Outcome != OutcomeAck {
+							t.Errorf("caller %d, batch %d: %+v, %v", c, k, res, err)
+							return
+						}
+						if tc.name == "sdk" && string(res[0].Outputs[0].Payload) != string(batch[0].Payload) {
+							t.Errorf("caller %d got the answer to another batch: %q for %q", c, res[0].Outputs[0].Payload, batch[0].Payload)
+						}
+					}
+				})
+			}
+			wg.Wait()
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,10 +210,33 @@ func (s *rawServer) Init(_ context.Context, req *pb.InitRequest) (*pb.InitRespon
 	var cfg struct{ Mode string }
 	_ = json.Unmarshal(req.Config, &cfg)
 	s.mode = cfg.Mode
-	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
+	// "stream-" modes offer the Batches stream and answer there; the
+	// others are a plugin from before it, with Process only.
+	stream := strings.HasPrefix(s.mode, "stream-")
+	s.mode = strings.TrimPrefix(s.mode, "stream-")
+	return &pb.InitResponse{ContractVersion: ContractVersion, BatchStream: stream}, nil
 }
 
 func (s *rawServer) Process(_ context.Context, req *pb.Batch) (*pb.BatchResult, error) {
+	return s.answer(req), nil
+}
+
+func (s *rawServer) Batches(stream pb.Handler_BatchesServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		res := s.answer(req)
+		res.Seq = req.Seq
+		if err := stream.Send(res); err != nil {
+			return err
+		}
+	}
+}
+
+// answer is the raw plugin's answer to a batch, wrong as its mode says.
+func (s *rawServer) answer(req *pb.Batch) *pb.BatchResult {
 	res := &pb.BatchResult{}
 	for i := range req.Messages {
 		res.Results = append(res.Results, &pb.Result{Index: uint32(i), Outcome: pb.Outcome_OUTCOME_ACK})
@@ -234,7 +258,7 @@ func (s *rawServer) Process(_ context.Context, req *pb.Batch) (*pb.BatchResult, 
 		res.Results[1].Outcome = pb.Outcome_OUTCOME_RETRY
 		res.Results[1].RetryDelayMs = -5
 	}
-	return res, nil
+	return res
 }
 
 // selfPlugin is ClientOptions for the test binary in role.

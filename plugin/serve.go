@@ -2,11 +2,14 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 )
@@ -117,7 +121,7 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 			return nil, status.Error(codes.InvalidArgument, ierr.Error())
 		}
 	}
-	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
+	return &pb.InitResponse{ContractVersion: ContractVersion, BatchStream: true}, nil
 }
 
 // process answers a Process call. Batch and answer are the hand-encoded
@@ -129,28 +133,102 @@ func (s *server) process(ctx context.Context, batch []*Message) (*wireResults, e
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	defer func() { <-s.slots }()
-	if p := s.crashed.Load(); p != nil {
+	res, p := s.run(ctx, batch)
+	if p != nil {
 		return nil, panicStatus(p)
+	}
+	return &wireResults{res: res}, nil
+}
+
+// run has the handler work on a batch, holding a slot. A handler that
+// panics now or did before gives p instead of results.
+func (s *server) run(ctx context.Context, batch []*Message) (res []Result, p *pb.Panic) {
+	if p := s.crashed.Load(); p != nil {
+		return nil, p
 	}
 	res, herr, p := handle(ctx, s.h, batch)
 	if p != nil {
-		return nil, s.crash(p, batch)
+		s.crash(p, batch)
+		return nil, p
 	}
 	if herr != nil {
 		slog.Warn("handler failed the batch; every message will be retried",
 			"messages", len(batch), "error", herr)
 	}
-	return &wireResults{res: res}, nil
+	return res, nil
 }
 
-// serviceDesc is the generated service with Process replaced by one that
-// decodes the batch straight into Messages (the codec's wireBatchIn).
+// batches serves the Batches stream: each batch read runs on a goroutine
+// of its own once a slot is free, and its answer goes back on the stream
+// when it is ready. It returns when the host ends the stream, after the
+// answers of every batch read.
+func (s *server) batches(stream grpc.ServerStream) error {
+	ctx := stream.Context()
+	var sendMu sync.Mutex
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		in := new(wireBatchIn)
+		if err := stream.RecvMsg(in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hctx, cancel := ctx, context.CancelFunc(func() {})
+			if in.timeoutMs > 0 {
+				hctx, cancel = context.WithTimeout(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
+			}
+			res, p := s.run(hctx, in.msgs)
+			late := in.timeoutMs > 0 && hctx.Err() != nil
+			cancel()
+			<-s.slots
+			if late && p == nil {
+				// The host has given up on it (its deadline is the same),
+				// as a Process call past its deadline gets no answer.
+				return
+			}
+			out := &wireResults{res: res, seq: in.seq}
+			if p != nil {
+				var err error
+				if out.panic, err = proto.Marshal(p); err != nil {
+					out.panic, _ = proto.Marshal(&pb.Panic{Index: p.Index, Value: p.Value})
+				}
+			}
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			// An error means the stream is gone, and with it the host's
+			// wait for this answer.
+			_ = stream.SendMsg(out)
+		}()
+	}
+}
+
+// serviceDesc is the generated service with Process and Batches replaced
+// by ones that decode batches straight into Messages (the codec's
+// wireBatchIn).
 func (s *server) serviceDesc() *grpc.ServiceDesc {
 	desc := pb.Handler_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
 	for i := range desc.Methods {
 		if desc.Methods[i].MethodName == "Process" {
 			desc.Methods[i].Handler = processHandler
+		}
+	}
+	desc.Streams = slices.Clone(desc.Streams)
+	for i := range desc.Streams {
+		if desc.Streams[i].StreamName == "Batches" {
+			desc.Streams[i].Handler = func(srv any, stream grpc.ServerStream) error {
+				return srv.(*server).batches(stream)
+			}
 		}
 	}
 	return &desc
@@ -200,7 +278,9 @@ func panicOf(r any, index int) *pb.Panic {
 // recoverPanic turns a panic in Init or Close into a crash.
 func (s *server) recoverPanic(err *error) {
 	if r := recover(); r != nil {
-		*err = s.crash(panicOf(r, -1), nil)
+		p := panicOf(r, -1)
+		s.crash(p, nil)
+		*err = panicStatus(p)
 	}
 }
 
@@ -208,7 +288,7 @@ func (s *server) recoverPanic(err *error) {
 // process exit soon (a handler that panicked may have broken its own
 // state, so the host starts a fresh one) and returns the answer the host
 // classifies as a crash.
-func (s *server) crash(p *pb.Panic, batch []*Message) error {
+func (s *server) crash(p *pb.Panic, batch []*Message) {
 	attrs := []any{"panic", p.Value}
 	if p.Index >= 0 && int(p.Index) < len(batch) {
 		attrs = append(attrs, "index", p.Index, "message", batch[p.Index].ID)
@@ -217,7 +297,6 @@ func (s *server) crash(p *pb.Panic, batch []*Message) error {
 	if s.crashed.CompareAndSwap(nil, p) {
 		time.AfterFunc(crashExitDelay, func() { os.Exit(2) })
 	}
-	return panicStatus(p)
 }
 
 func panicStatus(p *pb.Panic) error {

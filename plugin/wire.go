@@ -24,20 +24,36 @@ import (
 // never written to). Strings, payloads and keys point into it; the buffer
 // lives for as long as any of them is referenced.
 
-// wireBatch is the Process request, encoded from the host's batch.
-type wireBatch struct{ msgs []*Message }
+// wireBatch is a Batch (Process request or Batches message), encoded
+// from the host's batch. seq and timeoutMs are 0 on Process.
+type wireBatch struct {
+	msgs      []*Message
+	seq       uint64
+	timeoutMs int64
+}
 
-// wireBatchIn is the Process request, decoded on the plugin's side.
-type wireBatchIn struct{ msgs []*Message }
+// wireBatchIn is a Batch, decoded on the plugin's side.
+type wireBatchIn struct {
+	msgs      []*Message
+	seq       uint64
+	timeoutMs int64
+}
 
-// wireResults is the Process answer, encoded from the SDK's results.
-type wireResults struct{ res []Result }
+// wireResults is a BatchResult, encoded from the SDK's results, or a
+// panic (encoded Panic message) with no results.
+type wireResults struct {
+	res   []Result
+	seq   uint64
+	panic []byte
+}
 
-// wireResultsIn is the Process answer, decoded on the host's side; its
-// content is checked by Instance.decodeResults.
+// wireResultsIn is a BatchResult, decoded on the host's side; its content
+// is checked by Instance.decodeResults.
 type wireResultsIn struct {
-	hint int // the batch's size, set before decoding
-	res  []wireResult
+	hint  int // the batch's size, set before decoding
+	res   []wireResult
+	seq   uint64
+	panic []byte // an encoded Panic, nil when there is none
 }
 
 // wireResult is one Result as read from the wire, before it is checked.
@@ -61,9 +77,9 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	var size int
 	switch v := v.(type) {
 	case *wireBatch:
-		size = batchSize(v.msgs)
+		size = batchSize(v.msgs) + sizeVarint(v.seq) + sizeVarint(uint64(v.timeoutMs))
 	case *wireResults:
-		size = resultsSize(v.res)
+		size = resultsSize(v.res) + sizeVarint(v.seq) + sizeBlob(v.panic)
 	default:
 		return c.proto.Marshal(v)
 	}
@@ -73,8 +89,12 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch v := v.(type) {
 	case *wireBatch:
 		b = appendBatch(b, v.msgs)
+		b = appendVarint(b, fBatchSeq, v.seq)
+		b = appendVarint(b, fBatchTimeout, uint64(v.timeoutMs))
 	case *wireResults:
 		b = appendResults(b, v.res)
+		b = appendVarint(b, fResultsSeq, v.seq)
+		b = appendBlob(b, fResultsPanic, v.panic)
 	}
 	if len(b) != size {
 		pool.Put(buf)
@@ -87,13 +107,9 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch v := v.(type) {
 	case *wireBatchIn:
-		msgs, err := decodeBatch(data.Materialize())
-		v.msgs = msgs
-		return err
+		return decodeBatch(data.Materialize(), v)
 	case *wireResultsIn:
-		res, err := decodeResults(data.Materialize(), v.hint)
-		v.res = res
-		return err
+		return decodeResults(data.Materialize(), v)
 	}
 	return c.proto.Unmarshal(data, v)
 }
@@ -101,6 +117,8 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 // Field numbers of handler.proto.
 const (
 	fBatchMessages = 1
+	fBatchSeq      = 2
+	fBatchTimeout  = 3
 
 	fMsgID          = 1
 	fMsgTopic       = 2
@@ -115,6 +133,8 @@ const (
 	fMsgTraceState  = 11
 
 	fResultsResults = 1
+	fResultsSeq     = 2
+	fResultsPanic   = 3
 
 	fResIndex   = 1
 	fResOutcome = 2
@@ -375,17 +395,28 @@ func count(b []byte, num protowire.Number) (int, error) {
 	return n, nil
 }
 
-func decodeBatch(b []byte) ([]*Message, error) {
+// decodeBatch decodes a Batch into in.
+func decodeBatch(b []byte, in *wireBatchIn) error {
 	n, err := count(b, fBatchMessages)
 	if err != nil {
-		return nil, fmt.Errorf("batch: %w", err)
+		return fmt.Errorf("batch: %w", err)
 	}
 	ms := make([]Message, n) // one allocation for the whole batch
 	out := make([]*Message, n)
+	in.msgs = out
 	var topic string
 	for i := 0; len(b) > 0; {
-		num, typ, _, body, rest, _ := field(b) // checked by count
+		num, typ, v, body, rest, _ := field(b) // checked by count
 		b = rest
+		if typ == protowire.VarintType {
+			switch num {
+			case fBatchSeq:
+				in.seq = v
+			case fBatchTimeout:
+				in.timeoutMs = int64(v)
+			}
+			continue
+		}
 		if num != fBatchMessages || typ != protowire.BytesType {
 			continue
 		}
@@ -396,7 +427,7 @@ func decodeBatch(b []byte) ([]*Message, error) {
 		for len(body) > 0 {
 			num, typ, v, fb, rest, err := field(body)
 			if err != nil {
-				return nil, fmt.Errorf("batch: message %d: %w", i-1, err)
+				return fmt.Errorf("batch: message %d: %w", i-1, err)
 			}
 			body = rest
 			if typ == protowire.VarintType {
@@ -424,7 +455,7 @@ func decodeBatch(b []byte) ([]*Message, error) {
 				m.OrderingKey = blob(fb)
 			case fMsgProperties:
 				if m.Properties, err = decodeProps(m.Properties, fb); err != nil {
-					return nil, fmt.Errorf("batch: message %d: %w", i-1, err)
+					return fmt.Errorf("batch: message %d: %w", i-1, err)
 				}
 			case fMsgPayload:
 				m.Payload = blob(fb)
@@ -435,22 +466,31 @@ func decodeBatch(b []byte) ([]*Message, error) {
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// decodeResults reads an answer in one pass; hint is the number of
-// results expected (the batch's size), for the allocations.
-func decodeResults(b []byte, hint int) ([]wireResult, error) {
+// decodeResults reads a BatchResult into out in one pass; out.hint is the
+// number of results expected (the batch's size), for the allocations.
+func decodeResults(b []byte, out *wireResultsIn) error {
+	hint := out.hint
 	rs := make([]wireResult, 0, hint)
+	defer func() { out.res = rs }()
 	var outputs []Output // r's outputs are consecutive in here
 	var topic string
 	for len(b) > 0 {
-		num, typ, _, body, rest, err := field(b)
+		num, typ, v, body, rest, err := field(b)
 		if err != nil {
-			return nil, fmt.Errorf("results: %w", err)
+			return fmt.Errorf("results: %w", err)
 		}
 		b = rest
-		if num != fResultsResults || typ != protowire.BytesType {
+		switch {
+		case num == fResultsSeq && typ == protowire.VarintType:
+			out.seq = v
+			continue
+		case num == fResultsPanic && typ == protowire.BytesType:
+			out.panic = blob(body)
+			continue
+		case num != fResultsResults || typ != protowire.BytesType:
 			continue
 		}
 		rs = append(rs, wireResult{})
@@ -458,7 +498,7 @@ func decodeResults(b []byte, hint int) ([]wireResult, error) {
 		for len(body) > 0 {
 			num, typ, v, fb, rest, err := field(body)
 			if err != nil {
-				return nil, fmt.Errorf("results: result %d: %w", len(rs)-1, err)
+				return fmt.Errorf("results: result %d: %w", len(rs)-1, err)
 			}
 			body = rest
 			if typ == protowire.VarintType {
@@ -490,13 +530,13 @@ func decodeResults(b []byte, hint int) ([]wireResult, error) {
 				o := &outputs[len(outputs)-1]
 				r.outputs = outputs[len(outputs)-len(r.outputs)-1 : len(outputs) : len(outputs)]
 				if err := decodeOutput(o, fb, &topic); err != nil {
-					return nil, fmt.Errorf("results: result %d: %w", len(rs)-1, err)
+					return fmt.Errorf("results: result %d: %w", len(rs)-1, err)
 				}
 			}
 		}
 		outputs = outputs[len(outputs):]
 	}
-	return rs, nil
+	return nil
 }
 
 func decodeOutput(o *Output, b []byte, topic *string) error {

@@ -110,6 +110,48 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	}
 }
 
+// The Batches stream's own fields (seq, timeout, panic) cross the same
+// way.
+func TestTheStreamFieldsAreTheContracts(t *testing.T) {
+	c := newCodec()
+	data, err := c.Marshal(&wireBatch{msgs: []*Message{{Payload: []byte("p")}}, seq: 1 << 40, timeoutMs: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pbBatch pb.Batch
+	if err := proto.Unmarshal(data.Materialize(), &pbBatch); err != nil {
+		t.Fatal(err)
+	}
+	if pbBatch.Seq != 1<<40 || pbBatch.TimeoutMs != 1500 || len(pbBatch.Messages) != 1 {
+		t.Fatalf("protobuf read %v", &pbBatch)
+	}
+	pbBatch.Seq, pbBatch.TimeoutMs = 7, 20
+	raw, _ := proto.Marshal(&pbBatch)
+	var in wireBatchIn
+	if err := c.Unmarshal(memSlice(raw), &in); err != nil || in.seq != 7 || in.timeoutMs != 20 || len(in.msgs) != 1 {
+		t.Fatalf("read seq %d, timeout %d, %d messages: %v", in.seq, in.timeoutMs, len(in.msgs), err)
+	}
+
+	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
+	data, err = c.Marshal(&wireResults{seq: 9, panic: panicked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pbRes pb.BatchResult
+	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
+		t.Fatal(err)
+	}
+	if pbRes.Seq != 9 || pbRes.Panic.GetValue() != "boom" || pbRes.Panic.GetIndex() != 2 || len(pbRes.Results) != 0 {
+		t.Fatalf("protobuf read %v", &pbRes)
+	}
+	pbRes.Seq = 10
+	raw, _ = proto.Marshal(&pbRes)
+	var rin wireResultsIn
+	if err := c.Unmarshal(memSlice(raw), &rin); err != nil || rin.seq != 10 || string(rin.panic) != string(panicked) {
+		t.Fatalf("read seq %d, panic %q: %v", rin.seq, rin.panic, err)
+	}
+}
+
 func sameMessage(a, b *Message) bool {
 	if len(a.Properties) != len(b.Properties) {
 		return false

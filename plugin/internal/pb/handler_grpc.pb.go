@@ -2,7 +2,8 @@
 //
 // The host owns every broker connection; it starts a handler plugin as a
 // child process (hashicorp/go-plugin over gRPC), calls Init once with the
-// pipeline's handler config, then Process for each batch, then Close.
+// pipeline's handler config, then sends it batches (on the Batches stream
+// when the plugin offers it at Init, else a Process call each), then Close.
 //
 // Versioning: this file is contract version 1. The version is negotiated in
 // go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS), never guessed, and
@@ -38,6 +39,7 @@ const (
 	Handler_Init_FullMethodName    = "/streamrun.plugin.v1.Handler/Init"
 	Handler_Process_FullMethodName = "/streamrun.plugin.v1.Handler/Process"
 	Handler_Close_FullMethodName   = "/streamrun.plugin.v1.Handler/Close"
+	Handler_Batches_FullMethodName = "/streamrun.plugin.v1.Handler/Batches"
 )
 
 // HandlerClient is the client API for Handler service.
@@ -51,6 +53,16 @@ type HandlerClient interface {
 	Process(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*BatchResult, error)
 	// Close is called once on a graceful stop; the process exits after it.
 	Close(ctx context.Context, in *CloseRequest, opts ...grpc.CallOption) (*CloseResponse, error)
+	// Batches carries batches and their answers on one stream that lasts as
+	// long as the instance, instead of a Process call per batch: a call's
+	// fixed cost (stream set-up, headers, trailers, wake-ups on both sides)
+	// was most of the cost of a batch of 100. The host opens it only when
+	// InitResponse.batch_stream is set, so plugins and hosts from before it
+	// keep using Process. Each Batch carries a seq that its BatchResult
+	// repeats; answers may come in any order (a plugin taking several
+	// batches at once). The plugin answers every batch it reads; the stream
+	// ends when the host closes it or either process goes.
+	Batches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Batch, BatchResult], error)
 }
 
 type handlerClient struct {
@@ -91,6 +103,19 @@ func (c *handlerClient) Close(ctx context.Context, in *CloseRequest, opts ...grp
 	return out, nil
 }
 
+func (c *handlerClient) Batches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Batch, BatchResult], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Handler_ServiceDesc.Streams[0], Handler_Batches_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Batch, BatchResult]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Handler_BatchesClient = grpc.BidiStreamingClient[Batch, BatchResult]
+
 // HandlerServer is the server API for Handler service.
 // All implementations must embed UnimplementedHandlerServer
 // for forward compatibility.
@@ -102,6 +127,16 @@ type HandlerServer interface {
 	Process(context.Context, *Batch) (*BatchResult, error)
 	// Close is called once on a graceful stop; the process exits after it.
 	Close(context.Context, *CloseRequest) (*CloseResponse, error)
+	// Batches carries batches and their answers on one stream that lasts as
+	// long as the instance, instead of a Process call per batch: a call's
+	// fixed cost (stream set-up, headers, trailers, wake-ups on both sides)
+	// was most of the cost of a batch of 100. The host opens it only when
+	// InitResponse.batch_stream is set, so plugins and hosts from before it
+	// keep using Process. Each Batch carries a seq that its BatchResult
+	// repeats; answers may come in any order (a plugin taking several
+	// batches at once). The plugin answers every batch it reads; the stream
+	// ends when the host closes it or either process goes.
+	Batches(grpc.BidiStreamingServer[Batch, BatchResult]) error
 	mustEmbedUnimplementedHandlerServer()
 }
 
@@ -120,6 +155,9 @@ func (UnimplementedHandlerServer) Process(context.Context, *Batch) (*BatchResult
 }
 func (UnimplementedHandlerServer) Close(context.Context, *CloseRequest) (*CloseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
+}
+func (UnimplementedHandlerServer) Batches(grpc.BidiStreamingServer[Batch, BatchResult]) error {
+	return status.Error(codes.Unimplemented, "method Batches not implemented")
 }
 func (UnimplementedHandlerServer) mustEmbedUnimplementedHandlerServer() {}
 func (UnimplementedHandlerServer) testEmbeddedByValue()                 {}
@@ -196,6 +234,13 @@ func _Handler_Close_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Handler_Batches_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(HandlerServer).Batches(&grpc.GenericServerStream[Batch, BatchResult]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Handler_BatchesServer = grpc.BidiStreamingServer[Batch, BatchResult]
+
 // Handler_ServiceDesc is the grpc.ServiceDesc for Handler service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -216,6 +261,13 @@ var Handler_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Handler_Close_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Batches",
+			Handler:       _Handler_Batches_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "handler.proto",
 }

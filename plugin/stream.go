@@ -1,0 +1,164 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/plugin/internal/pb"
+)
+
+// batchStream is the host's end of the Batches stream: one long-lived
+// gRPC stream per instance that carries every batch and its answer, so a
+// batch costs two HTTP/2 data frames instead of a call's set-up, headers
+// and trailers. Callers send under sendMu and wait for the answer with
+// their batch's seq; one goroutine, owned by the stream, reads answers
+// and hands each to its caller. It ends when the stream does (the plugin
+// went, or close was called), failing every caller still waiting.
+type batchStream struct {
+	stream grpc.ClientStream
+	cancel context.CancelFunc
+	hint   atomic.Int64 // the last batch's size, for decoding answers
+
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan streamAnswer
+	err     error // why the stream ended; nil while it runs
+
+	done chan struct{} // closed when the reader has ended
+}
+
+type streamAnswer struct {
+	res *wireResultsIn
+	err error
+}
+
+// batchesDesc is the Batches method as the generated code declares it.
+var batchesDesc = &pb.Handler_ServiceDesc.Streams[0]
+
+// openBatchStream opens the Batches stream on conn.
+func openBatchStream(conn *grpc.ClientConn) (*batchStream, error) {
+	if batchesDesc.StreamName != "Batches" {
+		return nil, errors.New("plugin: the generated contract has no Batches stream")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := conn.NewStream(ctx, batchesDesc, pb.Handler_Batches_FullMethodName)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &batchStream{stream: st, cancel: cancel, waiting: make(map[uint64]chan streamAnswer), done: make(chan struct{})}
+	go s.read()
+	return s, nil
+}
+
+// read hands each answer to its caller until the stream ends.
+func (s *batchStream) read() {
+	defer close(s.done)
+	for {
+		in := &wireResultsIn{hint: int(s.hint.Load())}
+		err := s.stream.RecvMsg(in)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = status.Error(codes.Unavailable, "the plugin ended the batch stream")
+			}
+			s.fail(err)
+			return
+		}
+		var a streamAnswer
+		if in.panic != nil {
+			p := new(pb.Panic)
+			if perr := proto.Unmarshal(in.panic, p); perr != nil {
+				p = &pb.Panic{Index: -1, Value: "(an undecodable panic report)"}
+			}
+			a.err = panicStatus(p)
+		} else {
+			a.res = in
+		}
+		s.mu.Lock()
+		ch := s.waiting[in.seq]
+		delete(s.waiting, in.seq)
+		s.mu.Unlock()
+		if ch != nil { // nil: its caller gave up on it
+			ch <- a
+		}
+	}
+}
+
+// fail ends the stream for every caller with err.
+func (s *batchStream) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+	for seq, ch := range s.waiting {
+		ch <- streamAnswer{err: s.err}
+		delete(s.waiting, seq)
+	}
+}
+
+// process sends batch and waits for its answer, or for ctx. The errors
+// are those of a Process call, for Instance.callError to classify.
+func (s *batchStream) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
+	ch := make(chan streamAnswer, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.next++
+	seq := s.next
+	s.waiting[seq] = ch
+	s.mu.Unlock()
+
+	var timeoutMs int64
+	if d, ok := ctx.Deadline(); ok {
+		timeoutMs = max(time.Until(d).Milliseconds(), 1)
+	}
+	s.hint.Store(int64(len(batch)))
+	// SendMsg has no context: should the plugin stop reading, with the
+	// flow-control window full, it would block past ctx. Ending ctx then
+	// breaks the stream, and the instance with it, as a hang does anyway.
+	stop := context.AfterFunc(ctx, s.cancel)
+	s.sendMu.Lock()
+	err := s.stream.SendMsg(&wireBatch{msgs: batch, seq: seq, timeoutMs: timeoutMs})
+	s.sendMu.Unlock()
+	stop()
+	if err != nil && !errors.Is(err, io.EOF) {
+		// Not sent (too large, say); io.EOF means the stream broke, and the
+		// reader tells why.
+		s.forget(seq)
+		return nil, err
+	}
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		s.forget(seq)
+		return nil, ctx.Err()
+	}
+}
+
+func (s *batchStream) forget(seq uint64) {
+	s.mu.Lock()
+	delete(s.waiting, seq)
+	s.mu.Unlock()
+}
+
+// close ends the stream and waits for its reader.
+func (s *batchStream) close() {
+	s.cancel()
+	<-s.done
+}
