@@ -24,15 +24,23 @@ type acker struct {
 
 	mu      sync.Mutex
 	pending []ackReq
-	cum     map[*partConsumer]entryPos
-	ids     []pb.MessageIdData // reused for each ACK command
-	vals    []uint64
-	idPtrs  []*pb.MessageIdData
+	// msgs counts the messages pending acknowledges: an entry counts
+	// each message of its batch, as the broker's unacked limit does
+	// (50,000 a consumer on Apache Pulsar). Counting entries instead let
+	// a consumer of 1000-message batches hold 50,000 acknowledged
+	// messages back for the whole AckGroupTime and stall at that limit
+	// every 100 ms.
+	msgs   int
+	cum    map[*partConsumer]entryPos
+	ids    []pb.MessageIdData // reused for each ACK command
+	vals   []uint64
+	idPtrs []*pb.MessageIdData
 }
 
 type ackReq struct {
 	pc  *partConsumer
 	pos entryPos
+	n   int32 // messages the entry holds
 }
 
 var (
@@ -40,10 +48,13 @@ var (
 	cumulative = pb.CommandAck_Cumulative.Enum()
 )
 
-func (a *acker) add(pc *partConsumer, pos entryPos) {
+// add groups the acknowledgement of the entry at pos, which holds n
+// messages.
+func (a *acker) add(pc *partConsumer, pos entryPos, n int32) {
 	a.mu.Lock()
-	a.pending = append(a.pending, ackReq{pc, pos})
-	full := len(a.pending) >= a.c.opts.AckGroupSize || a.c.opts.AckGroupTime < 0
+	a.pending = append(a.pending, ackReq{pc, pos, max(n, 1)})
+	a.msgs += int(max(n, 1))
+	full := a.msgs >= a.c.opts.AckGroupSize || a.c.opts.AckGroupTime < 0
 	a.mu.Unlock()
 	if full {
 		a.flush()
@@ -92,12 +103,16 @@ func (a *acker) flushWhere(only *partConsumer) {
 		}
 		clear(a.pending[len(kept):])
 		a.pending = kept
+		a.msgs = 0
+		for _, r := range kept {
+			a.msgs += int(r.n)
+		}
 	}
 	for pc, pos := range a.cum {
 		if only != nil && pc != only {
 			continue
 		}
-		if a.sendLocked(pc, cumulative, []ackReq{{pc, pos}}) {
+		if a.sendLocked(pc, cumulative, []ackReq{{pc, pos, 1}}) {
 			delete(a.cum, pc)
 		}
 	}

@@ -350,7 +350,7 @@ func (c *Consumer) loadLocked(e *entry) {
 	}
 	if e.md.MarkerType != nil {
 		// A broker-internal marker (replication, transactions).
-		c.acks.add(pc, entryPos{e.cmd.GetMessageId().GetLedgerId(), e.cmd.GetMessageId().GetEntryId()})
+		c.acks.add(pc, entryPos{e.cmd.GetMessageId().GetLedgerId(), e.cmd.GetMessageId().GetEntryId()}, int32(n))
 		pc.consume(s.gen, n)
 		return
 	}
@@ -418,7 +418,11 @@ func (c *Consumer) ack(ctx context.Context, m *Message, wait bool) error {
 	if wait {
 		return c.acks.sendNow(ctx, pc, pb.CommandAck_Individual, pos)
 	}
-	c.acks.add(pc, pos)
+	n := int32(1)
+	if m.acks != nil {
+		n = m.acks.n
+	}
+	c.acks.add(pc, pos, n)
 	return nil
 }
 

@@ -66,3 +66,59 @@ func TestClientCloseStopsTheConsumer(t *testing.T) {
 	}
 	cons.Close(ctx)
 }
+
+// AckGroupSize counts messages, not batch entries: acknowledging a
+// thousand batched messages sends them at once, without waiting for
+// AckGroupTime. Counted in entries, a consumer of large batches held
+// back up to 1000 entries of acknowledgements, reached the broker's
+// limit of unacknowledged messages (50,000 a consumer) and stalled until
+// the group time ran out.
+func TestAckGroupSizeCountsMessages(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := topicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "group",
+		AckGroupTime: time.Hour, AckGroupSize: 1000})
+	publish(ctx, t, tg.newClient(t, clientConfig{}), topic, 0, 3000, nil)
+	msgs := receiveN(ctx, t, cons, 3000, false)
+	entries := map[[2]uint64]bool{}
+	for _, m := range msgs {
+		entries[[2]uint64{m.ID.Ledger, m.ID.Entry}] = true
+	}
+	if len(entries) > 20 {
+		t.Fatalf("3000 messages came in %d entries; the test needs large batches", len(entries))
+	}
+	if b := tg.backlog(t, topic, "group"); b != int64(len(entries)) {
+		t.Fatalf("backlog %d before any ack, want %d entries", b, len(entries))
+	}
+	// Whole entries, in order, until at least 1000 messages are acked.
+	acked, done := 0, map[[2]uint64]bool{}
+	for _, m := range msgs {
+		e := [2]uint64{m.ID.Ledger, m.ID.Entry}
+		if acked >= 1000 && !done[e] {
+			break
+		}
+		if err := cons.Ack(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		acked++
+		if m.ID.BatchIndex == m.ID.BatchSize-1 || m.ID.BatchSize == 0 {
+			done[e] = true
+		}
+	}
+	want := int64(len(entries) - len(done))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b := tg.backlog(t, topic, "group")
+		if b == want {
+			t.Logf("%d messages in %d entries acked: backlog %d of %d entries", acked, len(done), b, len(entries))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d of %d entries after acking %d messages in %d whole entries, want %d: the acknowledgements wait for AckGroupTime",
+				b, len(entries), acked, len(done), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

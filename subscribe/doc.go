@@ -55,8 +55,9 @@
 // Ack marks one message; a batch's entry is acknowledged on the broker
 // once all its messages are. Acknowledgements are grouped, as the Go
 // client groups them: one ACK command per topic every AckGroupTime
-// (100 ms) or AckGroupSize (1000) acknowledgements, and before a seek, a
-// redelivery and Close; a negative AckGroupTime sends each at once and
+// (100 ms) or once AckGroupSize (1000) messages are acknowledged, counting
+// every message of a batch entry as the broker's unacked limit does, and
+// before a seek, a redelivery and Close; a negative AckGroupTime sends each at once and
 // waits for the broker's answer. AckCumulative is refused on Shared and
 // KeyShared (ErrCumulativeAckNotAllowed). Nack and NackAfter ask for a
 // message again after a delay (NackDelay: 1 min, the Go client's

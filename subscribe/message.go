@@ -230,7 +230,7 @@ func (c *Consumer) split(e *entry, codecs *pulsarwire.Codecs) (parsed, error) {
 	if len(out.msgs) == 0 {
 		// Everything was acknowledged before: say so again.
 		pc.partial.remove(acks)
-		c.acks.add(pc, pos)
+		c.acks.add(pc, pos, int32(n))
 	}
 	return out, nil
 }

@@ -188,7 +188,10 @@ type Options struct {
 	// AckGroupSize acks, and on Close. Negative: every Ack is sent at
 	// once and waits for the broker's answer.
 	AckGroupTime time.Duration
-	// AckGroupSize is the largest group of acknowledgements. Default 1000.
+	// AckGroupSize is the most messages whose acknowledgements wait in a
+	// group: a batch entry counts each of its messages, as the broker's
+	// limit of unacknowledged messages (50,000 a consumer) does. Default
+	// 1000.
 	AckGroupSize int
 
 	// NackDelay is how long a negatively acknowledged message waits
