@@ -22,27 +22,31 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// BenchmarkPipeline measures a whole pipeline on the embedded broker:
-// consume -> identity handler (each message echoed to the output topic)
-// -> produce -> ack, with the handler in a plugin process or in the host
-// (the baseline), for batches of 1, 100 and 1000 messages of 100 bytes,
-// with one instance of the handler (STREAMRUN_BENCH_INSTANCES=n for n)
-// and the default batches in flight on the Shared subscription
-// (STREAMRUN_BENCH_BATCHES_IN_FLIGHT=n for n).
+// BenchmarkPipeline measures a whole pipeline: consume -> identity
+// handler (each message echoed to the output topic) -> produce -> ack,
+// with the handler in a plugin process or in the host (the baseline),
+// for batches of 1, 100 and 1000 messages of 100 bytes, with one
+// instance of the handler (STREAMRUN_BENCH_INSTANCES=n for n) and the
+// default batches in flight on the Shared subscription
+// (STREAMRUN_BENCH_BATCHES_IN_FLIGHT=n for n). The broker is an embedded
+// one in the test process, or the one at STREAMRUN_PULSAR_URL (Apache
+// Pulsar, say).
 //
 // The load is a closed loop: a producer keeps a window of messages in
 // the system (published, not yet read back from the output), enough to
-// saturate the pipeline (2000 messages, 8000 at batch 1000). msg/s is
-// b.N over the time from the first publish to the last output; p50-ms
-// and p99-ms are the end-to-end latencies, from the publish call to the
-// output's arrival at a consumer, which at saturation include the wait
-// in the window (about window / throughput). STREAMRUN_BENCH_RATE=r
-// makes it an open loop at r messages a second instead, for latencies
-// below saturation. cpu-µs/msg is the CPU time of the whole test process (broker,
-// clients, host) and of the plugin processes, per message. Run it with a
-// fixed count, for example
+// saturate the pipeline on the embedded broker (2000 messages, 8000 at
+// batch 1000; STREAMRUN_BENCH_WINDOW=n for n, with
+// STREAMRUN_BENCH_MAX_IN_FLIGHT for the host's share). msg/s is b.N over
+// the time from the first publish to the last output; p50-ms and p99-ms
+// are the end-to-end latencies, from the publish call to the output's
+// arrival at a consumer, which at saturation include the wait in the
+// window (about window / throughput). STREAMRUN_BENCH_RATE=r makes it an
+// open loop at r messages a second instead, for latencies below
+// saturation. cpu-µs/msg is the CPU time of the whole test process
+// (broker when embedded, clients, host) and of the plugin processes, per
+// message. Run it with a fixed count, for example
 //
-//	go test ./runtime -run '^$' -bench Pipeline -benchtime 200000x
+//	go test ./runtime -run '^$' -bench Pipeline -benchtime 1000000x
 //
 // Broker, producer, host, plugin and output consumer share the machine.
 func BenchmarkPipeline(b *testing.B) {
@@ -63,18 +67,24 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 func benchPipeline(b *testing.B, mode string, batchSize int) {
-	c := cluster(b)
+	url := os.Getenv(benchPulsarEnv)
+	if url == "" {
+		url = cluster(b).ServiceURL()
+	}
 	// Topic names of an everyday length: each message carries its topic
-	// to the plugin, and each output its own back.
-	in, out := "persistent://public/default/bench-in", "persistent://public/default/bench-out"
-	pub, sub := client(b, c), client(b, c)
+	// to the plugin, and each output its own back. Fresh ones each run:
+	// Apache Pulsar keeps the last run's.
+	run := strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
+	in, out := "persistent://public/default/bench-in-"+run, "persistent://public/default/bench-out-"+run
+	pub, sub := clientURL(b, url), clientURL(b, url)
 	ctx := testContext(b)
 
 	h := self(testConfig{Output: out})
 	h.BatchSize = batchSize
 	h.Instances = benchInstances
 	h.MaxBatchesInFlight = benchBatchesInFlight
-	opts := streamrun.Options{Logger: testLogger(b, slog.LevelError)}
+	h.MaxInFlight = benchMaxInFlight
+	opts := streamrun.Options{Logger: testLogger(b, slog.LevelError), Pool: pool.Options{ServiceURL: url}}
 	if mode == "local" {
 		opts.LocalHandlers = map[string]func() plugin.Handler{"bench": func() plugin.Handler { return plugin.Configure(newTestHandler) }}
 	}
@@ -86,7 +96,7 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 	if _, err := pub.Producer(ctx, in); err != nil {
 		b.Fatal(err)
 	}
-	r := runHost(b, c, opts, pipelines.Pipeline{
+	r := runHost(b, nil, opts, pipelines.Pipeline{
 		Name:    "bench",
 		Source:  pipelines.Source{Topics: []string{in}, Subscription: "bench"},
 		Handler: h,
@@ -95,6 +105,9 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 
 	n := b.N
 	window := max(2*pipelines.DefaultMinInFlight, 8*batchSize)
+	if benchWindow > 0 {
+		window = benchWindow
+	}
 	tokens := make(chan struct{}, window)
 	base := time.Now()
 	lat := make([]time.Duration, 0, n)
@@ -192,12 +205,30 @@ func cpuTime(pids []int) time.Duration {
 	return d
 }
 
+// benchPulsarEnv, when set, runs BenchmarkPipeline against that broker
+// (Apache Pulsar, say) instead of an embedded one in the test process.
+const benchPulsarEnv = "STREAMRUN_PULSAR_URL"
+
 // benchRateEnv, when set, makes BenchmarkPipeline's load an open loop
 // at that many messages a second (below what the pipeline can take, the
 // latencies are the pipeline's own, without queueing).
 const benchRateEnv = "STREAMRUN_BENCH_RATE"
 
 var benchRate, _ = strconv.ParseFloat(os.Getenv(benchRateEnv), 64)
+
+// benchWindowEnv sets BenchmarkPipeline's closed-loop window (default
+// 2000 messages, 8 batches when more); benchMaxInFlightEnv sets the
+// handler's MaxInFlight (default: the default). A broker with a long
+// round trip (Apache Pulsar) needs both larger to be saturated.
+const (
+	benchWindowEnv      = "STREAMRUN_BENCH_WINDOW"
+	benchMaxInFlightEnv = "STREAMRUN_BENCH_MAX_IN_FLIGHT"
+)
+
+var (
+	benchWindow, _      = strconv.Atoi(os.Getenv(benchWindowEnv))
+	benchMaxInFlight, _ = strconv.Atoi(os.Getenv(benchMaxInFlightEnv))
+)
 
 // benchInstancesEnv sets the instances of BenchmarkPipeline's handler
 // (default 1).

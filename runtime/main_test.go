@@ -132,9 +132,15 @@ func cluster(t testing.TB, opts ...func(*broker.Options)) *broker.Cluster {
 // client opens a pool client of its own (apart from the host's).
 func client(t testing.TB, c *broker.Cluster, opts ...func(*pool.Options)) *pool.Client {
 	t.Helper()
+	return clientURL(t, c.ServiceURL(), opts...)
+}
+
+// clientURL is client for the broker at url.
+func clientURL(t testing.TB, url string, opts ...func(*pool.Options)) *pool.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	o := pool.Options{ServiceURL: c.ServiceURL()}
+	o := pool.Options{ServiceURL: url}
 	for _, f := range opts {
 		f(&o)
 	}
