@@ -198,6 +198,17 @@ func TestABadConfigFailsInit(t *testing.T) {
 	}
 }
 
+// A panic whose value is not UTF-8 still reaches the host as a panic
+// (protobuf strings must be UTF-8), not as a wrong answer.
+func TestAPanicThatIsNotUTF8IsReported(t *testing.T) {
+	inst := start(t, selfPlugin(t, "sdk", nil), `{"mode":"badpanic"}`)
+	_, err := inst.Process(context.Background(), msgs("a"))
+	var crash *CrashError
+	if !errors.As(err, &crash) || crash.Panic != "b\uFFFDd" || crash.Stack == "" {
+		t.Fatalf("Process: %v (%+v), want the panic reported", err, crash)
+	}
+}
+
 func TestAPanicIsACrashNamingTheMessage(t *testing.T) {
 	l, logger := newLogs()
 	inst := start(t, ClientOptions{Path: example("panicky"), Logger: logger, InstanceID: "3"}, `{"payload":"boom"}`)

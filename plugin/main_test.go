@@ -183,6 +183,8 @@ func (h *testHandler) Process(ctx context.Context, w ResultWriter, batch []*Mess
 		return errors.New("database down")
 	case "misuse":
 		w.Ack(&Message{ID: "9:9:-1:-1"})
+	case "badpanic":
+		panic(string([]byte{'b', 0xff, 'd'})) // not UTF-8
 	case "gopanic":
 		go func() { panic("in a goroutine of the handler") }()
 		<-ctx.Done()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,10 +199,7 @@ func (s *server) batches(stream grpc.ServerStream) error {
 			}
 			out := &wireResults{res: res, seq: in.seq}
 			if p != nil {
-				var err error
-				if out.panic, err = proto.Marshal(p); err != nil {
-					out.panic, _ = proto.Marshal(&pb.Panic{Index: p.Index, Value: p.Value})
-				}
+				out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
 			}
 			sendMu.Lock()
 			defer sendMu.Unlock()
@@ -272,7 +270,10 @@ func handle(ctx context.Context, h Handler, batch []*Message) (res []Result, her
 }
 
 func panicOf(r any, index int) *pb.Panic {
-	return &pb.Panic{Index: int32(index), Value: fmt.Sprint(r), Stack: string(debug.Stack())}
+	// Valid UTF-8, or protobuf refuses to encode the report (a panic with
+	// a []byte value, say) and the host learns nothing of it.
+	return &pb.Panic{Index: int32(index), Value: strings.ToValidUTF8(fmt.Sprint(r), "\uFFFD"),
+		Stack: strings.ToValidUTF8(string(debug.Stack()), "\uFFFD")}
 }
 
 // recoverPanic turns a panic in Init or Close into a crash.
