@@ -51,7 +51,8 @@ type ClientOptions struct {
 }
 
 // Instance is one running plugin process, seen from the host. Its methods
-// are safe for concurrent use; Process calls are answered one at a time.
+// are safe for concurrent use; the plugin works on as many batches at once
+// as its ServeOptions.Concurrency allows (default one) and queues the rest.
 //
 // What a failed call means:
 //

@@ -102,7 +102,7 @@ type server struct {
 	pb.UnimplementedHandlerServer
 	h Handler
 
-	// slots bounds the Process calls running at once (ServeOptions.
+	// slots bounds the batches the handler works on at once (ServeOptions.
 	// Concurrency, default 1): a host may send the next batch while the
 	// handler still works on one (several in flight, or a batch it gave
 	// up on at its deadline).

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The Process call's request (Batch) and answer (BatchResult) are encoded
-// and decoded here by hand, straight from and to the SDK's own types,
+// A Batch and its BatchResult (on the Batches stream, or as a Process
+// call's request and answer) are encoded and decoded here by hand, straight from and to the SDK's own types,
 // instead of through the generated protobuf types. The bytes are exactly
 // those of handler.proto (contract version 1): a peer that uses the
 // generated code reads and writes the same wire. What this saves, per
