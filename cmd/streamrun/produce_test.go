@@ -5,16 +5,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 func TestProducePublishesWhatItIsTold(t *testing.T) {
@@ -33,7 +29,7 @@ func TestProducePublishesWhatItIsTold(t *testing.T) {
 	}
 	got := readTopic(t, cluster.ServiceURL(), topic, 250)
 	for i, m := range got {
-		if string(m.payload) != fmt.Sprint("hello ", i) || m.key != "k1" || m.props["a"] != "1" || m.props["b"] != "x=y" {
+		if string(m.Payload) != fmt.Sprint("hello ", i) || m.Key != "k1" || m.Properties["a"] != "1" || m.Properties["b"] != "x=y" {
 			t.Fatalf("message %d: %+v", i, m)
 		}
 	}
@@ -49,8 +45,8 @@ func TestProducePublishesWhatItIsTold(t *testing.T) {
 		t.Fatalf("20 messages at 200/s took %s", el)
 	}
 	got = readTopic(t, cluster.ServiceURL(), topic, 270)
-	if len(got[269].payload) != 1000 {
-		t.Fatalf("last message of %d bytes", len(got[269].payload))
+	if len(got[269].Payload) != 1000 {
+		t.Fatalf("last message of %d bytes", len(got[269].Payload))
 	}
 }
 
@@ -88,15 +84,9 @@ func TestProduceReportsAnUnreachableBroker(t *testing.T) {
 	}
 }
 
-type readMessage struct {
-	payload []byte
-	key     string
-	props   map[string]string
-}
-
-// readTopic reads the first n messages of topic with a consumer built on
-// pool's connection API.
-func readTopic(t *testing.T, url, topic string, n int) []readMessage {
+// readTopic reads the first n messages of topic on a new Exclusive
+// subscription from the earliest message, as `streamrun consume` does.
+func readTopic(t *testing.T, url, topic string, n int) []*subscribe.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -105,87 +95,21 @@ func readTopic(t *testing.T, url, topic string, n int) []readMessage {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	conn, err := c.Conn(ctx, topic)
+	cons, err := subscribe.New(ctx, c, subscribe.Options{
+		Topics: []string{topic}, Subscription: fmt.Sprint("check-", time.Now().UnixNano()),
+		Type: subscribe.Exclusive, InitialPosition: subscribe.Earliest,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &reader{want: n, done: make(chan struct{})}
-	id := c.NewConsumerID()
-	if err := conn.RegisterConsumer(id, h); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.UnregisterConsumer(id)
-	_, err = conn.Request(ctx, pulsarwire.Wrap(&pb.CommandSubscribe{
-		Topic: proto.String(topic), Subscription: proto.String(fmt.Sprint("check-", time.Now().UnixNano())),
-		SubType: pb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(id),
-		InitialPosition: pb.CommandSubscribe_Earliest.Enum(),
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Send(pulsarwire.Wrap(&pb.CommandFlow{ConsumerId: proto.Uint64(id), MessagePermits: proto.Uint32(uint32(n))})); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-h.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d messages", len(h.got), n)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.err != nil {
-		t.Fatal(h.err)
-	}
-	return h.got[:n]
-}
-
-type reader struct {
-	mu     sync.Mutex
-	want   int
-	got    []readMessage
-	err    error
-	done   chan struct{}
-	over   bool
-	codecs pulsarwire.Codecs
-}
-
-func (r *reader) end(err error) {
-	if !r.over {
-		r.err, r.over = err, true
-		close(r.done)
-	}
-}
-
-func (r *reader) HandleFrame(f pulsarwire.Frame, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f.Cmd.GetType() != pb.BaseCommand_MESSAGE || r.over {
-		return
-	}
-	md := f.Metadata
-	payload, err := r.codecs.Decompress(md.GetCompression(), nil, f.Payload, int(md.GetUncompressedSize()), 10<<20)
-	if md.GetCompression() == pb.CompressionType_NONE {
-		payload, err = f.Payload, nil
-	}
-	if err != nil {
-		r.end(err)
-		return
-	}
-	msgs, err := pulsarwire.SplitBatch(payload, int(md.GetNumMessagesInBatch()))
-	if err != nil {
-		r.end(err)
-		return
-	}
-	for _, m := range msgs {
-		props := map[string]string{}
-		for _, kv := range m.Meta.GetProperties() {
-			props[kv.GetKey()] = kv.GetValue()
+	defer cons.Close(ctx)
+	got := make([]*subscribe.Message, 0, n)
+	for len(got) < n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("%d of %d messages: %v", len(got), n, err)
 		}
-		r.got = append(r.got, readMessage{payload: m.Payload, key: m.Meta.GetPartitionKey(), props: props})
+		got = append(got, m)
 	}
-	if len(r.got) >= r.want {
-		r.end(nil)
-	}
+	return got
 }
-
-func (r *reader) ConnectionClosed(err error) {}
