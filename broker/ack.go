@@ -1,10 +1,6 @@
 package broker
 
-import (
-	"google.golang.org/protobuf/proto"
-
-	"github.com/streamrun/streamrun/pulsarwire/pb"
-)
+import "github.com/streamrun/streamrun/pulsarwire/pb"
 
 // handleAck acknowledges messages, individually or cumulatively (refused
 // for Shared and Key_Shared, as Apache Pulsar does), whole entries or, with
@@ -12,23 +8,13 @@ import (
 // ACK_RESPONSE.
 func (cn *conn) handleAck(m *pb.CommandAck) {
 	c := cn.consumer(m.GetConsumerId())
-	respond := func(code *pb.ServerError, msg string) {
-		if m.RequestId == nil {
-			return
-		}
-		r := &pb.CommandAckResponse{ConsumerId: proto.Uint64(m.GetConsumerId()), RequestId: proto.Uint64(m.GetRequestId())}
-		if code != nil {
-			r.Error, r.Message = code, proto.String(msg)
-		}
-		cn.send(r)
-	}
 	if c == nil {
 		cn.log.Debug("ACK for an unknown consumer", "consumer_id", m.GetConsumerId())
-		respond(pb.ServerError_ConsumerNotFound.Enum(), "Consumer not found")
+		cn.ackReply(m, pb.ServerError_ConsumerNotFound.Enum(), "Consumer not found")
 		return
 	}
 	if m.GetTxnidMostBits() != 0 || m.GetTxnidLeastBits() != 0 {
-		respond(pb.ServerError_NotAllowedError.Enum(), "transactions are not supported by the streamrun broker")
+		cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), "transactions are not supported by the streamrun broker")
 		return
 	}
 	s := c.sub
@@ -37,7 +23,7 @@ func (cn *conn) handleAck(m *pb.CommandAck) {
 		if s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared {
 			s.mu.Unlock()
 			cn.log.Info("cumulative ack refused on a shared subscription", "subscription", s.name, "type", s.typ.String())
-			respond(pb.ServerError_NotAllowedError.Enum(), "Cumulative ack is not allowed for Shared/Key_Shared subscription")
+			cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), "Cumulative ack is not allowed for Shared/Key_Shared subscription")
 			return
 		}
 		if ids := m.GetMessageId(); len(ids) > 0 && ids[0].GetLedgerId() == s.t.ledger {
@@ -56,6 +42,6 @@ func (cn *conn) handleAck(m *pb.CommandAck) {
 		}
 	}
 	s.mu.Unlock()
-	respond(nil, "")
+	cn.ackReply(m, nil, "")
 	s.wakeup()
 }

@@ -314,12 +314,7 @@ func (cn *conn) checksumError(f pulsarwire.Frame, err error) {
 	}
 	s := f.Cmd.GetSend()
 	cn.log.Warn("message refused: checksum mismatch", "producer", s.GetProducerId(), "sequence", s.GetSequenceId(), "err", err)
-	cn.send(&pb.CommandSendError{
-		ProducerId: proto.Uint64(s.GetProducerId()),
-		SequenceId: proto.Uint64(s.GetSequenceId()),
-		Error:      pb.ServerError_ChecksumError.Enum(),
-		Message:    proto.String("Checksum failed on the broker"),
-	})
+	cn.sendFailed(s, pb.ServerError_ChecksumError, "Checksum failed on the broker")
 }
 
 // handle runs one command; false ends the connection.
@@ -452,55 +447,19 @@ func (cn *conn) unsupported(cmd *pb.BaseCommand) {
 func (cn *conn) answerError(cmd *pb.BaseCommand, code pb.ServerError, msg string) {
 	switch cmd.GetType() {
 	case pb.BaseCommand_LOOKUP:
-		cn.send(&pb.CommandLookupTopicResponse{
-			RequestId: proto.Uint64(cmd.GetLookupTopic().GetRequestId()),
-			Response:  pb.CommandLookupTopicResponse_Failed.Enum(),
-			Error:     code.Enum(),
-			Message:   proto.String(msg),
-		})
+		cn.lookupFailed(cmd.GetLookupTopic().GetRequestId(), code, msg)
 	case pb.BaseCommand_PARTITIONED_METADATA:
-		cn.send(&pb.CommandPartitionedTopicMetadataResponse{
-			RequestId: proto.Uint64(cmd.GetPartitionMetadata().GetRequestId()),
-			Response:  pb.CommandPartitionedTopicMetadataResponse_Failed.Enum(),
-			Error:     code.Enum(),
-			Message:   proto.String(msg),
-		})
+		cn.metadataFailed(cmd.GetPartitionMetadata().GetRequestId(), code, msg)
 	case pb.BaseCommand_SEND:
-		s := cmd.GetSend()
-		cn.send(&pb.CommandSendError{
-			ProducerId: proto.Uint64(s.GetProducerId()),
-			SequenceId: proto.Uint64(s.GetSequenceId()),
-			Error:      code.Enum(),
-			Message:    proto.String(msg),
-		})
+		cn.sendFailed(cmd.GetSend(), code, msg)
 	case pb.BaseCommand_GET_SCHEMA:
-		cn.send(&pb.CommandGetSchemaResponse{
-			RequestId:    proto.Uint64(cmd.GetGetSchema().GetRequestId()),
-			ErrorCode:    code.Enum(),
-			ErrorMessage: proto.String(msg),
-		})
+		cn.getSchemaFailed(cmd.GetGetSchema().GetRequestId(), code, msg)
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
-		cn.send(&pb.CommandGetOrCreateSchemaResponse{
-			RequestId:    proto.Uint64(cmd.GetGetOrCreateSchema().GetRequestId()),
-			ErrorCode:    code.Enum(),
-			ErrorMessage: proto.String(msg),
-		})
+		cn.getOrCreateSchemaFailed(cmd.GetGetOrCreateSchema().GetRequestId(), code, msg)
 	case pb.BaseCommand_CONSUMER_STATS:
-		cn.send(&pb.CommandConsumerStatsResponse{
-			RequestId:    proto.Uint64(cmd.GetConsumerStats().GetRequestId()),
-			ErrorCode:    code.Enum(),
-			ErrorMessage: proto.String(msg),
-		})
+		cn.consumerStatsFailed(cmd.GetConsumerStats().GetRequestId(), code, msg)
 	case pb.BaseCommand_ACK:
-		a := cmd.GetAck()
-		if a.RequestId != nil {
-			cn.send(&pb.CommandAckResponse{
-				ConsumerId: proto.Uint64(a.GetConsumerId()),
-				RequestId:  proto.Uint64(a.GetRequestId()),
-				Error:      code.Enum(),
-				Message:    proto.String(msg),
-			})
-		}
+		cn.ackReply(cmd.GetAck(), code.Enum(), msg)
 	case pb.BaseCommand_CONNECT:
 		cn.sendError(noRequest, code, msg)
 		cn.finish()
@@ -509,6 +468,61 @@ func (cn *conn) answerError(cmd *pb.BaseCommand, code pb.ServerError, msg string
 			cn.sendError(rid, code, msg)
 		}
 	}
+}
+
+// The failure replies of commands whose answer is not CommandError: the
+// client waits for its own response type, with the error inside.
+
+func (cn *conn) lookupFailed(rid uint64, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandLookupTopicResponse{
+		RequestId: proto.Uint64(rid),
+		Response:  pb.CommandLookupTopicResponse_Failed.Enum(),
+		Error:     code.Enum(),
+		Message:   proto.String(msg),
+	})
+}
+
+func (cn *conn) metadataFailed(rid uint64, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandPartitionedTopicMetadataResponse{
+		RequestId: proto.Uint64(rid),
+		Response:  pb.CommandPartitionedTopicMetadataResponse_Failed.Enum(),
+		Error:     code.Enum(),
+		Message:   proto.String(msg),
+	})
+}
+
+func (cn *conn) sendFailed(s *pb.CommandSend, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandSendError{
+		ProducerId: proto.Uint64(s.GetProducerId()),
+		SequenceId: proto.Uint64(s.GetSequenceId()),
+		Error:      code.Enum(),
+		Message:    proto.String(msg),
+	})
+}
+
+func (cn *conn) getSchemaFailed(rid uint64, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandGetSchemaResponse{RequestId: proto.Uint64(rid), ErrorCode: code.Enum(), ErrorMessage: proto.String(msg)})
+}
+
+func (cn *conn) getOrCreateSchemaFailed(rid uint64, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandGetOrCreateSchemaResponse{RequestId: proto.Uint64(rid), ErrorCode: code.Enum(), ErrorMessage: proto.String(msg)})
+}
+
+func (cn *conn) consumerStatsFailed(rid uint64, code pb.ServerError, msg string) {
+	cn.send(&pb.CommandConsumerStatsResponse{RequestId: proto.Uint64(rid), ErrorCode: code.Enum(), ErrorMessage: proto.String(msg)})
+}
+
+// ackReply answers an ACK that carries a request id (nothing otherwise):
+// success when code is nil.
+func (cn *conn) ackReply(a *pb.CommandAck, code *pb.ServerError, msg string) {
+	if a.RequestId == nil {
+		return
+	}
+	r := &pb.CommandAckResponse{ConsumerId: proto.Uint64(a.GetConsumerId()), RequestId: proto.Uint64(a.GetRequestId())}
+	if code != nil {
+		r.Error, r.Message = code, proto.String(msg)
+	}
+	cn.send(r)
 }
 
 func (cn *conn) sendError(rid uint64, code pb.ServerError, msg string) {

@@ -14,12 +14,7 @@ func (cn *conn) handleLookup(m *pb.CommandLookupTopic) {
 	rid := m.GetRequestId()
 	t, err := pulsarwire.ParseTopic(m.GetTopic())
 	if err != nil {
-		cn.send(&pb.CommandLookupTopicResponse{
-			RequestId: proto.Uint64(rid),
-			Response:  pb.CommandLookupTopicResponse_Failed.Enum(),
-			Error:     pb.ServerError_InvalidTopicName.Enum(),
-			Message:   proto.String(err.Error()),
-		})
+		cn.lookupFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
 	owner := cn.c.OwnerOf(t.String())
@@ -44,17 +39,9 @@ func (cn *conn) handleLookup(m *pb.CommandLookupTopic) {
 // created on first use (standalone's allowAutoTopicCreationType).
 func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata) {
 	rid := m.GetRequestId()
-	fail := func(code pb.ServerError, msg string) {
-		cn.send(&pb.CommandPartitionedTopicMetadataResponse{
-			RequestId: proto.Uint64(rid),
-			Response:  pb.CommandPartitionedTopicMetadataResponse_Failed.Enum(),
-			Error:     code.Enum(),
-			Message:   proto.String(msg),
-		})
-	}
 	t, err := pulsarwire.ParseTopic(m.GetTopic())
 	if err != nil {
-		fail(pb.ServerError_InvalidTopicName, err.Error())
+		cn.metadataFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
 	n := 0
@@ -62,7 +49,7 @@ func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata)
 		if p, ok := cn.c.partitions(t.String()); ok {
 			n = p
 		} else if cn.c.opts.DisableTopicAutoCreation && !cn.c.topicExists(t) {
-			fail(pb.ServerError_TopicNotFound, "Topic "+t.String()+" does not exist")
+			cn.metadataFailed(rid, pb.ServerError_TopicNotFound, "Topic "+t.String()+" does not exist")
 			return
 		}
 	}

@@ -179,31 +179,23 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.finish()
 		return false
 	}
-	sendErr := func(code pb.ServerError, msg string) {
-		cn.send(&pb.CommandSendError{
-			ProducerId: proto.Uint64(s.GetProducerId()),
-			SequenceId: proto.Uint64(s.GetSequenceId()),
-			Error:      code.Enum(),
-			Message:    proto.String(msg),
-		})
-	}
 	if !f.HasPayload() {
-		sendErr(pb.ServerError_UnknownError, "SEND without a message")
+		cn.sendFailed(s, pb.ServerError_UnknownError, "SEND without a message")
 		return true
 	}
 	if len(f.Entry) > cn.c.opts.MaxMessageSize+pulsarwire.FramePadding {
-		sendErr(pb.ServerError_NotAllowedError, "message too large")
+		cn.sendFailed(s, pb.ServerError_NotAllowedError, "message too large")
 		return true
 	}
 	if s.GetTxnidMostBits() != 0 || s.GetTxnidLeastBits() != 0 {
-		sendErr(pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
+		cn.sendFailed(s, pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
 		return true
 	}
 	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()))
 	if err != nil {
 		code := errorCode(err)
 		cn.log.Error("append failed", "topic", p.topic.name, "err", err)
-		sendErr(code, err.Error())
+		cn.sendFailed(s, code, err.Error())
 		return true
 	}
 	p.msgs.Add(int64(s.GetNumMessages()))

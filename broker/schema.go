@@ -62,22 +62,19 @@ func (t *topic) schema(version []byte) (*pb.Schema, []byte, bool) {
 
 func (cn *conn) handleGetSchema(m *pb.CommandGetSchema) {
 	rid := m.GetRequestId()
-	fail := func(code pb.ServerError, msg string) {
-		cn.send(&pb.CommandGetSchemaResponse{RequestId: proto.Uint64(rid), ErrorCode: code.Enum(), ErrorMessage: proto.String(msg)})
-	}
 	t, err := pulsarwire.ParseTopic(m.GetTopic())
 	if err != nil {
-		fail(pb.ServerError_InvalidTopicName, err.Error())
+		cn.getSchemaFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
 	tp, err := cn.c.topicFor(t, false)
 	if err != nil {
-		fail(pb.ServerError_TopicNotFound, "Topic not found or no-schema")
+		cn.getSchemaFailed(rid, pb.ServerError_TopicNotFound, "Topic not found or no-schema")
 		return
 	}
 	sch, ver, ok := tp.schema(m.GetSchemaVersion())
 	if !ok {
-		fail(pb.ServerError_TopicNotFound, "Topic not found or no-schema")
+		cn.getSchemaFailed(rid, pb.ServerError_TopicNotFound, "Topic not found or no-schema")
 		return
 	}
 	cn.send(&pb.CommandGetSchemaResponse{RequestId: proto.Uint64(rid), Schema: sch, SchemaVersion: ver})
@@ -85,22 +82,19 @@ func (cn *conn) handleGetSchema(m *pb.CommandGetSchema) {
 
 func (cn *conn) handleGetOrCreateSchema(m *pb.CommandGetOrCreateSchema) {
 	rid := m.GetRequestId()
-	fail := func(code pb.ServerError, msg string) {
-		cn.send(&pb.CommandGetOrCreateSchemaResponse{RequestId: proto.Uint64(rid), ErrorCode: code.Enum(), ErrorMessage: proto.String(msg)})
-	}
 	t, err := pulsarwire.ParseTopic(m.GetTopic())
 	if err != nil {
-		fail(pb.ServerError_InvalidTopicName, err.Error())
+		cn.getOrCreateSchemaFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
 	tp, err := cn.c.topicFor(t, true)
 	if err != nil {
-		fail(errorCode(err), errorText(err))
+		cn.getOrCreateSchemaFailed(rid, errorCode(err), errorText(err))
 		return
 	}
 	ver, err := tp.registerSchema(m.GetSchema())
 	if err != nil {
-		fail(pb.ServerError_IncompatibleSchema, err.Error())
+		cn.getOrCreateSchemaFailed(rid, pb.ServerError_IncompatibleSchema, err.Error())
 		return
 	}
 	cn.send(&pb.CommandGetOrCreateSchemaResponse{RequestId: proto.Uint64(rid), SchemaVersion: ver})

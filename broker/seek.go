@@ -92,7 +92,7 @@ func (cn *conn) handleConsumerStats(m *pb.CommandConsumerStats) {
 	rid := m.GetRequestId()
 	c := cn.consumer(m.GetConsumerId())
 	if c == nil {
-		cn.send(&pb.CommandConsumerStatsResponse{RequestId: proto.Uint64(rid), ErrorCode: pb.ServerError_ConsumerNotFound.Enum(), ErrorMessage: proto.String("Consumer not found")})
+		cn.consumerStatsFailed(rid, pb.ServerError_ConsumerNotFound, "Consumer not found")
 		return
 	}
 	s := c.sub
