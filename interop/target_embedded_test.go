@@ -1,5 +1,3 @@
-//go:build !nobroker
-
 package interop
 
 import (
