@@ -442,6 +442,11 @@ func (t *topic) trim() {
 	for _, s := range subs {
 		lowest = min(lowest, s.lowWater())
 	}
+	// SeekTime below can only lower lowest; on a restart it indexes every
+	// sealed segment, so skip it when there is nothing to trim anyway.
+	if lowest <= t.log.First() {
+		return
+	}
 	// Keep the last minute whatever was acknowledged, so a reset-cursor
 	// or seek to a recent time finds it (Apache Pulsar keeps the current
 	// ledger in the same way).
