@@ -35,6 +35,8 @@ package pipelines
 
 import (
 	"time"
+
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 // File is the contents of one pipeline file: where the broker is, how to
@@ -341,18 +343,21 @@ func (b Backoff) withDefaults() Backoff {
 }
 
 // normal is t in its canonical spelling; false for an unknown type.
+// Spellings are subscribe's, which runs the subscription.
 func (t SubscriptionType) normal() (SubscriptionType, bool) {
-	switch squash(string(t)) {
-	case "shared":
-		return Shared, true
-	case "exclusive":
+	st, err := subscribe.ParseType(string(t))
+	if err != nil {
+		return t, false
+	}
+	switch st {
+	case subscribe.Exclusive:
 		return Exclusive, true
-	case "failover":
+	case subscribe.Failover:
 		return Failover, true
-	case "keyshared":
+	case subscribe.KeyShared:
 		return KeyShared, true
 	}
-	return t, false
+	return Shared, true
 }
 
 // KeepsOrder reports whether the type delivers a key's messages in order
@@ -362,28 +367,17 @@ func (t SubscriptionType) KeepsOrder() bool {
 	return n == Exclusive || n == Failover || n == KeyShared
 }
 
+// normal is p in its canonical spelling; false for anything but latest
+// or earliest (read as subscribe's ParsePosition reads them).
 func (p InitialPosition) normal() (InitialPosition, bool) {
-	switch squash(string(p)) {
-	case "latest":
+	pos, err := subscribe.ParsePosition(string(p))
+	switch {
+	case err != nil:
+		return p, false
+	case pos == subscribe.AtLatest():
 		return Latest, true
-	case "earliest":
+	case pos == subscribe.AtEarliest():
 		return Earliest, true
 	}
 	return p, false
-}
-
-// squash lower-cases s and drops '_', '-' and spaces.
-func squash(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_' || c == '-' || c == ' ':
-			continue
-		case c >= 'A' && c <= 'Z':
-			c += 'a' - 'A'
-		}
-		out = append(out, c)
-	}
-	return string(out)
 }

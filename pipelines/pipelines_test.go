@@ -138,3 +138,20 @@ func TestValidate(t *testing.T) {
 		t.Errorf("rewind to an id with two topics: %v", err)
 	}
 }
+
+// A pattern is checked as subscribe checks it: a tenant or namespace
+// that is not literal passed a plain regexp compile but fails at start.
+func TestValidatePatternNamespaceIsLiteral(t *testing.T) {
+	p := valid()
+	p.Source.Topics = nil
+	p.Source.Pattern = "persistent://public/default/orders-.*"
+	if err := p.Validate(); err != nil {
+		t.Fatalf("pattern in one namespace: %v", err)
+	}
+	p.Source.Pattern = "persistent://pub.*/default/x"
+	err := p.Validate()
+	var fe *pipelines.FieldError
+	if !errors.As(err, &fe) || fe.Path != "source.pattern" || !strings.Contains(err.Error(), "literal") {
+		t.Fatalf("pattern with a non-literal tenant: %v", err)
+	}
+}

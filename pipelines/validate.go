@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 // FieldError is one problem with one field. Path names the field the way
@@ -86,23 +87,25 @@ func (p *Pipeline) validate(prefix string) []error {
 		topic(fmt.Sprintf("source.topics[%d]", i), t)
 	}
 	if s.Pattern != "" {
-		if _, err := regexp.Compile(s.Pattern); err != nil {
+		if err := subscribe.ValidatePattern(s.Pattern); err != nil {
 			bad("source.pattern", "%v", err)
 		}
 	}
 	if s.Subscription == "" {
 		bad("source.subscription", "is required")
 	}
-	if _, ok := s.Type.normal(); !ok && s.Type != "" {
-		bad("source.type", "%q: want shared, exclusive, failover or key_shared", s.Type)
+	if s.Type != "" {
+		if _, err := subscribe.ParseType(string(s.Type)); err != nil {
+			bad("source.type", "%v", err)
+		}
 	}
 	if _, ok := s.InitialPosition.normal(); !ok && s.InitialPosition != "" {
 		bad("source.initial_position", "%q: want latest or earliest", s.InitialPosition)
 	}
 	if s.Rewind != "" {
-		if err := checkPosition(s.Rewind); err != nil {
+		if pos, err := subscribe.ParsePosition(s.Rewind); err != nil {
 			bad("source.rewind", "%v", err)
-		} else if _, err := pulsarwire.ParseMessageID(s.Rewind); err == nil && len(s.Topics) != 1 {
+		} else if _, isID := pos.MessageID(); isID && len(s.Topics) != 1 {
 			bad("source.rewind", "a message id needs exactly one topic")
 		}
 	}
@@ -167,19 +170,4 @@ func (p *Pipeline) validate(prefix string) []error {
 		topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
 	}
 	return errs
-}
-
-// checkPosition accepts what package subscribe's ParsePosition reads.
-func checkPosition(s string) error {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "earliest", "latest":
-		return nil
-	}
-	if _, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return nil
-	}
-	if _, err := pulsarwire.ParseMessageID(s); err == nil {
-		return nil
-	}
-	return fmt.Errorf("%q: want earliest, latest, ledger:entry:partition[:batch] or an RFC 3339 time", s)
 }
