@@ -24,12 +24,14 @@ type acker struct {
 
 	mu      sync.Mutex
 	pending []ackReq
-	// msgs counts the messages pending acknowledges: an entry counts
-	// each message of its batch, as the broker's unacked limit does
-	// (50,000 a consumer on Apache Pulsar). Counting entries instead let
-	// a consumer of 1000-message batches hold 50,000 acknowledged
-	// messages back for the whole AckGroupTime and stall at that limit
-	// every 100 ms.
+	// msgs counts the messages of pending that a flush would send: an
+	// entry counts each message of its batch, as the broker's unacked
+	// limit does (50,000 a consumer on Apache Pulsar). Counting entries
+	// instead let a consumer of 1000-message batches hold 50,000
+	// acknowledged messages back for the whole AckGroupTime and stall at
+	// that limit every 100 ms. Acknowledgements held for a part that is
+	// reconnecting are left out: they go when the part is back, and
+	// counted they would make every add flush until then.
 	msgs   int
 	cum    map[*partConsumer]entryPos
 	ids    []pb.MessageIdData // reused for each ACK command
@@ -88,7 +90,7 @@ func (a *acker) flushWhere(only *partConsumer) {
 			}
 			return cmp.Compare(x.pos.entry, y.pos.entry)
 		})
-		kept := a.pending[:0]
+		kept, msgs := a.pending[:0], 0
 		for i := 0; i < len(a.pending); {
 			pc := a.pending[i].pc
 			j := i + 1
@@ -96,17 +98,20 @@ func (a *acker) flushWhere(only *partConsumer) {
 				j++
 			}
 			group := a.pending[i:j]
-			if only != nil && pc != only || !a.sendLocked(pc, individual, group) {
+			switch {
+			case only != nil && pc != only:
 				kept = append(kept, group...)
+				for _, r := range group {
+					msgs += int(r.n)
+				}
+			case !a.sendLocked(pc, individual, group):
+				kept = append(kept, group...) // held, not counted
 			}
 			i = j
 		}
 		clear(a.pending[len(kept):])
 		a.pending = kept
-		a.msgs = 0
-		for _, r := range kept {
-			a.msgs += int(r.n)
-		}
+		a.msgs = msgs
 	}
 	for pc, pos := range a.cum {
 		if only != nil && pc != only {

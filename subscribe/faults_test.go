@@ -71,6 +71,59 @@ func TestReconnectRetriesUntilTheBrokerTakesItBack(t *testing.T) {
 	}
 }
 
+// Acknowledgements held for a part that is reconnecting do not count
+// toward AckGroupSize: meanwhile the other parts' acknowledgements are
+// still grouped, not sent one add at a time, and the held ones go once
+// the part is back.
+func TestAcksHeldForAReconnectingPartKeepGrouping(t *testing.T) {
+	tg := newTarget(t)
+	cl := tg.embedded(t, "fault injection")
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{retryDelay: 20 * time.Millisecond})
+	away, stays := topicName(t), topicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{away, stays}, Subscription: "held",
+		AckGroupTime: time.Hour, AckGroupSize: 1000})
+	publish(ctx, t, c, away, 0, 1000, nil)
+	publish(ctx, t, c, stays, 0, 10, nil)
+	var awayMsgs, staysMsgs []*subscribe.Message
+	for _, m := range receiveN(ctx, t, cons, 1010, false) {
+		if m.Topic == away {
+			awayMsgs = append(awayMsgs, m)
+		} else {
+			staysMsgs = append(staysMsgs, m)
+		}
+	}
+	staysBacklog := tg.backlog(t, stays, "held")
+	if staysBacklog <= 0 || len(awayMsgs) != 1000 {
+		t.Fatalf("%d messages from %s, backlog %d on %s: want 1000 and some", len(awayMsgs), away, staysBacklog, stays)
+	}
+
+	// The part of away cannot subscribe again until the fault goes.
+	f := cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: away, Err: pb.ServerError_ServiceNotReady})
+	defer f.Remove()
+	tg.disconnect(t, away)
+	waitFor(ctx, t, "the part of "+away+" to be refused", func() bool { return f.Fired() > 0 })
+
+	// 1000 messages held for away, then 10 for stays: fewer than the
+	// group size, so they wait (AckGroupTime is an hour).
+	for _, m := range append(awayMsgs, staysMsgs...) {
+		if err := cons.Ack(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if b := tg.backlog(t, stays, "held"); b != staysBacklog {
+		t.Fatalf("backlog of %s went from %d to %d: its acknowledgements were sent at once, not grouped, while %s reconnected",
+			stays, staysBacklog, b, away)
+	}
+
+	f.Remove()
+	waitFor(ctx, t, "the held acknowledgements of "+away, func() bool { return tg.backlog(t, away, "held") == 0 })
+	if b := tg.backlog(t, stays, "held"); b != staysBacklog {
+		t.Fatalf("backlog of %s went from %d to %d when %s came back, want it still grouped", stays, staysBacklog, b, away)
+	}
+}
+
 // With several brokers, each owning a share of the topics, a consumer of
 // topics on all of them follows the lookups' redirects and reconnects to
 // each owner after it restarts.
