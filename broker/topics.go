@@ -72,7 +72,7 @@ func (c *Cluster) topicExists(t pulsarwire.Topic) bool {
 	c.mu.Lock()
 	_, loaded := c.topics[name]
 	c.mu.Unlock()
-	if loaded || slices.Contains(c.store.Topics(), name) {
+	if loaded || c.store.HasTopic(name) {
 		return true
 	}
 	if i, base := t.PartitionIndex(); i >= 0 {

@@ -101,6 +101,9 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if got := s.Topics(); !slices.Equal(got, []string{"persistent://public/default/other", tname}) {
 		t.Fatalf("Topics() = %q", got)
 	}
+	if !s.HasTopic(tname) || s.HasTopic("persistent://public/default/never") {
+		t.Fatal("HasTopic disagrees with Topics")
+	}
 	l = topic(t, s, tname)
 	if l.LedgerID() != ledger {
 		t.Fatalf("LedgerID changed over reopen: %d, was %d", l.LedgerID(), ledger)
@@ -382,6 +385,9 @@ func TestDeleteTopicThenCreateGetsLargerLedger(t *testing.T) {
 		}
 		if slices.Contains(s.Topics(), tname) {
 			t.Fatal("deleted topic still listed")
+		}
+		if s.HasTopic(tname) {
+			t.Fatal("HasTopic reports a deleted topic")
 		}
 		if err := s.DeleteTopic(tname); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second DeleteTopic: %v, want ErrNotFound", err)

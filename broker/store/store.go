@@ -250,6 +250,14 @@ func (s *Store) Topics() []string {
 	return slices.Sorted(maps.Keys(s.topics))
 }
 
+// HasTopic reports whether a topic exists, without listing them all.
+func (s *Store) HasTopic(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.topics[name]
+	return ok
+}
+
 // DeleteTopic removes a topic: its log and its cursors. The topic's open Log,
 // if any, returns ErrDeleted from then on, and its Notify channels close. A
 // topic created again under the same name gets a new, larger LedgerID.
