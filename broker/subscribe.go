@@ -146,7 +146,7 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) (activeNote, erro
 	}
 	if err != nil {
 		if created {
-			t.dropIfUnused(s)
+			t.dropIf(s, unused)
 		}
 		return noteNone, err
 	}

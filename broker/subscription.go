@@ -475,7 +475,7 @@ func (s *subscription) removeConsumer(c *consumer) {
 	s.mu.Unlock()
 	s.notifyActive(notify)
 	s.wakeup()
-	if drop && s.t.dropIfEmpty(s) {
+	if drop && s.t.dropIf(s, emptied) {
 		return
 	}
 	s.save()

@@ -351,66 +351,47 @@ const abandonAfter = time.Minute
 func (t *topic) flushCursors() {
 	for _, s := range t.subscriptions() {
 		s.save()
-		t.dropIfAbandoned(s)
+		t.dropIf(s, abandoned)
 	}
 }
 
-// dropIfUnused removes a subscription just created for a consumer that
-// was refused, unless another consumer joined it meanwhile.
-func (t *topic) dropIfUnused(s *subscription) {
+// dropIf removes a subscription when cond, checked under the topic's and
+// the subscription's locks, holds: a consumer arriving meanwhile either
+// finds it or, once it is marked deleted, gets a retryable error. Only
+// the call that takes it out of t.subs marks and stops it: one already
+// gone is being torn down by whoever removed it. It reports whether it
+// removed it.
+func (t *topic) dropIf(s *subscription, cond func(*subscription) bool) bool {
 	t.mu.Lock()
 	s.mu.Lock()
-	unused := len(s.consumers) == 0
-	if unused && t.subs[s.name] == s {
+	drop := t.subs[s.name] == s && cond(s)
+	if drop {
 		delete(t.subs, s.name)
 		t.publishSubs()
 		s.deleted = true
 	}
 	s.mu.Unlock()
 	t.mu.Unlock()
-	if unused {
+	if drop {
 		s.stop()
 	}
+	return drop
 }
 
-// dropIfEmpty removes a non-durable subscription whose last consumer left,
-// unless a consumer arrived meanwhile; it reports whether it did.
-func (t *topic) dropIfEmpty(s *subscription) bool {
-	t.mu.Lock()
-	s.mu.Lock()
-	empty := !s.durable && len(s.consumers) == 0 && !s.keepEmpty
-	if empty && t.subs[s.name] == s {
-		delete(t.subs, s.name)
-		t.publishSubs()
-	}
-	if empty {
-		s.deleted = true
-	}
-	s.mu.Unlock()
-	t.mu.Unlock()
-	if empty {
-		s.stop()
-	}
-	return empty
+// unused: a subscription just created for a consumer that was refused,
+// unless another consumer joined it meanwhile.
+func unused(s *subscription) bool { return len(s.consumers) == 0 }
+
+// emptied: a non-durable subscription whose last consumer left, unless a
+// consumer arrived meanwhile or a seek keeps it for its reader.
+func emptied(s *subscription) bool {
+	return !s.durable && len(s.consumers) == 0 && !s.keepEmpty
 }
 
-// dropIfAbandoned removes a kept non-durable subscription whose reader did
-// not come back; checked and removed under both locks, so a consumer
-// arriving meanwhile either finds it or gets a retryable error.
-func (t *topic) dropIfAbandoned(s *subscription) {
-	t.mu.Lock()
-	s.mu.Lock()
-	abandoned := !s.durable && s.keepEmpty && len(s.consumers) == 0 && time.Since(s.keptAt) > abandonAfter
-	if abandoned && t.subs[s.name] == s {
-		delete(t.subs, s.name)
-		t.publishSubs()
-		s.deleted = true
-	}
-	s.mu.Unlock()
-	t.mu.Unlock()
-	if abandoned {
-		s.stop()
-	}
+// abandoned: a non-durable subscription kept after a seek whose reader
+// did not come back.
+func abandoned(s *subscription) bool {
+	return !s.durable && s.keepEmpty && len(s.consumers) == 0 && time.Since(s.keptAt) > abandonAfter
 }
 
 func (t *topic) subscription(name string) *subscription {
