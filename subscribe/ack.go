@@ -90,6 +90,8 @@ func (a *acker) flushWhere(only *partConsumer) {
 			}
 			return cmp.Compare(x.pos.entry, y.pos.entry)
 		})
+		// An entry acknowledged twice (it came again) is sent and counted once.
+		a.pending = slices.CompactFunc(a.pending, func(x, y ackReq) bool { return x.pc == y.pc && x.pos == y.pos })
 		kept, msgs := a.pending[:0], 0
 		for i := 0; i < len(a.pending); {
 			pc := a.pending[i].pc
@@ -123,8 +125,8 @@ func (a *acker) flushWhere(only *partConsumer) {
 	}
 }
 
-// sendLocked sends one ACK command for group; false when pc is not
-// connected. Acknowledgements of a closed part are dropped.
+// sendLocked sends one ACK command for group, sorted and without
+// duplicates; false when pc is not connected. Acknowledgements of a closed part are dropped.
 func (a *acker) sendLocked(pc *partConsumer, typ *pb.CommandAck_AckType, group []ackReq) bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
@@ -135,29 +137,18 @@ func (a *acker) sendLocked(pc *partConsumer, typ *pb.CommandAck_AckType, group [
 	if s == nil {
 		return false
 	}
-	n := 0
-	for i, r := range group {
-		if i > 0 && r.pos == group[i-1].pos {
-			continue
-		}
-		n++
-	}
+	n := len(group)
 	if cap(a.ids) < n {
 		a.ids = make([]pb.MessageIdData, n)
 		a.vals = make([]uint64, 2*n)
 		a.idPtrs = make([]*pb.MessageIdData, n)
 	}
-	k := 0
-	for i, r := range group {
-		if i > 0 && r.pos == group[i-1].pos {
-			continue
-		}
+	for k, r := range group {
 		a.vals[2*k], a.vals[2*k+1] = r.pos.ledger, r.pos.entry
 		id := &a.ids[k]
 		id.Reset()
 		id.LedgerId, id.EntryId = &a.vals[2*k], &a.vals[2*k+1]
 		a.idPtrs[k] = id
-		k++
 	}
 	id := pc.id
 	// Send encodes at once, so the reused ids are free again when it returns.
