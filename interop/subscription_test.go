@@ -226,18 +226,19 @@ func keyedMessage(k, seq int) *pulsar.ProducerMessage {
 // keyLog checks KeyShared deliveries as they come: per key, the sequence
 // numbers rise by one with no gap or repeat, whichever consumer has them.
 type keyLog struct {
-	next   map[string]int            // key -> next expected seq
-	owners map[string]map[int][2]int // key -> consumer -> [first seq, last seq]
+	key    func(pulsar.Message) string // the key KeyShared routes by
+	next   map[string]int              // key -> next expected seq
+	owners map[string]map[int][2]int   // key -> consumer -> [first seq, last seq]
 	per    map[int]int
 }
 
-func newKeyLog() *keyLog {
-	return &keyLog{next: map[string]int{}, owners: map[string]map[int][2]int{}, per: map[int]int{}}
+func newKeyLog(key func(pulsar.Message) string) *keyLog {
+	return &keyLog{key: key, next: map[string]int{}, owners: map[string]map[int][2]int{}, per: map[int]int{}}
 }
 
 func (l *keyLog) add(t *testing.T, d delivery) {
 	t.Helper()
-	key := d.msg.Key()
+	key := l.key(d.msg)
 	seq, err := strconv.Atoi(string(d.msg.Payload()))
 	if err != nil {
 		t.Fatalf("bad payload %q", d.msg.Payload())
@@ -281,7 +282,7 @@ func TestKeySharedPerKeyOrder(t *testing.T) {
 	sendAll(ctx, t, p, keys*perKey, func(i int) *pulsar.ProducerMessage { return keyedMessage(i%keys, i/keys) })
 
 	ch, _ := fanIn(ctx, t, consumers...)
-	log := newKeyLog()
+	log := newKeyLog(pulsar.Message.Key)
 	for i := 0; i < keys*perKey; i++ {
 		d := next(ctx, t, ch, fmt.Sprintf("message %d of %d (per consumer %v)", i, keys*perKey, log.per))
 		log.add(t, d)
@@ -352,7 +353,7 @@ func TestKeySharedJoinMidStream(t *testing.T) {
 		sent <- err
 	}()
 
-	log := newKeyLog()
+	log := newKeyLog(pulsar.Message.Key)
 	consumers := []pulsar.Consumer{first, nil}
 	ch0, _ := fanIn(ctx, t, first)
 	for i := 0; i < n/4; i++ {
