@@ -183,10 +183,6 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, pb.ServerError_UnknownError, "SEND without a message")
 		return true
 	}
-	if len(f.Entry) > cn.c.opts.MaxMessageSize+pulsarwire.FramePadding {
-		cn.sendFailed(s, pb.ServerError_NotAllowedError, "message too large")
-		return true
-	}
 	if s.GetTxnidMostBits() != 0 || s.GetTxnidLeastBits() != 0 {
 		cn.sendFailed(s, pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
 		return true
