@@ -65,7 +65,7 @@ func (a *acker) add(pc *partConsumer, pos entryPos, n int32) {
 
 func (a *acker) cumulative(pc *partConsumer, pos entryPos) {
 	a.mu.Lock()
-	if cur, ok := a.cum[pc]; !ok || pos.ledger > cur.ledger || pos.ledger == cur.ledger && pos.entry > cur.entry {
+	if cur, ok := a.cum[pc]; !ok || pos.compare(cur) > 0 {
 		a.cum[pc] = pos
 	}
 	a.mu.Unlock()
@@ -85,10 +85,7 @@ func (a *acker) flushWhere(only *partConsumer) {
 			if c := cmp.Compare(x.pc.id, y.pc.id); c != 0 {
 				return c
 			}
-			if c := cmp.Compare(x.pos.ledger, y.pos.ledger); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.pos.entry, y.pos.entry)
+			return x.pos.compare(y.pos)
 		})
 		// An entry acknowledged twice (it came again) is sent and counted once.
 		a.pending = slices.CompactFunc(a.pending, func(x, y ackReq) bool { return x.pc == y.pc && x.pos == y.pos })
@@ -126,7 +123,8 @@ func (a *acker) flushWhere(only *partConsumer) {
 }
 
 // sendLocked sends one ACK command for group, sorted and without
-// duplicates; false when pc is not connected. Acknowledgements of a closed part are dropped.
+// duplicates; false when pc is not connected. Acknowledgements of a
+// closed part are dropped.
 func (a *acker) sendLocked(pc *partConsumer, typ *pb.CommandAck_AckType, group []ackReq) bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
@@ -165,7 +163,7 @@ func (a *acker) sendNow(ctx context.Context, pc *partConsumer, typ pb.CommandAck
 	_, err := s.conn.Request(ctx, pulsarwire.Wrap(&pb.CommandAck{
 		ConsumerId: proto.Uint64(pc.id),
 		AckType:    typ.Enum(),
-		MessageId:  []*pb.MessageIdData{{LedgerId: proto.Uint64(pos.ledger), EntryId: proto.Uint64(pos.entry)}},
+		MessageId:  []*pb.MessageIdData{pos.wire()},
 	}))
 	if err != nil {
 		return fmt.Errorf("ack %d:%d on %s: %w", pos.ledger, pos.entry, pc.topic, err)
@@ -242,12 +240,7 @@ func (c *Consumer) redeliver(items []nackItem) {
 			pc.redeliverAll()
 			continue
 		}
-		slices.SortFunc(ids, func(x, y entryPos) int {
-			if c := cmp.Compare(x.ledger, y.ledger); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.entry, y.entry)
-		})
+		slices.SortFunc(ids, entryPos.compare)
 		pc.redeliver(slices.Compact(ids))
 	}
 }

@@ -1,12 +1,14 @@
 package subscribe
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -46,6 +48,19 @@ type Message struct {
 
 // entryPos names an entry of a topic.
 type entryPos struct{ ledger, entry uint64 }
+
+// compare orders entries as the broker does: by ledger, then entry.
+func (p entryPos) compare(q entryPos) int {
+	if c := cmp.Compare(p.ledger, q.ledger); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.entry, q.entry)
+}
+
+// wire is the id of the entry as a whole, for ACK and REDELIVER.
+func (p entryPos) wire() *pb.MessageIdData {
+	return &pb.MessageIdData{LedgerId: proto.Uint64(p.ledger), EntryId: proto.Uint64(p.entry)}
+}
 
 // batchAcks tracks which messages of a batch entry were acknowledged:
 // the entry is acknowledged on the broker once all of them were.
@@ -107,7 +122,7 @@ func (p *partialAcks) trimThrough(pos entryPos) {
 	}
 	p.mu.Lock()
 	for k := range p.m {
-		if k.ledger < pos.ledger || k.ledger == pos.ledger && k.entry <= pos.entry {
+		if k.compare(pos) <= 0 {
 			delete(p.m, k)
 		}
 	}

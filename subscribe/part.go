@@ -159,7 +159,7 @@ func (s *session) discard(id *pb.MessageIdData, why pb.CommandAck_ValidationErro
 		s.conn.Send(pulsarwire.Wrap(&pb.CommandAck{
 			ConsumerId:      proto.Uint64(s.pc.id),
 			AckType:         pb.CommandAck_Individual.Enum(),
-			MessageId:       []*pb.MessageIdData{{LedgerId: proto.Uint64(id.GetLedgerId()), EntryId: proto.Uint64(id.GetEntryId())}},
+			MessageId:       []*pb.MessageIdData{entryPos{id.GetLedgerId(), id.GetEntryId()}.wire()},
 			ValidationError: why.Enum(),
 		}))
 	}
@@ -477,7 +477,7 @@ func (pc *partConsumer) redeliver(ids []entryPos) {
 	}
 	cmd := &pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(pc.id)}
 	for _, id := range ids {
-		cmd.MessageIds = append(cmd.MessageIds, &pb.MessageIdData{LedgerId: proto.Uint64(id.ledger), EntryId: proto.Uint64(id.entry)})
+		cmd.MessageIds = append(cmd.MessageIds, id.wire())
 	}
 	s.conn.Send(pulsarwire.Wrap(cmd))
 }
