@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -71,25 +70,11 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *gr
 	return &hostConn{HandlerClient: pb.NewHandlerClient(c), conn: c}, nil
 }
 
-// hostConn is the host's client: the generated one for Init and Close, the
-// connection itself for batches with the hand-encoded types of wire.go,
-// on the Batches stream once the plugin offered it at Init, else with a
-// Process call each.
+// hostConn is the host's client: the generated one for Init and Close;
+// batches go on the Batches stream opened on conn (stream.go).
 type hostConn struct {
 	pb.HandlerClient
-	conn   *grpc.ClientConn
-	stream atomic.Pointer[batchStream]
-}
-
-func (c *hostConn) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
-	if s := c.stream.Load(); s != nil {
-		return s.process(ctx, batch)
-	}
-	out := &wireResultsIn{hint: len(batch)}
-	if err := c.conn.Invoke(ctx, pb.Handler_Process_FullMethodName, &wireBatch{msgs: batch}, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	conn *grpc.ClientConn
 }
 
 // windowSize is the HTTP/2 flow-control window of both sides, per stream

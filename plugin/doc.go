@@ -101,10 +101,9 @@
 //
 // The runtime starts an instance with Start, hands it the config with Init,
 // sends batches with Process and stops it with Close (graceful) or Kill.
-// Instance.Process may be called from several goroutines: when the plugin
-// offers it at Init, every batch travels on one long-lived gRPC stream
-// (Batches) with a number its answer repeats, so answers may come in any
-// order; a plugin built before that stream gets a Process call per batch.
+// Instance.Process may be called from several goroutines: every batch
+// travels on one long-lived gRPC stream (Batches) with a number its answer
+// repeats, so answers may come in any order.
 // Process checks the plugin's answer and never panics on a wrong one:
 // a missing, doubled or out-of-range result, an unknown outcome or an
 // output without a topic is a *ResponseError (ErrBadResponse) naming the

@@ -69,12 +69,13 @@ type ClientOptions struct {
 //
 // Every Instance must end with Close or Kill, which release its goroutines.
 type Instance struct {
-	name   string
-	log    *slog.Logger
-	opts   ClientOptions
-	client *goplugin.Client
-	rpc    *hostConn
-	proc   *process
+	name    string
+	log     *slog.Logger
+	opts    ClientOptions
+	client  *goplugin.Client
+	rpc     *hostConn
+	batches *batchStream
+	proc    *process
 
 	stopping atomic.Bool
 	stopOnce sync.Once
@@ -163,6 +164,10 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		return nil, fmt.Errorf("plugin %s: start: %w", name, d.err)
 	}
 	inst.rpc = d.rpc
+	if inst.batches, err = openBatchStream(d.rpc.conn, opts.MaxMessageSize); err != nil {
+		inst.Kill()
+		return nil, fmt.Errorf("plugin %s: start: open the batch stream: %w", name, err)
+	}
 	log.Debug("plugin started", "pid", proc.pid, "contract", client.NegotiatedVersion())
 	return inst, nil
 }
@@ -202,23 +207,13 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 	if i.stopping.Load() {
 		return ErrClosed
 	}
-	resp, err := i.rpc.Init(ctx, &pb.InitRequest{
+	_, err := i.rpc.Init(ctx, &pb.InitRequest{
 		Config:          config,
 		Pipeline:        i.opts.Pipeline,
 		InstanceId:      i.opts.InstanceID,
 		ContractVersion: ContractVersion,
 	})
 	if err == nil {
-		if resp.BatchStream && i.rpc.stream.Load() == nil {
-			s, serr := openBatchStream(i.rpc.conn)
-			if serr != nil {
-				return i.callError(ctx, "open the batch stream", nil, serr)
-			}
-			i.rpc.stream.Store(s)
-			if i.stopping.Load() { // Kill came meanwhile
-				i.closeStream()
-			}
-		}
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
@@ -242,7 +237,7 @@ func (i *Instance) Process(ctx context.Context, batch []*Message) ([]Result, err
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	resp, err := i.rpc.process(ctx, batch)
+	resp, err := i.batches.process(ctx, batch)
 	if err != nil {
 		return nil, i.callError(ctx, "process", batch, err)
 	}
@@ -284,11 +279,8 @@ func (i *Instance) Kill() {
 
 // closeStream ends the Batches stream, if open, and waits for its reader.
 func (i *Instance) closeStream() {
-	if i.rpc == nil {
-		return
-	}
-	if s := i.rpc.stream.Load(); s != nil {
-		s.close()
+	if i.batches != nil {
+		i.batches.close()
 	}
 }
 
@@ -302,9 +294,12 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 	}
 	st := status.Convert(err)
 	crash := &CrashError{Plugin: i.name, Pid: i.proc.pid, Index: -1}
+	var p *pb.Panic
+	if st.Code() == codes.Aborted {
+		p = panicDetail(st)
+	}
 	switch {
-	case st.Code() == codes.Aborted && panicDetail(st) != nil:
-		p := panicDetail(st)
+	case p != nil:
 		crash.Panic, crash.Stack = p.Value, p.Stack
 		if p.Index >= 0 && int(p.Index) < len(batch) {
 			crash.Index, crash.MessageID = int(p.Index), batch[p.Index].ID

@@ -347,38 +347,30 @@ func TestWrongAnswersAreErrorsNamingTheMessage(t *testing.T) {
 		{"notopic", "plugin test-raw answered wrongly for message 1 (7:1:-1:-1): output 0 has no topic"},
 		{"delay", "plugin test-raw answered wrongly for message 1 (7:1:-1:-1): negative retry delay -5ms"},
 	} {
-		// The same checks whichever way the batch went.
-		for _, way := range []string{"", "stream-"} {
-			t.Run(way+tc.mode, func(t *testing.T) {
-				inst := start(t, selfPlugin(t, "raw", nil), `{"mode":"`+way+tc.mode+`"}`)
-				res, err := inst.Process(context.Background(), msgs("a", "b", "c"))
-				if !errors.Is(err, ErrBadResponse) || err.Error() != tc.want || res != nil {
-					t.Fatalf("got %v, %v\nwant %s", res, err, tc.want)
-				}
-			})
-		}
+		t.Run(tc.mode, func(t *testing.T) {
+			inst := start(t, selfPlugin(t, "raw", nil), `{"mode":"`+tc.mode+`"}`)
+			res, err := inst.Process(context.Background(), msgs("a", "b", "c"))
+			if !errors.Is(err, ErrBadResponse) || err.Error() != tc.want || res != nil {
+				t.Fatalf("got %v, %v\nwant %s", res, err, tc.want)
+			}
+		})
 	}
 }
 
-// A plugin offers the Batches stream at Init; the host sends batches there
-// when offered, and with a Process call each to a plugin from before it.
-func TestBatchesGoOnTheStreamWhenThePluginOffersIt(t *testing.T) {
+// Several callers share an instance's Batches stream: each gets the
+// answer to its own batch, from an SDK plugin and from one written on the
+// generated code.
+func TestCallersOnOneStreamGetTheirOwnAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		opts   ClientOptions
 		config string
-		stream bool
 	}{
-		{"sdk", selfPlugin(t, "sdk", nil), `{"mode":"echo"}`, true},
-		{"process-only", selfPlugin(t, "raw", nil), `{"mode":"ok"}`, false},
-		{"raw-stream", selfPlugin(t, "raw", nil), `{"mode":"stream-ok"}`, true},
+		{"sdk", selfPlugin(t, "sdk", nil), `{"mode":"echo"}`},
+		{"generated", selfPlugin(t, "raw", nil), `{"mode":"ok"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := start(t, tc.opts, tc.config)
-			if got := inst.rpc.stream.Load() != nil; got != tc.stream {
-				t.Fatalf("batch stream open: %v, want %v", got, tc.stream)
-			}
-			// Several callers at once: each gets the answer to its own batch.
 			var wg sync.WaitGroup
 			for c := range 8 {
 				wg.Go(func() {
@@ -440,6 +432,11 @@ func TestABatchAboveTheLimitIsAClearError(t *testing.T) {
 	}
 	if !inst.Alive() {
 		t.Error("an oversized batch killed the plugin")
+	}
+	// Refused before it was sent, it left the stream as it was.
+	res, err := inst.Process(context.Background(), msgs("small"))
+	if err != nil || len(res) != 1 {
+		t.Fatalf("the next batch: %v, %v", res, err)
 	}
 }
 

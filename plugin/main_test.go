@@ -13,7 +13,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,25 +201,18 @@ func (h *testHandler) Close(context.Context) error {
 	return nil
 }
 
-// rawServer answers wrongly, as its Init config says.
+// rawServer plays a plugin written on the generated code, which answers
+// wrongly as its Init config says.
 type rawServer struct {
 	pb.UnimplementedHandlerServer
-	mode string
+	mode atomic.Pointer[string] // set by Init, read by Batches
 }
 
 func (s *rawServer) Init(_ context.Context, req *pb.InitRequest) (*pb.InitResponse, error) {
 	var cfg struct{ Mode string }
 	_ = json.Unmarshal(req.Config, &cfg)
-	s.mode = cfg.Mode
-	// "stream-" modes offer the Batches stream and answer there; the
-	// others are a plugin from before it, with Process only.
-	stream := strings.HasPrefix(s.mode, "stream-")
-	s.mode = strings.TrimPrefix(s.mode, "stream-")
-	return &pb.InitResponse{ContractVersion: ContractVersion, BatchStream: stream}, nil
-}
-
-func (s *rawServer) Process(_ context.Context, req *pb.Batch) (*pb.BatchResult, error) {
-	return s.answer(req), nil
+	s.mode.Store(&cfg.Mode)
+	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
 }
 
 func (s *rawServer) Batches(stream pb.Handler_BatchesServer) error {
@@ -243,7 +235,11 @@ func (s *rawServer) answer(req *pb.Batch) *pb.BatchResult {
 	for i := range req.Messages {
 		res.Results = append(res.Results, &pb.Result{Index: uint32(i), Outcome: pb.Outcome_OUTCOME_ACK})
 	}
-	switch s.mode {
+	mode := ""
+	if m := s.mode.Load(); m != nil {
+		mode = *m
+	}
+	switch mode {
 	case "short":
 		res.Results = res.Results[:len(res.Results)-1]
 	case "outcome":

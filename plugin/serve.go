@@ -122,23 +122,7 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 			return nil, status.Error(codes.InvalidArgument, ierr.Error())
 		}
 	}
-	return &pb.InitResponse{ContractVersion: ContractVersion, BatchStream: true}, nil
-}
-
-// process answers a Process call. Batch and answer are the hand-encoded
-// wire types (see wire.go), not the generated ones.
-func (s *server) process(ctx context.Context, batch []*Message) (*wireResults, error) {
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	defer func() { <-s.slots }()
-	res, p := s.run(ctx, batch)
-	if p != nil {
-		return nil, panicStatus(p)
-	}
-	return &wireResults{res: res}, nil
+	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
 }
 
 // run has the handler work on a batch, holding a slot. A handler that
@@ -162,14 +146,15 @@ func (s *server) run(ctx context.Context, batch []*Message) (res []Result, p *pb
 // batches serves the Batches stream: each batch read runs on a goroutine
 // of its own once a slot is free, and its answer goes back on the stream
 // when it is ready. It returns when the host ends the stream, after the
-// answers of every batch read.
+// answers of every batch read. Batch and answer are the hand-encoded wire
+// types (see wire.go), not the generated ones.
 func (s *server) batches(stream grpc.ServerStream) error {
 	ctx := stream.Context()
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		in := new(wireBatchIn)
+		in := new(wireBatch)
 		if err := stream.RecvMsg(in); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -193,8 +178,9 @@ func (s *server) batches(stream grpc.ServerStream) error {
 			cancel()
 			<-s.slots
 			if late && p == nil {
-				// The host has given up on it (its deadline is the same),
-				// as a Process call past its deadline gets no answer.
+				// The host has given up on it (its deadline is the same):
+				// an answer now could only reach it after its own deadline
+				// has said "hung", or a moment before and say otherwise.
 				return
 			}
 			out := &wireResults{res: res, seq: in.seq}
@@ -210,17 +196,10 @@ func (s *server) batches(stream grpc.ServerStream) error {
 	}
 }
 
-// serviceDesc is the generated service with Process and Batches replaced
-// by ones that decode batches straight into Messages (the codec's
-// wireBatchIn).
+// serviceDesc is the generated service with Batches replaced by one that
+// decodes batches straight into Messages (the codec's wireBatch).
 func (s *server) serviceDesc() *grpc.ServiceDesc {
 	desc := pb.Handler_ServiceDesc
-	desc.Methods = slices.Clone(desc.Methods)
-	for i := range desc.Methods {
-		if desc.Methods[i].MethodName == "Process" {
-			desc.Methods[i].Handler = processHandler
-		}
-	}
 	desc.Streams = slices.Clone(desc.Streams)
 	for i := range desc.Streams {
 		if desc.Streams[i].StreamName == "Batches" {
@@ -230,20 +209,6 @@ func (s *server) serviceDesc() *grpc.ServiceDesc {
 		}
 	}
 	return &desc
-}
-
-func processHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	in := new(wireBatchIn)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(*server).process(ctx, in.msgs)
-	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.Handler_Process_FullMethodName}
-	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		return srv.(*server).process(ctx, req.(*wireBatchIn).msgs)
-	})
 }
 
 func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseResponse, err error) {

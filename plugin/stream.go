@@ -2,10 +2,10 @@ package plugin
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,9 +24,9 @@ import (
 // and hands each to its caller. It ends when the stream does (the plugin
 // went, or close was called), failing every caller still waiting.
 type batchStream struct {
-	stream grpc.ClientStream
-	cancel context.CancelFunc
-	hint   atomic.Int64 // the last batch's size, for decoding answers
+	stream  grpc.ClientStream
+	cancel  context.CancelFunc
+	maxSize int // the largest Batch sent (ClientOptions.MaxMessageSize)
 
 	sendMu sync.Mutex
 
@@ -46,8 +46,9 @@ type streamAnswer struct {
 // batchesDesc is the Batches method as the generated code declares it.
 var batchesDesc = &pb.Handler_ServiceDesc.Streams[0]
 
-// openBatchStream opens the Batches stream on conn.
-func openBatchStream(conn *grpc.ClientConn) (*batchStream, error) {
+// openBatchStream opens the Batches stream on conn; batches above
+// maxSize bytes are refused before they are sent.
+func openBatchStream(conn *grpc.ClientConn, maxSize int) (*batchStream, error) {
 	if batchesDesc.StreamName != "Batches" {
 		return nil, errors.New("plugin: the generated contract has no Batches stream")
 	}
@@ -57,7 +58,8 @@ func openBatchStream(conn *grpc.ClientConn) (*batchStream, error) {
 		cancel()
 		return nil, err
 	}
-	s := &batchStream{stream: st, cancel: cancel, waiting: make(map[uint64]chan streamAnswer), done: make(chan struct{})}
+	s := &batchStream{stream: st, cancel: cancel, maxSize: maxSize,
+		waiting: make(map[uint64]chan streamAnswer), done: make(chan struct{})}
 	go s.read()
 	return s, nil
 }
@@ -66,7 +68,7 @@ func openBatchStream(conn *grpc.ClientConn) (*batchStream, error) {
 func (s *batchStream) read() {
 	defer close(s.done)
 	for {
-		in := &wireResultsIn{hint: int(s.hint.Load())}
+		in := new(wireResultsIn)
 		err := s.stream.RecvMsg(in)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -109,8 +111,16 @@ func (s *batchStream) fail(err error) {
 }
 
 // process sends batch and waits for its answer, or for ctx. The errors
-// are those of a Process call, for Instance.callError to classify.
+// are gRPC statuses or ctx's, for Instance.callError to classify.
 func (s *batchStream) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
+	wb := &wireBatch{msgs: batch}
+	// Room for the seq and timeout, not known yet.
+	if n := wb.encodedSize() + 2*binary.MaxVarintLen64; n > s.maxSize {
+		// gRPC would refuse it too, and end the stream with it: refused
+		// here, the instance stays usable for the next batch.
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"a batch of %d messages is %d bytes, above the limit of %d", len(batch), n, s.maxSize)
+	}
 	ch := make(chan streamAnswer, 1)
 	s.mu.Lock()
 	if s.err != nil {
@@ -123,24 +133,22 @@ func (s *batchStream) process(ctx context.Context, batch []*Message) (*wireResul
 	s.waiting[seq] = ch
 	s.mu.Unlock()
 
-	var timeoutMs int64
+	wb.seq = seq
 	if d, ok := ctx.Deadline(); ok {
-		timeoutMs = max(time.Until(d).Milliseconds(), 1)
+		wb.timeoutMs = max(time.Until(d).Milliseconds(), 1)
 	}
-	s.hint.Store(int64(len(batch)))
 	// SendMsg has no context: should the plugin stop reading, with the
 	// flow-control window full, it would block past ctx. Ending ctx then
 	// breaks the stream, and the instance with it, as a hang does anyway.
 	stop := context.AfterFunc(ctx, s.cancel)
 	s.sendMu.Lock()
-	err := s.stream.SendMsg(&wireBatch{msgs: batch, seq: seq, timeoutMs: timeoutMs})
+	err := s.stream.SendMsg(wb)
 	s.sendMu.Unlock()
 	stop()
 	if err != nil && !errors.Is(err, io.EOF) {
-		// Not sent (too large, say); io.EOF means the stream broke, and the
-		// reader tells why.
-		s.forget(seq)
-		return nil, err
+		// gRPC ends the stream on a failed send; io.EOF means it had
+		// ended, and the reader tells why.
+		s.fail(err)
 	}
 	select {
 	case a := <-ch:

@@ -27,7 +27,7 @@ func TestAStrangerCannotTalkToAPlugin(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = pb.NewHandlerClient(conn).Process(ctx, &pb.Batch{Messages: []*pb.Message{{Payload: []byte("x")}}})
+	_, err = pb.NewHandlerClient(conn).Init(ctx, &pb.InitRequest{ContractVersion: ContractVersion})
 	if err == nil {
 		t.Fatal("a client without the host's certificate was served")
 	}

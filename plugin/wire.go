@@ -24,19 +24,23 @@ import (
 // never written to). Strings, payloads and keys point into it; the buffer
 // lives for as long as any of them is referenced.
 
-// wireBatch is a Batch (Process request or Batches message), encoded
-// from the host's batch. seq and timeoutMs are 0 on Process.
+// wireBatch is a Batch: encoded from the host's batch, decoded on the
+// plugin's side.
 type wireBatch struct {
 	msgs      []*Message
 	seq       uint64
 	timeoutMs int64
+	msgsSize  int // the encoded size of msgs once known, else 0
 }
 
-// wireBatchIn is a Batch, decoded on the plugin's side.
-type wireBatchIn struct {
-	msgs      []*Message
-	seq       uint64
-	timeoutMs int64
+// encodedSize is the size of b on the wire. The messages' part is
+// computed once: the host checks it against the size limit before
+// sending, and the codec needs it again.
+func (b *wireBatch) encodedSize() int {
+	if b.msgsSize == 0 {
+		b.msgsSize = batchSize(b.msgs)
+	}
+	return b.msgsSize + sizeVarint(b.seq) + sizeVarint(uint64(b.timeoutMs))
 }
 
 // wireResults is a BatchResult, encoded from the SDK's results, or a
@@ -50,7 +54,6 @@ type wireResults struct {
 // wireResultsIn is a BatchResult, decoded on the host's side; its content
 // is checked by Instance.decodeResults.
 type wireResultsIn struct {
-	hint  int // the batch's size, set before decoding
 	res   []wireResult
 	seq   uint64
 	panic []byte // an encoded Panic, nil when there is none
@@ -77,7 +80,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	var size int
 	switch v := v.(type) {
 	case *wireBatch:
-		size = batchSize(v.msgs) + sizeVarint(v.seq) + sizeVarint(uint64(v.timeoutMs))
+		size = v.encodedSize()
 	case *wireResults:
 		size = resultsSize(v.res) + sizeVarint(v.seq) + sizeBlob(v.panic)
 	default:
@@ -106,7 +109,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch v := v.(type) {
-	case *wireBatchIn:
+	case *wireBatch:
 		return decodeBatch(data.Materialize(), v)
 	case *wireResultsIn:
 		return decodeResults(data.Materialize(), v)
@@ -396,7 +399,7 @@ func count(b []byte, num protowire.Number) (int, error) {
 }
 
 // decodeBatch decodes a Batch into in.
-func decodeBatch(b []byte, in *wireBatchIn) error {
+func decodeBatch(b []byte, in *wireBatch) error {
 	n, err := count(b, fBatchMessages)
 	if err != nil {
 		return fmt.Errorf("batch: %w", err)
@@ -469,11 +472,13 @@ func decodeBatch(b []byte, in *wireBatchIn) error {
 	return nil
 }
 
-// decodeResults reads a BatchResult into out in one pass; out.hint is the
-// number of results expected (the batch's size), for the allocations.
+// decodeResults reads a BatchResult into out.
 func decodeResults(b []byte, out *wireResultsIn) error {
-	hint := out.hint
-	rs := make([]wireResult, 0, hint)
+	n, err := count(b, fResultsResults)
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	rs := make([]wireResult, 0, n)
 	defer func() { out.res = rs }()
 	var outputs []Output // r's outputs are consecutive in here
 	var topic string
@@ -522,7 +527,7 @@ func decodeResults(b []byte, out *wireResultsIn) error {
 				if len(outputs) == cap(outputs) {
 					// A new array for the rest of the answer; r's outputs
 					// so far move with it.
-					grown := make([]Output, len(r.outputs), len(r.outputs)+max(hint, 1))
+					grown := make([]Output, len(r.outputs), len(r.outputs)+max(n, 1))
 					copy(grown, r.outputs)
 					outputs = grown
 				}

@@ -40,7 +40,7 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in wireBatchIn
+	var in wireBatch
 	if err := c.Unmarshal(memSlice(raw), &in); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rin := wireResultsIn{hint: 1}
+	var rin wireResultsIn
 	if err := c.Unmarshal(memSlice(raw), &rin); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 
 	// Garbage is an error, not a panic.
 	for _, bad := range [][]byte{{0x0a, 0x05, 1}, {0x0a, 0x02, 0x0a, 0x09}, {0xff}} {
-		if err := c.Unmarshal(memSlice(bad), &wireBatchIn{}); err == nil {
+		if err := c.Unmarshal(memSlice(bad), &wireBatch{}); err == nil {
 			t.Errorf("% x decoded as a batch", bad)
 		}
 		if err := c.Unmarshal(memSlice(bad), &wireResultsIn{}); err == nil {
@@ -127,7 +127,7 @@ func TestTheStreamFieldsAreTheContracts(t *testing.T) {
 	}
 	pbBatch.Seq, pbBatch.TimeoutMs = 7, 20
 	raw, _ := proto.Marshal(&pbBatch)
-	var in wireBatchIn
+	var in wireBatch
 	if err := c.Unmarshal(memSlice(raw), &in); err != nil || in.seq != 7 || in.timeoutMs != 20 || len(in.msgs) != 1 {
 		t.Fatalf("read seq %d, timeout %d, %d messages: %v", in.seq, in.timeoutMs, len(in.msgs), err)
 	}

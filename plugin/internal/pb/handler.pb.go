@@ -2,8 +2,8 @@
 //
 // The host owns every broker connection; it starts a handler plugin as a
 // child process (hashicorp/go-plugin over gRPC), calls Init once with the
-// pipeline's handler config, then sends it batches (on the Batches stream
-// when the plugin offers it at Init, else a Process call each), then Close.
+// pipeline's handler config, then sends it batches on the Batches stream,
+// then calls Close.
 //
 // Versioning: this file is contract version 1. The version is negotiated in
 // go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS), never guessed, and
@@ -175,10 +175,8 @@ type InitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The contract version the plugin speaks.
 	ContractVersion uint32 `protobuf:"varint,1,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
-	// The plugin serves Batches; the host should send batches there.
-	BatchStream   bool `protobuf:"varint,2,opt,name=batch_stream,json=batchStream,proto3" json:"batch_stream,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *InitResponse) Reset() {
@@ -216,13 +214,6 @@ func (x *InitResponse) GetContractVersion() uint32 {
 		return x.ContractVersion
 	}
 	return 0
-}
-
-func (x *InitResponse) GetBatchStream() bool {
-	if x != nil {
-		return x.BatchStream
-	}
-	return false
 }
 
 // One message from a subscription.
@@ -361,12 +352,10 @@ func (x *Message) GetTracestate() string {
 type Batch struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Messages []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	// On Batches: the batch's number, repeated in its BatchResult. 0 on
-	// Process.
+	// The batch's number, repeated in its BatchResult.
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	// On Batches: how long the host waits for the answer, in milliseconds,
-	// for the handler's context (Process has the call's deadline for it).
-	// 0 for no limit.
+	// How long the host waits for the answer, in milliseconds, for the
+	// handler's context. 0 for no limit.
 	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -596,11 +585,10 @@ func (x *Result) GetOutputs() []*Output {
 type BatchResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Results []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	// On Batches: the seq of the Batch this answers.
+	// The seq of the Batch this answers.
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	// On Batches: set, with no results, when the handler panicked on the
-	// batch (Process says it with an ABORTED status instead). The plugin
-	// exits right after.
+	// Set, with no results, when the handler panicked on the batch. The
+	// plugin exits right after.
 	Panic         *Panic `protobuf:"bytes,3,opt,name=panic,proto3" json:"panic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -729,9 +717,9 @@ func (*CloseResponse) Descriptor() ([]byte, []int) {
 	return file_handler_proto_rawDescGZIP(), []int{8}
 }
 
-// Sent when the handler panicked: as a status detail (code ABORTED) of
-// Process, or in BatchResult.panic on Batches. The plugin process exits
-// right after; the host treats it as a crash.
+// Sent when the handler panicked: in BatchResult.panic, or as a status
+// detail (code ABORTED) of Init or Close. The plugin process exits right
+// after; the host treats it as a crash.
 type Panic struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The index of the message being handled, -1 when unknown.
@@ -805,10 +793,9 @@ const file_handler_proto_rawDesc = "" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1f\n" +
 	"\vinstance_id\x18\x03 \x01(\tR\n" +
 	"instanceId\x12)\n" +
-	"\x10contract_version\x18\x04 \x01(\rR\x0fcontractVersion\"\\\n" +
+	"\x10contract_version\x18\x04 \x01(\rR\x0fcontractVersion\"9\n" +
 	"\fInitResponse\x12)\n" +
-	"\x10contract_version\x18\x01 \x01(\rR\x0fcontractVersion\x12!\n" +
-	"\fbatch_stream\x18\x02 \x01(\bR\vbatchStream\"\xc4\x03\n" +
+	"\x10contract_version\x18\x01 \x01(\rR\x0fcontractVersion\"\xc4\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -867,10 +854,9 @@ const file_handler_proto_rawDesc = "" +
 	"\vOUTCOME_ACK\x10\x01\x12\x11\n" +
 	"\rOUTCOME_RETRY\x10\x02\x12\x17\n" +
 	"\x13OUTCOME_DEAD_LETTER\x10\x03\x12\x10\n" +
-	"\fOUTCOME_DROP\x10\x042\xbc\x02\n" +
+	"\fOUTCOME_DROP\x10\x042\xf3\x01\n" +
 	"\aHandler\x12K\n" +
-	"\x04Init\x12 .streamrun.plugin.v1.InitRequest\x1a!.streamrun.plugin.v1.InitResponse\x12G\n" +
-	"\aProcess\x12\x1a.streamrun.plugin.v1.Batch\x1a .streamrun.plugin.v1.BatchResult\x12N\n" +
+	"\x04Init\x12 .streamrun.plugin.v1.InitRequest\x1a!.streamrun.plugin.v1.InitResponse\x12N\n" +
 	"\x05Close\x12!.streamrun.plugin.v1.CloseRequest\x1a\".streamrun.plugin.v1.CloseResponse\x12K\n" +
 	"\aBatches\x12\x1a.streamrun.plugin.v1.Batch\x1a .streamrun.plugin.v1.BatchResult(\x010\x01B3Z1github.com/streamrun/streamrun/plugin/internal/pbb\x06proto3"
 
@@ -912,15 +898,13 @@ var file_handler_proto_depIdxs = []int32{
 	6,  // 5: streamrun.plugin.v1.BatchResult.results:type_name -> streamrun.plugin.v1.Result
 	10, // 6: streamrun.plugin.v1.BatchResult.panic:type_name -> streamrun.plugin.v1.Panic
 	1,  // 7: streamrun.plugin.v1.Handler.Init:input_type -> streamrun.plugin.v1.InitRequest
-	4,  // 8: streamrun.plugin.v1.Handler.Process:input_type -> streamrun.plugin.v1.Batch
-	8,  // 9: streamrun.plugin.v1.Handler.Close:input_type -> streamrun.plugin.v1.CloseRequest
-	4,  // 10: streamrun.plugin.v1.Handler.Batches:input_type -> streamrun.plugin.v1.Batch
-	2,  // 11: streamrun.plugin.v1.Handler.Init:output_type -> streamrun.plugin.v1.InitResponse
-	7,  // 12: streamrun.plugin.v1.Handler.Process:output_type -> streamrun.plugin.v1.BatchResult
-	9,  // 13: streamrun.plugin.v1.Handler.Close:output_type -> streamrun.plugin.v1.CloseResponse
-	7,  // 14: streamrun.plugin.v1.Handler.Batches:output_type -> streamrun.plugin.v1.BatchResult
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
+	8,  // 8: streamrun.plugin.v1.Handler.Close:input_type -> streamrun.plugin.v1.CloseRequest
+	4,  // 9: streamrun.plugin.v1.Handler.Batches:input_type -> streamrun.plugin.v1.Batch
+	2,  // 10: streamrun.plugin.v1.Handler.Init:output_type -> streamrun.plugin.v1.InitResponse
+	9,  // 11: streamrun.plugin.v1.Handler.Close:output_type -> streamrun.plugin.v1.CloseResponse
+	7,  // 12: streamrun.plugin.v1.Handler.Batches:output_type -> streamrun.plugin.v1.BatchResult
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name

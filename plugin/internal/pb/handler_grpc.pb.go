@@ -2,8 +2,8 @@
 //
 // The host owns every broker connection; it starts a handler plugin as a
 // child process (hashicorp/go-plugin over gRPC), calls Init once with the
-// pipeline's handler config, then sends it batches (on the Batches stream
-// when the plugin offers it at Init, else a Process call each), then Close.
+// pipeline's handler config, then sends it batches on the Batches stream,
+// then calls Close.
 //
 // Versioning: this file is contract version 1. The version is negotiated in
 // go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS), never guessed, and
@@ -37,7 +37,6 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Handler_Init_FullMethodName    = "/streamrun.plugin.v1.Handler/Init"
-	Handler_Process_FullMethodName = "/streamrun.plugin.v1.Handler/Process"
 	Handler_Close_FullMethodName   = "/streamrun.plugin.v1.Handler/Close"
 	Handler_Batches_FullMethodName = "/streamrun.plugin.v1.Handler/Batches"
 )
@@ -46,22 +45,19 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type HandlerClient interface {
-	// Init is called once, before the first Process. An error fails the
+	// Init is called once, before the first batch. An error fails the
 	// start of this instance.
 	Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*InitResponse, error)
-	// Process hands the plugin one batch and gets one Result per message.
-	Process(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*BatchResult, error)
 	// Close is called once on a graceful stop; the process exits after it.
 	Close(ctx context.Context, in *CloseRequest, opts ...grpc.CallOption) (*CloseResponse, error)
-	// Batches carries batches and their answers on one stream that lasts as
-	// long as the instance, instead of a Process call per batch: a call's
-	// fixed cost (stream set-up, headers, trailers, wake-ups on both sides)
-	// was most of the cost of a batch of 100. The host opens it only when
-	// InitResponse.batch_stream is set, so plugins and hosts from before it
-	// keep using Process. Each Batch carries a seq that its BatchResult
-	// repeats; answers may come in any order (a plugin taking several
-	// batches at once). The plugin answers every batch it reads; the stream
-	// ends when the host closes it or either process goes.
+	// Batches carries every batch and its answer on one stream that lasts
+	// as long as the instance: a call per batch cost most of a batch of
+	// 100 in set-up, headers, trailers and wake-ups. Each Batch carries a
+	// seq that its BatchResult repeats; answers may come in any order (a
+	// plugin taking several batches at once). The plugin answers every
+	// batch it reads, except one whose timeout_ms has passed (the host has
+	// given up on it). The stream ends when the host closes it or either
+	// process goes.
 	Batches(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[Batch, BatchResult], error)
 }
 
@@ -77,16 +73,6 @@ func (c *handlerClient) Init(ctx context.Context, in *InitRequest, opts ...grpc.
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(InitResponse)
 	err := c.cc.Invoke(ctx, Handler_Init_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *handlerClient) Process(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*BatchResult, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(BatchResult)
-	err := c.cc.Invoke(ctx, Handler_Process_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -120,22 +106,19 @@ type Handler_BatchesClient = grpc.BidiStreamingClient[Batch, BatchResult]
 // All implementations must embed UnimplementedHandlerServer
 // for forward compatibility.
 type HandlerServer interface {
-	// Init is called once, before the first Process. An error fails the
+	// Init is called once, before the first batch. An error fails the
 	// start of this instance.
 	Init(context.Context, *InitRequest) (*InitResponse, error)
-	// Process hands the plugin one batch and gets one Result per message.
-	Process(context.Context, *Batch) (*BatchResult, error)
 	// Close is called once on a graceful stop; the process exits after it.
 	Close(context.Context, *CloseRequest) (*CloseResponse, error)
-	// Batches carries batches and their answers on one stream that lasts as
-	// long as the instance, instead of a Process call per batch: a call's
-	// fixed cost (stream set-up, headers, trailers, wake-ups on both sides)
-	// was most of the cost of a batch of 100. The host opens it only when
-	// InitResponse.batch_stream is set, so plugins and hosts from before it
-	// keep using Process. Each Batch carries a seq that its BatchResult
-	// repeats; answers may come in any order (a plugin taking several
-	// batches at once). The plugin answers every batch it reads; the stream
-	// ends when the host closes it or either process goes.
+	// Batches carries every batch and its answer on one stream that lasts
+	// as long as the instance: a call per batch cost most of a batch of
+	// 100 in set-up, headers, trailers and wake-ups. Each Batch carries a
+	// seq that its BatchResult repeats; answers may come in any order (a
+	// plugin taking several batches at once). The plugin answers every
+	// batch it reads, except one whose timeout_ms has passed (the host has
+	// given up on it). The stream ends when the host closes it or either
+	// process goes.
 	Batches(grpc.BidiStreamingServer[Batch, BatchResult]) error
 	mustEmbedUnimplementedHandlerServer()
 }
@@ -149,9 +132,6 @@ type UnimplementedHandlerServer struct{}
 
 func (UnimplementedHandlerServer) Init(context.Context, *InitRequest) (*InitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Init not implemented")
-}
-func (UnimplementedHandlerServer) Process(context.Context, *Batch) (*BatchResult, error) {
-	return nil, status.Error(codes.Unimplemented, "method Process not implemented")
 }
 func (UnimplementedHandlerServer) Close(context.Context, *CloseRequest) (*CloseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
@@ -198,24 +178,6 @@ func _Handler_Init_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Handler_Process_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(Batch)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(HandlerServer).Process(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Handler_Process_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(HandlerServer).Process(ctx, req.(*Batch))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _Handler_Close_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CloseRequest)
 	if err := dec(in); err != nil {
@@ -251,10 +213,6 @@ var Handler_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Init",
 			Handler:    _Handler_Init_Handler,
-		},
-		{
-			MethodName: "Process",
-			Handler:    _Handler_Process_Handler,
 		},
 		{
 			MethodName: "Close",
