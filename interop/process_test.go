@@ -77,7 +77,6 @@ func (a brokerArgs) argv() []string {
 
 // brokerProcess is one running `streamrun broker`.
 type brokerProcess struct {
-	args       brokerArgs
 	cmd        *exec.Cmd
 	serviceURL string
 	adminURL   string
@@ -95,7 +94,7 @@ func startBrokerProcess(ctx context.Context, args brokerArgs, logTo io.Writer) (
 	if err != nil {
 		return nil, err
 	}
-	b := &brokerProcess{args: args, out: &syncBuffer{}, exited: make(chan struct{})}
+	b := &brokerProcess{out: &syncBuffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(bin, args.argv()...)
 	var sink io.Writer = b.out
 	if logTo != nil {

@@ -59,13 +59,9 @@ func runMain(m *testing.M) int {
 func startTarget() (*target, func(), error) {
 	switch kind := os.Getenv("STREAMRUN_INTEROP_TARGET"); kind {
 	case "", "embedded":
-		brokers := 1
-		if s := os.Getenv("STREAMRUN_INTEROP_BROKERS"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_BROKERS=%q: want a positive number", s)
-			}
-			brokers = n
+		brokers, err := brokerCount()
+		if err != nil {
+			return nil, nil, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -76,13 +72,9 @@ func startTarget() (*target, func(), error) {
 		t.adminURL = httpURL(t.adminURL)
 		return t, stop, nil
 	case "process":
-		brokers := 1
-		if s := os.Getenv("STREAMRUN_INTEROP_BROKERS"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_BROKERS=%q: want a positive number", s)
-			}
-			brokers = n
+		brokers, err := brokerCount()
+		if err != nil {
+			return nil, nil, err
 		}
 		listen, http, err := freeBrokerAddrs(brokers)
 		if err != nil {
@@ -110,6 +102,20 @@ func startTarget() (*target, func(), error) {
 	default:
 		return nil, nil, fmt.Errorf("STREAMRUN_INTEROP_TARGET=%q: want embedded (the default), process or pulsar", kind)
 	}
+}
+
+// brokerCount reads STREAMRUN_INTEROP_BROKERS: how many brokers the
+// embedded or process target runs (default 1).
+func brokerCount() (int, error) {
+	s := os.Getenv("STREAMRUN_INTEROP_BROKERS")
+	if s == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("STREAMRUN_INTEROP_BROKERS=%q: want a positive number", s)
+	}
+	return n, nil
 }
 
 func envOr(name, def string) string {
