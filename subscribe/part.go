@@ -45,6 +45,9 @@ type partConsumer struct {
 	drop    atomic.Uint64 // entries numbered below this are dropped (and counted)
 	epoch   atomic.Uint64 // consumer epoch: raised by a redelivery of everything
 	partial partialAcks   // batches partly acknowledged
+	// skipSet says skip is set, so that split, which asks for every
+	// batch entry, takes mu only after a seek to a batch message.
+	skipSet atomic.Bool
 
 	turn chan struct{} // held while connecting or seeking
 
@@ -311,10 +314,14 @@ func (pc *partConsumer) setSkip(p Position) {
 	if id, ok := p.MessageID(); ok && id.BatchIndex > 0 {
 		pc.skip = seekSkip{ledger: id.Ledger, entry: id.Entry, batchIndex: id.BatchIndex}
 	}
+	pc.skipSet.Store(pc.skip.batchIndex != 0)
 }
 
 // takeSkip returns how many messages of entry pos to skip after a seek.
 func (pc *partConsumer) takeSkip(pos entryPos) int32 {
+	if !pc.skipSet.Load() {
+		return 0
+	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	sk := pc.skip
@@ -322,6 +329,7 @@ func (pc *partConsumer) takeSkip(pos entryPos) int32 {
 		return 0
 	}
 	pc.skip = seekSkip{}
+	pc.skipSet.Store(false)
 	return sk.batchIndex
 }
 
