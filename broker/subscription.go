@@ -495,9 +495,14 @@ func (s *subscription) addReplay(id uint64, hash int32) {
 }
 
 func (s *subscription) removeReplay(id uint64) {
-	if !s.replay.remove(id) {
-		return
+	if s.replay.remove(id) {
+		s.forgetReplayHash(id)
 	}
+}
+
+// forgetReplayHash drops the Key_Shared hash of an id leaving the replay
+// queue; s.mu held.
+func (s *subscription) forgetReplayHash(id uint64) {
 	if h, ok := s.replayHash[id]; ok {
 		delete(s.replayHash, id)
 		if s.hashReplays[h]--; s.hashReplays[h] <= 0 {
@@ -642,11 +647,15 @@ func (s *subscription) ackCumulative(id uint64, ackSet []int64) {
 		}
 		s.markDelete = upTo
 		s.acked.trimBelow(upTo)
-		for _, id := range s.replay.first(s.replay.len()) {
-			if id < upTo {
-				s.removeReplay(id)
+		// The replay queue is sorted: forget the hashes of its head, then
+		// cut the head in one go.
+		for _, id := range s.replay.ids {
+			if id >= upTo {
+				break
 			}
+			s.forgetReplayHash(id)
 		}
+		s.replay.trimBelow(upTo)
 		for k := range s.redeliveries {
 			if k < upTo {
 				delete(s.redeliveries, k)
