@@ -582,10 +582,7 @@ func (cn *conn) topicOf(cmd *pb.BaseCommand) string {
 		}
 		return ""
 	}
-	if t, err := pulsarwire.ParseTopic(name); err == nil {
-		return t.String()
-	}
-	return name
+	return fullName(name)
 }
 
 func (cn *conn) producer(id uint64) *producer {

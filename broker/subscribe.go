@@ -291,11 +291,6 @@ func (s *subscription) dropDeadExclusive(asker *conn) bool {
 	}
 	holder.conn.log.Warn("closing connection: it holds an Exclusive subscription and does not answer a PING", "topic", s.t.name, "subscription", s.name)
 	holder.conn.abort("liveness check failed")
-	holder.conn.mu.Lock()
-	if holder.conn.consumers[holder.id] == holder {
-		delete(holder.conn.consumers, holder.id)
-	}
-	holder.conn.mu.Unlock()
-	s.removeConsumer(holder)
+	holder.detach()
 	return true
 }

@@ -340,17 +340,9 @@ func (s *subscription) pickActive() activeNote {
 	var next *consumer
 	if len(s.consumers) > 0 {
 		sorted := slices.Clone(s.consumers)
-		slices.SortStableFunc(sorted, func(a, b *consumer) int {
-			switch {
-			case a.priority != b.priority:
-				return int(a.priority) - int(b.priority)
-			case a.name < b.name:
-				return -1
-			case a.name > b.name:
-				return 1
-			}
-			return 0
-		})
+		// s.consumers is in arrival order, so better's last tie-break
+		// (arrival) is the order a stable sort on priority and name kept.
+		slices.SortFunc(sorted, better)
 		n := len(sorted)
 		for i, c := range sorted {
 			if c.priority != sorted[0].priority {

@@ -504,10 +504,10 @@ func errorText(err error) string {
 
 // errorCode maps an internal error to the server error a client gets.
 func errorCode(err error) pb.ServerError {
-	var se *pulsarwire.ServerError
+	if code, ok := pulsarwire.ServerCode(err); ok {
+		return code
+	}
 	switch {
-	case errors.As(err, &se):
-		return se.Code
 	case errors.Is(err, errNotOwner):
 		return pb.ServerError_ServiceNotReady
 	case errors.Is(err, errTopicNotFound):
