@@ -30,20 +30,12 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 		cn.log.Info("producer refused", "topic", m.GetTopic(), "producer_id", m.GetProducerId(), "error", code.String(), "reason", msg)
 		cn.sendError(rid, code, msg)
 	}
-	t, err := pulsarwire.ParseTopic(m.GetTopic())
-	if err != nil {
-		fail(pb.ServerError_InvalidTopicName, err.Error())
-		return
-	}
-	if !t.Persistent {
-		fail(pb.ServerError_NotAllowedError, "non-persistent topics are not supported by the streamrun broker")
+	t, code, reason, ok := cn.clientTopic(m.GetTopic())
+	if !ok {
+		fail(code, reason)
 		return
 	}
 	name := t.String()
-	if err := cn.checkOwner(name); err != nil {
-		fail(pb.ServerError_ServiceNotReady, fmt.Sprintf("Topic %s is not served by this broker (owner: %s)", name, cn.c.broker(cn.c.OwnerOf(name)).url()))
-		return
-	}
 	if p := cn.producer(m.GetProducerId()); p != nil {
 		if p.topic.name == name {
 			cn.send(&pb.CommandProducerSuccess{RequestId: proto.Uint64(rid), ProducerName: proto.String(p.name), LastSequenceId: proto.Int64(-1), SchemaVersion: []byte{}, ProducerReady: proto.Bool(true)})

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -44,13 +43,9 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 		cn.log.Info("subscribe refused", "topic", m.GetTopic(), "subscription", m.GetSubscription(), "consumer_id", m.GetConsumerId(), "error", code.String(), "reason", msg)
 		cn.sendError(rid, code, msg)
 	}
-	t, err := pulsarwire.ParseTopic(m.GetTopic())
-	if err != nil {
-		fail(pb.ServerError_InvalidTopicName, err.Error())
-		return
-	}
-	if !t.Persistent {
-		fail(pb.ServerError_NotAllowedError, "non-persistent topics are not supported by the streamrun broker")
+	t, code, reason, ok := cn.clientTopic(m.GetTopic())
+	if !ok {
+		fail(code, reason)
 		return
 	}
 	if m.GetSubscription() == "" {
@@ -58,10 +53,6 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 		return
 	}
 	name := t.String()
-	if err := cn.checkOwner(name); err != nil {
-		fail(pb.ServerError_ServiceNotReady, fmt.Sprintf("Topic %s is not served by this broker (owner: %s)", name, cn.c.broker(cn.c.OwnerOf(name)).url()))
-		return
-	}
 	if c := cn.consumer(m.GetConsumerId()); c != nil {
 		if c.sub.t.name == name && c.sub.name == m.GetSubscription() {
 			cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(rid)})

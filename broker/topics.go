@@ -484,6 +484,24 @@ func (c *Cluster) partitionedTopics(namespace string) map[string]int {
 	return out
 }
 
+// clientTopic checks the topic a PRODUCER or SUBSCRIBE names: a valid,
+// persistent topic this broker owns. Otherwise it returns the code and
+// reason to refuse with.
+func (cn *conn) clientTopic(topic string) (t pulsarwire.Topic, code pb.ServerError, reason string, ok bool) {
+	t, err := pulsarwire.ParseTopic(topic)
+	if err != nil {
+		return t, pb.ServerError_InvalidTopicName, err.Error(), false
+	}
+	if !t.Persistent {
+		return t, pb.ServerError_NotAllowedError, "non-persistent topics are not supported by the streamrun broker", false
+	}
+	name := t.String()
+	if err := cn.checkOwner(name); err != nil {
+		return t, pb.ServerError_ServiceNotReady, fmt.Sprintf("Topic %s is not served by this broker (owner: %s)", name, cn.c.broker(cn.c.OwnerOf(name)).url()), false
+	}
+	return t, 0, "", true
+}
+
 // checkOwner reports whether broker srv may serve topic t to clients.
 func (cn *conn) checkOwner(name string) error {
 	if cn.c.OwnerOf(name) != cn.srv.index {
