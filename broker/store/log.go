@@ -266,11 +266,7 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 		}
 		stored = rec[recHeaderSize:]
 	}
-	if k := len(a.index); k == 0 || a.size-a.index[k-1].off >= indexEvery {
-		a.index = append(a.index, indexPoint{id: id, off: a.size, maxTime: publishTime})
-	} else {
-		a.index[k-1].maxTime = max(a.index[k-1].maxTime, publishTime)
-	}
+	a.index = addToIndex(a.index, id, a.size, publishTime)
 	a.maxTime = max(a.maxTime, publishTime)
 	a.size += recHeaderSize + int64(len(data))
 	l.next++

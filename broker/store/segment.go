@@ -46,6 +46,17 @@ type indexPoint struct {
 	maxTime int64
 }
 
+// addToIndex accounts for the record id at byte off: it starts a new point
+// once the last one is indexEvery bytes behind, else raises the last
+// point's maxTime.
+func addToIndex(index []indexPoint, id uint64, off, publishTime int64) []indexPoint {
+	if k := len(index); k > 0 && off-index[k-1].off < indexEvery {
+		index[k-1].maxTime = max(index[k-1].maxTime, publishTime)
+		return index
+	}
+	return append(index, indexPoint{id: id, off: off, maxTime: publishTime})
+}
+
 // segment is one file of a topic's log (or, in memory mode, the one virtual
 // segment whose size counts bytes and which has no file).
 //
@@ -233,11 +244,7 @@ func scanSegment(r io.ReaderAt, path string, base uint64, size int64, tail bool)
 		}
 		pt := int64(binary.LittleEndian.Uint64(hdr[8:]))
 		id := base + res.count
-		if k := len(res.index); k == 0 || off-res.index[k-1].off >= indexEvery {
-			res.index = append(res.index, indexPoint{id: id, off: off, maxTime: pt})
-		} else {
-			res.index[k-1].maxTime = max(res.index[k-1].maxTime, pt)
-		}
+		res.index = addToIndex(res.index, id, off, pt)
 		res.maxTime = max(res.maxTime, pt)
 		res.count++
 		off += recHeaderSize + int64(len(data))
