@@ -41,7 +41,7 @@ func (c *Codecs) Compress(t pb.CompressionType, dst, src []byte) ([]byte, error)
 		if n == 0 && len(src) > 0 {
 			// lz4 reports incompressible input as 0; the protocol has no
 			// such marker, so store it as literals the decoder understands.
-			return dst[:start], fmt.Errorf("lz4 compress: incompressible input not encoded")
+			return appendLZ4Literals(dst[:start], src), nil
 		}
 		return dst[:start+n], nil
 	case pb.CompressionType_ZLIB:
@@ -167,6 +167,22 @@ func (c *Codecs) Close() {
 }
 
 // grow returns dst with room for n more bytes and len(dst)+n length.
+// appendLZ4Literals appends src as an LZ4 block of one sequence with
+// literals only, which every LZ4 block decoder accepts.
+func appendLZ4Literals(dst, src []byte) []byte {
+	n := len(src)
+	if n < 15 {
+		dst = append(dst, byte(n<<4))
+	} else {
+		dst = append(dst, 15<<4)
+		for n -= 15; n >= 255; n -= 255 {
+			dst = append(dst, 255)
+		}
+		dst = append(dst, byte(n))
+	}
+	return append(dst, src...)
+}
+
 func grow(dst []byte, n int) []byte {
 	if cap(dst)-len(dst) < n {
 		nd := make([]byte, len(dst), len(dst)+n)
