@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -53,10 +51,7 @@ func backlog(ctx context.Context, tb testing.TB, client string, size, n int) str
 	if err != nil {
 		tb.Fatal(err)
 	}
-	payload := make([]byte, size)
-	for i := range payload {
-		payload[i] = byte('a' + i%26)
-	}
+	payload := letters(size)
 	var failed atomic.Pointer[error]
 	for i := 0; i < n; i++ {
 		p.SendAsync(ctx, pool.Message{Payload: payload}, func(_ pulsarwire.MessageID, err error) {
@@ -219,11 +214,7 @@ type officialReceiver struct {
 }
 
 func (r *officialReceiver) open(_ context.Context, url, topic string) error {
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:               url,
-		Logger:            pulsarlog.DefaultNopLogger(),
-		MetricsRegisterer: prometheus.NewRegistry(),
-	})
+	c, err := officialClient(url)
 	if err != nil {
 		return err
 	}
@@ -443,7 +434,7 @@ func TestPatternRefreshOverManyTopics(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 	oheap0 := heapObjects()
-	oc, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, Logger: pulsarlog.DefaultNopLogger(), MetricsRegisterer: prometheus.NewRegistry()})
+	oc, err := officialClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

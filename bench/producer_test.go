@@ -22,8 +22,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/pool"
@@ -164,10 +162,7 @@ func measure(ctx context.Context, tb testing.TB, name string, s sender, size, n 
 		tb.Fatalf("%s: %v", name, err)
 	}
 	defer s.close(ctx)
-	payload := make([]byte, size)
-	for i := range payload {
-		payload[i] = byte('a' + i%26)
-	}
+	payload := letters(size)
 
 	// Warm up: a round of messages, flushed.
 	setDone(func(err error) {
@@ -264,11 +259,7 @@ type officialSender struct {
 }
 
 func (s *officialSender) open(ctx context.Context, url, topic string) error {
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:               url,
-		Logger:            pulsarlog.DefaultNopLogger(),
-		MetricsRegisterer: prometheus.NewRegistry(),
-	})
+	c, err := officialClient(url)
 	if err != nil {
 		return err
 	}
