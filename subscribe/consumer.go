@@ -43,10 +43,9 @@ type Consumer struct {
 	nacks nacker
 	dlq   *deadLetters
 
-	mu      sync.Mutex
-	parts   map[string]*partConsumer // by topic or partition name
-	closed  bool
-	refresh bool // topics are listed again every PatternRefresh
+	mu     sync.Mutex
+	parts  map[string]*partConsumer // by topic or partition name
+	closed bool
 }
 
 // recvState is the entry Receive is handing out, split into messages.
@@ -104,9 +103,10 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 		c.cancel()
 		return nil, err
 	}
+	refresh := c.pattern != nil // topics are listed again every PatternRefresh
 	for _, s := range specs {
 		c.parts[s.name] = newPart(c, s, opts.InitialPosition)
-		c.refresh = c.refresh || c.pattern != nil || s.partition >= 0
+		refresh = refresh || s.partition >= 0
 	}
 	if err := c.subscribeAll(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Retries.Timeout)
@@ -115,7 +115,7 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 		return nil, err
 	}
 	c.spawn(c.housekeeper)
-	if c.refresh {
+	if refresh {
 		c.spawn(c.refreshLoop)
 	}
 	if c.dlq != nil {

@@ -83,6 +83,25 @@ func TestPatternPicksUpNewTopicsAndDropsDeletedOnes(t *testing.T) {
 	waitFor(ctx, t, "the deleted topic to leave", func() bool { return !slices.Contains(cons.Topics(), old) })
 }
 
+// A pattern that matches no topic yet still refreshes: the first topic
+// created is consumed. (New decided to refresh inside its loop over the
+// topics found, so with none it never did.)
+func TestPatternMatchingNothingYetPicksUpTheFirstTopic(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{})
+	prefix := "persistent://public/default/" + shortName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{
+		Pattern: strings.ReplaceAll(prefix, ".", `\.`) + "-.*", Subscription: "empty",
+		InitialPosition: subscribe.Earliest, PatternRefresh: 100 * time.Millisecond,
+	})
+	if got := cons.Topics(); len(got) != 0 {
+		t.Fatalf("consuming %v, want nothing yet", got)
+	}
+	publish(ctx, t, c, prefix+"-first", 0, 3, nil)
+	checkSequence(t, receiveN(ctx, t, cons, 3, true), 0)
+}
+
 // A partitioned topic is consumed partition by partition; partitions
 // added later join at the next refresh, from their first message.
 func TestPartitionedTopicGrowthIsPickedUp(t *testing.T) {
