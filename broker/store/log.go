@@ -47,11 +47,8 @@ type Log struct {
 	next    uint64 // id of the next Append
 	visible uint64 // entries below it are readable: next, or with Sync the fsynced part
 	cache   tailCache
-	notify  chan struct{}
 	wbuf    []byte // record buffer when there is no cache to write from
 }
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func openLog(s *Store, te *topicEntry) (*Log, error) {
 	l := &Log{
@@ -273,7 +270,6 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 	l.cache.push(publishTime, stored)
 	if !l.sync || l.dir == "" {
 		l.visible = l.next
-		l.wake()
 		l.mu.Unlock()
 		return id, nil
 	}
@@ -329,33 +325,8 @@ func (l *Log) syncTo(n uint64) error {
 	}
 	if target > l.visible {
 		l.visible = target
-		l.wake()
 	}
 	return nil
-}
-
-// wake closes the channel handed out by Notify. Called with l.mu held.
-func (l *Log) wake() {
-	if l.notify != nil {
-		close(l.notify)
-		l.notify = nil
-	}
-}
-
-// Notify returns a channel that is closed when the next entry becomes
-// readable, or when the topic is closed or deleted. Callers asking before the
-// same Append share one channel; after it fires, Notify hands out a new one.
-// The usual loop: ch := l.Notify(); read until empty; <-ch.
-func (l *Log) Notify() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return closedChan
-	}
-	if l.notify == nil {
-		l.notify = make(chan struct{})
-	}
-	return l.notify
 }
 
 // readLimits applies Read's maxEntries and maxBytes (<= 0: no limit), always
@@ -782,9 +753,8 @@ func (l *Log) closedErr() error {
 	return l.err
 }
 
-// shut closes the log for good (store closed or topic deleted): waiters on
-// Notify wake up, every method returns why, files close once no reader
-// holds them.
+// shut closes the log for good (store closed or topic deleted): every
+// method returns why, files close once no reader holds them.
 func (l *Log) shut(why error) {
 	l.curMu.Lock()
 	defer l.curMu.Unlock()
@@ -798,7 +768,6 @@ func (l *Log) shut(why error) {
 		return
 	}
 	l.err = why
-	l.wake()
 	l.cache.reset(l.cache.first)
 	var idle []*segment
 	for _, sg := range l.segs {

@@ -372,14 +372,8 @@ func TestDeleteTopicThenCreateGetsLargerLedger(t *testing.T) {
 		appendN(t, l, 0, 20)
 		must(t, l.SaveCursor("sub", []byte("x")))
 		old := l.LedgerID()
-		wake := l.Notify()
 
 		must(t, s.DeleteTopic(tname))
-		select {
-		case <-wake:
-		default:
-			t.Fatal("DeleteTopic did not wake a Notify waiter")
-		}
 		if _, err := l.Read(0, 1, 0); !errors.Is(err, ErrDeleted) {
 			t.Fatalf("Read of a deleted topic: %v, want ErrDeleted", err)
 		}
@@ -413,39 +407,6 @@ func TestDeleteTopicThenCreateGetsLargerLedger(t *testing.T) {
 		if got := topic(t, s, tname).LedgerID(); got <= newer {
 			t.Fatalf("LedgerID after delete, reopen and create: %d, want above %d", got, newer)
 		}
-	})
-}
-
-func TestNotifyFiresOnAppend(t *testing.T) {
-	modes(t, func(t *testing.T, opts Options) {
-		l := topic(t, open(t, opts), tname)
-		ch := l.Notify()
-		select {
-		case <-ch:
-			t.Fatal("Notify fired before any Append")
-		default:
-		}
-		appended := make(chan error)
-		go func() {
-			_, err := l.Append(1, []byte("a"))
-			appended <- err
-		}()
-		select {
-		case <-ch:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Notify did not fire on Append")
-		}
-		must(t, <-appended)
-		ch2 := l.Notify()
-		select {
-		case <-ch2:
-			t.Fatal("the channel after an Append is already closed")
-		default:
-		}
-		if _, err := l.Append(2, nil); err != nil {
-			t.Fatal(err)
-		}
-		<-ch2
 	})
 }
 
@@ -492,7 +453,7 @@ func TestConcurrentReadersWithAppender(t *testing.T) {
 		l := topic(t, s, tname)
 		const total = 3000
 		var wg sync.WaitGroup
-		// Readers follow the tail with Notify; one of them starts late and
+		// Readers follow the tail by polling; one of them starts late and
 		// reads old segments while appends go on.
 		for r := range 4 {
 			wg.Go(func() {
@@ -501,7 +462,6 @@ func TestConcurrentReadersWithAppender(t *testing.T) {
 					<-waitFor(l, 1000)
 				}
 				for next < total {
-					wake := l.Notify()
 					ents, err := l.Read(next, 1+r*17, 2000)
 					if err != nil {
 						t.Error(err)
@@ -515,7 +475,7 @@ func TestConcurrentReadersWithAppender(t *testing.T) {
 						next++
 					}
 					if len(ents) == 0 {
-						<-wake
+						time.Sleep(pollGap)
 					}
 				}
 			})
@@ -533,17 +493,16 @@ func TestConcurrentReadersWithAppender(t *testing.T) {
 	})
 }
 
+// pollGap is how long a test reader at the tail waits before it reads again.
+const pollGap = 100 * time.Microsecond
+
 // waitFor returns a channel closed once the log holds n entries.
 func waitFor(l *Log, n uint64) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			wake := l.Notify()
-			if l.Next() >= n {
-				return
-			}
-			<-wake
+		for l.Next() < n {
+			time.Sleep(pollGap)
 		}
 	}()
 	return done
@@ -686,7 +645,6 @@ func TestTrimWhileReading(t *testing.T) {
 		wg.Go(func() {
 			next := uint64(0)
 			for next < total {
-				wake := l.Notify()
 				ents, err := l.Read(next, 5+r, 0)
 				if err != nil {
 					t.Error(err)
@@ -699,7 +657,7 @@ func TestTrimWhileReading(t *testing.T) {
 					}
 				}
 				if len(ents) == 0 {
-					<-wake
+					time.Sleep(pollGap)
 					continue
 				}
 				next = ents[len(ents)-1].ID + 1

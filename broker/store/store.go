@@ -259,8 +259,8 @@ func (s *Store) HasTopic(name string) bool {
 }
 
 // DeleteTopic removes a topic: its log and its cursors. The topic's open Log,
-// if any, returns ErrDeleted from then on, and its Notify channels close. A
-// topic created again under the same name gets a new, larger LedgerID.
+// if any, returns ErrDeleted from then on. A topic created again under the
+// same name gets a new, larger LedgerID.
 func (s *Store) DeleteTopic(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
