@@ -69,9 +69,9 @@ func (k *keyedBatches) reset() {
 // open batch, first sending every open batch when the message would take
 // them past MaxBytes or its key's batch past the broker's largest
 // message, and after it when MaxMessages or MaxBytes is reached. It
-// reports false, taking nothing, when the message can never fit an
-// entry.
-func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []byte, need int, size int64, done completer) bool {
+// returns the refusal of a message that can never fit an entry, taking
+// nothing.
+func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []byte, need int, size int64, done completer) error {
 	opts := &pp.p.opts.Batching
 	k := &pp.keyed
 	key := keyOf(f)
@@ -84,7 +84,7 @@ func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []by
 		b = pp.newBatchLocked(f)
 		if b.room+need > pp.maxMessageSize {
 			b.recycle()
-			return false
+			return pp.tooLargeLocked(len(payload))
 		}
 		// Most keys' batches stay small: start with what this message
 		// needs (a pooled buffer if there is one) and let it grow.
@@ -97,18 +97,13 @@ func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []by
 		k.order = append(k.order, b)
 	}
 	before := len(b.buf)
-	b.buf = pulsarwire.AppendSingleMessage(b.buf, f, payload)
-	pp.nextSeq++
-	b.n++
-	b.lastSeq = f.SequenceID
-	b.bytes += size
-	b.dones = append(b.dones, done)
+	pp.appendLocked(b, f, payload, size, done)
 	k.n++
 	k.bytes += len(b.buf) - before
 	if k.n >= opts.MaxMessages || k.bytes >= opts.MaxBytes {
 		pp.flushKeyedLocked()
 	}
-	return true
+	return nil
 }
 
 // flushKeyedLocked sends every open batch, oldest first.

@@ -145,73 +145,84 @@ func newPartProducer(p *Producer, topic string, partition int32) *partProducer {
 // add puts one message into the open batch, closing the batch when it is
 // full. The caller holds the message's share of the pending limits.
 func (pp *partProducer) add(m *Message, size int64, done completer) {
-	opts := pp.p.opts
 	f := pulsarwire.MessageFields{Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties}
 	if !m.EventTime.IsZero() {
 		f.EventTime = uint64(m.EventTime.UnixMilli())
 	}
 	pp.mu.Lock()
+	var err error
 	if pp.err != nil {
-		err := pp.err
-		pp.mu.Unlock()
-		pp.release(1, size)
-		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", pp.topic, err))
-		return
+		err = fmt.Errorf("publish to %s: %w", pp.topic, pp.err)
+	} else {
+		err = pp.addLocked(&f, m.Payload, size, done)
 	}
+	pp.mu.Unlock()
+	if err != nil {
+		pp.release(1, size)
+		done.complete(pulsarwire.MessageID{}, err)
+	}
+}
+
+// addLocked numbers f and puts it into the open batch (with ByKey, its
+// key's). It returns the refusal of a message no entry can hold, taking
+// nothing.
+func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, size int64, done completer) error {
+	opts := &pp.p.opts.Batching
 	f.SequenceID = pp.nextSeq
-	need := len(m.Payload)
+	need := len(payload)
 	if pp.batching {
-		need = pulsarwire.SingleMessageSize(&f, len(m.Payload))
+		need = pulsarwire.SingleMessageSize(f, len(payload))
 	}
 	if pp.byKey {
-		fits := pp.addKeyedLocked(&f, m.Payload, need, size, done)
-		pp.mu.Unlock()
-		if !fits {
-			pp.release(1, size)
-			done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %d bytes, the broker takes %d: %w",
-				pp.topic, len(m.Payload), pp.maxMessageSize, ErrMessageTooLarge))
-		}
-		return
+		return pp.addKeyedLocked(f, payload, need, size, done)
 	}
 	if b := pp.cur; b != nil {
 		used := len(b.buf) - b.room
-		if used+need > opts.Batching.MaxBytes || b.room+used+need > pp.maxMessageSize {
+		if used+need > opts.MaxBytes || b.room+used+need > pp.maxMessageSize {
 			pp.flushLocked()
 		}
 	}
 	b := pp.cur
 	if b == nil {
-		b = pp.startLocked(&f)
+		b = pp.newBatchLocked(f)
 		if b.room+need > pp.maxMessageSize {
-			pp.cur = nil
-			pp.putBuf(b.buf)
-			pp.mu.Unlock()
+			// Before taking a buffer or setting the clock for nothing.
 			b.recycle()
-			pp.release(1, size)
-			done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %d bytes, the broker takes %d: %w",
-				pp.topic, len(m.Payload), pp.maxMessageSize, ErrMessageTooLarge))
-			return
+			return pp.tooLargeLocked(len(payload))
 		}
+		pp.startLocked(b)
 	}
+	pp.appendLocked(b, f, payload, size, done)
+	if b.n >= opts.MaxMessages || len(b.buf)-b.room >= opts.MaxBytes {
+		pp.flushLocked()
+	}
+	return nil
+}
+
+// tooLargeLocked is the refusal of a payload of n bytes. The broker's
+// limit is read under the lock: connect sets it anew on each connection.
+func (pp *partProducer) tooLargeLocked(n int) error {
+	return fmt.Errorf("publish to %s: %d bytes, the broker takes %d: %w",
+		pp.topic, n, pp.maxMessageSize, ErrMessageTooLarge)
+}
+
+// appendLocked encodes f into batch b and counts it there.
+func (pp *partProducer) appendLocked(b *batch, f *pulsarwire.MessageFields, payload []byte, size int64, done completer) {
 	if pp.batching {
-		b.buf = pulsarwire.AppendSingleMessage(b.buf, &f, m.Payload)
+		b.buf = pulsarwire.AppendSingleMessage(b.buf, f, payload)
 	} else {
-		b.buf = append(b.buf, m.Payload...)
+		b.buf = append(b.buf, payload...)
 	}
 	pp.nextSeq++
 	b.n++
 	b.lastSeq = f.SequenceID
 	b.bytes += size
 	b.dones = append(b.dones, done)
-	if b.n >= opts.Batching.MaxMessages || len(b.buf)-b.room >= opts.Batching.MaxBytes {
-		pp.flushLocked()
-	}
-	pp.mu.Unlock()
 }
 
-// startLocked opens a batch whose first message is f.
-func (pp *partProducer) startLocked(f *pulsarwire.MessageFields) *batch {
-	b := pp.newBatchLocked(f)
+// startLocked makes b, fresh from newBatchLocked, the open batch: it
+// takes a buffer and sets the clock.
+func (pp *partProducer) startLocked(b *batch) {
 	if pp.batching {
 		b.buf = pp.getBuf(max(pp.bufSize(), b.room+4096))
 	} else {
@@ -222,7 +233,6 @@ func (pp *partProducer) startLocked(f *pulsarwire.MessageFields) *batch {
 	if pp.batching {
 		pp.timer.Reset(pp.p.opts.Batching.MaxDelay)
 	}
-	return b
 }
 
 // newBatchLocked returns a batch whose first message is f, without its

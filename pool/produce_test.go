@@ -323,6 +323,54 @@ func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
 	}
 }
 
+// A message too large for the broker is refused the same way while the
+// producer is being re-created on a new connection, which learns the
+// broker's limit anew (under -race: the refusal reads that limit under
+// the producer's lock).
+func TestTooLargeMessageIsRefusedWhileReconnecting(t *testing.T) {
+	for _, byKey := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one batch", true: "a batch per key"}[byKey], func(t *testing.T) {
+			tg := newTarget(t)
+			px := newProxies(t)
+			c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
+				Producer: ProducerOptions{Batching: BatchingOptions{ByKey: byKey}}})
+			topic := topicName(t)
+			ctx := testCtx(t, time.Minute)
+			p, err := c.Producer(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			big := Message{Payload: make([]byte, 6<<20), Key: "a"}
+			stop := make(chan struct{})
+			refused := make(chan error, 1)
+			go func() {
+				for {
+					select {
+					case <-stop:
+						refused <- nil
+						return
+					default:
+					}
+					if _, err := p.Send(ctx, big); !errors.Is(err, ErrMessageTooLarge) {
+						refused <- fmt.Errorf("6 MiB message: %v, want ErrMessageTooLarge", err)
+						return
+					}
+				}
+			}()
+			for i := 0; i < 3; i++ {
+				px.Cut()
+				if _, err := p.Send(ctx, Message{Payload: []byte("small"), Key: "a"}); err != nil {
+					t.Fatalf("after cut %d: %v", i, err)
+				}
+			}
+			close(stop)
+			if err := <-refused; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
 	tg := newTarget(t)
 	px := newProxies(t)
