@@ -483,9 +483,15 @@ func (pp *partProducer) reconnect() {
 	err := pp.c.Retry(pp.c.ctx, "re-create producer for "+pp.topic, pp.connect)
 	pp.mu.Lock()
 	pp.reconnecting = false
+	lost := err == nil && pp.conn == nil
 	pp.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrClosed) {
 		pp.p.fail(err)
+	}
+	if lost {
+		// The new connection closed before we got here, and its notice
+		// found us still reconnecting.
+		pp.startReconnect()
 	}
 }
 
