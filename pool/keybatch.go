@@ -112,11 +112,8 @@ func (pp *partProducer) flushKeyedLocked() {
 	if len(k.order) == 0 {
 		return
 	}
-	clear(k.byKey)
-	for i, b := range k.order {
-		k.order[i] = nil
+	for _, b := range k.order {
 		pp.sendLocked(b)
 	}
-	k.order = k.order[:0]
-	k.n, k.bytes = 0, 0
+	k.reset()
 }
