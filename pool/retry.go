@@ -114,10 +114,7 @@ func (r OperationRetries) do(ctx context.Context, name string, op func(ctx conte
 			return nil
 		}
 		if ctx.Err() != nil {
-			if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-				return fmt.Errorf("%s: %w", name, cause)
-			}
-			return fmt.Errorf("%s: %w (last error: %v)", name, ctx.Err(), err)
+			return ctxEnded(ctx, name, err)
 		}
 		if timedOut && errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: no answer in %s: %w", pulsarwire.ErrTimeout, r.Timeout, err)
@@ -139,10 +136,16 @@ func (r OperationRetries) do(ctx context.Context, name string, op func(ctx conte
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-				return fmt.Errorf("%s: %w", name, cause)
-			}
-			return fmt.Errorf("%s: %w (last error: %v)", name, ctx.Err(), err)
+			return ctxEnded(ctx, name, err)
 		}
 	}
+}
+
+// ctxEnded is op name's error once ctx ended: ctx's cause when it has one of
+// its own (the client closed), else ctx's error and the last try's.
+func ctxEnded(ctx context.Context, name string, last error) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("%s: %w", name, cause)
+	}
+	return fmt.Errorf("%s: %w (last error: %v)", name, ctx.Err(), last)
 }
