@@ -49,7 +49,8 @@ func setRequestID(cmd *pb.BaseCommand, id uint64) bool {
 	return true
 }
 
-// responseRequestID is the request id an answer refers to.
+// responseRequestID is the request id an answer refers to. (dispatch
+// handles ACK_RESPONSE itself.)
 func responseRequestID(cmd *pb.BaseCommand) (uint64, bool) {
 	switch cmd.GetType() {
 	case pb.BaseCommand_SUCCESS:
@@ -72,9 +73,6 @@ func responseRequestID(cmd *pb.BaseCommand) (uint64, bool) {
 		return cmd.GetGetOrCreateSchemaResponse().GetRequestId(), cmd.GetOrCreateSchemaResponse != nil
 	case pb.BaseCommand_CONSUMER_STATS_RESPONSE:
 		return cmd.GetConsumerStatsResponse().GetRequestId(), cmd.ConsumerStatsResponse != nil
-	case pb.BaseCommand_ACK_RESPONSE:
-		r := cmd.GetAckResponse()
-		return r.GetRequestId(), r != nil && r.RequestId != nil
 	}
 	return 0, false
 }

@@ -67,13 +67,6 @@ func withPort(h, port string) (string, error) {
 	return net.JoinHostPort(h, port), nil
 }
 
-func (u serviceURL) url(host string) string {
-	if u.tls {
-		return "pulsar+ssl://" + host
-	}
-	return "pulsar://" + host
-}
-
 // brokerAddr reads a broker URL from a lookup answer: its host:port and
 // whether it is a TLS listener.
 func brokerAddr(raw string) (hostPort string, isTLS bool, err error) {
