@@ -215,15 +215,43 @@ func (c *Conn) connectCommand() (*pb.BaseCommand, error) {
 	if c.key.physical != c.key.logical {
 		cmd.ProxyToBrokerUrl = proto.String(c.key.logical)
 	}
-	if tok := c.client.token; tok != nil {
-		t, err := tok()
-		if err != nil {
-			return nil, err
-		}
-		cmd.AuthMethodName = proto.String("token")
-		cmd.AuthData = []byte(t)
+	a, err := c.authData()
+	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		cmd.AuthMethodName, cmd.AuthData = a.AuthMethodName, a.AuthData
 	}
 	return pulsarwire.Wrap(cmd), nil
+}
+
+// authData is the client's credentials, nil without a token.
+func (c *Conn) authData() (*pb.AuthData, error) {
+	tok := c.client.token
+	if tok == nil {
+		return nil, nil
+	}
+	t, err := tok()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte(t)}, nil
+}
+
+// authResponse answers AUTH_CHALLENGE with fresh credentials.
+func (c *Conn) authResponse() (*pb.BaseCommand, error) {
+	a, err := c.authData()
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		a = &pb.AuthData{AuthMethodName: proto.String("none")}
+	}
+	return pulsarwire.Wrap(&pb.CommandAuthResponse{
+		ClientVersion:   proto.String(ClientVersion),
+		ProtocolVersion: proto.Int32(pulsarwire.ProtocolVersion),
+		Response:        a,
+	}), nil
 }
 
 // handshake sends CONNECT and waits for CONNECTED.
@@ -265,11 +293,13 @@ func (c *Conn) handshake(ctx context.Context, rd *pulsarwire.Reader) error {
 			}
 			return nil
 		case pb.BaseCommand_ERROR:
-			e := f.Cmd.GetError()
-			return pulsarwire.NewServerError(e.GetError(), e.GetMessage())
+			return responseError(f.Cmd)
 		case pb.BaseCommand_AUTH_CHALLENGE:
-			b, err := c.authResponse()
+			cmd, err := c.authResponse()
 			if err != nil {
+				return err
+			}
+			if b, err = pulsarwire.AppendCommand(b[:0], cmd); err != nil {
 				return err
 			}
 			if _, err := c.nc.Write(b); err != nil {
@@ -279,22 +309,6 @@ func (c *Conn) handshake(ctx context.Context, rd *pulsarwire.Reader) error {
 			return fmt.Errorf("broker answered CONNECT with %s: %w", f.Cmd.GetType(), pulsarwire.ErrCorrupt)
 		}
 	}
-}
-
-func (c *Conn) authResponse() ([]byte, error) {
-	r := &pb.CommandAuthResponse{
-		ClientVersion:   proto.String(ClientVersion),
-		ProtocolVersion: proto.Int32(pulsarwire.ProtocolVersion),
-		Response:        &pb.AuthData{AuthMethodName: proto.String("none")},
-	}
-	if tok := c.client.token; tok != nil {
-		t, err := tok()
-		if err != nil {
-			return nil, err
-		}
-		r.Response = &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte(t)}
-	}
-	return pulsarwire.AppendCommand(nil, pulsarwire.Wrap(r))
 }
 
 func (c *Conn) readLoop(rd *pulsarwire.Reader) {
@@ -342,12 +356,13 @@ func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
 		c.Send(pulsarwire.Wrap(&pb.CommandPong{}))
 	case pb.BaseCommand_PONG:
 	case pb.BaseCommand_AUTH_CHALLENGE:
-		b, err := c.authResponse()
+		r, err := c.authResponse()
+		if err == nil {
+			err = c.Send(r)
+		}
 		if err != nil {
 			c.close(fmt.Errorf("answer AUTH_CHALLENGE: %w", err))
-			return
 		}
-		c.writeRaw(b)
 	default:
 		if id, ok := responseRequestID(cmd); ok {
 			if !c.complete(id, cmd) {
@@ -489,18 +504,6 @@ func (c *Conn) writeFrame(frame []byte) bool {
 	c.wmu.Unlock()
 	c.kick()
 	return true
-}
-
-// writeRaw queues bytes that are copied.
-func (c *Conn) writeRaw(b []byte) {
-	c.wmu.Lock()
-	if !c.wclosed {
-		start := len(c.wq.small)
-		c.wq.small = append(c.wq.small, b...)
-		c.wq.addSmall(start)
-	}
-	c.wmu.Unlock()
-	c.kick()
 }
 
 func (c *Conn) kick() {
