@@ -253,14 +253,10 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	var err error
 	producers := c.allProducers()
-	for _, p := range producers {
-		if e := p.Flush(ctx); e != nil && err == nil {
-			err = fmt.Errorf("close: flush %s: %w", p.topic, e)
-		}
+	if p, e := flushAll(ctx, producers); e != nil {
+		err = fmt.Errorf("close: flush %s: %w", p.topic, e)
 	}
-	for _, p := range producers {
-		p.closeOnBroker(ctx)
-	}
+	closeOnBroker(ctx, producers)
 	c.mu.Lock()
 	c.cancel(ErrClosed)
 	var conns []*Conn

@@ -316,12 +316,24 @@ func (c *Client) PublishAsync(ctx context.Context, topic string, m Message, done
 // allows, until the broker acknowledged all messages published before the
 // call (or they failed).
 func (c *Client) Flush(ctx context.Context) error {
-	for _, p := range c.allProducers() {
-		if err := p.Flush(ctx); err != nil {
-			return err
+	_, err := flushAll(ctx, c.allProducers())
+	return err
+}
+
+// flushAll closes the open batches of every partition of ps, then waits
+// for them all: one round trip, not one per producer. It returns the
+// first producer still waiting when ctx ended, with Flush's error.
+func flushAll(ctx context.Context, ps []*Producer) (*Producer, error) {
+	marks := make([][]<-chan struct{}, len(ps))
+	for i, p := range ps {
+		marks[i] = p.flushMarks()
+	}
+	for i, p := range ps {
+		if err := p.waitFlushed(ctx, marks[i]); err != nil {
+			return p, err
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // completer is told a message's fate: its receipt or its error.
@@ -406,11 +418,21 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 // Flush sends the open batches now and waits, while ctx allows, until
 // every message published before the call was acknowledged (or failed).
 func (p *Producer) Flush(ctx context.Context) error {
+	return p.waitFlushed(ctx, p.flushMarks())
+}
+
+// flushMarks closes the open batch of every partition and returns
+// channels closed once what each had pending is done.
+func (p *Producer) flushMarks() []<-chan struct{} {
 	parts := p.partList()
 	marks := make([]<-chan struct{}, 0, len(parts))
 	for _, pp := range parts {
 		marks = append(marks, pp.flushMark())
 	}
+	return marks
+}
+
+func (p *Producer) waitFlushed(ctx context.Context, marks []<-chan struct{}) error {
 	for _, ch := range marks {
 		select {
 		case <-ch:
@@ -422,13 +444,17 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 func (p *Producer) closeOnBroker(ctx context.Context) {
+	closeOnBroker(ctx, []*Producer{p})
+}
+
+// closeOnBroker sends CLOSE_PRODUCER for every partition of ps at once
+// and waits, while ctx allows, for the answers.
+func closeOnBroker(ctx context.Context, ps []*Producer) {
 	var wg sync.WaitGroup
-	for _, pp := range p.partList() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pp.closeOnBroker(ctx)
-		}()
+	for _, p := range ps {
+		for _, pp := range p.partList() {
+			wg.Go(func() { pp.closeOnBroker(ctx) })
+		}
 	}
 	wg.Wait()
 }
