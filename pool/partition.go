@@ -52,18 +52,17 @@ type partProducer struct {
 
 // batch is a batch being filled, then a sent entry awaiting its receipt.
 type batch struct {
-	buf         []byte // room, then the messages (or the payload)
-	room        int
-	n           int
-	firstSeq    uint64
-	lastSeq     uint64
-	fields      pulsarwire.MessageFields // key and ordering key; all fields when not batching
-	publishTime uint64
-	started     time.Time
-	dones       []completer
-	bytes       int64 // payload bytes, held in the memory limit
-	frame       []byte
-	flushed     []chan struct{}
+	buf      []byte // room, then the messages (or the payload)
+	room     int
+	n        int
+	firstSeq uint64
+	lastSeq  uint64
+	fields   pulsarwire.MessageFields // key and ordering key; all fields when not batching
+	started  time.Time
+	dones    []completer
+	bytes    int64 // payload bytes, held in the memory limit
+	frame    []byte
+	flushed  []chan struct{}
 }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
@@ -249,7 +248,6 @@ func (pp *partProducer) newBatchLocked(f *pulsarwire.MessageFields) *batch {
 		ProducerName: pp.name, Batch: pp.batching, Message: b.fields,
 	})
 	b.started = time.Now()
-	b.publishTime = uint64(b.started.UnixMilli())
 	return b
 }
 
@@ -299,7 +297,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 		NumMessages:       int32(b.n),
 		Batch:             pp.batching,
 		ProducerName:      pp.name,
-		PublishTime:       b.publishTime,
+		PublishTime:       uint64(b.started.UnixMilli()),
 		Message:           b.fields,
 	}
 	if pp.byKey {

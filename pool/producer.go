@@ -150,11 +150,7 @@ func (c *Client) newProducer(ctx context.Context, name string) (*Producer, error
 		topic:   name,
 		opts:    opts,
 		pending: newLimiter(int64(opts.MaxPendingMessages)),
-		rr: roundRobin{
-			maxMessages: opts.Batching.MaxMessages,
-			maxBytes:    opts.Batching.MaxBytes,
-			maxDelay:    opts.Batching.MaxDelay,
-		},
+		rr:      roundRobin{opts: &opts.Batching},
 	}
 	var parts []*partProducer
 	if n == 0 {

@@ -49,9 +49,7 @@ func KeyPartition(key string, n int) int {
 // passed, then moves to the next. (The Java client switches on the clock
 // alone, every MaxDelay.)
 type roundRobin struct {
-	maxMessages int
-	maxBytes    int
-	maxDelay    time.Duration
+	opts *BatchingOptions
 
 	mu       sync.Mutex
 	cursor   int
@@ -65,7 +63,7 @@ func (r *roundRobin) next(size, n int) int {
 	defer r.mu.Unlock()
 	r.messages++
 	r.bytes += size
-	if r.messages > r.maxMessages || r.bytes > r.maxBytes || time.Since(r.since) > r.maxDelay {
+	if r.messages > r.opts.MaxMessages || r.bytes > r.opts.MaxBytes || time.Since(r.since) > r.opts.MaxDelay {
 		r.cursor++
 		r.messages, r.bytes, r.since = 1, size, time.Now()
 	}

@@ -79,7 +79,7 @@ func TestJavaStringHashMatchesJava(t *testing.T) {
 }
 
 func TestRoundRobinStaysForABatchThenMovesOn(t *testing.T) {
-	r := roundRobin{maxMessages: 3, maxBytes: 1 << 20, maxDelay: time.Hour}
+	r := roundRobin{opts: &BatchingOptions{MaxMessages: 3, MaxBytes: 1 << 20, MaxDelay: time.Hour}}
 	var got []int
 	for i := 0; i < 9; i++ {
 		got = append(got, r.next(10, 4))
@@ -87,7 +87,7 @@ func TestRoundRobinStaysForABatchThenMovesOn(t *testing.T) {
 	if got[0] != got[1] || got[1] != got[2] || got[3] == got[2] || got[3] != got[5] || got[6] == got[5] {
 		t.Fatalf("partitions %v: want runs of 3", got)
 	}
-	r = roundRobin{maxMessages: 1000, maxBytes: 25, maxDelay: time.Hour}
+	r = roundRobin{opts: &BatchingOptions{MaxMessages: 1000, MaxBytes: 25, MaxDelay: time.Hour}}
 	a, b, c := r.next(10, 3), r.next(10, 3), r.next(10, 3)
 	if a != b || c == b {
 		t.Fatalf("by bytes: %d %d %d", a, b, c)
