@@ -99,9 +99,12 @@ func (pp *partProducer) getBuf(n int) []byte {
 	return make([]byte, 0, n)
 }
 
-// putBuf pools a buffer of the usual size.
+// putBuf pools a buffer of the usual size. The bound comes from the
+// options alone: putBuf runs outside pp.mu (after receipts), where the
+// broker's maxMessageSize may be changing under a reconnect.
 func (pp *partProducer) putBuf(b []byte) {
-	if c := cap(b); c < 32<<10 || c > 2*pp.bufSize() {
+	mb := pp.p.opts.Batching.MaxBytes
+	if c := cap(b); c < 32<<10 || c > 2*(mb+mb/8+512) {
 		return
 	}
 	box, _ := boxes.Get().(*bufBox)
