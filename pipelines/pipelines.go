@@ -3,7 +3,7 @@
 // does no I/O and opens no connection; package runtime runs what it
 // describes.
 //
-// The types map one to one onto the YAML of a pipeline file (SPEC §8):
+// The types map one to one onto the YAML of a pipeline file (docs/contract.md §8):
 // every field carries the yaml (and json) name it has in the file,
 // durations are time.Duration (written "5s", "250ms" in YAML), and the
 // handler's config is free-form (map[string]any), handed to the plugin as
@@ -84,7 +84,7 @@ type Auth struct {
 }
 
 // OperationRetries says how an operation the broker answered with "not
-// now" is tried again (SPEC §3).
+// now" is tried again (docs/contract.md §3).
 type OperationRetries struct {
 	// Attempts in all; 0 (the default) means no limit, 1 no retries.
 	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty"`
@@ -150,7 +150,7 @@ const (
 	Earliest InitialPosition = "earliest"
 )
 
-// Source is the subscription a pipeline reads (SPEC §4).
+// Source is the subscription a pipeline reads (docs/contract.md §4).
 type Source struct {
 	// Topics to read, as one stream: full names
 	// (persistent://tenant/ns/name) or short ones ("orders" is
