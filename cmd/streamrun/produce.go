@@ -17,7 +17,6 @@ import (
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
 // produceFlags are the flags of `streamrun produce`.
@@ -126,19 +125,19 @@ func (f *produceFlags) options(fs *pflag.FlagSet) (pool.Options, pool.Message, e
 		}
 		m.Properties[k] = v
 	}
-	ct, ok := pb.CompressionType_value[strings.ToUpper(f.compression)]
-	if !ok {
+	ct, err := pool.ParseCompression(f.compression)
+	if err != nil {
 		return o, m, fmt.Errorf("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
 	}
 	if f.noBatching && f.batchByKey {
 		return o, m, errors.New("--batch-by-key and --no-batching exclude each other")
 	}
-	o, err := f.clientFlags.options()
+	o, err = f.clientFlags.options()
 	if err != nil {
 		return o, m, err
 	}
 	o.Producer = pool.ProducerOptions{
-		Compression: pb.CompressionType(ct),
+		Compression: ct,
 		Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
 	}
 	o.Logger = slog.New(slog.DiscardHandler)
