@@ -47,9 +47,9 @@ type Options struct {
 	// hangs stalls its instance. Default none.
 	LocalHandlers map[string]func() plugin.Handler
 
-	// WorkDir is where handlers given as a Go package are built. Default:
-	// a temporary directory, removed when Run returns.
-	WorkDir string
+	// Build says where handlers given as a Go package are built and
+	// cached (see BuildHandler). Default: BuildOptions' defaults.
+	Build BuildOptions
 
 	// Hooks are told what the host does, for metrics.
 	Hooks Hooks
