@@ -72,7 +72,11 @@ func (o BuildOptions) withDefaults() BuildOptions {
 // atomically, so hosts sharing a cache may build side by side.
 func BuildHandler(ctx context.Context, pkg string, opts BuildOptions) (Built, error) {
 	opts = opts.withDefaults()
-	hash, err := HashPackage(ctx, pkg, opts)
+	name, opts, err := localPackage(pkg, opts)
+	if err != nil {
+		return Built{}, err
+	}
+	hash, err := HashPackage(ctx, name, opts)
 	if err != nil {
 		return Built{}, err
 	}
@@ -93,7 +97,7 @@ func BuildHandler(ctx context.Context, pkg string, opts BuildOptions) (Built, er
 	tmp.Close()
 	defer os.Remove(tmpName) // gone after the rename; left by a failure
 	opts.Logger.Info("building the handler", "package", pkg, "hash", hash[:12])
-	if _, err := goCmd(ctx, opts, "build", "-o", tmpName, pkg); err != nil {
+	if _, err := goCmd(ctx, opts, "build", "-o", tmpName, name); err != nil {
 		return Built{}, err
 	}
 	if err := os.Rename(tmpName, bin); err != nil {
@@ -111,6 +115,10 @@ func BuildHandler(ctx context.Context, pkg string, opts BuildOptions) (Built, er
 // CGO_ENABLED.
 func HashPackage(ctx context.Context, pkg string, opts BuildOptions) (string, error) {
 	opts = opts.withDefaults()
+	pkg, opts, err := localPackage(pkg, opts)
+	if err != nil {
+		return "", err
+	}
 	env, err := goCmd(ctx, opts, "env", "GOVERSION", "GOOS", "GOARCH", "GOFLAGS", "CGO_ENABLED")
 	if err != nil {
 		return "", err
@@ -178,6 +186,30 @@ func HashPackage(ctx context.Context, pkg string, opts BuildOptions) (string, er
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// localPackage turns a package given as a directory (absolute, or
+// relative to opts.Dir) into "." built from that directory, so that the
+// go command finds the package's own module wherever the host runs.
+// Import paths are left to opts.Dir's module.
+func localPackage(pkg string, opts BuildOptions) (string, BuildOptions, error) {
+	rel := pkg == "." || pkg == ".." || strings.HasPrefix(pkg, "./") || strings.HasPrefix(pkg, "../")
+	if !rel && !filepath.IsAbs(pkg) {
+		return pkg, opts, nil
+	}
+	dir := pkg
+	if rel && opts.Dir != "" {
+		dir = filepath.Join(opts.Dir, pkg)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", opts, fmt.Errorf("package %s: %w", pkg, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", opts, fmt.Errorf("package %s: no such directory %s", pkg, dir)
+	}
+	opts.Dir = dir
+	return ".", opts, nil
 }
 
 type listedPackage struct {

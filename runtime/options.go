@@ -174,4 +174,8 @@ type Hooks struct {
 	BatchDone func(pipeline string, size int, took time.Duration)
 	// Restarted: an instance's plugin was restarted after cause.
 	Restarted func(pipeline string, instance int, cause error)
+	// Output: an output the handler asked for was published to topic (as
+	// the handler named it) and has its receipt (err == nil), or failed.
+	// It is called before the input it came from is acknowledged.
+	Output func(pipeline, topic string, err error)
 }
