@@ -212,11 +212,16 @@ func collect(t *testing.T, client *pool.Client, topic string) *outputs {
 	return o
 }
 
+// newClient connects to url. Its producers batch by key, as publishers
+// to topics read with KeyShared should: the broker dispatches an entry
+// whole, by its first key.
 func newClient(t *testing.T, url string) *pool.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := pool.New(ctx, pool.Options{ServiceURL: url})
+	o := pool.Options{ServiceURL: url}
+	o.Producer.Batching.ByKey = true
+	c, err := pool.New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,17 @@ func (l *loaded) poolOptions() pool.Options {
 	}
 }
 
+// keyShared reports whether a pipeline reads with a KeyShared
+// subscription.
+func (l *loaded) keyShared() bool {
+	for _, p := range l.pipelines {
+		if p.WithDefaults().Source.Type == pipelines.KeyShared {
+			return true
+		}
+	}
+	return false
+}
+
 // run runs the pipelines until ctx ends (or, with --until-drained, until
 // the input is processed) and returns the exit status.
 func (r *runner) run(ctx context.Context) int {
@@ -120,6 +131,11 @@ func (r *runner) run(ctx context.Context) int {
 	}
 
 	po := l.poolOptions()
+	if l.keyShared() {
+		// The broker dispatches an entry whole, by its first key: outputs
+		// (and --input) for KeyShared pipelines must not mix keys in one.
+		po.Producer.Batching.ByKey = true
+	}
 	po.Logger = r.log.With("component", "pool")
 	if po.ServiceURL == "" {
 		b, err := r.startBroker(ctx)
