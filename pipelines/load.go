@@ -154,6 +154,9 @@ func tooLarge(name string) *Error {
 // checkText refuses what is not text: invalid UTF-8, NUL bytes and other
 // control characters YAML does not allow, with the place of the first.
 func checkText(name string, data []byte) *Error {
+	if bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) {
+		return &Error{File: name, Line: 1, Col: 1, Msg: "UTF-16 text: save the file as UTF-8"}
+	}
 	line, col := 1, 1
 	for i := 0; i < len(data); {
 		r, size := utf8.DecodeRune(data[i:])
@@ -164,7 +167,7 @@ func checkText(name string, data []byte) *Error {
 		case r == 0:
 			bad = "NUL byte: a pipeline file is text, not binary"
 		case r < 0x20 && r != '\t' && r != '\n' && r != '\r', r == 0x7f:
-			bad = fmt.Sprintf("control character U+%04X is not allowed in YAML", r)
+			bad = fmt.Sprintf("control character U+%04X: a pipeline file is text (is this a binary file?)", r)
 		}
 		if bad != "" {
 			return &Error{File: name, Line: line, Col: col, Msg: bad}
@@ -217,11 +220,13 @@ func syntaxError(name string, data []byte, err error) *Error {
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
-	if parserProblem(msg) {
-		line++
-	}
 	lines := strings.Split(string(data), "\n")
-	for _, l := range []int{line, line - 1} {
+	if parserProblem(msg) {
+		// The parser names the line where the construct it was reading
+		// began (numbered from 0): find the line that breaks it.
+		line = max(line+1, breakingLine(lines, err.Error()))
+	}
+	for _, l := range []int{line, line + 1, line - 1} {
 		if l < 1 || l > len(lines) {
 			continue
 		}
@@ -236,7 +241,34 @@ func syntaxError(name string, data []byte, err error) *Error {
 		text := lines[line-1]
 		col = utf8.RuneCountInString(text[:len(text)-len(strings.TrimLeft(text, " "))]) + 1
 	}
+	if line >= 1 && line <= len(lines) && strings.Contains(lines[line-1], "${") && strings.ContainsAny(lines[line-1], "[{") {
+		msg += ` (in a [list] or {mapping} written on one line, quote a ${VAR}: "${VAR}")`
+	}
 	return &Error{File: name, Line: line, Col: col, Msg: "syntax: " + msg}
+}
+
+// breakingLine is the first line whose addition makes the file fail as
+// it does (found by bisection, so a few parses of the file at most); 0
+// when there is no such line.
+func breakingLine(lines []string, msg string) int {
+	fails := func(k int) bool {
+		var n yaml.Node
+		err := yaml.Unmarshal([]byte(strings.Join(lines[:k], "\n")), &n)
+		return err != nil && err.Error() == msg
+	}
+	lo, hi := 0, len(lines) // fails(hi); look for the first k that does
+	if !fails(hi) || fails(lo) {
+		return 0
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // resolve makes the file's relative paths start at dir. A Go package is
@@ -259,7 +291,7 @@ func (f *File) resolve(dir string) {
 		if strings.ContainsRune(h.Python, '/') || strings.ContainsRune(h.Python, filepath.Separator) {
 			file(&h.Python)
 		}
-		if isLocalPackage(h.Package) {
+		if isLocalPackage(h.Package) && !filepath.IsAbs(h.Package) {
 			p := filepath.Join(dir, h.Package)
 			if !filepath.IsAbs(p) {
 				p = "." + string(filepath.Separator) + p
