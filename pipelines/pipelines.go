@@ -43,6 +43,8 @@
 // errors in its own words and without the field's path.)
 package pipelines
 
+//go:generate go run ./internal/schemagen -src . -o ../docs/pipeline.schema.json
+
 import (
 	"os"
 	"time"
