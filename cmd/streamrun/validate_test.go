@@ -104,3 +104,15 @@ func mustAbs(t *testing.T, p string) string {
 	}
 	return a
 }
+
+// Every shipped example pipeline validates (CI runs this).
+func TestValidateAcceptsTheExamples(t *testing.T) {
+	examples, err := filepath.Glob("../../examples/pipelines/*.yaml")
+	if err != nil || len(examples) < 5 {
+		t.Fatalf("%d examples (%v)", len(examples), err)
+	}
+	code, stdout, stderr := runArgs(append([]string{"validate"}, examples...)...)
+	if code != 0 || strings.Count(stdout, ": ok (") != len(examples) {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
