@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -200,8 +201,12 @@ func TestRunSIGINTDrains(t *testing.T) {
 
 	dir := t.TempDir()
 	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, b.ServiceURL(), in, out, "shared", 20, 2, "5ms"))
-	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--shutdown-timeout", shutdown.String(), file)
+	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--shutdown-timeout", shutdown.String(), "--status-interval", "100ms", file)
 	waitFor(t, 2*time.Minute, "outputs to flow", func() bool { return outs.len() >= 1000 })
+	// Asked for, the status line comes though stderr is no terminal.
+	waitFor(t, time.Minute, "a status line", func() bool {
+		return regexp.MustCompile(`msg=status pipeline=tag received=\d+ acked=\d+ retried=0 dead_lettered=0 msg_per_s=\d+ instances_up=2/2`).MatchString(p.stderr.String())
+	})
 	if outs.len() >= n {
 		t.Fatalf("the run finished all %d before the signal; make it busier", n)
 	}
