@@ -53,23 +53,9 @@ const defaultRunDataDir = ".streamrun/data"
 const defaultStatusInterval = 10 * time.Second
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("streamrun run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var c runConfig
-	fs.BoolVar(&c.memory, "memory", false, "embedded broker: keep everything in memory (nothing survives the run)")
-	fs.StringVar(&c.dataDir, "data", "", "embedded broker: data directory (default "+defaultRunDataDir+")")
-	fs.StringVar(&c.listen, "broker-listen", "127.0.0.1:0", "embedded broker: address of its Pulsar port (port 0: a free one)")
-	fs.StringVar(&c.httpAddr, "broker-http", "127.0.0.1:0", `embedded broker: address of its admin API ("-": off)`)
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.DurationVar(&c.status, "status-interval", defaultStatusInterval, "log a status line per pipeline this often (0: never; default: on when stderr is a terminal)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", runtime.DefaultShutdownTimeout, "on SIGINT or SIGTERM, finish the work in hand within this; what is left goes back to the broker unacknowledged")
-	fs.StringVar(&c.handlerCache, "handler-cache", "", "where handlers given as a Go package are built and cached (default "+runtime.DefaultHandlerCacheDir()+")")
-	fs.StringVar(&c.input, "input", "", `publish each line of this file ("-": stdin) to --input-topic once the pipelines run`)
-	fs.StringVar(&c.inputTopic, "input-topic", "", "topic --input goes to (default: the source topic of the first pipeline)")
-	fs.StringVar(&c.keySep, "input-key-separator", "", `split each input line at the first of these: key, then payload (default "": no key)`)
-	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
-	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
+	fs := newRunFlags(&c)
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: streamrun run [flags] FILE...
 
@@ -133,6 +119,26 @@ Flags:
 	}
 	r := &runner{cfg: c, log: log, stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
 	return r.run(ctx)
+}
+
+// newRunFlags is `streamrun run`'s flag set, writing into c.
+func newRunFlags(c *runConfig) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("streamrun run", pflag.ContinueOnError)
+	fs.BoolVar(&c.memory, "memory", false, "embedded broker: keep everything in memory (nothing survives the run)")
+	fs.StringVar(&c.dataDir, "data", "", "embedded broker: data directory (default "+defaultRunDataDir+")")
+	fs.StringVar(&c.listen, "broker-listen", "127.0.0.1:0", "embedded broker: address of its Pulsar port (port 0: a free one)")
+	fs.StringVar(&c.httpAddr, "broker-http", "127.0.0.1:0", `embedded broker: address of its admin API ("-": off)`)
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.status, "status-interval", defaultStatusInterval, "log a status line per pipeline this often (0: never; default: on when stderr is a terminal)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", runtime.DefaultShutdownTimeout, "on SIGINT or SIGTERM, finish the work in hand within this; what is left goes back to the broker unacknowledged")
+	fs.StringVar(&c.handlerCache, "handler-cache", "", "where handlers given as a Go package are built and cached (default "+runtime.DefaultHandlerCacheDir()+")")
+	fs.StringVar(&c.input, "input", "", `publish each line of this file ("-": stdin) to --input-topic once the pipelines run`)
+	fs.StringVar(&c.inputTopic, "input-topic", "", "topic --input goes to (default: the source topic of the first pipeline)")
+	fs.StringVar(&c.keySep, "input-key-separator", "", `split each input line at the first of these: key, then payload (default "": no key)`)
+	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
+	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
+	return fs
 }
 
 // newLogger is the slog logger --log-format and --log-level ask for.
