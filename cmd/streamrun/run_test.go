@@ -241,3 +241,48 @@ func TestRunSIGINTDrains(t *testing.T) {
 		t.Errorf("no pipeline totals in the log")
 	}
 }
+
+// TestRunInputWithKeys feeds keyed lines through the quickstart pipeline
+// in this process and reads the printed outputs with their keys.
+func TestRunInputWithKeys(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(in, []byte("alice|hello\n\nbob|good day\nno key here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runArgs("run", "--memory", "--log-level", "warn", "--input", in, "--input-key-separator", "|",
+		"--until-drained", filepath.Join(repoRoot(t), "examples/pipelines/quickstart.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"quickstart-out [alice] HELLO\n",
+		"quickstart-out [bob] GOOD DAY\n",
+		"quickstart-out NO KEY HERE\n",
+		"streamrun: 3 messages in, 3 outputs printed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestRunHandlerThatDoesNotBuild is a runtime failure: exit 1, with the
+// compiler's words.
+func TestRunHandlerThatDoesNotBuild(t *testing.T) {
+	dir := t.TempDir()
+	writePipelineFile(t, dir, "go.mod", "module example.com/broken\n\ngo 1.22\n")
+	writePipelineFile(t, dir, "main.go", "package main\n\nfunc main() { return 1 }\n")
+	file := writePipelineFile(t, dir, "p.yaml", `
+pipelines:
+  - name: broken
+    source: {topics: [in], subscription: s}
+    handler: {package: ./}
+`)
+	code, out, errs := runArgs("run", "--memory", "--handler-cache", t.TempDir(), file)
+	if code != 1 || !strings.Contains(errs, "main.go:3") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the compiler's error", code, errs)
+	}
+	if !strings.Contains(out, "embedded broker started") {
+		t.Errorf("stdout: %q", out)
+	}
+}
