@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"reflect"
 	"strings"
 	"time"
 
@@ -33,8 +32,8 @@ type runner struct {
 // loaded is what the files say, checked and merged.
 type loaded struct {
 	// conn is the connection settings every file agrees on (ServiceURL
-	// "": the embedded broker); its Pipelines are nil.
-	conn pipelines.File
+	// "": the embedded broker).
+	conn connSettings
 	// pipelines of every file, in file order.
 	pipelines []pipelines.Pipeline
 	// fileOf names the file each pipeline comes from, by name.
@@ -63,10 +62,8 @@ func (r *runner) load() (*loaded, error) {
 			l.fileOf[p.Name] = path
 			l.pipelines = append(l.pipelines, p)
 		}
-		conn := *f
-		conn.Pipelines = nil
-		conn.Telemetry = pipelines.Telemetry{}
-		if reflect.DeepEqual(conn, pipelines.File{}) {
+		conn := connSettings{f.ServiceURL, f.TLS, f.Auth, f.OperationRetries}
+		if conn == (connSettings{}) {
 			continue // says nothing about the connection
 		}
 		if connFrom == "" {
@@ -75,7 +72,7 @@ func (r *runner) load() (*loaded, error) {
 		}
 		if conn.ServiceURL != l.conn.ServiceURL {
 			errs = append(errs, fmt.Errorf("%s: service_url %q differs from %q in %s: one run talks to one cluster", path, conn.ServiceURL, l.conn.ServiceURL, connFrom))
-		} else if !reflect.DeepEqual(conn, l.conn) {
+		} else if conn != l.conn {
 			errs = append(errs, fmt.Errorf("%s: tls, auth or operation_retries differ from %s: one run has one connection", path, connFrom))
 		}
 	}
@@ -83,6 +80,15 @@ func (r *runner) load() (*loaded, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// connSettings are the parts of a file that say how to reach the
+// cluster.
+type connSettings struct {
+	ServiceURL       string
+	TLS              pipelines.TLS
+	Auth             pipelines.Auth
+	OperationRetries pipelines.OperationRetries
 }
 
 // poolOptions are the client options the files' connection settings ask

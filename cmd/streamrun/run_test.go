@@ -139,6 +139,8 @@ func TestRunUsageErrors(t *testing.T) {
 	a := good("a.yaml", "pulsar://127.0.0.1:1", "one")
 	b := good("b.yaml", "pulsar://127.0.0.1:2", "two")
 	c := good("c.yaml", "", "one")
+	d := writePipelineFile(t, dir, "d.yaml", "service_url: pulsar://127.0.0.1:1\nauth: {token: abc}\n"+
+		"pipelines:\n  - name: four\n    source: {topics: [in], subscription: s}\n    handler: {plugin: /bin/true}\n")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -148,6 +150,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
 		{[]string{a, b}, "service_url"},
 		{[]string{a, c}, `pipeline "one" is also defined in`},
+		{[]string{a, d}, "tls, auth or operation_retries differ"},
 		{[]string{"--memory", "--data", dir, a}, "exclude each other"},
 		{[]string{"--until-drained", a}, "needs --input"},
 		{[]string{"--log-format", "xml", a}, "--log-format"},
