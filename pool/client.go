@@ -118,7 +118,7 @@ func (c *Client) RetryWith(ctx context.Context, r OperationRetries, name string,
 	defer cancel(nil)
 	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
 	defer stop()
-	return r.withDefaults().do(ctx, name, op, c.log)
+	return r.withDefaults().do(ctx, name, op, c.log, c.opts.OnRetry)
 }
 
 // spawn runs f in a goroutine the client waits for on Close; false when
