@@ -85,4 +85,3 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun 'streamrun help <command>' or 'streamrun <command> --help' for a command's flags.\n"+
 		"Exit status: 0 done, 1 failed, 2 bad usage.\n")
 }
-
