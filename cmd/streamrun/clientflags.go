@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -78,7 +79,7 @@ func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
 		},
 		OperationRetries: pool.OperationRetries{Attempts: f.retries},
 		Logger:           log,
-		OnRetry:          retryNotice(notice),
+		OnRetry:          retryNotice(notice, f.url),
 	}, nil
 }
 
@@ -133,16 +134,38 @@ func checkListen(flag, addr string) error {
 // retryNotice returns the pool's OnRetry callback for a command: one line
 // per retry at the default level, saying what failed, why, when the next
 // attempt is, and that --retries bounds it.
-func retryNotice(log *slog.Logger) func(pool.RetryEvent) {
+func retryNotice(log *slog.Logger, serviceURL string) func(pool.RetryEvent) {
 	if log == nil {
 		return nil
 	}
 	return func(e pool.RetryEvent) {
-		of := "no limit: --retries N bounds them"
+		of := "no limit; --retries N bounds them"
 		if e.Limit > 0 {
-			of = fmt.Sprintf("%d of %d, --retries", e.Attempt, e.Limit)
+			of = fmt.Sprintf("%d of %d, set by --retries", e.Attempt, e.Limit)
 		}
-		log.Info(fmt.Sprintf("%s: attempt %d failed: %v; next attempt in %s (attempts: %s)", e.Op, e.Attempt, e.Err, e.Delay, of),
-			"op", e.Op, "attempt", e.Attempt, "limit", e.Limit, "next_in", e.Delay, "err", e.Err.Error())
+		why := e.Err.Error()
+		if addr := advertisedElsewhere(e.Err, serviceURL); addr != "" {
+			why += fmt.Sprintf(" (the broker names %s for this topic, and this client cannot reach it: "+
+				"the broker's --advertised-host, or Apache Pulsar's advertisedAddress, must be a host clients reach)", addr)
+		}
+		log.Info(fmt.Sprintf("%s: attempt %d failed: %s; next attempt in %s (attempts: %s)", e.Op, e.Attempt, why, e.Delay, of),
+			"attempt", e.Attempt, "limit", e.Limit, "next_in", e.Delay.String())
 	}
+}
+
+// advertisedElsewhere returns the address a failed connection was for,
+// when it is not one of the service URL's: a broker address from a
+// lookup answer.
+func advertisedElsewhere(err error, serviceURL string) string {
+	var ce *pool.ConnectError
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	_, hosts, _ := strings.Cut(serviceURL, "://")
+	for _, h := range strings.Split(strings.TrimSuffix(hosts, "/"), ",") {
+		if h == ce.Addr || strings.HasPrefix(ce.Addr, h+":") {
+			return ""
+		}
+	}
+	return ce.Addr
 }
