@@ -144,11 +144,14 @@ func (l *logFlags) logger(w io.Writer, level slog.Leveler) (*slog.Logger, error)
 	return nil, usagef("--log-format %q: want text or json", l.format)
 }
 
-// plural is "1 message", "2 messages": n with noun, an s added unless n
-// is 1.
+// plural is "1 message", "2 messages", "3 entries": n with noun, made
+// plural unless n is 1.
 func plural(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if stem, ok := strings.CutSuffix(noun, "y"); ok && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "o") {
+		return fmt.Sprintf("%d %sies", n, stem)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -27,6 +27,7 @@ func commands() []command {
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
+		{"topics", "administer topics over the admin REST API", runTopics},
 		{"version", "print the version, commit and Go version", runVersion},
 	}
 }
