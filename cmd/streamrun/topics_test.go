@@ -201,4 +201,3 @@ func publishIDs(t *testing.T, url, topic string, n int) []pulsarwire.MessageID {
 	}
 	return ids
 }
-
