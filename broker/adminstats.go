@@ -109,18 +109,27 @@ func (t *topic) stats() topicStats {
 		st.Publishers = append(st.Publishers, ps)
 	}
 	t.mu.Unlock()
-	entries := t.log.Next() - t.log.First()
+	entrySize := t.averageEntrySize()
 	for _, s := range t.subscriptions() {
 		ss := s.stats(now)
-		if entries > 0 {
-			// Pulsar estimates it too: here, the backlog's share of the
-			// stored bytes.
-			ss.BacklogSize = st.StorageSize * ss.MsgBacklog / int64(entries)
-		}
+		// Apache Pulsar estimates it too.
+		ss.BacklogSize = int64(entrySize * float64(ss.MsgBacklog))
 		st.BacklogSize = max(st.BacklogSize, ss.BacklogSize)
 		st.Subscriptions[s.name] = ss
 	}
 	return st
+}
+
+// averageEntrySize is the mean size of the entries published since the
+// topic loaded or, before any, of those stored (record headers included).
+func (t *topic) averageEntrySize() float64 {
+	if n := t.in.entries.Load(); n > 0 {
+		return float64(t.in.bytes.Load()) / float64(n)
+	}
+	if n := t.log.Next() - t.log.First(); n > 0 {
+		return float64(t.log.Size()) / float64(n)
+	}
+	return 0
 }
 
 func (s *subscription) stats(now time.Time) subscriptionStats {

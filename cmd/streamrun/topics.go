@@ -199,7 +199,7 @@ func (f *topicsFlags) admin() (*adminClient, error) {
 	if err != nil {
 		return nil, usagef("--token: %v", err)
 	}
-	return &adminClient{base: strings.TrimSuffix(f.adminURL, "/"), token: tok, timeout: f.timeout, http: &http.Client{}}, nil
+	return &adminClient{base: strings.TrimSuffix(f.adminURL, "/"), token: tok, timeout: f.timeout, http: httpClient()}, nil
 }
 
 // readToken resolves "file:PATH" and "env:VAR" as the client flags do.
@@ -217,6 +217,10 @@ func readToken(s string) (string, error) {
 	}
 	return strings.TrimPrefix(s, "token:"), nil
 }
+
+// httpClient is the admin API's HTTP client: the default transport, no
+// redirects followed silently beyond net/http's.
+func httpClient() *http.Client { return &http.Client{} }
 
 // adminClient makes admin REST requests.
 type adminClient struct {
