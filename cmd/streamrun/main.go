@@ -28,6 +28,7 @@ func commands() []command {
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
 		{"topics", "administer topics over the admin REST API", runTopics},
+		{"validate", "check pipeline files without a broker", runValidate},
 		{"version", "print the version, commit and Go version", runVersion},
 	}
 }
