@@ -126,6 +126,8 @@ func TestUsageErrorsHaveOneShape(t *testing.T) {
 		{"version", "extra"},
 		{"version", "-o", "yaml"},
 		{"version", "--nope"},
+		{"health", "--timeout", "0s"},
+		{"health", "extra"},
 	} {
 		code, stdout, stderr := runArgs(args...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
@@ -146,7 +148,7 @@ func TestUsageErrorsHaveOneShape(t *testing.T) {
 
 // conventionCommands are the commands that follow cli.go's conventions
 // (run and validate adopt them when they move to cmdIO).
-var conventionCommands = []string{"broker", "produce", "consume", "topics", "version"}
+var conventionCommands = []string{"broker", "produce", "consume", "topics", "health", "version"}
 
 // streamrun help CMD is CMD --help, on stdout, for every command;
 // version --help works too.
@@ -322,5 +324,17 @@ func TestBrokerWithoutHTTPHasNoAdminURL(t *testing.T) {
 	}
 	if code := r.stop(); code != 0 || !strings.Contains(r.stderr.String(), "streamrun broker: interrupted") {
 		t.Fatalf("exit %d: %s", code, r.stderr.String())
+	}
+}
+
+// health answers 0 for a broker's health endpoint and 1 for a port
+// nothing listens on.
+func TestHealth(t *testing.T) {
+	c := brokertest.Start(t)
+	if code, out, errs := runArgs("health", "--url", c.AdminURL()+"/admin/v2/brokers/health"); code != 0 || !strings.HasPrefix(out, "healthy: ") {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	if code, _, errs := runArgs("health", "--url", "http://"+closedPort(t)+"/"); code != 1 || !strings.HasPrefix(errs, "streamrun health: ") {
+		t.Fatalf("closed port: exit %d: %s", code, errs)
 	}
 }

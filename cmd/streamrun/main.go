@@ -27,6 +27,7 @@ func commands() []command {
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
+		{"health", "check an HTTP health endpoint (container health checks)", runHealth},
 		{"topics", "administer topics over the admin REST API", runTopics},
 		{"validate", "check pipeline files without a broker", runValidate},
 		{"version", "print the version, commit and Go version", runVersion},

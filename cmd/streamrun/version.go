@@ -9,10 +9,11 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// mainVersion is set at link time by release builds
-// (-ldflags "-X main.mainVersion=v1.2.3", see scripts/build-release);
-// otherwise the module version from the build info is used.
-var mainVersion string
+// mainVersion and mainCommit are set at link time by release builds
+// (-ldflags "-X main.mainVersion=v1.2.3 -X main.mainCommit=...", see
+// scripts/build-release), which may have no VCS information (a Docker
+// build context without .git); otherwise the build info's are used.
+var mainVersion, mainCommit string
 
 // buildVersion is what `streamrun version` reports.
 type buildVersion struct {
@@ -42,6 +43,9 @@ func readVersion() buildVersion {
 	}
 	if mainVersion != "" {
 		v.Version = mainVersion
+	}
+	if mainCommit != "" {
+		v.Commit = mainCommit
 	}
 	return v
 }
