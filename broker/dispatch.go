@@ -113,7 +113,7 @@ func (s *subscription) readRound(p roundPlan) (roundRead, error) {
 // now; s.mu held.
 func (s *subscription) sendReplayed(d dispatcher, r roundRead, blocked map[int32]bool) bool {
 	for _, id := range r.missing {
-		s.removeReplay(id)
+		s.unqueue(id)
 	}
 	progress := len(r.missing) > 0
 	for _, e := range r.replayed {
@@ -121,7 +121,7 @@ func (s *subscription) sendReplayed(d dispatcher, r roundRead, blocked map[int32
 			continue
 		}
 		if s.isAcked(e.ID) {
-			s.removeReplay(e.ID)
+			s.unqueue(e.ID)
 			continue
 		}
 		info := entryOf(e)
@@ -132,7 +132,7 @@ func (s *subscription) sendReplayed(d dispatcher, r roundRead, blocked map[int32
 			}
 			continue
 		}
-		s.removeReplay(e.ID)
+		s.unqueue(e.ID)
 		s.deliver(c, e, info, hash)
 		progress = true
 	}
@@ -192,11 +192,6 @@ func (s *subscription) delay(d dispatcher, e store.Entry, info entryInfo) bool {
 	s.delayed[e.ID] = delayedEntry{at: info.deliverAt, hash: h}
 	s.readPos = e.ID + 1
 	return true
-}
-
-// isAcked reports whether entry id is acknowledged; s.mu held.
-func (s *subscription) isAcked(id uint64) bool {
-	return id < s.markDelete || s.acked.contains(id)
 }
 
 func (s *subscription) readFailed(err error) bool {

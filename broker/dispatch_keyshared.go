@@ -53,3 +53,5 @@ func (keyShared) setAside(s *subscription, e store.Entry, hash int32) bool {
 func (keyShared) delays(info entryInfo) (bool, int32) { return true, stickyKeyHash(info.key) }
 
 func (keyShared) newRound() map[int32]bool { return map[int32]bool{} }
+
+func (keyShared) ordered() bool { return false }

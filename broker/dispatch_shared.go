@@ -37,3 +37,5 @@ func (shared) setAside(*subscription, store.Entry, int32) bool { return false }
 func (shared) delays(entryInfo) (bool, int32) { return true, -1 }
 
 func (shared) newRound() map[int32]bool { return nil }
+
+func (shared) ordered() bool { return false }

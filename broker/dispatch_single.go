@@ -33,3 +33,5 @@ func (singleActive) setAside(*subscription, store.Entry, int32) bool { return fa
 func (singleActive) delays(entryInfo) (bool, int32) { return false, -1 }
 
 func (singleActive) newRound() map[int32]bool { return nil }
+
+func (singleActive) ordered() bool { return true }

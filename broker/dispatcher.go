@@ -40,6 +40,10 @@ type dispatcher interface {
 	// newRound returns the blocked set of a round (nil when the kind has
 	// none).
 	newRound() map[int32]bool
+	// ordered says whether the kind keeps the topic's order for its one
+	// active consumer: only then is a cumulative ack allowed, and, as
+	// Apache Pulsar, a redelivery is not counted.
+	ordered() bool
 }
 
 // dispatcherOf is the dispatcher of a subscription of type typ.
