@@ -66,11 +66,17 @@ func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
 		t.Fatal(err)
 	}
-	if pbRes.Seq != 9 || len(pbRes.Results) != 4 || pbRes.Results[1].RetryDelayMs != 1500 ||
-		pbRes.Results[1].Outcome != pb.Outcome_OUTCOME_RETRY || pbRes.Results[3].Index != 3 ||
-		pbRes.Results[0].Outputs[0].Properties["x"] != "y" || pbRes.Results[0].Outputs[0].EventTimeMs != 7 ||
-		pbRes.Results[0].Outputs[1].Topic != "o2" || pbRes.Results[2].Reason != "no" {
-		t.Fatalf("protobuf read %v", &pbRes)
+	want := &pb.BatchResult{Seq: 9}
+	for i, r := range res {
+		pr := &pb.Result{Index: uint32(i), Outcome: outcomeToPB[r.Outcome], RetryDelayMs: r.RetryDelay.Milliseconds(), Reason: r.Reason}
+		for _, o := range r.Outputs {
+			pr.Outputs = append(pr.Outputs, &pb.Output{Topic: o.Topic, Key: o.Key, OrderingKey: o.OrderingKey,
+				Properties: o.Properties, Payload: o.Payload, EventTimeMs: wire.Millis(o.EventTime)})
+		}
+		want.Results = append(want.Results, pr)
+	}
+	if !proto.Equal(&pbRes, want) {
+		t.Fatalf("protobuf read\n%v\nwant\n%v", &pbRes, want)
 	}
 
 	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
