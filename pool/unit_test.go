@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
 
@@ -108,10 +109,10 @@ func TestLimiterBlocksInOrderAndHonoursContexts(t *testing.T) {
 	}
 	done := make(chan struct{}, 2)
 	go func() { l.acquire(ctx, 5); done <- struct{}{} }()
-	eventually(t, time.Second, "first waiter", func() bool { return l.blocked() == 1 })
+	brokertest.Eventually(t, time.Second, "first waiter", func() bool { return l.blocked() == 1 })
 	// 1 would fit, but it waits its turn behind the 5.
 	go func() { l.acquire(ctx, 1); done <- struct{}{} }()
-	eventually(t, time.Second, "second waiter", func() bool { return l.blocked() == 2 })
+	brokertest.Eventually(t, time.Second, "second waiter", func() bool { return l.blocked() == 2 })
 	l.release(8)
 	<-done
 	<-done
