@@ -223,8 +223,14 @@ func syntaxError(name string, data []byte, err error) *Error {
 	lines := strings.Split(string(data), "\n")
 	if parserProblem(msg) {
 		// The parser names the line where the construct it was reading
-		// began (numbered from 0): find the line that breaks it.
-		line = max(line+1, breakingLine(lines, err.Error()))
+		// began (numbered from 0): find the line that breaks it, in a file
+		// small enough to parse a few more times.
+		line++
+		if len(data) <= bisectLimit {
+			line = max(line, breakingLine(lines, err.Error()))
+		} else {
+			msg += " (in what starts on this line)"
+		}
 	}
 	for _, l := range []int{line, line + 1, line - 1} {
 		if l < 1 || l > len(lines) {
@@ -246,6 +252,10 @@ func syntaxError(name string, data []byte, err error) *Error {
 	}
 	return &Error{File: name, Line: line, Col: col, Msg: "syntax: " + msg}
 }
+
+// bisectLimit is the largest file in which a syntax error is looked for
+// by parsing prefixes (about 16 parses of at most this much).
+const bisectLimit = 64 << 10
 
 // breakingLine is the first line whose addition makes the file fail as
 // it does (found by bisection, so a few parses of the file at most); 0

@@ -310,3 +310,25 @@ func TestHostileInputCostsLittleMemory(t *testing.T) {
 		}
 	}
 }
+
+// Load reads no more of a file than the limit allows: a 1 GiB file costs
+// what a 1 MiB one does.
+func TestLoadReadsAtMostTheLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	f, err := os.Create(path)
+	must(t, err)
+	must(t, f.Truncate(1<<30)) // sparse: no disk used
+	must(t, f.Close())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = pipelines.Load(path, env(nil))
+	runtime.ReadMemStats(&after)
+	var e *pipelines.Error
+	if !errors.As(err, &e) || e.Line != 1 || !strings.Contains(e.Msg, "larger than 1048576 bytes") {
+		t.Fatalf("error %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Errorf("allocated %d MiB to refuse it", alloc>>20)
+	}
+}
