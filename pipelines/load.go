@@ -291,6 +291,9 @@ func (f *File) resolve(dir string) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
+	if spec, ok := strings.CutPrefix(f.Auth.Token, "file:"); ok && !strings.HasPrefix(spec, "//") && spec != "" && !filepath.IsAbs(spec) {
+		f.Auth.Token = "file:" + filepath.Join(dir, spec)
+	}
 	file(&f.TLS.CAFile)
 	file(&f.TLS.CertFile)
 	file(&f.TLS.KeyFile)

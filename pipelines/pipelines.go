@@ -90,7 +90,9 @@ type TLS struct {
 // Auth configures authentication.
 type Auth struct {
 	// Token for Pulsar's token authentication: the token itself,
-	// "file:PATH" or "env:VAR". Default "": none.
+	// "file:PATH" (read at every connect; a relative path starts at the
+	// pipeline file's directory) or "env:VAR" (read when connecting, so
+	// the secret stays out of the file). Default "": none.
 	Token string `yaml:"token,omitempty" json:"token,omitempty"`
 }
 
