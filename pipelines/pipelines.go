@@ -3,11 +3,11 @@
 // reads one (Load, Parse). It opens no connection; package runtime runs
 // what it describes. docs/pipelines.md documents the format.
 //
-// The types map one to one onto the YAML of a pipeline file: every field
-// carries the yaml (and json) name it has in the file, durations are
-// time.Duration (written "5s", "250ms" in YAML), and the handler's config
-// is free-form (map[string]any), handed to the plugin as JSON. A file
-// looks like
+// The types map one to one onto the YAML of a pipeline file
+// (docs/contract.md §8): every field carries the yaml (and json) name it
+// has in the file, durations are time.Duration (written "5s", "250ms" in
+// YAML), and the handler's config is free-form (map[string]any), handed
+// to the plugin as JSON. A file looks like
 //
 //	service_url: pulsar://127.0.0.1:6650
 //	pipelines:

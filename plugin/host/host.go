@@ -1,4 +1,4 @@
-package plugin
+package host
 
 import (
 	"context"
@@ -16,7 +16,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
 )
 
 // ClientOptions says how the host starts one plugin instance. Only Path is
@@ -45,14 +48,14 @@ type ClientOptions struct {
 	// is separate). Default 30s.
 	StartTimeout time.Duration
 	// MaxMessageSize is the largest gRPC message (a batch, or its results)
-	// sent or accepted. Default DefaultMaxMessageSize (64 MiB); the plugin
-	// side has the same default.
+	// sent or accepted. Default plugin.DefaultMaxMessageSize (64 MiB); the
+	// plugin side has the same default (plugin.ServeOptions).
 	MaxMessageSize int
 }
 
 // Instance is one running plugin process, seen from the host. Its methods
 // are safe for concurrent use; the plugin works on as many batches at once
-// as its ServeOptions.Concurrency allows (default one) and queues the rest.
+// as its plugin.ServeOptions.Concurrency allows (default one) and queues the rest.
 //
 // What a failed call means:
 //
@@ -81,12 +84,24 @@ type Instance struct {
 	stopOnce sync.Once
 }
 
+// hostConn is the host's client: the generated one for Init and Close;
+// batches go on the Batches stream opened on conn (stream.go).
+type hostConn struct {
+	pb.HandlerClient
+	conn *grpc.ClientConn
+}
+
+// dial makes the host's client of go-plugin's connection to the plugin.
+func dial(c *grpc.ClientConn) any {
+	return &hostConn{HandlerClient: pb.NewHandlerClient(c), conn: c}
+}
+
 // Start starts a plugin process, checks the handshake (cookie, contract
 // version, mTLS) and connects to it. It does not call Init. ctx bounds the
 // start, as does StartTimeout.
 func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	if opts.Path == "" {
-		return nil, errors.New("plugin: ClientOptions.Path is required")
+		return nil, errors.New("plugin host: ClientOptions.Path is required")
 	}
 	if opts.Name == "" {
 		opts.Name = filepath.Base(opts.Path)
@@ -98,7 +113,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		opts.StartTimeout = 30 * time.Second
 	}
 	if opts.MaxMessageSize <= 0 {
-		opts.MaxMessageSize = DefaultMaxMessageSize
+		opts.MaxMessageSize = contract.DefaultMaxMessageSize
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("plugin %s: start: %w", opts.Name, err)
@@ -113,22 +128,22 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
-	env := append(append([]string(nil), opts.Env...), envLogLevel+"="+lowestLevel(log).String())
+	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String())
 	size := opts.MaxMessageSize
 	client := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  handshake,
-		VersionedPlugins: pluginSets(nil),
+		HandshakeConfig:  contract.Handshake(),
+		VersionedPlugins: contract.PluginSets(contract.Version, &contract.GRPCPlugin{Dial: dial}),
 		RunnerFunc:       proc.runnerFunc(env),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     opts.StartTimeout,
-		Logger:           newHCLog(log),
+		Logger:           contract.NewHCLog(log),
 		SyncStdout:       newLineWriter(log, "stdout"),
 		SyncStderr:       newLineWriter(log, "stderr"),
 		GRPCDialOptions: []grpc.DialOption{
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size),
-				grpc.ForceCodecV2(newCodec())),
-			grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+				grpc.ForceCodecV2(wire.NewCodec())),
+			grpc.WithInitialWindowSize(contract.WindowSize), grpc.WithInitialConnWindowSize(contract.WindowSize),
 		},
 	})
 	inst := &Instance{name: name, log: log, opts: opts, client: client, proc: proc}
@@ -144,7 +159,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 			done <- dialed{err: err}
 			return
 		}
-		raw, err := cp.Dispense(pluginKey)
+		raw, err := cp.Dispense(contract.PluginKey)
 		if err != nil {
 			done <- dialed{err: err}
 			return
@@ -211,7 +226,7 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 		Config:          config,
 		Pipeline:        i.opts.Pipeline,
 		InstanceId:      i.opts.InstanceID,
-		ContractVersion: ContractVersion,
+		ContractVersion: contract.Version,
 	})
 	if err == nil {
 		return nil
@@ -230,7 +245,7 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 // gets an error naming it and the message (ErrBadResponse), never a panic.
 // A handler that failed the whole batch comes back as every message
 // retried, with the handler's error as reason.
-func (i *Instance) Process(ctx context.Context, batch []*Message) ([]Result, error) {
+func (i *Instance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
 	if i.stopping.Load() {
 		return nil, ErrClosed
 	}
@@ -288,7 +303,7 @@ func (i *Instance) closeStream() {
 const crashWait = 5 * time.Second
 
 // callError classifies a failed call (see Instance).
-func (i *Instance) callError(ctx context.Context, op string, batch []*Message, err error) error {
+func (i *Instance) callError(ctx context.Context, op string, batch []*plugin.Message, err error) error {
 	if i.stopping.Load() {
 		return fmt.Errorf("plugin %s: %s: %w", i.name, op, ErrClosed)
 	}
@@ -296,7 +311,7 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 	crash := &CrashError{Plugin: i.name, Pid: i.proc.pid, Index: -1}
 	var p *pb.Panic
 	if st.Code() == codes.Aborted {
-		p = panicDetail(st)
+		p = contract.PanicDetail(st)
 	}
 	switch {
 	case p != nil:
@@ -332,17 +347,8 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*Message, e
 	return crash
 }
 
-func panicDetail(st *status.Status) *pb.Panic {
-	for _, d := range st.Details() {
-		if p, ok := d.(*pb.Panic); ok {
-			return p
-		}
-	}
-	return nil
-}
-
 // decodeResults checks and converts the plugin's answer to a batch.
-func (i *Instance) decodeResults(batch []*Message, resp *wireResultsIn) ([]Result, error) {
+func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]plugin.Result, error) {
 	bad := func(idx int, format string, args ...any) error {
 		e := &ResponseError{Plugin: i.name, Index: idx, Problem: fmt.Sprintf(format, args...)}
 		if idx >= 0 {
@@ -353,7 +359,7 @@ func (i *Instance) decodeResults(batch []*Message, resp *wireResultsIn) ([]Resul
 	if len(resp.res) != len(batch) {
 		return nil, bad(-1, "%d results for a batch of %d messages", len(resp.res), len(batch))
 	}
-	out := make([]Result, len(batch))
+	out := make([]plugin.Result, len(batch))
 	seen := make([]bool, len(batch))
 	for j := range resp.res {
 		r := &resp.res[j]
@@ -373,11 +379,11 @@ func (i *Instance) decodeResults(batch []*Message, resp *wireResultsIn) ([]Resul
 		if r.delayMs < 0 {
 			return nil, bad(idx, "negative retry delay %dms", r.delayMs)
 		}
-		res := Result{Outcome: o, Reason: r.reason}
-		if o == OutcomeRetry {
+		res := plugin.Result{Outcome: o, Reason: r.reason}
+		if o == plugin.OutcomeRetry {
 			res.RetryDelay = time.Duration(r.delayMs) * time.Millisecond
 		}
-		if o == OutcomeAck && len(r.outputs) > 0 {
+		if o == plugin.OutcomeAck && len(r.outputs) > 0 {
 			for k := range r.outputs {
 				if r.outputs[k].Topic == "" {
 					return nil, bad(idx, "output %d has no topic", k)

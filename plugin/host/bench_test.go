@@ -1,4 +1,4 @@
-package plugin
+package host
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamrun/streamrun/plugin"
 )
 
 // BenchmarkProcess measures a Process round trip to a plugin process (the
@@ -25,7 +27,7 @@ func BenchmarkProcess(b *testing.B) {
 // (ProcessLocal), the baseline for BenchmarkProcess.
 func BenchmarkProcessLocal(b *testing.B) {
 	h := &testHandler{mode: "echo"}
-	benchBatches(b, 0, func(ctx context.Context, batch []*Message) ([]Result, error) {
+	benchBatches(b, 0, func(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
 		return ProcessLocal(ctx, h, batch)
 	})
 }
@@ -33,13 +35,13 @@ func BenchmarkProcessLocal(b *testing.B) {
 // benchBatches runs process over batches; pid is the plugin's process, 0
 // for none. cpu-µs/msg is the CPU time of the test process and of the
 // plugin's, per message.
-func benchBatches(b *testing.B, pid int, process func(context.Context, []*Message) ([]Result, error)) {
+func benchBatches(b *testing.B, pid int, process func(context.Context, []*plugin.Message) ([]plugin.Result, error)) {
 	payload := strings.Repeat("p", 100)
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
-			batch := make([]*Message, n)
+			batch := make([]*plugin.Message, n)
 			for i := range batch {
-				batch[i] = &Message{
+				batch[i] = &plugin.Message{
 					ID:          fmt.Sprintf("1:%d:-1:-1", i),
 					Topic:       "persistent://public/default/bench",
 					Key:         fmt.Sprintf("key-%d", i%16),

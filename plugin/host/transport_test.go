@@ -1,4 +1,4 @@
-package plugin
+package host
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 )
 
@@ -27,7 +28,7 @@ func TestAStrangerCannotTalkToAPlugin(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = pb.NewHandlerClient(conn).Init(ctx, &pb.InitRequest{ContractVersion: ContractVersion})
+	_, err = pb.NewHandlerClient(conn).Init(ctx, &pb.InitRequest{ContractVersion: plugin.ContractVersion})
 	if err == nil {
 		t.Fatal("a client without the host's certificate was served")
 	}

@@ -1,4 +1,4 @@
-package plugin
+package host
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamrun/streamrun/plugin"
 )
 
 func TestUppercaseRoundTrip(t *testing.T) {
@@ -29,7 +31,7 @@ func TestUppercaseRoundTrip(t *testing.T) {
 	}
 	for i, want := range []string{"HELLO", "STREAMRUN", ""} {
 		r := res[i]
-		if r.Outcome != OutcomeAck || len(r.Outputs) != 1 {
+		if r.Outcome != plugin.OutcomeAck || len(r.Outputs) != 1 {
 			t.Fatalf("message %d: %+v", i, r)
 		}
 		o := r.Outputs[0]
@@ -55,7 +57,7 @@ func TestUppercaseRoundTrip(t *testing.T) {
 
 func TestEveryMessageFieldReachesThePlugin(t *testing.T) {
 	inst := start(t, selfPlugin(t, "sdk", nil), `{"mode":"fields"}`)
-	in := []*Message{{
+	in := []*plugin.Message{{
 		ID:              "12:34:2:5",
 		Topic:           "persistent://t/ns/orders-partition-2",
 		Key:             "customer-1",
@@ -101,14 +103,14 @@ func TestOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Result{
-		{Outcome: OutcomeAck},
-		{Outcome: OutcomeRetry, Reason: "not now"},
-		{Outcome: OutcomeRetry, RetryDelay: 1500 * time.Millisecond, Reason: "later"},
-		{Outcome: OutcomeDeadLetter, Reason: "poison"},
-		{Outcome: OutcomeDrop, Reason: "filtered"},
-		{Outcome: OutcomeRetry, Reason: "changed my mind"}, // its output is discarded
-		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "out", Payload: []byte("retry-then-ack")}}},
+	want := []plugin.Result{
+		{Outcome: plugin.OutcomeAck},
+		{Outcome: plugin.OutcomeRetry, Reason: "not now"},
+		{Outcome: plugin.OutcomeRetry, RetryDelay: 1500 * time.Millisecond, Reason: "later"},
+		{Outcome: plugin.OutcomeDeadLetter, Reason: "poison"},
+		{Outcome: plugin.OutcomeDrop, Reason: "filtered"},
+		{Outcome: plugin.OutcomeRetry, Reason: "changed my mind"}, // its output is discarded
+		{Outcome: plugin.OutcomeAck, Outputs: []plugin.Output{{Topic: "out", Payload: []byte("retry-then-ack")}}},
 	}
 	for i, w := range want {
 		r := res[i]
@@ -136,7 +138,7 @@ func TestAHandlerErrorRetriesTheWholeBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, r := range res {
-				if r.Outcome != OutcomeRetry || r.Reason != tc.reason || len(r.Outputs) != 0 {
+				if r.Outcome != plugin.OutcomeRetry || r.Reason != tc.reason || len(r.Outputs) != 0 {
 					t.Errorf("message %d: %+v, want a retry with reason %q and no outputs", i, r, tc.reason)
 				}
 			}
@@ -160,7 +162,7 @@ func TestJSONEnrichAndRoute(t *testing.T) {
 	}
 	check := func(i int, topic, key, payload string) {
 		t.Helper()
-		if res[i].Outcome != OutcomeAck || len(res[i].Outputs) != 1 {
+		if res[i].Outcome != plugin.OutcomeAck || len(res[i].Outputs) != 1 {
 			t.Fatalf("message %d: %+v", i, res[i])
 		}
 		o := res[i].Outputs[0]
@@ -170,10 +172,10 @@ func TestJSONEnrichAndRoute(t *testing.T) {
 	}
 	check(0, "big", "o1", `{"id":"o1","country":"DE","amount":250,"region":"emea"}`)
 	check(1, "small", "o2", `{"id":"o2","country":"US","amount":5,"region":"amer"}`)
-	if r := res[2]; r.Outcome != OutcomeDeadLetter || !strings.Contains(r.Reason, "decode payload as main.order") {
+	if r := res[2]; r.Outcome != plugin.OutcomeDeadLetter || !strings.Contains(r.Reason, "decode payload as main.order") {
 		t.Errorf("bad JSON: %+v, want a dead letter naming the type", r)
 	}
-	if r := res[3]; r.Outcome != OutcomeDeadLetter || r.Reason != "order without id" {
+	if r := res[3]; r.Outcome != plugin.OutcomeDeadLetter || r.Reason != "order without id" {
 		t.Errorf("order without id: %+v", r)
 	}
 }
@@ -377,7 +379,7 @@ func TestCallersOnOneStreamGetTheirOwnAnswers(t *testing.T) {
 					for k := range 20 {
 						batch := msgs(strings.Repeat("x", c*20+k+1), "b")
 						res, err := inst.Process(context.Background(), batch)
-						if err != nil || len(res) != 2 || res[0].Outcome != OutcomeAck {
+						if err != nil || len(res) != 2 || res[0].Outcome != plugin.OutcomeAck {
 							t.Errorf("caller %d, batch %d: %+v, %v", c, k, res, err)
 							return
 						}

@@ -1,4 +1,4 @@
-package plugin
+package host
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 )
 
@@ -39,7 +41,7 @@ type batchStream struct {
 }
 
 type streamAnswer struct {
-	res *wireResultsIn
+	res *resultsIn
 	err error
 }
 
@@ -50,7 +52,7 @@ var batchesDesc = &pb.Handler_ServiceDesc.Streams[0]
 // maxSize bytes are refused before they are sent.
 func openBatchStream(conn *grpc.ClientConn, maxSize int) (*batchStream, error) {
 	if batchesDesc.StreamName != "Batches" {
-		return nil, errors.New("plugin: the generated contract has no Batches stream")
+		return nil, errors.New("plugin host: the generated contract has no Batches stream")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := conn.NewStream(ctx, batchesDesc, pb.Handler_Batches_FullMethodName)
@@ -68,7 +70,7 @@ func openBatchStream(conn *grpc.ClientConn, maxSize int) (*batchStream, error) {
 func (s *batchStream) read() {
 	defer close(s.done)
 	for {
-		in := new(wireResultsIn)
+		in := new(resultsIn)
 		err := s.stream.RecvMsg(in)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -83,7 +85,7 @@ func (s *batchStream) read() {
 			if perr := proto.Unmarshal(in.panic, p); perr != nil {
 				p = &pb.Panic{Index: -1, Value: "(an undecodable panic report)"}
 			}
-			a.err = panicStatus(p)
+			a.err = contract.PanicStatus(p)
 		} else {
 			a.res = in
 		}
@@ -112,10 +114,10 @@ func (s *batchStream) fail(err error) {
 
 // process sends batch and waits for its answer, or for ctx. The errors
 // are gRPC statuses or ctx's, for Instance.callError to classify.
-func (s *batchStream) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
-	wb := &wireBatch{msgs: batch}
+func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*resultsIn, error) {
+	wb := &batchOut{msgs: batch}
 	// Room for the seq and timeout, not known yet.
-	if n := wb.encodedSize() + 2*binary.MaxVarintLen64; n > s.maxSize {
+	if n := wb.Size() + 2*binary.MaxVarintLen64; n > s.maxSize {
 		// gRPC would refuse it too, and end the stream with it: refused
 		// here, the instance stays usable for the next batch.
 		return nil, status.Errorf(codes.ResourceExhausted,
