@@ -65,8 +65,14 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 		d.stop = true
 		return
 	}
+	if len(path) > maxPathShown {
+		// Deep nesting makes paths no one reads whole; the place says where.
+		path = path[:maxPathShown/2] + "..." + path[len(path)-maxPathShown/2:]
+	}
 	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Col: n.Column, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
+
+const maxPathShown = 100
 
 // follow notes that the walk goes into alias n; false (and an error)
 // when n is inside the value it names, which would never end.
