@@ -120,12 +120,11 @@ func (d *decoder) errAt(path, msg string) {
 			d.errs = append(d.errs, &Error{File: d.file, Line: at.line, Col: at.col, Path: path, Msg: msg})
 			return
 		}
-		i := strings.LastIndexAny(p, ".[")
-		if i < 0 {
-			p = ""
-			continue
+		if p == "" {
+			d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Path: path, Msg: msg})
+			return
 		}
-		p = p[:i]
+		p = p[:max(strings.LastIndexAny(p, ".["), 0)]
 	}
 }
 
