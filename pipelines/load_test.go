@@ -332,3 +332,29 @@ func TestLoadReadsAtMostTheLimit(t *testing.T) {
 		t.Errorf("allocated %d MiB to refuse it", alloc>>20)
 	}
 }
+
+// A python given as a bare command is looked up in PATH, as the host
+// will run it.
+func TestLoadLooksPythonUpInPath(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "h.py"), []byte("pass\n"), 0o644))
+	bin := filepath.Join(dir, "bin")
+	must(t, os.MkdirAll(bin, 0o755))
+	must(t, os.WriteFile(filepath.Join(bin, "python3"), []byte("#!/bin/sh\n"), 0o755))
+	path := filepath.Join(dir, "p.yaml")
+	must(t, os.WriteFile(path, []byte("pipelines:\n  - {name: a, source: {topics: [t], subscription: s}, handler: {script: h.py}}\n"), 0o644))
+
+	t.Setenv("PATH", bin)
+	f, err := pipelines.Load(path, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Pipelines[0].Handler.PythonCommand(); got != "python3" {
+		t.Errorf("PythonCommand = %s", got)
+	}
+	t.Setenv("PATH", dir)
+	_, err = pipelines.Load(path, env(nil))
+	if err == nil || !strings.HasSuffix(err.Error(), ":2:64: pipelines[0].handler.python: python3 is not in PATH (set python: to an interpreter or a virtual environment)") {
+		t.Errorf("no python3 in PATH: %v", err)
+	}
+}
