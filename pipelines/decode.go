@@ -49,8 +49,9 @@ type decoder struct {
 	// the walk is inside one.
 	aliasNodes int
 	inAlias    int
-	following  map[*yaml.Node]bool // the anchors' values being walked
-	stop       bool                // a limit was reached: decode no more
+	following  map[*yaml.Node]bool             // the anchors' values being walked
+	stop       bool                            // a limit was reached: decode no more
+	fields     map[reflect.Type]map[string]int // fieldsOf, once per type
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -279,7 +280,14 @@ func (d *decoder) pairs(n *yaml.Node, path string, f func(key string, k, v *yaml
 }
 
 func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string, depth int) {
-	fields := fieldsOf(v.Type())
+	fields, ok := d.fields[v.Type()]
+	if !ok {
+		fields = fieldsOf(v.Type())
+		if d.fields == nil {
+			d.fields = map[reflect.Type]map[string]int{}
+		}
+		d.fields[v.Type()] = fields
+	}
 	d.pairs(n, path, func(key string, k, val *yaml.Node) {
 		i, ok := fields[key]
 		if !ok {
