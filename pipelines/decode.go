@@ -182,6 +182,21 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, depth int) {
 			return
 		}
 		v.SetInt(i)
+	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
+		s, ok := d.scalar(n, path, "a number")
+		if !ok {
+			return
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			d.fail(n, path, "%q: want a number", s)
+			return
+		}
+		v.SetFloat(f)
+	case v.Kind() == reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.value(n, p.Elem(), path, depth)
+		v.Set(p)
 	case v.Kind() == reflect.Bool:
 		s, ok := d.scalar(n, path, "true or false")
 		if !ok {

@@ -142,6 +142,10 @@ func (g *generator) typeSchema(t reflect.Type) schema {
 		return schema{"type": "string"}
 	case t.Kind() == reflect.Int:
 		return schema{"anyOf": []any{schema{"type": "integer", "minimum": 0}, varRef()}}
+	case t.Kind() == reflect.Float64 || t.Kind() == reflect.Float32:
+		return schema{"anyOf": []any{schema{"type": "number"}, varRef()}}
+	case t.Kind() == reflect.Pointer:
+		return g.typeSchema(t.Elem())
 	case t.Kind() == reflect.Bool:
 		return schema{"anyOf": []any{schema{"type": "boolean"}, varRef()}}
 	case t.Kind() == reflect.Slice:
