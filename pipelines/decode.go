@@ -32,6 +32,15 @@ const (
 	MaxErrors = 100
 )
 
+// ExtensionPrefix starts the top-level keys the loader ignores, so that a
+// file can hold values to repeat with anchors and aliases:
+//
+//	x-handler: &shout {package: ./uppercase, instances: 2}
+//	pipelines:
+//	  - name: a
+//	    handler: *shout
+const ExtensionPrefix = "x-"
+
 // pos is a place in a file.
 type pos struct{ line, col int }
 
@@ -305,6 +314,9 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string, depth in
 	}
 	d.pairs(n, path, func(key string, k, val *yaml.Node) {
 		i, ok := fields[key]
+		if !ok && path == "" && strings.HasPrefix(key, ExtensionPrefix) {
+			return // a place for anchors, read by no one
+		}
 		if !ok {
 			d.fail(k, join(path, key), "unknown field%s", suggest(key, fields))
 			return

@@ -358,3 +358,20 @@ func TestLoadLooksPythonUpInPath(t *testing.T) {
 		t.Errorf("no python3 in PATH: %v", err)
 	}
 }
+
+// Top-level x- keys are ignored, so they can hold anchors.
+func TestExtensionFieldsHoldAnchors(t *testing.T) {
+	src := "x-source: &src {topics: [t], subscription: s}\nx-handler: &h {plugin: /p, instances: 3}\n" +
+		"pipelines:\n  - {name: a, source: *src, handler: *h}\n  - {name: b, source: *src, handler: *h}\n"
+	f, err := pipelines.Parse("x.yaml", []byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Pipelines) != 2 || f.Pipelines[1].Handler.Instances != 3 || f.Pipelines[1].Source.Topics[0] != "t" {
+		t.Errorf("%+v", f.Pipelines)
+	}
+	src = "pipelines:\n  - {name: a, source: {topics: [t], subscription: s}, handler: {plugin: /p}, x-note: hi}\n"
+	if _, err := pipelines.Parse("x.yaml", []byte(src), env(nil)); err == nil || !strings.Contains(err.Error(), "pipelines[0].x-note: unknown field") {
+		t.Errorf("x- below the top: %v", err)
+	}
+}

@@ -54,6 +54,8 @@ func generate(srcDir string) ([]byte, error) {
 	top["title"] = "streamrun pipeline file"
 	g.defs["variable"] = schema{"type": "string", "pattern": variable,
 		"description": "${VAR} or ${VAR:-default}: expanded from the environment when the file is read"}
+	top["patternProperties"] = schema{"^" + pipelines.ExtensionPrefix: schema{
+		"description": "ignored: a place for values repeated with anchors (&name) and aliases (*name)"}}
 	top["definitions"] = g.defs
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

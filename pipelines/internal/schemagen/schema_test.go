@@ -68,6 +68,9 @@ func TestSchemaChecksFiles(t *testing.T) {
 	if err := check("ok", []byte(ok)); err != nil {
 		t.Errorf("a valid file: %v", err)
 	}
+	if err := check("x-", []byte("x-defaults: &d {anything: 1}\n"+ok)); err != nil {
+		t.Errorf("a top-level x- key: %v", err)
+	}
 	for _, c := range []struct{ old, new string }{
 		{"name: p", "name: p\n    nme: q"},                 // unknown field
 		{"instances: \"${N:-2}\"", "instances: many"},      // wrong type
