@@ -71,6 +71,9 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 	if e := checkText(name, data); e != nil {
 		return nil, nil, Errors{e}
 	}
+	if e := checkNesting(name, data); e != nil {
+		return nil, nil, Errors{e}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {

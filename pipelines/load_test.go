@@ -2,6 +2,7 @@ package pipelines_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -293,7 +294,9 @@ func TestHostileInputCostsLittleMemory(t *testing.T) {
 		name, src, want string
 	}{
 		{"alias bomb", b.String(), "aliases repeat more than 10000 values"},
-		{"deep flow nesting", "pipelines: " + strings.Repeat("[", 100_000), "exceeded max depth"},
+		{"deep flow nesting", "pipelines: " + strings.Repeat("[", 100_000), "nested deeper than 64 levels"},
+		{"deep flow nesting at the parser's limit", "x-a: " + strings.Repeat("[", 9999) + "1" + strings.Repeat(",1", (1<<20-30000)/2) + strings.Repeat("]", 9999) + "\n", "nested deeper than 64 levels"},
+		{"deep block nesting", "pipelines:\n" + strings.Repeat("  - ", 5000) + "x\n", "nested deeper than 64 levels"},
 		{"deep mapping", "pipelines:\n  - handler:\n      config: " + strings.Repeat("{a: ", 5000) + strings.Repeat("}", 5000), "nested deeper than 64 levels"},
 		{"too large", "pipelines: []\n" + strings.Repeat("# padding\n", pipelines.MaxFileSize/10), "larger than 1048576 bytes"},
 	} {
@@ -373,5 +376,24 @@ func TestExtensionFieldsHoldAnchors(t *testing.T) {
 	src = "pipelines:\n  - {name: a, source: {topics: [t], subscription: s}, handler: {plugin: /p}, x-note: hi}\n"
 	if _, err := pipelines.Parse("x.yaml", []byte(src), env(nil)); err == nil || !strings.Contains(err.Error(), "pipelines[0].x-note: unknown field") {
 		t.Errorf("x- below the top: %v", err)
+	}
+}
+
+// The nesting pre-check reads text roughly; what it must not do is refuse
+// a file a user would write: brackets and quotes inside plain values,
+// comments, block scalars, a file nested to the decoder's limit.
+func TestNestingCheckKeepsOrdinaryFiles(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("pipelines:\n  - name: p\n    source: {topics: [t], subscription: s}\n    handler:\n      plugin: /p\n      config:\n")
+	for i := range 100 {
+		fmt.Fprintf(&b, "        k%d: it's [a-z{ # a comment with [[[ and '\n", i)
+	}
+	b.WriteString("        script: |\n")
+	for i := range 150 {
+		b.WriteString("          " + strings.Repeat("  ", i) + "if x: [\n")
+	}
+	b.WriteString("        deep: " + strings.Repeat("{a: ", pipelines.MaxDepth-5) + "1" + strings.Repeat("}", pipelines.MaxDepth-5) + "\n")
+	if _, err := pipelines.Parse("ok.yaml", []byte(b.String()), env(nil)); err != nil {
+		t.Fatal(err)
 	}
 }
