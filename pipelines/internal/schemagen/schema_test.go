@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/streamrun/streamrun/pipelines"
 )
 
 // The checked-in schema is the one the Go types make; regenerate it with
@@ -85,6 +88,48 @@ func TestSchemaChecksFiles(t *testing.T) {
 		bad := strings.Replace(ok, c.old, c.new, 1)
 		if err := check(c.new, []byte(bad)); err == nil {
 			t.Errorf("the schema accepts\n%s", bad)
+		}
+	}
+}
+
+// docs/pipelines.md has a row for every field, so a field added to the
+// types is documented for users, not only in the schema.
+func TestEveryFieldIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/pipelines.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var walk func(typ reflect.Type, prefix string)
+	walk = func(typ reflect.Type, prefix string) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch {
+			case ft == reflect.TypeFor[pipelines.Pipeline]() || ft == reflect.TypeFor[[]pipelines.Pipeline]():
+				paths = append(paths, prefix+name)
+				walk(reflect.TypeFor[pipelines.Pipeline](), "")
+			case ft.Kind() == reflect.Struct:
+				walk(ft, prefix+name+".")
+			default:
+				paths = append(paths, prefix+name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[pipelines.File](), "")
+	if len(paths) < 30 {
+		t.Fatalf("only %d fields: %v", len(paths), paths)
+	}
+	for _, p := range paths {
+		if !bytes.Contains(doc, []byte("`"+p+"`")) {
+			t.Errorf("docs/pipelines.md does not document `%s`", p)
 		}
 	}
 }
