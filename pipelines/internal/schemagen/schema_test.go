@@ -127,9 +127,21 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 	if len(paths) < 30 {
 		t.Fatalf("only %d fields: %v", len(paths), paths)
 	}
+	documented := func(p string) bool {
+		if bytes.Contains(doc, []byte("`"+p+"`")) {
+			return true
+		}
+		// A row "`section.*`" stands for a section documented elsewhere.
+		for i := strings.LastIndexByte(p, '.'); i > 0; i = strings.LastIndexByte(p[:i], '.') {
+			if bytes.Contains(doc, []byte("`"+p[:i]+".*`")) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, p := range paths {
-		if !bytes.Contains(doc, []byte("`"+p+"`")) {
-			t.Errorf("docs/pipelines.md does not document `%s`", p)
+		if !documented(p) {
+			t.Errorf("docs/pipelines.md does not document `%s` (a row, or `section.*` for a section documented elsewhere)", p)
 		}
 	}
 }
