@@ -34,8 +34,8 @@
 //
 // The loader parses with go.yaml.in/yaml/v3 (the YAML organisation's
 // continuation of gopkg.in/yaml.v3) into its node tree and decodes that
-// itself. The library is a port of libyaml, fuzzed for years, with depth
-// limits of its own; its nodes carry the line and column of every value
+// itself. The library is a port of libyaml, the YAML parser most Go
+// programs use, with depth limits of its own; its nodes carry the line and column of every value
 // and keep aliases unexpanded, so this package decides what an alias may
 // cost, finds duplicate keys, expands ${VAR} in values only, and reports
 // every problem as FILE:LINE:COL: field.path: what is wrong. (A decoder
@@ -90,7 +90,9 @@ type TLS struct {
 // Auth configures authentication.
 type Auth struct {
 	// Token for Pulsar's token authentication: the token itself,
-	// "file:PATH" or "env:VAR". Default "": none.
+	// "file:PATH" (read at every connect; a relative path starts at the
+	// pipeline file's directory) or "env:VAR" (read when connecting, so
+	// the secret stays out of the file). Default "": none.
 	Token string `yaml:"token,omitempty" json:"token,omitempty"`
 }
 
