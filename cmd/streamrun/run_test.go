@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,5 +288,55 @@ pipelines:
 	}
 	if !strings.Contains(out, "embedded broker started") {
 		t.Errorf("stdout: %q", out)
+	}
+}
+
+// TestRunStdinInterrupted: lines from a stdin that stays open flow
+// through, and SIGINT still stops the run at once (the read that waits
+// for more input does not hold up the drain).
+func TestRunStdinInterrupted(t *testing.T) {
+	bin := buildStreamrun(t)
+	p := &proc{name: "streamrun run", done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "--memory", "--input", "-", "--print",
+		filepath.Join(repoRoot(t), "examples/pipelines/quickstart.yaml"))
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		if err := p.cmd.Wait(); err != nil {
+			p.code = p.cmd.ProcessState.ExitCode()
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", p.stdout.String(), tail(p.stderr.String(), 4000))
+		}
+	})
+	if _, err := io.WriteString(stdin, "one\ntwo\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "both lines through", func() bool {
+		out := p.stdout.String()
+		return strings.Contains(out, "quickstart-out ONE\n") && strings.Contains(out, "quickstart-out TWO\n")
+	})
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGINT", code)
+	}
+	if !strings.Contains(p.stderr.String(), "streamrun run: interrupted") {
+		t.Errorf("stderr does not say it was interrupted")
 	}
 }
