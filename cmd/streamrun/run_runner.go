@@ -19,8 +19,10 @@ import (
 )
 
 // runner runs the pipelines of a set of files: load reads and checks
-// them (and can be called again to re-read them), run connects (or starts
-// the embedded broker) and runs what load returned.
+// them, run connects (or starts the embedded broker) and runs what load
+// returned. load has no side effects, so a reload (SIGHUP, a changed file)
+// calls it again and gets the same checks and errors as a start; a
+// handler package's change shows in runtime.HashPackage.
 type runner struct {
 	cfg       runConfig
 	cmd       cmdIO
