@@ -340,3 +340,39 @@ func TestRunStdinInterrupted(t *testing.T) {
 		t.Errorf("stderr does not say it was interrupted")
 	}
 }
+
+// TestRunChainUntilDrained runs the example chain of two pipelines: the
+// run stops only once the second pipeline has processed what the first
+// sent it, and prints the outputs of both final topics.
+func TestRunChainUntilDrained(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "orders.txt")
+	var lines strings.Builder
+	const n = 40
+	for i := range n {
+		amount := 5 // small
+		if i%2 == 0 {
+			amount = 5000 // large: through the second pipeline
+		}
+		fmt.Fprintf(&lines, `{"id":"o%d","country":"JP","amount":%d}`+"\n", i, amount)
+	}
+	if err := os.WriteFile(in, []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runArgs("run", "--memory", "--log-level", "warn", "--input", in, "--until-drained",
+		filepath.Join(repoRoot(t), "examples/pipelines/chain.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for i := range n {
+		want := fmt.Sprintf(`orders-small [o%d] {"id":"o%d"`, i, i)
+		if i%2 == 0 {
+			want = fmt.Sprintf(`orders-large-shouted [o%d] {"ID":"O%d"`, i, i)
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %s...", want)
+		}
+	}
+	if want := fmt.Sprintf("streamrun: %d messages in, %d outputs printed\n", n, n); !strings.Contains(out, want) {
+		t.Errorf("stdout lacks %q", want)
+	}
+}
