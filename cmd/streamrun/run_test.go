@@ -195,16 +195,29 @@ pipelines:
 // the subscription's backlog (nothing acknowledged that was not
 // processed, nothing lost).
 func TestRunSIGINTDrains(t *testing.T) {
+	b := brokertest.Start(t)
+	sigintDrains(t, b.ServiceURL(), b.AdminURL())
+}
+
+// TestRunSIGINTDrainsPulsar is TestRunSIGINTDrains against Apache Pulsar.
+func TestRunSIGINTDrainsPulsar(t *testing.T) {
+	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
+	if url == "" || admin == "" {
+		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
+	}
+	sigintDrains(t, url, admin)
+}
+
+func sigintDrains(t *testing.T, url, adminURL string) {
 	const n, shutdown = 20000, 10 * time.Second
 	bin := buildStreamrun(t)
-	b := brokertest.Start(t)
-	client := newClient(t, b.ServiceURL())
+	client := newClient(t, url)
 	in, out := fmt.Sprintf("sigint-in-%d", time.Now().UnixNano()), fmt.Sprintf("sigint-out-%d", time.Now().UnixNano())
 	publishKeyed(t, client, in, n, 16)
 	outs := collect(t, client, out)
 
 	dir := t.TempDir()
-	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, b.ServiceURL(), in, out, "shared", 20, 2, "5ms"))
+	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, url, in, out, "shared", 20, 2, "5ms"))
 	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--shutdown-timeout", shutdown.String(), "--status-interval", "100ms", file)
 	waitFor(t, 2*time.Minute, "outputs to flow", func() bool { return outs.len() >= 1000 })
 	// Asked for, the status line comes though stderr is no terminal.
@@ -234,12 +247,12 @@ func TestRunSIGINTDrains(t *testing.T) {
 			missing = append(missing, k)
 		}
 	}
-	backlog := subscriptionBacklog(t, b.AdminURL(), in, "tag")
+	backlog := subscriptionBacklog(t, adminURL, in, "tag")
 	if len(missing) > 0 && backlog == 0 {
 		t.Fatalf("%d inputs have no output and the subscription's backlog is empty: acknowledged unprocessed, or lost", len(missing))
 	}
 	redelivered := receiveAll(t, client, in, "tag", missing)
-	t.Logf("SIGINT after %d outputs: %d inputs, %d distinct outputs, %d without output all still in the subscription (backlog %d entries, %d messages read back)",
+	t.Logf("SIGINT after %d outputs: %d inputs, %d distinct outputs, %d without output all still in the subscription (backlog %d as the admin API counts it, %d messages read back)",
 		outs.len(), n, len(got), len(missing), backlog, redelivered)
 	if !strings.Contains(p.stderr.String(), "handed_back=") {
 		t.Errorf("no pipeline totals in the log")
