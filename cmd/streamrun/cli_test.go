@@ -216,7 +216,8 @@ func TestAdvertisedHostElsewhereIsAnnounced(t *testing.T) {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(c.ServiceURL(), "pulsar://"))
 	r := start(t, "produce", "--url", "pulsar://127.0.0.1:"+port, "-t", "adv", "-m", "a")
 	r.waitFor(t, "create producer for persistent://public/default/adv: attempt 1 failed", "other-host.invalid:"+port, "--advertised-host", "next attempt in 5s")
-	if code := r.stop(); code != 1 {
+	// The same wording for an interrupt here as while connecting or sending.
+	if code := r.stop(); code != 1 || !strings.HasSuffix(r.stderr.String(), "streamrun produce: interrupted\n") {
 		t.Fatalf("exit %d:\n%s", code, r.stderr.String())
 	}
 }
