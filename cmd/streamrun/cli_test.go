@@ -320,3 +320,15 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("closed port: exit %d: %s", code, errs)
 	}
 }
+
+// An interrupt while sending says "interrupted" as one while connecting
+// does, and the summary still says what was produced.
+func TestProduceInterruptedWhileSending(t *testing.T) {
+	c := brokertest.Start(t)
+	r := start(t, "produce", "--url", c.ServiceURL(), "-t", "slow", "-m", "a", "-n", "100000", "--rate", "20")
+	r.waitFor(t, "sent ")
+	if code := r.stop(); code != 1 || !strings.Contains(r.stderr.String(), "streamrun produce: interrupted after ") ||
+		!strings.Contains(r.stdout.String(), " of 100000 messages to slow") {
+		t.Fatalf("exit %d:\n%s%s", code, r.stdout.String(), r.stderr.String())
+	}
+}
