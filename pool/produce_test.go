@@ -834,33 +834,53 @@ func TestPartitionsAddedLaterGetProducers(t *testing.T) {
 	}
 }
 
-// The largest payload MaxPayload names goes, batched or not, and one byte
-// more is refused with an error stating the limit: what Apache Pulsar's
-// brokers take (payload, or batched payload with its single-message
-// metadata, up to max_message_size; the frame headers ride in the padding).
+// The largest payload MaxPayload names, max_message_size itself, goes
+// batched or not (batched, a message no batch can hold goes alone,
+// unbatched, between the batches around it, as the Java client sends it),
+// and one byte more is refused with an error stating the limit: what
+// Apache Pulsar's brokers take, the frame headers riding in the padding.
 func TestLargestMessageThatFitsGoes(t *testing.T) {
-	for _, batched := range []bool{false, true} {
-		t.Run(map[bool]string{false: "unbatched", true: "batched"}[batched], func(t *testing.T) {
+	for _, mode := range []string{"unbatched", "batched", "batched by key"} {
+		t.Run(mode, func(t *testing.T) {
+			batched := mode != "unbatched"
 			tg := newTarget(t)
-			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: !batched}}})
+			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: !batched, ByKey: mode == "batched by key"}}})
 			topic := topicName(t)
 			ctx := brokertest.Context(t, time.Minute)
 			m := Message{Key: "k", Properties: map[string]string{"a": "1"}}
-			most := MaxPayload(pulsarwire.DefaultMaxMessageSize, m, batched)
-			if !batched && most != pulsarwire.DefaultMaxMessageSize {
-				t.Fatalf("unbatched MaxPayload %d, want the whole max_message_size", most)
+			most := MaxPayload(pulsarwire.DefaultMaxMessageSize, m)
+			if most != pulsarwire.DefaultMaxMessageSize {
+				t.Fatalf("MaxPayload %d, want the whole max_message_size", most)
 			}
 			m.Payload = make([]byte, most+1)
 			_, err := c.Publish(ctx, topic, m)
 			if !errors.Is(err, ErrMessageTooLarge) || !strings.Contains(err.Error(), fmt.Sprint("max_message_size of ", pulsarwire.DefaultMaxMessageSize)) {
 				t.Fatalf("%d bytes: %v, want ErrMessageTooLarge naming the limit", most+1, err)
 			}
-			if batched && !strings.Contains(err.Error(), fmt.Sprint("the most that fits is ", most, " bytes")) {
-				t.Fatalf("batched refusal does not name the largest payload %d: %v", most, err)
+			// Small, largest, small: in order, the small ones batched.
+			p, err := c.Producer(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
 			}
-			m.Payload = make([]byte, most)
-			if _, err := c.Publish(ctx, topic, m); err != nil {
-				t.Fatalf("%d bytes, the most that fits: %v", most, err)
+			results := make(chan error, 3)
+			ids := make([]pulsarwire.MessageID, 3)
+			for i, n := range []int{10, most, 10} {
+				m.Payload = make([]byte, n)
+				p.SendAsync(ctx, m, func(id pulsarwire.MessageID, err error) {
+					ids[i] = id
+					results <- err
+				})
+			}
+			for range 3 {
+				if err := <-results; err != nil {
+					t.Fatalf("a message of up to %d bytes: %v", most, err)
+				}
+			}
+			if !(ids[0].Entry < ids[1].Entry && ids[1].Entry < ids[2].Entry) || ids[1].BatchIndex != -1 {
+				t.Fatalf("ids %v: want three entries in order, the large one unbatched", ids)
+			}
+			if batched && (ids[0].BatchIndex != 0 || ids[2].BatchIndex != 0) {
+				t.Fatalf("ids %v: the small messages were not batched", ids)
 			}
 		})
 	}
