@@ -19,6 +19,12 @@ import (
 // protobuf's reflection-driven marshalling, and a copy of every string and
 // byte field on decoding.
 //
+// Text and bytes: handler.proto makes keys and properties bytes, the rest
+// of the text fields strings; both are the same wire type, so the Go
+// strings here carry either unchanged (a Go string holds any bytes). What
+// the contract asks of a sender, valid UTF-8 in the string fields, the
+// SDK ensures where a handler writes one (a reason; panic reports).
+//
 // Lifetime: a decoded batch or answer aliases one buffer that holds the
 // received gRPC message (a copy of it made here, owned by nobody else and
 // never written to). Strings, payloads and keys point into it; the buffer

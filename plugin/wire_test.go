@@ -11,12 +11,14 @@ import (
 )
 
 // The hand encoding of wire.go is handler.proto's: the generated code
-// reads what it writes, and it reads what the generated code writes.
+// reads what it writes, and it reads what the generated code writes. Keys
+// and properties are bytes in the contract, so ones that are not UTF-8
+// cross too (generated code refuses a proto3 string that is not).
 func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	c := newCodec()
 	batch := []*Message{
-		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k", OrderingKey: []byte("ok"),
-			Properties: map[string]string{"a": "1", "b": ""}, Payload: []byte("payload"),
+		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k\xff\xfe", OrderingKey: []byte("ok"),
+			Properties: map[string]string{"a": "1", "b": "", "\xc3(": "\xa0\xa1"}, Payload: []byte("payload"),
 			PublishTime: time.UnixMilli(1_700_000_000_001), EventTime: time.UnixMilli(-5),
 			RedeliveryCount: 3, TraceParent: "tp", TraceState: "ts"},
 		{},
@@ -30,7 +32,8 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	if err := proto.Unmarshal(data.Materialize(), &pbBatch); err != nil {
 		t.Fatal(err)
 	}
-	if len(pbBatch.Messages) != 3 || pbBatch.Messages[0].Properties["a"] != "1" ||
+	if len(pbBatch.Messages) != 3 || prop(pbBatch.Messages[0].Properties, "a") != "1" ||
+		prop(pbBatch.Messages[0].Properties, "\xc3(") != "\xa0\xa1" || string(pbBatch.Messages[0].Key) != "k\xff\xfe" ||
 		pbBatch.Messages[0].EventTimeMs != -5 || pbBatch.Messages[0].Tracestate != "ts" ||
 		string(pbBatch.Messages[2].Payload) != "x" {
 		t.Fatalf("protobuf read %v", &pbBatch)
@@ -53,8 +56,8 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	}
 
 	res := []Result{
-		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "o", Key: "k", Payload: []byte("p"),
-			Properties: map[string]string{"x": "y"}, OrderingKey: []byte("ok"), EventTime: time.UnixMilli(7)},
+		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "o", Key: "k\x80", Payload: []byte("p"),
+			Properties: map[string]string{"x": "y\xff"}, OrderingKey: []byte("ok"), EventTime: time.UnixMilli(7)},
 			{Topic: "o2"}}},
 		{Outcome: OutcomeRetry, RetryDelay: 1500 * time.Millisecond, Reason: "later"},
 		{Outcome: OutcomeDrop, Reason: "no"},
@@ -69,7 +72,8 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(pbRes.Results) != 4 || pbRes.Results[1].RetryDelayMs != 1500 || pbRes.Results[3].Index != 3 ||
-		pbRes.Results[0].Outputs[0].Properties["x"] != "y" || pbRes.Results[0].Outputs[1].Topic != "o2" {
+		prop(pbRes.Results[0].Outputs[0].Properties, "x") != "y\xff" ||
+		string(pbRes.Results[0].Outputs[0].Key) != "k\x80" || pbRes.Results[0].Outputs[1].Topic != "o2" {
 		t.Fatalf("protobuf read %v", &pbRes)
 	}
 	raw, err = proto.Marshal(&pbRes)
@@ -166,6 +170,16 @@ func sameMessage(a, b *Message) bool {
 		a.PublishTime.Equal(b.PublishTime) && a.EventTime.Equal(b.EventTime) &&
 		a.RedeliveryCount == b.RedeliveryCount && a.TraceParent == b.TraceParent &&
 		a.TraceState == b.TraceState && a.index == b.index
+}
+
+// prop is the value of property k, as the generated code holds them.
+func prop(ps []*pb.Property, k string) string {
+	for _, p := range ps {
+		if string(p.Key) == k {
+			return string(p.Value)
+		}
+	}
+	return "<absent>"
 }
 
 func memSlice(b []byte) mem.BufferSlice { return mem.BufferSlice{mem.SliceBuffer(b)} }
