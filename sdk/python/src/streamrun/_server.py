@@ -171,7 +171,7 @@ class _Servicer(pb_grpc.HandlerServicer):
     def _crash(self, p: pb.Panic, batch: pb.Batch) -> None:
         extra: dict = {"panic": p.value}
         if 0 <= p.index < len(batch.messages):
-            extra.update(index=p.index, message=batch.messages[p.index].id)
+            extra.update(index=p.index, message_id=batch.messages[p.index].id)
         extra["stack"] = p.stack
         log.error("handler raised; the plugin exits", extra=extra)
         with self.lock:
