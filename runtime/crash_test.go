@@ -53,6 +53,14 @@ type crashCase struct {
 	messages int // STREAMRUN_CRASH_MESSAGES overrides it
 	minKills int
 	handler  func(testConfig) pipelines.Handler
+	// produceFor is how long the stream lasts; default 10s. panics is
+	// how many messages the handler panics (raises) on, once each;
+	// default 25. A handler slow to start needs a longer stream and fewer
+	// panics for its kills: each crash keeps an instance down while it
+	// restarts, and the killer picks only processes that are up and have
+	// answered.
+	produceFor time.Duration
+	panics     int
 }
 
 func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
@@ -66,12 +74,19 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 	}
 	minKills := int64(cc.minKills)
 	const (
-		keys       = 64
-		batchSize  = 100
-		instances  = 2
-		produceFor = 10 * time.Second // the stream lasts this long
+		keys      = 64
+		batchSize = 100
+		instances = 2
 	)
-	panicEvery := max(n/25, 1)
+	produceFor := cc.produceFor // the stream lasts this long
+	if produceFor == 0 {
+		produceFor = 10 * time.Second
+	}
+	panics := cc.panics
+	if panics == 0 {
+		panics = 25
+	}
+	panicEvery := max(n/panics, 1)
 
 	tail := &logTail{}
 	c := cluster(t)

@@ -140,7 +140,14 @@ func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) err
 		}
 		p.start = localStarter(cfg, newHandler, config)
 	case cfg.Handler.Plugin != "":
-		p.start = pluginStarter(p.h, cfg, cfg.Handler.Plugin, config, p.log)
+		p.start = pluginStarter(p.h, cfg, pluginCommand{path: cfg.Handler.Plugin}, config, p.log)
+	case cfg.Handler.Script != "":
+		cmd, err := scriptCommand(cfg.Handler)
+		if err != nil {
+			return err
+		}
+		p.log.Info("running the handler script", "script", cmd.args[0], "python", cmd.path)
+		p.start = pluginStarter(p.h, cfg, cmd, config, p.log)
 	default:
 		dir, err := workDir()
 		if err != nil {
@@ -151,7 +158,7 @@ func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) err
 		if err != nil {
 			return err
 		}
-		p.start = pluginStarter(p.h, cfg, path, config, p.log)
+		p.start = pluginStarter(p.h, cfg, pluginCommand{path: path}, config, p.log)
 	}
 
 	for _, t := range cfg.Outputs {

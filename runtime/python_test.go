@@ -33,10 +33,16 @@ func pythonSDK(t testing.TB) string {
 
 // pythonScript is the handler config of a pipeline whose handler is the
 // Python script at path (from the repository's root), run by the
-// interpreter of pythonSDKEnv.
+// interpreter of pythonSDKEnv: named by its virtual environment's
+// directory when it is a venv's bin/python, as a pipeline file would.
 func pythonScript(t testing.TB, path string, config map[string]any) pipelines.Handler {
 	py := pythonSDK(t)
-	return pipelines.Handler{Plugin: py, Args: []string{filepath.Join("..", path)}, Config: config}
+	if venv := filepath.Dir(filepath.Dir(py)); filepath.Base(filepath.Dir(py)) == "bin" {
+		if _, err := os.Stat(filepath.Join(venv, "pyvenv.cfg")); err == nil {
+			py = venv
+		}
+	}
+	return pipelines.Handler{Script: filepath.Join("..", path), Python: py, Config: config}
 }
 
 // pythonHandler is self's twin: the Python test handler
@@ -56,6 +62,10 @@ func TestPythonCrashes(t *testing.T) {
 				messages: 100_000,
 				minKills: 10,
 				handler:  func(cfg testConfig) pipelines.Handler { return pythonHandler(t, cfg) },
+				// An interpreter takes a good part of a second to start on
+				// a busy machine, a Go plugin milliseconds.
+				produceFor: 30 * time.Second,
+				panics:     8,
 			})
 		})
 	}
@@ -140,5 +150,37 @@ func TestKeysAndPropertiesThatAreNotUTF8PassThroughHandlers(t *testing.T) {
 					name, i, o.Key, o.Properties, o.Payload, m.Key, m.Properties, m.Payload)
 			}
 		}
+	}
+}
+
+// A script handler whose interpreter or script is missing fails its
+// pipeline's start with an error naming the field; no SDK needed.
+func TestAScriptHandlerThatCannotRunFailsItsStartClearly(t *testing.T) {
+	c := cluster(t)
+	for _, tc := range []struct {
+		name string
+		h    pipelines.Handler
+		want string
+	}{
+		{"no interpreter", pipelines.Handler{Script: "testdata/python/handler.py", Python: "/nonexistent/python3"}, "handler.python"},
+		{"not in PATH", pipelines.Handler{Script: "testdata/python/handler.py", Python: "no-such-python-here"}, `handler.python "no-such-python-here"`},
+		{"no script", pipelines.Handler{Script: "testdata/python/nonexistent.py"}, "handler.script"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			h, err := streamrun.New(ctx, streamrun.Options{Pool: pool.Options{ServiceURL: c.ServiceURL()}, Logger: testLogger(t, slog.LevelError+4)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = h.Run(ctx, pipelines.Pipeline{
+				Name:    "script",
+				Source:  pipelines.Source{Topics: []string{topic(t, "in")}, Subscription: "script"},
+				Handler: tc.h,
+			})
+			t.Logf("Run: %v", err)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v; want an error naming %s", err, tc.want)
+			}
+		})
 	}
 }
