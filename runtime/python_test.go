@@ -184,3 +184,20 @@ func TestAScriptHandlerThatCannotRunFailsItsStartClearly(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPipelinePython is BenchmarkPipeline (see there for the load,
+// the metrics and the environment that tunes them) with the identity
+// handler in Python (testdata/python/handler.py) beside the Go one
+// (the test binary's testHandler), at batches of 100 and 1000:
+//
+//	STREAMRUN_PYTHON_SDK=$(scripts/python-sdk-env) go test ./runtime -run '^$' -bench PipelinePython -benchtime 200000x
+func BenchmarkPipelinePython(b *testing.B) {
+	pythonSDK(b)
+	for _, batch := range []int{100, 1000} {
+		for _, mode := range []string{"plugin", "python"} {
+			b.Run(fmt.Sprintf("handler=%s/batch=%d", mode, batch), func(b *testing.B) {
+				benchPipeline(b, mode, batch)
+			})
+		}
+	}
+}

@@ -12,8 +12,11 @@ from streamrun.message import _fill_result
 
 
 def run(handler, msgs, **kw):
-    results, panic = _Handler(handler, kw.pop("batch", None), None, None).process(msgs, kw.pop("deadline", None))
-    return results, panic
+    """(results, panic); results None when the handler raised or the
+    deadline passed."""
+    out = pb.BatchResult()
+    panic = _Handler(handler, kw.pop("batch", None), None, None).process(msgs, kw.pop("deadline", None), out)
+    return (list(out.results) if len(out.results) == len(msgs) else None), panic
 
 
 def test_keys_and_properties_that_are_not_utf8_round_trip_as_str():
@@ -125,7 +128,7 @@ def test_a_handler_object_with_init_and_close():
     obj = H()
     h = _Handler(obj, None, None, None)
     h.init(streamrun.Info("p", "0", {"output": "o", "upper": True}))
-    res, _ = h.process([message(0, b"a")], None)
+    res, _ = run(obj, [message(0, b"a")])
     assert res[0].outputs[0].payload == b"A"
     with pytest.raises(TypeError, match="unknown field 'uppr'"):
         streamrun.Info("p", "0", {"output": "o", "uppr": True}).config_as(Cfg)

@@ -61,35 +61,37 @@ class _Handler:
             raise TypeError(f"serve: {handler!r} is not a handler: want a function, or an object with "
                             "handle(message) or handle_batch(batch)")
 
-    def process(self, msgs: list, deadline: Optional[float]) -> tuple[Optional[list], Optional[pb.Panic]]:
-        """Runs the handler over a batch: (results, None), (None, panic),
-        or (None, None) when the deadline passed first."""
+    def process(self, msgs, deadline: Optional[float], out: pb.BatchResult) -> Optional[pb.Panic]:
+        """Runs the handler over a batch, filling out's results. Returns
+        the panic when it raised; out has no results when it raised or the
+        deadline passed first."""
         b = Batch(msgs, deadline)
         try:
-            if self.batch:
-                return self._batch(b), None
-            return self._each(b), None
+            ok = self._batch(b, out) if self.batch else self._each(b, out)
         except Exception as e:  # noqa: BLE001 - every exception is a crash, as a Go panic is
-            return None, _panic(e, b.current)
+            del out.results[:]
+            return _panic(e, b.current)
+        if not ok:
+            del out.results[:]
+        return None
 
-    def _each(self, b: Batch) -> Optional[list]:
+    def _each(self, b: Batch, out: pb.BatchResult) -> bool:
         fn, deadline = self.fn, b.deadline
-        results = []
+        add = out.results.add
+        now = time.monotonic
         for m in b._msgs:
-            if deadline is not None and time.monotonic() > deadline:
-                return None
+            if deadline is not None and now() > deadline:
+                return False
             b.current = m.index
             try:
                 ret = fn(m)
             except Outcome as o:
                 ret = o
-            r = pb.Result(index=m.index)
-            _fill_result(r, ret)
-            results.append(r)
+            _fill_result(add(index=m.index), ret)
         b.current = -1
-        return results
+        return True
 
-    def _batch(self, b: Batch) -> Optional[list]:
+    def _batch(self, b: Batch, out: pb.BatchResult) -> bool:
         try:
             ret = self.fn(b)
             if ret is not None:
@@ -98,17 +100,13 @@ class _Handler:
         except Outcome as o:
             # The whole batch gets the outcome, as a Go handler's error
             # retries the whole batch.
-            out = []
             for i in range(len(b)):
-                r = pb.Result(index=i)
-                o._fill(r)
-                out.append(r)
-            return out
+                o._fill(out.results.add(index=i))
+            return True
         if b.deadline is not None and time.monotonic() > b.deadline:
-            return None
-        out = []
+            return False
         for i in range(len(b)):
-            r = pb.Result(index=i)
+            r = out.results.add(index=i)
             o = b._outcomes[i]
             if o is not None:
                 o._fill(r)
@@ -116,8 +114,7 @@ class _Handler:
                 r.outcome = pb.OUTCOME_ACK
                 for x in b._outputs[i] or ():
                     x._fill(r.outputs.add())
-            out.append(r)
-        return out
+        return True
 
 
 class _Servicer(pb_grpc.HandlerServicer):
@@ -159,14 +156,15 @@ class _Servicer(pb_grpc.HandlerServicer):
                 if self.crashed is not None:
                     yield pb.BatchResult(seq=batch.seq, panic=self.crashed)
                     continue
-                results, p = self.h.process(batch.messages, deadline)
+                out = pb.BatchResult(seq=batch.seq)
+                p = self.h.process(batch.messages, deadline, out)
             if p is not None:
                 self._crash(p, batch)
                 yield pb.BatchResult(seq=batch.seq, panic=p)
-            elif results is not None:
-                # None: the deadline passed; the host has given up on the
+            elif len(out.results) == len(batch.messages):
+                # Else the deadline passed: the host has given up on the
                 # batch, and an answer now could only contradict it.
-                yield pb.BatchResult(seq=batch.seq, results=results)
+                yield out
 
     def _crash(self, p: pb.Panic, batch: pb.Batch) -> None:
         extra: dict = {"panic": p.value}

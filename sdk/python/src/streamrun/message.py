@@ -94,7 +94,8 @@ class Message:
         """The partition key, "" when there is none (see the module doc on
         bytes that are not UTF-8)."""
         if self._key is None:
-            self._key = _text(self._m.key)
+            k = self._m.key
+            self._key = _text(k) if k else ""
         return self._key
 
     @property
@@ -112,7 +113,8 @@ class Message:
         """The message's properties (a dict of its own; changing it changes
         nothing at the host)."""
         if self._props is None:
-            self._props = {_text(p.key): _text(p.value) for p in self._m.properties}
+            ps = self._m.properties
+            self._props = {_text(p.key): _text(p.value) for p in ps} if ps else {}
         return self._props
 
     @property
@@ -184,7 +186,7 @@ class Message:
         return f"Message(id={self.id!r}, topic={self.topic!r}, key={self.key!r}, payload={self.payload[:64]!r})"
 
 
-@dataclass
+@dataclass(slots=True)
 class Output:
     """A message for the host to publish on behalf of an input. The host
     acknowledges the input only once every output of it has its send
@@ -381,16 +383,23 @@ class Batch(Sequence[Message]):
         self._outcomes[self._slot(m)] = outcome
 
 
+_ACK = pb.OUTCOME_ACK
+
+
 def _fill_result(r: pb.Result, ret: Any) -> None:
     """Fills r from what a message handler returned: None (ack), an Output
     or an iterable of them (ack with them), or an Outcome."""
+    if type(ret) is Output:  # the common case first
+        r.outcome = _ACK
+        ret._fill(r.outputs.add())
+        return
     if ret is None:
-        r.outcome = pb.OUTCOME_ACK
+        r.outcome = _ACK
         return
     if isinstance(ret, Outcome):
         ret._fill(r)
         return
-    r.outcome = pb.OUTCOME_ACK
+    r.outcome = _ACK
     if isinstance(ret, Output):
         ret._fill(r.outputs.add())
         return
