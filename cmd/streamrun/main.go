@@ -24,6 +24,7 @@ type command struct {
 // after it (broker.go, ...). Add yours here.
 func commands() []command {
 	return []command{
+		{"run", "run the pipelines of YAML files", runRun},
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
