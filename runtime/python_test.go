@@ -1,12 +1,15 @@
 package runtime_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,7 +90,8 @@ func TestPythonPoisonMessageIsDeadLettered(t *testing.T) {
 	h.BatchWait = 200 * time.Millisecond // one batch of 16
 	publish(t, cl, in, len(payloads), func(i int) string { return payloads[i] }, nil)
 	outs, dead := collect(t, cl, out), collect(t, cl, dlq)
-	r := runHost(t, c, streamrun.Options{Restart: fastRestarts, Logger: testLogger(t, slog.LevelError+4)}, pipelines.Pipeline{
+	logs := &logLines{}
+	r := runHost(t, c, streamrun.Options{Restart: fastRestarts, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, pipelines.Pipeline{
 		Name:        "poison",
 		Source:      pipelines.Source{Topics: []string{in}, Subscription: "poison", InitialPosition: pipelines.Earliest},
 		Handler:     h,
@@ -111,6 +115,22 @@ func TestPythonPoisonMessageIsDeadLettered(t *testing.T) {
 	}
 	waitFor(t, "everything settled", func() bool { s := r.stats("poison"); return s.Acked+s.DeadLettered == 16 })
 	t.Logf("reason: %s; stats %+v", reason, r.stats("poison"))
+	// The SDK's own record of the crash reached the host's log as a
+	// structured record of the plugin's: level, attributes, traceback.
+	found := false
+	for _, line := range logs.all() {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "handler raised; the plugin exits" {
+			continue
+		}
+		found = true
+		if rec["level"] != "ERROR" || rec["plugin"] != "raises.py" || rec["index"] != float64(11) || rec["message_id"] == nil {
+			t.Errorf("the crash record: %v", rec)
+		}
+	}
+	if !found {
+		t.Errorf("no record of the crash in the host's log:\n%s", strings.Join(logs.all(), ""))
+	}
 }
 
 // A key and properties that are not UTF-8 (Pulsar carries bytes) cross a
@@ -200,4 +220,23 @@ func BenchmarkPipelinePython(b *testing.B) {
 			})
 		}
 	}
+}
+
+// logLines keeps every line written to it, whole.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
 }

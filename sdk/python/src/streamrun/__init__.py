@@ -17,10 +17,16 @@ virtual environment to run it with (handler.python). See the package
 README for outcomes, batch handlers, JSON, logs and crashes.
 """
 
-from ._handshake import CONTRACT_VERSION
+from ._handshake import CONTRACT_VERSION, check_cookie, claim_stdout
 from ._server import DEFAULT_MAX_MESSAGE_SIZE, batch_handler, serve
 from .jsonhelper import Emit, json_handler
 from .message import Batch, DeadLetter, Drop, Info, Message, Outcome, Output, Retry
+
+# In a plugin process, stdout is the handshake's from the moment the
+# package is imported: a print() before serve() would otherwise be read by
+# the host as a broken handshake.
+if check_cookie():
+    claim_stdout()
 
 __all__ = [
     "CONTRACT_VERSION",

@@ -134,6 +134,23 @@ def handshake_line(version: int, path: str, cert: Optional[ServerCert]) -> str:
                      cert.line_field() if cert else ""])
 
 
+_handshake_fd: Optional[int] = None
+
+
+def claim_stdout() -> int:
+    """Keeps the process's stdout for the handshake line and sends every
+    other write to it (print, a library's chatter) to stderr, which the
+    host logs: a line on stdout before the handshake line would fail the
+    start. Idempotent; returns the descriptor of the real stdout."""
+    global _handshake_fd
+    if _handshake_fd is None:
+        sys.stdout.flush()
+        _handshake_fd = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+    return _handshake_fd
+
+
 def refuse_unless_hosted() -> None:
     """Exits 1 with a clear message when not started by a streamrun host."""
     if not check_cookie():

@@ -227,11 +227,9 @@ def serve(handler: Any, *, batch: Optional[bool] = None, init: Optional[Callable
     """
     h = _Handler(handler, batch, init, close)
     _handshake.refuse_unless_hosted()
-    # stdout carries the handshake line; everything after it would be lost
-    # to go-plugin, so print() goes to stderr, which the host logs.
-    real_stdout = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    # stdout carries the handshake line (claimed already when the package
+    # was imported in a plugin process); print() goes to stderr.
+    real_stdout = _handshake.claim_stdout()
     _log.setup(sys.stderr)
 
     version = _handshake.negotiate_version()

@@ -8,6 +8,9 @@ import time
 
 import streamrun
 
+# A print between the import and serve() must not break the handshake.
+print("echo: loading")
+
 cfg = {}
 
 
