@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,24 +40,6 @@ func buildStreamrun(t *testing.T) string {
 		t.Fatalf("go build streamrun: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// syncBuffer is a bytes.Buffer written by a process and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // proc is a streamrun process started by a test.
