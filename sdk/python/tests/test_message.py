@@ -150,3 +150,15 @@ def test_trace_context_is_a_carrier():
     m = streamrun.Message(message(0, b"p", traceparent="00-aa-bb-01", tracestate="k=v"), 0)
     assert m.trace_context() == {"traceparent": "00-aa-bb-01", "tracestate": "k=v"}
     assert streamrun.Message(message(0, b"p"), 0).trace_context() == {}
+
+
+def test_a_handler_reaches_the_batchs_deadline_and_trace_context():
+    seen = {}
+
+    def h(m):
+        seen["carrier"] = m.batch.trace_context()
+        seen["left"] = m.time_left()
+
+    out = pb.BatchResult()
+    _Handler(h, None, None, None).process([message(0, b"x")], None, out, "00-cc-dd-01", "a=b")
+    assert seen == {"carrier": {"traceparent": "00-cc-dd-01", "tracestate": "a=b"}, "left": None}

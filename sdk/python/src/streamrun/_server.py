@@ -61,11 +61,12 @@ class _Handler:
             raise TypeError(f"serve: {handler!r} is not a handler: want a function, or an object with "
                             "handle(message) or handle_batch(batch)")
 
-    def process(self, msgs, deadline: Optional[float], out: pb.BatchResult) -> Optional[pb.Panic]:
+    def process(self, msgs, deadline: Optional[float], out: pb.BatchResult, traceparent: str = "",
+                tracestate: str = "") -> Optional[pb.Panic]:
         """Runs the handler over a batch, filling out's results. Returns
         the panic when it raised; out has no results when it raised or the
         deadline passed first."""
-        b = Batch(msgs, deadline)
+        b = Batch(msgs, deadline, traceparent, tracestate)
         try:
             ok = self._batch(b, out) if self.batch else self._each(b, out)
         except Exception as e:  # noqa: BLE001 - every exception is a crash, as a Go panic is
@@ -157,7 +158,10 @@ class _Servicer(pb_grpc.HandlerServicer):
                     yield pb.BatchResult(seq=batch.seq, panic=self.crashed)
                     continue
                 out = pb.BatchResult(seq=batch.seq)
-                p = self.h.process(batch.messages, deadline, out)
+                # The batch's own trace context, once the contract carries
+                # it (read by name: generated code without it still runs).
+                p = self.h.process(batch.messages, deadline, out, getattr(batch, "traceparent", ""),
+                                   getattr(batch, "tracestate", ""))
             if p is not None:
                 self._crash(p, batch)
                 yield pb.BatchResult(seq=batch.seq, panic=p)

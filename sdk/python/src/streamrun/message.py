@@ -171,6 +171,12 @@ class Message:
                 c["tracestate"] = self._m.tracestate
         return c
 
+    @property
+    def batch(self) -> Optional["Batch"]:
+        """The batch the message came in (its deadline, its trace
+        context)."""
+        return self._batch
+
     def json(self) -> Any:
         """The payload decoded as JSON."""
         return json.loads(self._m.payload)
@@ -322,8 +328,14 @@ class Batch(Sequence[Message]):
     the batch tells the SDK which message is being handled, so an
     exception names it."""
 
-    def __init__(self, msgs: list[pb.Message], deadline: Optional[float]):
+    def __init__(self, msgs: list[pb.Message], deadline: Optional[float], traceparent: str = "",
+                 tracestate: str = ""):
         self.deadline = deadline
+        #: W3C trace context of the host's span for this batch, the parent
+        #: for the handler's own spans; "" when the batch is not traced (or
+        #: the host does not send it).
+        self.traceparent = traceparent
+        self.tracestate = tracestate
         self._msgs = [Message(m, i, self) for i, m in enumerate(msgs)]
         self._outcomes: list[Optional[Outcome]] = [None] * len(msgs)
         self._outputs: list[Optional[list[Output]]] = [None] * len(msgs)
@@ -341,6 +353,16 @@ class Batch(Sequence[Message]):
             self.current = m.index
             yield m
         self.current = -1
+
+    def trace_context(self) -> dict[str, str]:
+        """The batch's trace context as a carrier for a W3C propagator;
+        empty when there is none."""
+        c = {}
+        if self.traceparent:
+            c["traceparent"] = self.traceparent
+            if self.tracestate:
+                c["tracestate"] = self.tracestate
+        return c
 
     def time_left(self) -> Optional[float]:
         """Seconds until the host gives up on the batch (it then takes the
