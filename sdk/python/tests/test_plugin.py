@@ -4,7 +4,6 @@ the handshake, mTLS and gRPC exactly as the Go host drives one."""
 import json
 import subprocess
 import sys
-import time
 
 import grpc
 import pytest

@@ -35,7 +35,7 @@ class Enriched:
     received_ms: int
 
 
-cfg: Config
+cfg = Config(large="", small="")  # set by init
 
 
 def init(info: streamrun.Info) -> None:

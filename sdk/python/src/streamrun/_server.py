@@ -18,7 +18,7 @@ import grpc
 from . import _handshake, _log
 from ._pb import handler_pb2 as pb
 from ._pb import handler_pb2_grpc as pb_grpc
-from .message import Batch, Info, Message, Outcome, _fill_result
+from .message import Batch, Info, Outcome, _fill_result
 
 log = logging.getLogger("streamrun")
 
