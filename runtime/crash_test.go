@@ -212,8 +212,8 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 	s := host.stats("crashy")
 	k := kills.Load()
 	dups := got.len() - n
-	t.Logf("%d messages; %d kills, %d crashes in all (kills and panics), %d restarts; %d duplicates at the output; stats %+v",
-		n, k, s.Crashes, s.Restarts, dups, s)
+	t.Logf("%d messages; %d kills, %d crashes in all (kills and panics), %d restarts; %d duplicates at the output; %d broker connections accepted since the start; stats %+v",
+		n, k, s.Crashes, s.Restarts, dups, c.AcceptedConnections(0)-accepted, s)
 	if k < minKills {
 		t.Errorf("%d kills, want at least %d (the stream ended first)", k, minKills)
 	}
@@ -228,6 +228,14 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 	}
 	if s.DeadLettered != 0 || s.Retried != 0 {
 		t.Errorf("%d dead-lettered, %d retried; want none", s.DeadLettered, s.Retried)
+	}
+	// The broker side: the same connections, none accepted since (on
+	// every subscription type).
+	if a := c.AcceptedConnections(0); a != accepted {
+		t.Errorf("the broker accepted %d connections during the test", a-accepted)
+	}
+	if now := connIDs(c); !slices.Equal(now, conns) {
+		t.Errorf("live connections changed: %v at start, %v at the end", conns, now)
 	}
 	if !typ.KeepsOrder() {
 		return
@@ -246,13 +254,6 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 			t.Fatalf("key %s: %d after %d", m.Key, seq, prev)
 		}
 		last[m.Key] = seq
-	}
-	// The broker side: the same connections, none accepted since.
-	if a := c.AcceptedConnections(0); a != accepted {
-		t.Errorf("the broker accepted %d connections during the test", a-accepted)
-	}
-	if now := connIDs(c); !slices.Equal(now, conns) {
-		t.Errorf("live connections changed: %v at start, %v at the end", conns, now)
 	}
 	if h := host.health("crashy"); h.State != streamrun.StateHealthy && h.State != streamrun.StateDegraded {
 		t.Errorf("health %+v", h)
