@@ -81,6 +81,9 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 	ctx := testContext(b)
 
 	h := self(testConfig{Output: out})
+	if mode == "python" {
+		h = pythonHandler(b, testConfig{Output: out})
+	}
 	h.BatchSize = batchSize
 	h.Instances = benchInstances
 	h.MaxBatchesInFlight = benchBatchesInFlight

@@ -140,7 +140,14 @@ func (p *pipeline) open(ctx context.Context) error {
 		}
 		p.start = localStarter(cfg, newHandler, config)
 	case cfg.Handler.Plugin != "":
-		p.start = pluginStarter(p.h, cfg, cfg.Handler.Plugin, config, p.log)
+		p.start = pluginStarter(p.h, cfg, pluginCommand{path: cfg.Handler.Plugin}, config, p.log)
+	case cfg.Handler.Script != "":
+		cmd, err := scriptCommand(cfg.Handler)
+		if err != nil {
+			return err
+		}
+		p.log.Info("running the handler script", "script", cmd.args[0], "python", cmd.path)
+		p.start = pluginStarter(p.h, cfg, cmd, config, p.log)
 	default:
 		bo := p.h.opts.Build
 		if bo.Logger == nil {
@@ -150,7 +157,7 @@ func (p *pipeline) open(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.start = pluginStarter(p.h, cfg, b.Path, config, p.log)
+		p.start = pluginStarter(p.h, cfg, pluginCommand{path: b.Path}, config, p.log)
 	}
 
 	for _, t := range cfg.Outputs {

@@ -13,43 +13,43 @@ import (
 )
 
 // The host's end of the hand encoding is handler.proto's: the generated
-// code reads the Batch it writes (this test), and it reads the
-// BatchResult the generated code writes (the next). Package plugin tests
-// the other two directions.
-func TestTheHostsBatchIsTheContracts(t *testing.T) {
+// code reads the Batch it writes, and it reads the BatchResult the
+// generated code writes. (package plugin tests the other two directions.)
+// Keys and properties are bytes in the contract: ones that are not UTF-8
+// cross too (generated code refuses a proto3 string that is not).
+func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
+	c := wire.NewCodec()
 	batch := []*plugin.Message{
-		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k", OrderingKey: []byte("ok"),
-			Properties: map[string]string{"a": "1", "b": ""}, Payload: []byte("payload"),
+		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k\xff", OrderingKey: []byte("ok"),
+			Properties: map[string]string{"a": "1", "\xc3(": "\xa0"}, Payload: []byte("payload"),
 			PublishTime: time.UnixMilli(1_700_000_000_001), EventTime: time.UnixMilli(-5),
 			RedeliveryCount: 3, TraceParent: "tp", TraceState: "ts"},
 		{},
 		{Topic: "persistent://t/n/a", Payload: []byte("x")},
 	}
-	data, err := wire.NewCodec().Marshal(&batchOut{msgs: batch, seq: 1 << 40, timeoutMs: 1500})
+	data, err := c.Marshal(&batchOut{msgs: batch, seq: 1 << 40, timeoutMs: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got pb.Batch
-	if err := proto.Unmarshal(data.Materialize(), &got); err != nil {
+	var pbBatch pb.Batch
+	if err := proto.Unmarshal(data.Materialize(), &pbBatch); err != nil {
 		t.Fatal(err)
 	}
-	want := &pb.Batch{Seq: 1 << 40, TimeoutMs: 1500}
-	for _, m := range batch {
-		want.Messages = append(want.Messages, &pb.Message{Id: m.ID, Topic: m.Topic, Key: m.Key,
-			OrderingKey: m.OrderingKey, Properties: m.Properties, Payload: m.Payload,
-			PublishTimeMs: wire.Millis(m.PublishTime), EventTimeMs: wire.Millis(m.EventTime),
-			RedeliveryCount: m.RedeliveryCount, Traceparent: m.TraceParent, Tracestate: m.TraceState})
+	if pbBatch.Seq != 1<<40 || pbBatch.TimeoutMs != 1500 || len(pbBatch.Messages) != 3 {
+		t.Fatalf("protobuf read %v", &pbBatch)
 	}
-	if !proto.Equal(&got, want) {
-		t.Fatalf("protobuf read\n%v\nwant\n%v", &got, want)
+	m0 := pbBatch.Messages[0]
+	if m0.Id != "1:2:-1:-1" || m0.Topic != "persistent://t/n/a" || string(m0.Key) != "k\xff" || string(m0.OrderingKey) != "ok" ||
+		prop(m0.Properties, "a") != "1" || prop(m0.Properties, "\xc3(") != "\xa0" || len(m0.Properties) != 2 || string(m0.Payload) != "payload" ||
+		m0.PublishTimeMs != 1_700_000_000_001 || m0.EventTimeMs != -5 || m0.RedeliveryCount != 3 ||
+		m0.Traceparent != "tp" || m0.Tracestate != "ts" || string(pbBatch.Messages[2].Payload) != "x" ||
+		!proto.Equal(pbBatch.Messages[1], &pb.Message{}) {
+		t.Fatalf("protobuf read %v", &pbBatch)
 	}
-}
 
-func TestTheHostReadsTheContractsResults(t *testing.T) {
-	c := wire.NewCodec()
 	pbRes := &pb.BatchResult{Seq: 10, Results: []*pb.Result{
 		{Index: 0, Outcome: pb.Outcome_OUTCOME_ACK, Outputs: []*pb.Output{
-			{Topic: "o", Key: "k", Payload: []byte("p"), Properties: map[string]string{"x": "y"},
+			{Topic: "o", Key: []byte("k\x80"), Payload: []byte("p"), Properties: pbProps(map[string]string{"x": "y\xff"}),
 				OrderingKey: []byte("ok"), EventTimeMs: 7},
 			{Topic: "o2"}}},
 		{Index: 1, Outcome: pb.Outcome_OUTCOME_RETRY, RetryDelayMs: 1500, Reason: "later"},
@@ -64,18 +64,23 @@ func TestTheHostReadsTheContractsResults(t *testing.T) {
 	if err := c.Unmarshal(memSlice(raw), &rin); err != nil {
 		t.Fatal(err)
 	}
-	// What was read, written back with the generated types, is what was sent.
-	back := &pb.BatchResult{Seq: rin.seq}
-	for _, r := range rin.res {
-		pr := &pb.Result{Index: r.index, Outcome: pb.Outcome(r.outcome), RetryDelayMs: r.delayMs, Reason: r.reason}
-		for _, o := range r.outputs {
-			pr.Outputs = append(pr.Outputs, &pb.Output{Topic: o.Topic, Key: o.Key, OrderingKey: o.OrderingKey,
-				Properties: o.Properties, Payload: o.Payload, EventTimeMs: wire.Millis(o.EventTime)})
-		}
-		back.Results = append(back.Results, pr)
+	if rin.seq != 10 || len(rin.res) != 4 {
+		t.Fatalf("seq %d, %d results", rin.seq, len(rin.res))
 	}
-	if !proto.Equal(back, pbRes) {
-		t.Fatalf("read\n%v\nwant\n%v", back, pbRes)
+	for i, r := range rin.res {
+		w := pbRes.Results[i]
+		if r.index != w.Index || r.outcome != int32(w.Outcome) || r.delayMs != w.RetryDelayMs ||
+			r.reason != w.Reason || len(r.outputs) != len(w.Outputs) {
+			t.Fatalf("result %d: got %+v, want %v", i, r, w)
+		}
+		for k, o := range r.outputs {
+			wo := w.Outputs[k]
+			if o.Topic != wo.Topic || o.Key != string(wo.Key) || string(o.Payload) != string(wo.Payload) ||
+				string(o.OrderingKey) != string(wo.OrderingKey) || wire.Millis(o.EventTime) != wo.EventTimeMs ||
+				len(o.Properties) != len(wo.Properties) || (len(wo.Properties) > 0 && o.Properties["x"] != prop(wo.Properties, "x")) {
+				t.Fatalf("result %d output %d: got %+v, want %v", i, k, o, wo)
+			}
+		}
 	}
 
 	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
@@ -91,6 +96,25 @@ func TestTheHostReadsTheContractsResults(t *testing.T) {
 			t.Errorf("% x decoded as results", bad)
 		}
 	}
+}
+
+// pbProps is m as the generated code holds properties.
+func pbProps(m map[string]string) []*pb.Property {
+	var ps []*pb.Property
+	for k, v := range m {
+		ps = append(ps, &pb.Property{Key: []byte(k), Value: []byte(v)})
+	}
+	return ps
+}
+
+// prop is the value of property k in ps, "<absent>" when there is none.
+func prop(ps []*pb.Property, k string) string {
+	for _, p := range ps {
+		if string(p.Key) == k {
+			return string(p.Value)
+		}
+	}
+	return "<absent>"
 }
 
 func memSlice(b []byte) mem.BufferSlice { return mem.BufferSlice{mem.SliceBuffer(b)} }

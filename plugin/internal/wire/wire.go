@@ -14,6 +14,12 @@
 // receives: the host a Batch out and a BatchResult in (plugin/host's
 // wire.go), the plugin the other way (plugin's wire.go).
 //
+// Text and bytes: handler.proto makes keys and properties bytes and the
+// other text fields strings; both are the same wire type, so the SDK's Go
+// strings carry either unchanged (a Go string holds any bytes). What the
+// contract asks of a sender, valid UTF-8 in its string fields, the SDK
+// ensures where a handler writes one (a reason, a panic report).
+//
 // Lifetime: a decoded batch or answer aliases one buffer that holds the
 // received gRPC message (a copy of it made by gRPC's Materialize, owned by
 // nobody else and never written to). Strings, payloads and keys point
