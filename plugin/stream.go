@@ -8,12 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
 // batchStream is the host's end of the Batches stream: one long-lived
@@ -114,6 +116,8 @@ func (s *batchStream) fail(err error) {
 // are gRPC statuses or ctx's, for Instance.callError to classify.
 func (s *batchStream) process(ctx context.Context, batch []*Message) (*wireResultsIn, error) {
 	wb := &wireBatch{msgs: batch}
+	// The batch's span, if traced, is the parent of the handler's.
+	wb.traceParent, wb.traceState = msgtrace.Format(trace.SpanContextFromContext(ctx))
 	// Room for the seq and timeout, not known yet.
 	if n := wb.encodedSize() + 2*binary.MaxVarintLen64; n > s.maxSize {
 		// gRPC would refuse it too, and end the stream with it: refused

@@ -31,6 +31,9 @@ type wireBatch struct {
 	seq       uint64
 	timeoutMs int64
 	msgsSize  int // the encoded size of msgs once known, else 0
+	// traceParent and traceState are the trace context of the host's
+	// span for the batch, "" when it is not traced.
+	traceParent, traceState string
 }
 
 // encodedSize is the size of b on the wire. The messages' part is
@@ -40,7 +43,8 @@ func (b *wireBatch) encodedSize() int {
 	if b.msgsSize == 0 {
 		b.msgsSize = batchSize(b.msgs)
 	}
-	return b.msgsSize + sizeVarint(b.seq) + sizeVarint(uint64(b.timeoutMs))
+	return b.msgsSize + sizeVarint(b.seq) + sizeVarint(uint64(b.timeoutMs)) +
+		sizeStr(b.traceParent) + sizeStr(b.traceState)
 }
 
 // wireResults is a BatchResult, encoded from the SDK's results, or a
@@ -94,6 +98,8 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		b = appendBatch(b, v.msgs)
 		b = appendVarint(b, fBatchSeq, v.seq)
 		b = appendVarint(b, fBatchTimeout, uint64(v.timeoutMs))
+		b = appendStr(b, fBatchTraceParent, v.traceParent)
+		b = appendStr(b, fBatchTraceState, v.traceState)
 	case *wireResults:
 		b = appendResults(b, v.res)
 		b = appendVarint(b, fResultsSeq, v.seq)
@@ -122,6 +128,9 @@ const (
 	fBatchMessages = 1
 	fBatchSeq      = 2
 	fBatchTimeout  = 3
+	// Batch 4 and 5, Output 7 and 8: the trace context (docs/telemetry.md).
+	fBatchTraceParent = 4
+	fBatchTraceState  = 5
 
 	fMsgID          = 1
 	fMsgTopic       = 2
@@ -151,6 +160,8 @@ const (
 	fOutProperties  = 4
 	fOutPayload     = 5
 	fOutEventTime   = 6
+	fOutTraceParent = 7
+	fOutTraceState  = 8
 )
 
 // Sizes. A proto3 field at its zero value is not sent.
@@ -203,7 +214,7 @@ func batchSize(msgs []*Message) int {
 
 func outputSize(o *Output) int {
 	return sizeStr(o.Topic) + sizeStr(o.Key) + sizeBlob(o.OrderingKey) + sizeProps(o.Properties) +
-		sizeBlob(o.Payload) + sizeVarint(uint64(millis(o.EventTime)))
+		sizeBlob(o.Payload) + sizeVarint(uint64(millis(o.EventTime))) + sizeStr(o.TraceParent) + sizeStr(o.TraceState)
 }
 
 func resultSize(i int, r *Result) int {
@@ -298,6 +309,8 @@ func appendResults(b []byte, rs []Result) []byte {
 			b = appendProps(b, fOutProperties, o.Properties)
 			b = appendBlob(b, fOutPayload, o.Payload)
 			b = appendVarint(b, fOutEventTime, uint64(millis(o.EventTime)))
+			b = appendStr(b, fOutTraceParent, o.TraceParent)
+			b = appendStr(b, fOutTraceState, o.TraceState)
 		}
 	}
 	return b
@@ -419,6 +432,16 @@ func decodeBatch(b []byte, in *wireBatch) error {
 				in.timeoutMs = int64(v)
 			}
 			continue
+		}
+		if typ == protowire.BytesType {
+			switch num {
+			case fBatchTraceParent:
+				in.traceParent = str(body)
+				continue
+			case fBatchTraceState:
+				in.traceState = str(body)
+				continue
+			}
 		}
 		if num != fBatchMessages || typ != protowire.BytesType {
 			continue
@@ -573,6 +596,10 @@ func decodeOutput(o *Output, b []byte, topic *string) error {
 			}
 		case fOutPayload:
 			o.Payload = blob(fb)
+		case fOutTraceParent:
+			o.TraceParent = str(fb)
+		case fOutTraceState:
+			o.TraceState = str(fb)
 		}
 	}
 	return nil

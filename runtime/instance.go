@@ -38,7 +38,7 @@ type starter func(ctx context.Context, slot int) (instance, error)
 
 // pluginStarter starts plugin processes of binary path.
 func pluginStarter(h *Host, p *pipelines.Pipeline, path string, config []byte, log *slog.Logger) starter {
-	var env []string
+	env := slices.Clone(h.opts.PluginEnv)
 	for _, k := range slices.Sorted(maps.Keys(p.Handler.Env)) {
 		env = append(env, k+"="+p.Handler.Env[k])
 	}

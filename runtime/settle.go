@@ -10,6 +10,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
 // Properties of a dead-lettered message, beside its own. The first two
@@ -29,6 +30,7 @@ const (
 // pending limits: that too is backpressure.
 func (p *pipeline) settle(items []*item, res []plugin.Result) {
 	p.stats.processed.Add(int64(len(items)))
+	p.met.processed(len(items))
 	for i, it := range items {
 		r := &res[i]
 		switch r.Outcome {
@@ -41,7 +43,7 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 			done := func(_ pulsarwire.MessageID, err error) { p.receipt(it, err) }
 			for j := range r.Outputs {
 				o := &r.Outputs[j]
-				p.client.PublishAsync(p.hard, o.Topic, p.outputMessage(it, o), done)
+				p.publish(p.tr.parentOf(it, o), o.Topic, p.outputMessage(it, o), done)
 			}
 		case plugin.OutcomeRetry:
 			p.retry(it, r.RetryDelay, r.Reason)
@@ -59,7 +61,8 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 // trace context goes along unless the handler set its own.
 func (p *pipeline) outputMessage(it *item, o *plugin.Output) pool.Message {
 	props := o.Properties
-	if it.pm.TraceParent != "" && props[propTraceParent] == "" {
+	// Traced, the output's "send" span gives it a trace context instead.
+	if p.tr == nil && it.pm.TraceParent != "" && props[propTraceParent] == "" {
 		props = maps.Clone(props)
 		if props == nil {
 			props = make(map[string]string, 2)
@@ -118,6 +121,7 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 		delay = ep.Backoff.Delay(n + 1)
 	}
 	p.retries.set(k, uint32(n+1))
+	p.tr.retried(it, reason, delay.Milliseconds())
 	p.log.Debug("retry", "id", it.pm.ID, "topic", it.m.Topic, "delay", delay, "reason", reason)
 	if err := p.cons.NackAfter(it.m, delay); err != nil {
 		p.log.Debug("nack", "id", it.pm.ID, "err", err)
@@ -137,7 +141,8 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 	props[PropertyOriginMessageID] = it.pm.ID
 	props[PropertyDeadLetterReason] = reason
 	p.log.Warn("dead-lettering a message", "id", it.pm.ID, "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
-	p.client.PublishAsync(p.hard, topic, pool.Message{
+	p.tr.deadLettered(it, reason)
+	p.publish(p.tr.batchContext(it), topic, pool.Message{
 		Payload:     m.Payload,
 		Key:         m.Key,
 		OrderingKey: m.OrderingKey,
@@ -170,6 +175,8 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 // it is delivered again once the consumer closes. Only at shutdown.
 func (p *pipeline) handBack(it *item) {
 	p.stats.handedBack.Add(1)
+	p.tr.event(it, msgtrace.EventHandedBack)
+	p.met.handedBack()
 	p.release(it)
 }
 
@@ -191,11 +198,13 @@ func (p *pipeline) settled(it *item, o Outcome) {
 	if f := p.h.opts.Hooks.Settled; f != nil {
 		f(p.name, o)
 	}
+	p.met.settled(it, o)
 	p.release(it)
 }
 
 func (p *pipeline) release(it *item) {
 	if b := it.b; b != nil && b.left.Add(-1) == 0 {
+		p.tr.endBatch(b)
 		if f := p.h.opts.Hooks.BatchDone; f != nil {
 			f(p.name, b.size, time.Since(b.formed))
 		}

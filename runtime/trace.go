@@ -1,0 +1,231 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
+)
+
+// tracing makes a pipeline's spans (docs/telemetry.md). A pipeline without
+// Options.TracerProvider has none (nil), and every method of a nil
+// *tracing does nothing: off costs a nil check.
+type tracing struct {
+	tr    trace.Tracer
+	attrs []attribute.KeyValue // on every span of the pipeline
+}
+
+func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing {
+	if tp == nil {
+		return nil
+	}
+	return &tracing{
+		tr: tp.Tracer(msgtrace.ScopeName),
+		attrs: []attribute.KeyValue{msgtrace.SystemPulsar, msgtrace.KeyPipeline.String(pipeline),
+			msgtrace.KeyConsumerGroup.String(subscription)},
+	}
+}
+
+// startProcess starts the CONSUMER span of b, handed to instance slot. Its
+// parent is the messages' creation context when they all come from one
+// trace (a batch of one always does), so that a message's journey is one
+// trace; otherwise it starts a trace of its own. Either way it links to
+// every message's creation context, as far as the SDK's link limit
+// (OTEL_SPAN_LINK_COUNT_LIMIT, default 128) allows: links beyond it are
+// dropped and counted in the span's dropped_links_count.
+func (t *tracing) startProcess(b *batch, slot int) {
+	if t == nil || b.span != nil {
+		return
+	}
+	topic := b.items[0].m.Topic
+	first, oneTrace := "", true
+	for _, it := range b.items {
+		if it.m.Topic != topic {
+			topic = "" // several topics: named after the subscription below
+		}
+		tp := it.pm.TraceParent
+		if tp == "" {
+			continue
+		}
+		switch {
+		case first == "":
+			first = tp
+		case !sameTrace(first, tp):
+			oneTrace = false
+		}
+	}
+	ctx := context.Background()
+	if first != "" && oneTrace {
+		for _, it := range b.items {
+			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
+				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+				break
+			}
+		}
+	}
+	name := topic
+	if name == "" {
+		name = t.attrs[2].Value.AsString()
+	}
+	_, span := t.tr.Start(ctx, msgtrace.ProcessName(name), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(t.attrs...),
+		trace.WithAttributes(msgtrace.KeyOperationName.String("process"), msgtrace.KeyOperationType.String("process"),
+			msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
+			msgtrace.KeyInstance.Int(slot)))
+	if span.IsRecording() && first != "" {
+		for _, it := range b.items {
+			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.pm.ID)}})
+			}
+		}
+	}
+	b.span = span
+}
+
+// sameTrace reports whether two traceparents ("00-<trace id>-<span
+// id>-<flags>") name one trace, without parsing them.
+func sameTrace(a, b string) bool {
+	return len(a) >= 35 && len(b) >= 35 && a[3:35] == b[3:35]
+}
+
+// processCtx is ctx with b's span, which Instance.Process hands on to
+// the plugin as the parent of the handler's span.
+func (t *tracing) processCtx(ctx context.Context, b *batch) context.Context {
+	if t == nil || b.span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, b.span)
+}
+
+// handlerFailed records on b's span that the handler failed on it.
+func (t *tracing) handlerFailed(b *batch, slot int, err error) {
+	if t == nil || b.span == nil || !b.span.IsRecording() {
+		return
+	}
+	kind := errorType(err)
+	b.span.AddEvent(msgtrace.EventCrash, trace.WithAttributes(msgtrace.KeyErrorType.String(kind),
+		msgtrace.KeyInstance.Int(slot)))
+	b.span.RecordError(err)
+	b.span.SetAttributes(msgtrace.KeyErrorType.String(kind))
+	b.span.SetStatus(codes.Error, err.Error())
+}
+
+// errorType classifies a handler failure for error.type.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, plugin.ErrCrashed):
+		return "crash"
+	case errors.Is(err, errHung):
+		return "timeout"
+	case errors.Is(err, plugin.ErrBadResponse):
+		return "bad_response"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "_OTHER"
+}
+
+// event records what became of it on its batch's span.
+func (t *tracing) event(it *item, name string, attrs ...attribute.KeyValue) {
+	if t == nil || it.b == nil || it.b.span == nil || !it.b.span.IsRecording() {
+		return
+	}
+	it.b.span.AddEvent(name, trace.WithAttributes(append(attrs, msgtrace.KeyMessageID.String(it.pm.ID))...))
+}
+
+func (t *tracing) retried(it *item, reason string, delayMs int64) {
+	t.event(it, msgtrace.EventRetry, msgtrace.KeyReason.String(reason), msgtrace.KeyDelay.Int64(delayMs))
+}
+
+func (t *tracing) deadLettered(it *item, reason string) {
+	t.event(it, msgtrace.EventDeadLetter, msgtrace.KeyReason.String(reason))
+}
+
+// endBatch ends b's span once every message of b is settled.
+func (t *tracing) endBatch(b *batch) {
+	if t == nil || b.span == nil {
+		return
+	}
+	b.span.End()
+}
+
+// parentOf is the context an output o of it is published under: the
+// one the plugin gave it (the handler's span), else the batch's span.
+func (t *tracing) parentOf(it *item, o *plugin.Output) trace.SpanContext {
+	if t == nil {
+		return trace.SpanContext{}
+	}
+	if sc := msgtrace.Parse(o.TraceParent, o.TraceState); sc.IsValid() {
+		return sc
+	}
+	if sc := msgtrace.Extract(o.Properties); sc.IsValid() {
+		return sc
+	}
+	return t.batchContext(it)
+}
+
+// batchContext is the context of it's batch span, else its creation
+// context.
+func (t *tracing) batchContext(it *item) trace.SpanContext {
+	if t == nil {
+		return trace.SpanContext{}
+	}
+	if it.b != nil && it.b.span != nil {
+		return it.b.span.SpanContext()
+	}
+	return msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState)
+}
+
+// publish publishes m to topic as p.client.PublishAsync does; traced, it
+// does so under a PRODUCER span, a child of parent, whose context goes
+// into m's properties and which ends with the receipt.
+func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Message, done func(pulsarwire.MessageID, error)) {
+	if p.met != nil {
+		inner := done
+		done = func(id pulsarwire.MessageID, err error) {
+			p.met.sent(topic, err)
+			inner(id, err)
+		}
+	}
+	t := p.tr
+	if t == nil {
+		p.client.PublishAsync(p.hard, topic, m, done)
+		return
+	}
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
+	span, props := msgtrace.StartSend(ctx, t.tr, topic, m.Properties, t.attrs...)
+	m.Properties = props
+	p.client.PublishAsync(p.hard, topic, m, func(id pulsarwire.MessageID, err error) {
+		endSend(span, id, err)
+		done(id, err)
+	})
+}
+
+// endSend ends a PRODUCER span with its receipt.
+func endSend(span trace.Span, id pulsarwire.MessageID, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetAttributes(msgtrace.KeyErrorType.String(sendErrorType(err)))
+		span.SetStatus(codes.Error, err.Error())
+	} else if span.IsRecording() {
+		span.SetAttributes(msgtrace.KeyMessageID.String(id.String()))
+	}
+	span.End()
+}
+
+func sendErrorType(err error) string {
+	if code, ok := pulsarwire.ServerCode(err); ok {
+		return code.String()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return "canceled"
+	}
+	return "_OTHER"
+}

@@ -1,0 +1,29 @@
+package msgtrace
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of streamrun's spans.
+const ScopeName = "github.com/streamrun/streamrun"
+
+// SendName is the name of the span that publishes to topic.
+func SendName(topic string) string { return "send " + topic }
+
+// ProcessName is the name of the span that processes a batch from topic.
+func ProcessName(topic string) string { return "process " + topic }
+
+// StartSend starts the PRODUCER span of a message published to topic, a
+// child of ctx's span, and returns properties with the span's context in
+// them (a copy: properties is not changed), the message's creation
+// context for whoever reads it. attrs are added to the span.
+func StartSend(ctx context.Context, tr trace.Tracer, topic string, properties map[string]string, attrs ...attribute.KeyValue) (trace.Span, map[string]string) {
+	_, span := tr.Start(ctx, SendName(topic), trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(SystemPulsar, KeyOperationName.String("send"), KeyOperationType.String("send"),
+			KeyDestination.String(topic)),
+		trace.WithAttributes(attrs...))
+	return span, Inject(properties, span.SpanContext())
+}
