@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"testing"
 
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
