@@ -28,7 +28,7 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 		return c
 	}
 	up := gauge(MetricInstancesUp, "{instance}", "Handler instances running.")
-	healthy := gauge(MetricPipelineUp, "1", "1 while the pipeline runs with no handler instance that keeps crashing, else 0.")
+	healthy := gauge(MetricPipelineUp, "", "1 while the pipeline runs with no handler instance that keeps crashing, else 0.")
 	inFlight := gauge(MetricInFlight, "{message}", "Messages received and not settled yet.")
 	conns := gauge(MetricConnections, "{connection}", "Broker connections open.")
 	restarts := counter(MetricRestarts, "{restart}", "Handler instances restarted.")
