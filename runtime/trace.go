@@ -126,6 +126,8 @@ func errorType(err error) string {
 		return "timeout"
 	case errors.Is(err, plugin.ErrBadResponse):
 		return "bad_response"
+	case errors.Is(err, plugin.ErrClosed):
+		return "instance_closed" // killed under it after another batch's failure
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	}
