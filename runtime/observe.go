@@ -3,12 +3,17 @@ package runtime
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
+
+// backlogTimeout bounds asking the brokers for a pipeline's backlog
+// during a collection.
+const backlogTimeout = 2 * time.Second
 
 // bg is the context of measurements, which have none of their own.
 var bg = context.Background()
@@ -31,13 +36,22 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 	healthy := gauge(MetricPipelineUp, "", "1 while the pipeline runs with no handler instance that keeps crashing, else 0.")
 	inFlight := gauge(MetricInFlight, "{message}", "Messages received and not settled yet.")
 	conns := gauge(MetricConnections, "{connection}", "Broker connections open.")
+	reconnects := counter(MetricReconnects, "{connection}", "Broker connections dialed again to an address connected before.")
+	pendingMsgs := gauge(MetricPendingMsgs, "{message}", "Messages published and not yet acknowledged by the broker, all producers.")
+	pendingBytes := gauge(MetricPendingBytes, "By", "Payload bytes of those messages.")
+	permits := gauge(MetricPermits, "{message}", "Flow permits granted to the brokers and not used yet.")
+	backlog := gauge(MetricBacklog, "{message}", "The subscription's backlog as the brokers report it.")
 	restarts := counter(MetricRestarts, "{restart}", "Handler instances restarted.")
 	crashes := counter(MetricCrashes, "{crash}", "Handler failures: crashes, hangs, wrong answers, failed restarts.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(conns, int64(len(h.client.BrokerConns())))
+	return m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cs := h.client.Stats()
+		o.ObserveInt64(conns, int64(cs.Connections))
+		o.ObserveInt64(reconnects, cs.Reconnects)
+		o.ObserveInt64(pendingMsgs, cs.PendingMessages)
+		o.ObserveInt64(pendingBytes, cs.PendingBytes)
 		h.mu.Lock()
 		pipes := h.pipes
 		h.mu.Unlock()
@@ -61,7 +75,17 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 			o.ObserveInt64(inFlight, st.InFlight, attrs)
 			o.ObserveInt64(restarts, st.Restarts, attrs)
 			o.ObserveInt64(crashes, st.Crashes, attrs)
+			if s := p.state.Load().(State); s != StateRunning {
+				continue // the consumer is being opened or closed
+			}
+			o.ObserveInt64(permits, p.cons.Permits(), attrs)
+			bctx, cancel := context.WithTimeout(ctx, backlogTimeout)
+			bl, err := p.cons.Backlog(bctx)
+			cancel()
+			if err == nil {
+				o.ObserveInt64(backlog, bl, attrs)
+			}
 		}
 		return nil
-	}, up, healthy, inFlight, conns, restarts, crashes)
+	}, up, healthy, inFlight, conns, reconnects, pendingMsgs, pendingBytes, permits, backlog, restarts, crashes)
 }

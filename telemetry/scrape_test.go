@@ -187,7 +187,10 @@ func TestMetricsScrape(t *testing.T) {
 		if s, err = scrapeMetrics(ctx, base); err != nil {
 			t.Fatal(err)
 		}
-		if s.value("streamrun_messages_settled_total", pl) >= acked+retried+dead {
+		// Settled, and the acknowledgements (sent in groups) reached the
+		// broker, which reports the backlog gone.
+		if s.value("streamrun_messages_settled_total", pl) >= acked+retried+dead &&
+			s["streamrun_consumer_backlog"] != nil && s.value("streamrun_consumer_backlog", pl) == 0 {
 			break
 		}
 		select {
@@ -214,6 +217,9 @@ func TestMetricsScrape(t *testing.T) {
 		{"streamrun_handler_instances_up", []string{pl}, 1},
 		{"streamrun_pipeline_healthy", []string{pl}, 1},
 		{"streamrun_handler_crashes_total", []string{pl}, 0},
+		{"streamrun_producer_pending_messages", nil, 0},
+		{"streamrun_producer_pending_bytes", nil, 0},
+		{"streamrun_broker_reconnects_total", nil, 0},
 	} {
 		if got := s.value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -225,6 +231,9 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("batches: size histogram %v, duration histogram %v", batches, s.value("messaging_process_duration_seconds", pl))
 	}
 	t.Logf("metrics: %v", s.names())
+	if s["streamrun_consumer_backlog"] == nil || s["streamrun_consumer_permits"] == nil {
+		t.Errorf("no backlog or permits")
+	}
 	if s.value("streamrun_broker_connections") < 1 {
 		t.Errorf("no broker connection counted")
 	}
