@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
@@ -120,13 +121,13 @@ func (t *tracing) handlerFailed(b *batch, slot int, err error) {
 // errorType classifies a handler failure for error.type.
 func errorType(err error) string {
 	switch {
-	case errors.Is(err, plugin.ErrCrashed):
+	case errors.Is(err, host.ErrCrashed):
 		return "crash"
 	case errors.Is(err, errHung):
 		return "timeout"
-	case errors.Is(err, plugin.ErrBadResponse):
+	case errors.Is(err, host.ErrBadResponse):
 		return "bad_response"
-	case errors.Is(err, plugin.ErrClosed):
+	case errors.Is(err, host.ErrClosed):
 		return "instance_closed" // killed under it after another batch's failure
 	case errors.Is(err, context.Canceled):
 		return "canceled"

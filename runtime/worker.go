@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 )
 
 // errHung is the failure of a batch the handler did not answer within
@@ -282,7 +283,7 @@ func (s *slot) process(b *batch, sb *sent, alone bool) {
 			continue
 		}
 
-		var crash *plugin.CrashError
+		var crash *host.CrashError
 		if errors.As(err, &crash) && crash.Index >= 0 && crash.Index < len(cur.items) {
 			// The handler panicked on this message: one strike against it.
 			it := cur.items[crash.Index]
