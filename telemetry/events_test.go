@@ -15,15 +15,16 @@ import (
 	streamrun "github.com/streamrun/streamrun/runtime"
 	"github.com/streamrun/streamrun/telemetry"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
+	"github.com/streamrun/streamrun/telemetry/otlptest"
 )
 
 // tracedHost runs p on a host that exports to a gRPC receiver, always
 // sampling.
-func tracedHost(t *testing.T, opts streamrun.Options, p pipelines.Pipeline) (*receiver, *broker.Cluster, func()) {
+func tracedHost(t *testing.T, opts streamrun.Options, p pipelines.Pipeline) (*otlptest.Receiver, *broker.Cluster, func()) {
 	t.Helper()
 	ctx := testContext(t)
-	rcv := startReceiver(t, telemetry.ProtocolGRPC)
-	cfg := telemetry.Config{Endpoint: rcv.url, Sampler: "always_on"}
+	rcv := otlptest.Start(t, telemetry.ProtocolGRPC)
+	cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "always_on"}
 	tp, err := telemetry.NewTracerProvider(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func tracedHost(t *testing.T, opts streamrun.Options, p pipelines.Pipeline) (*re
 
 // hasEvent returns the span's first event called name whose attributes
 // include want ("key=value" pairs), nil when there is none.
-func hasEvent(s gotSpan, name string, want ...string) *tracepb.Span_Event {
+func hasEvent(s otlptest.Span, name string, want ...string) *tracepb.Span_Event {
 	for _, e := range s.Events {
 		if e.Name != name {
 			continue
@@ -51,7 +52,7 @@ func hasEvent(s gotSpan, name string, want ...string) *tracepb.Span_Event {
 		ok := true
 		for _, kv := range want {
 			k, v, _ := strings.Cut(kv, "=")
-			ok = ok && attrOf(e.Attributes, k) == v
+			ok = ok && otlptest.AttrOf(e.Attributes, k) == v
 		}
 		if ok {
 			return e
@@ -95,12 +96,12 @@ func TestTraceEvents(t *testing.T) {
 		}
 	}
 	dlq := in + "-events-sub-DLQ"
-	var got map[string]gotSpan
+	var got map[string]otlptest.Span
 	for {
 		flush()
 		var err error
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		got, err = rcv.waitFor(wctx, poisonTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq), "handle events")
+		got, err = rcv.WaitFor(wctx, poisonTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq), "handle events")
 		cancel()
 		if err == nil {
 			break
@@ -116,7 +117,7 @@ func TestTraceEvents(t *testing.T) {
 	if len(ps.Links) != 1 || hex.EncodeToString(ps.Links[0].SpanId) != parentSpan {
 		t.Errorf("process span's links %v", ps.Links)
 	}
-	if e := hasEvent(ps, msgtrace.EventDeadLetter); e == nil || attrOf(e.Attributes, "streamrun.reason") != "poison" {
+	if e := hasEvent(ps, msgtrace.EventDeadLetter); e == nil || otlptest.AttrOf(e.Attributes, "streamrun.reason") != "poison" {
 		t.Errorf("process span has no dead-letter event with the reason: %v", ps.Events)
 	}
 	if s := got[msgtrace.SendName(dlq)]; hex.EncodeToString(s.ParentSpanId) != hex.EncodeToString(ps.SpanId) ||
@@ -128,22 +129,20 @@ func TestTraceEvents(t *testing.T) {
 	// last, the dead letter (MaxRetries 1).
 	for {
 		flush()
-		rcv.mu.Lock()
 		var retried, dead bool
-		for _, s := range rcv.spans {
+		for _, s := range rcv.Spans() {
 			if hex.EncodeToString(s.TraceId) == retryTrace && s.Name == msgtrace.ProcessName(in) {
 				retried = retried || hasEvent(s, msgtrace.EventRetry) != nil
 				dead = dead || hasEvent(s, msgtrace.EventDeadLetter) != nil
 			}
 		}
-		rcv.mu.Unlock()
 		if retried && dead {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("retry events never came: retry %v, dead letter %v", retried, dead)
-		case <-rcv.kick:
+		case <-rcv.Changed():
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -153,12 +152,12 @@ func TestTraceEvents(t *testing.T) {
 	for {
 		flush()
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		got, err := rcv.waitFor(wctx, crashTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq))
+		got, err := rcv.WaitFor(wctx, crashTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq))
 		cancel()
 		if err == nil {
 			ps := got[msgtrace.ProcessName(in)]
 			e := hasEvent(ps, msgtrace.EventCrash, "error.type=crash")
-			if e == nil || ps.attr("error.type") != "crash" ||
+			if e == nil || ps.Attr("error.type") != "crash" ||
 				ps.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || hasEvent(ps, msgtrace.EventDeadLetter) == nil {
 				t.Errorf("crash's process span: status %v, attributes %v, events %v", ps.Status, ps.Attributes, ps.Events)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 	"github.com/streamrun/streamrun/telemetry"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
+	"github.com/streamrun/streamrun/telemetry/otlptest"
 )
 
 // A message produced with a trace context goes through a pipeline with a
@@ -32,8 +33,8 @@ func TestTraceThroughPipeline(t *testing.T) {
 
 func testTraceThroughPipeline(t *testing.T, protocol string) {
 	ctx := testContext(t)
-	rcv := startReceiver(t, protocol)
-	cfg, err := telemetry.FromEnv(telemetry.Config{Endpoint: rcv.url, Protocol: protocol, ServiceName: "trace-test"},
+	rcv := otlptest.Start(t, protocol)
+	cfg, err := telemetry.FromEnv(telemetry.Config{Endpoint: rcv.URL, Protocol: protocol, ServiceName: "trace-test"},
 		func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 		t.Fatal(err)
 	}
 	sendIn, process, handle, user, sendOut := msgtrace.SendName(in), msgtrace.ProcessName(in), "handle upper", "uppercase", msgtrace.SendName(out)
-	got, err := rcv.waitFor(ctx, traceID, sendIn, process, handle, user, sendOut)
+	got, err := rcv.WaitFor(ctx, traceID, sendIn, process, handle, user, sendOut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +125,8 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 	}
 	// The plugin's spans come from the plugin process, exported with the
 	// settings the host passed down.
-	if got[handle].service != "trace-test" || got[user].service != "trace-test" {
-		t.Errorf("plugin spans' service.name: %q, %q", got[handle].service, got[user].service)
+	if got[handle].Service != "trace-test" || got[user].Service != "trace-test" {
+		t.Errorf("plugin spans' service.name: %q, %q", got[handle].Service, got[user].Service)
 	}
 	// The output's traceparent is its send span's.
 	if outCtx.SpanID().String() != hex.EncodeToString(got[sendOut].SpanId) {
@@ -142,29 +143,29 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 		"streamrun.pipeline":            "upper",
 		"streamrun.handler.instance":    "0",
 	} {
-		if g := ps.attr(k); g != v {
+		if g := ps.Attr(k); g != v {
 			t.Errorf("process span: %s = %q, want %q", k, g, v)
 		}
 	}
 	if len(ps.Links) != 1 || hex.EncodeToString(ps.Links[0].SpanId) != hex.EncodeToString(got[sendIn].SpanId) ||
 		hex.EncodeToString(ps.Links[0].TraceId) != traceID {
 		t.Errorf("process span's links %v, want the message's send span", ps.Links)
-	} else if id := attrOf(ps.Links[0].Attributes, "messaging.message.id"); id == "" {
+	} else if id := otlptest.AttrOf(ps.Links[0].Attributes, "messaging.message.id"); id == "" {
 		t.Errorf("process span's link has no messaging.message.id")
 	}
 	for _, name := range []string{sendIn, sendOut} {
 		s := got[name]
-		if s.attr("messaging.system") != "pulsar" || s.attr("messaging.operation.type") != "send" {
+		if s.Attr("messaging.system") != "pulsar" || s.Attr("messaging.operation.type") != "send" {
 			t.Errorf("%s: attributes %v", name, s.Attributes)
 		}
 	}
-	if d := got[sendOut].attr("messaging.destination.name"); d != out {
+	if d := got[sendOut].Attr("messaging.destination.name"); d != out {
 		t.Errorf("output send span: destination %q", d)
 	}
-	if id := got[sendOut].attr("messaging.message.id"); id == "" {
+	if id := got[sendOut].Attr("messaging.message.id"); id == "" {
 		t.Errorf("output send span has no messaging.message.id")
 	}
-	if g := got[handle].attr("streamrun.pipeline"); g != "upper" {
+	if g := got[handle].Attr("streamrun.pipeline"); g != "upper" {
 		t.Errorf("handle span: streamrun.pipeline %q", g)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry"
 )
 
 // consumeFlags are the flags of `streamrun consume`.
@@ -153,6 +154,11 @@ func consume(ctx context.Context, f consumeFlags, po pool.Options, so subscribe.
 		fmt.Fprintf(stderr, "streamrun consume: %v\n", err)
 		return 1
 	}
+	tr, _, err := startTracing(ctx, telemetry.Config{})
+	if err != nil {
+		return fail(err)
+	}
+	defer tr.shutdown(f.closeTimeout, stderr)
 	cctx, cancel := context.WithTimeout(ctx, f.closeTimeout)
 	c, err := pool.New(cctx, po)
 	cancel()
@@ -188,16 +194,29 @@ func consume(ctx context.Context, f consumeFlags, po pool.Options, so subscribe.
 			}
 			return fail(err)
 		}
-		if err := w.write(m); err != nil {
-			return fail(fmt.Errorf("write: %w", err))
-		}
-		if !f.noAck {
-			if err := cons.Ack(ctx, m); err != nil && ctx.Err() == nil {
-				return fail(err)
-			}
+		if err := handleReceived(ctx, tr, cons, m, w, f.noAck); err != nil {
+			return fail(err)
 		}
 	}
 	return 0
+}
+
+// handleReceived prints m and acknowledges it, under its "process" span
+// when traced.
+func handleReceived(ctx context.Context, tr *commandTracing, cons *subscribe.Consumer, m *subscribe.Message, w *lineWriter, noAck bool) error {
+	span := tr.process(m, cons.Subscription())
+	if span != nil {
+		defer span.End()
+	}
+	if err := w.write(m); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if !noAck {
+		if err := cons.Ack(ctx, m); err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lineWriter prints one line per message.

@@ -18,6 +18,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
+	"github.com/streamrun/streamrun/telemetry"
 )
 
 // produceFlags are the flags of `streamrun produce`.
@@ -158,6 +159,11 @@ func produce(ctx context.Context, f produceFlags, opts pool.Options, tmpl pool.M
 		fmt.Fprintf(stderr, "streamrun produce: %v\n", err)
 		return 1
 	}
+	tr, _, err := startTracing(ctx, telemetry.Config{})
+	if err != nil {
+		return fail(err)
+	}
+	defer tr.shutdown(f.closeTimeout, stderr)
 	// Connecting gives up after the close timeout when the broker is not
 	// there, rather than retrying for ever.
 	cctx, cancel := context.WithTimeout(ctx, f.closeTimeout)
@@ -232,7 +238,8 @@ func produce(ctx context.Context, f produceFlags, opts pool.Options, tmpl pool.M
 		m := tmpl
 		m.Payload = f.payloadFor(sent, fixed)
 		all.Add(1)
-		p.SendAsync(ctx, m, done)
+		m, mdone := tr.send(p.Topic(), m, done)
+		p.SendAsync(ctx, m, mdone)
 		prog.update(sent+1, acked.Load(), failed.Load())
 	}
 	interrupted := ctx.Err() != nil

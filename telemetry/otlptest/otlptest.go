@@ -1,4 +1,7 @@
-package telemetry_test
+// Package otlptest is an OTLP trace receiver for tests: it listens on
+// loopback over gRPC (the collector's trace service) or HTTP (POST
+// /v1/traces, protobuf) and keeps every span it gets.
+package otlptest
 
 import (
 	"context"
@@ -19,32 +22,34 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// receiver is an OTLP trace receiver on loopback, over gRPC (the
+// Receiver is an OTLP trace receiver on loopback, over gRPC (the
 // collector's trace service) or HTTP (POST /v1/traces, protobuf), that
 // keeps every span it gets.
-type receiver struct {
+type Receiver struct {
 	coltrace.UnimplementedTraceServiceServer
-	url string // what OTEL_EXPORTER_OTLP_ENDPOINT would say
+	// URL is what OTEL_EXPORTER_OTLP_ENDPOINT would say.
+	URL string
 
 	mu    sync.Mutex
-	spans []gotSpan
-	kick  chan struct{}
+	spans []Span
+	kick  chan struct{} // a send when spans come
 }
 
-// gotSpan is a span as received, with its resource's service.name.
-type gotSpan struct {
+// Span is a span as received, with its resource's service.name.
+type Span struct {
 	*tracepb.Span
-	service string
+	Service string
 }
 
-func (s gotSpan) String() string {
-	return fmt.Sprintf("%q %v trace %x span %x parent %x (%s)", s.Name, s.Kind, s.TraceId, s.SpanId, s.ParentSpanId, s.service)
+func (s Span) String() string {
+	return fmt.Sprintf("%q %v trace %x span %x parent %x (%s)", s.Name, s.Kind, s.TraceId, s.SpanId, s.ParentSpanId, s.Service)
 }
 
-// attr returns the span's attribute key as a string ("" when absent).
-func (s gotSpan) attr(key string) string { return attrOf(s.Attributes, key) }
+// Attr returns the span's attribute key as a string ("" when absent).
+func (s Span) Attr(key string) string { return AttrOf(s.Attributes, key) }
 
-func attrOf(kvs []*commonpb.KeyValue, key string) string {
+// AttrOf returns attribute key of kvs as a string ("" when absent).
+func AttrOf(kvs []*commonpb.KeyValue, key string) string {
 	for _, kv := range kvs {
 		if kv.Key != key {
 			continue
@@ -61,14 +66,16 @@ func attrOf(kvs []*commonpb.KeyValue, key string) string {
 	return ""
 }
 
-func startReceiver(t *testing.T, protocol string) *receiver {
+// Start starts a receiver for protocol ("grpc" or "http/protobuf") that
+// stops at t's cleanup.
+func Start(t testing.TB, protocol string) *Receiver {
 	t.Helper()
-	r := &receiver{kick: make(chan struct{}, 1)}
+	r := &Receiver{kick: make(chan struct{}, 1)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.url = "http://" + ln.Addr().String()
+	r.URL = "http://" + ln.Addr().String()
 	switch protocol {
 	case "grpc":
 		srv := grpc.NewServer()
@@ -101,21 +108,33 @@ func startReceiver(t *testing.T, protocol string) *receiver {
 	return r
 }
 
-func (r *receiver) Export(_ context.Context, in *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+// Spans returns every span received so far.
+func (r *Receiver) Spans() []Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Span(nil), r.spans...)
+}
+
+// Changed returns a channel that receives when spans came since the last
+// receive from it.
+func (r *Receiver) Changed() <-chan struct{} { return r.kick }
+
+// Export is the gRPC trace service's method.
+func (r *Receiver) Export(_ context.Context, in *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
 	r.add(in)
 	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
-func (r *receiver) add(in *coltrace.ExportTraceServiceRequest) {
+func (r *Receiver) add(in *coltrace.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	for _, rs := range in.ResourceSpans {
 		svc := ""
 		if rs.Resource != nil {
-			svc = attrOf(rs.Resource.Attributes, "service.name")
+			svc = AttrOf(rs.Resource.Attributes, "service.name")
 		}
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				r.spans = append(r.spans, gotSpan{Span: s, service: svc})
+				r.spans = append(r.spans, Span{Span: s, Service: svc})
 			}
 		}
 	}
@@ -126,12 +145,12 @@ func (r *receiver) add(in *coltrace.ExportTraceServiceRequest) {
 	}
 }
 
-// waitFor waits until every name in names has a span in trace (hex), and
+// WaitFor waits until every name in names has a span in trace (hex), and
 // returns the spans of that trace by name (the last of a name).
-func (r *receiver) waitFor(ctx context.Context, traceID string, names ...string) (map[string]gotSpan, error) {
+func (r *Receiver) WaitFor(ctx context.Context, traceID string, names ...string) (map[string]Span, error) {
 	for {
 		r.mu.Lock()
-		got := map[string]gotSpan{}
+		got := map[string]Span{}
 		for _, s := range r.spans {
 			if hex.EncodeToString(s.TraceId) == traceID {
 				got[s.Name] = s

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
+)
+
+// commandTracing traces what a command publishes and receives, as the
+// OTEL_* environment says (docs/telemetry.md). A nil *commandTracing is
+// off and every method does nothing.
+type commandTracing struct {
+	tp *sdktrace.TracerProvider
+	tr trace.Tracer
+}
+
+// startTracing sets up tracing from the environment over base (a
+// pipeline file's settings); nil when nothing is configured.
+func startTracing(ctx context.Context, base telemetry.Config) (*commandTracing, telemetry.Config, error) {
+	cfg, err := telemetry.FromEnv(base, os.Getenv)
+	if err != nil {
+		return nil, cfg, err
+	}
+	tp, err := telemetry.NewTracerProvider(ctx, cfg)
+	if err != nil || tp == nil {
+		return nil, cfg, err
+	}
+	return &commandTracing{tp: tp, tr: tp.Tracer(msgtrace.ScopeName)}, cfg, nil
+}
+
+// shutdown exports what is left, within timeout, reporting a failure on
+// stderr (the command's own outcome stands).
+func (t *commandTracing) shutdown(timeout time.Duration, stderr io.Writer) {
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := t.tp.Shutdown(ctx); err != nil {
+		fmt.Fprintf(stderr, "streamrun: exporting traces: %v\n", err)
+	}
+}
+
+// send starts the "send" span of m, published to topic: a child of the
+// trace context m's properties carry (one given with --property, say),
+// else a trace of its own. It returns m carrying the span's context and
+// done wrapped to end the span with the receipt.
+func (t *commandTracing) send(topic string, m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
+	if t == nil {
+		return m, done
+	}
+	ctx := context.Background()
+	if sc := msgtrace.Extract(m.Properties); sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	span, props := msgtrace.StartSend(ctx, t.tr, topic, m.Properties)
+	m.Properties = props
+	return m, func(id pulsarwire.MessageID, err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetAttributes(msgtrace.KeyErrorType.String("publish"))
+		} else {
+			span.SetAttributes(msgtrace.KeyMessageID.String(id.String()))
+		}
+		span.End()
+		done(id, err)
+	}
+}
+
+// process starts the "process" span of a received message, a child of
+// (and linked to) its creation context; the caller ends it.
+func (t *commandTracing) process(m *subscribe.Message, subscription string) trace.Span {
+	if t == nil {
+		return nil
+	}
+	ctx := context.Background()
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(msgtrace.SystemPulsar, msgtrace.KeyOperationName.String("process"),
+			msgtrace.KeyOperationType.String("process"), msgtrace.KeyDestination.String(m.Topic),
+			msgtrace.KeyConsumerGroup.String(subscription), msgtrace.KeyMessageID.String(m.ID.String()))}
+	if sc := msgtrace.Extract(m.Properties); sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc,
+			Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(m.ID.String())}}))
+	}
+	_, span := t.tr.Start(ctx, msgtrace.ProcessName(m.Topic), opts...)
+	return span
+}

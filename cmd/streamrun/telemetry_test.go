@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/telemetry"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
+	"github.com/streamrun/streamrun/telemetry/otlptest"
+)
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, `streamrun produce` exports a
+// "send" span per message and `streamrun consume` a "process" span per
+// message, child of and linked to the send: one trace. Over both OTLP
+// protocols, chosen by OTEL_EXPORTER_OTLP_PROTOCOL.
+func TestProduceAndConsumeExportTraces(t *testing.T) {
+	for _, protocol := range []string{telemetry.ProtocolGRPC, telemetry.ProtocolHTTP} {
+		t.Run(protocol, func(t *testing.T) {
+			rcv := otlptest.Start(t, protocol)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+			t.Setenv("OTEL_SERVICE_NAME", "cli-test")
+			cluster := brokertest.Start(t)
+			topic := fmt.Sprintf("persistent://public/default/traced-%d", time.Now().UnixNano())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			if code := run(ctx, []string{"produce", "--url", cluster.ServiceURL(), "-t", topic, "-m", "traced", "-q"}, &stdout, &stderr); code != 0 {
+				t.Fatalf("produce: exit %d: %s%s", code, stdout.String(), stderr.String())
+			}
+			if code := run(ctx, []string{"consume", "--url", cluster.ServiceURL(), "-t", topic, "-s", "traced-sub",
+				"--position", "earliest", "-n", "1"}, &stdout, &stderr); code != 0 {
+				t.Fatalf("consume: exit %d: %s%s", code, stdout.String(), stderr.String())
+			}
+			// Each command flushed its spans before it returned.
+			var send, process *otlptest.Span
+			for _, s := range rcv.Spans() {
+				switch s.Name {
+				case msgtrace.SendName(topic):
+					send = &s
+				case msgtrace.ProcessName(topic):
+					process = &s
+				}
+			}
+			if send == nil || process == nil {
+				t.Fatalf("spans received: %v", rcv.Spans())
+			}
+			if send.Kind != tracepb.Span_SPAN_KIND_PRODUCER || process.Kind != tracepb.Span_SPAN_KIND_CONSUMER {
+				t.Errorf("kinds: send %v, process %v", send.Kind, process.Kind)
+			}
+			if !bytes.Equal(send.TraceId, process.TraceId) || !bytes.Equal(process.ParentSpanId, send.SpanId) {
+				t.Errorf("process %v is not the child of send %v", process, send)
+			}
+			if len(process.Links) != 1 || !bytes.Equal(process.Links[0].SpanId, send.SpanId) {
+				t.Errorf("process links %v", process.Links)
+			}
+			if send.Service != "cli-test" || send.Attr("messaging.message.id") == "" ||
+				process.Attr("messaging.consumer.group.name") != "traced-sub" {
+				t.Errorf("send %v %v, process %v", send.Service, send.Attributes, process.Attributes)
+			}
+			t.Logf("trace %s", hex.EncodeToString(send.TraceId))
+		})
+	}
+}
