@@ -58,6 +58,12 @@ type Options struct {
 	// Logger receives connection and reconnection events. Default: a
 	// logger that discards everything.
 	Logger *slog.Logger
+
+	// OnRetry, when set, is called each time an operation failed with a
+	// retryable error and is about to wait before its next attempt, so a
+	// program can tell its user what it is waiting for. It runs on the
+	// retrying goroutine and must not block. Default: nil.
+	OnRetry func(RetryEvent)
 }
 
 // TLSOptions configure pulsar+ssl:// connections. The zero value verifies

@@ -130,7 +130,7 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 // open prepares the handler, opens the output producers, starts every
 // instance and subscribes, in that order, so that nothing is received
 // before the handler can take it.
-func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) error {
+func (p *pipeline) open(ctx context.Context) error {
 	cfg := &p.cfg
 	var config []byte
 	if len(cfg.Handler.Config) > 0 {
@@ -149,16 +149,15 @@ func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) err
 	case cfg.Handler.Plugin != "":
 		p.start = pluginStarter(p.h, cfg, cfg.Handler.Plugin, config, p.log)
 	default:
-		dir, err := workDir()
+		bo := p.h.opts.Build
+		if bo.Logger == nil {
+			bo.Logger = p.log
+		}
+		b, err := BuildHandler(ctx, cfg.Handler.Package, bo)
 		if err != nil {
 			return err
 		}
-		p.log.Info("building the handler", "package", cfg.Handler.Package)
-		path, err := buildPackage(ctx, cfg.Handler.Package, dir, p.name)
-		if err != nil {
-			return err
-		}
-		p.start = pluginStarter(p.h, cfg, path, config, p.log)
+		p.start = pluginStarter(p.h, cfg, b.Path, config, p.log)
 	}
 
 	for _, t := range cfg.Outputs {
