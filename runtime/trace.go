@@ -34,40 +34,27 @@ func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing
 	}
 }
 
-// startProcess starts the CONSUMER span of b, handed to instance slot. Its
-// parent is the messages' creation context when they all come from one
-// trace (a batch of one always does), so that a message's journey is one
-// trace; otherwise it starts a trace of its own. Either way it links to
-// every message's creation context, as far as the SDK's link limit
-// (OTEL_SPAN_LINK_COUNT_LIMIT, default 128) allows: links beyond it are
-// dropped and counted in the span's dropped_links_count.
+// startProcess starts the CONSUMER span of b, handed to instance slot.
+// Its parent is the creation context of the batch's first message that
+// has one, so that the journey of a message (of every message, in a batch
+// of one) is one trace; it links to every message's creation context, as
+// far as the SDK's link limit (OTEL_SPAN_LINK_COUNT_LIMIT, default 128)
+// allows: links beyond it are dropped and counted in the span's
+// dropped_links_count.
 func (t *tracing) startProcess(b *batch, slot int) {
 	if t == nil || b.span != nil {
 		return
 	}
 	topic := b.items[0].m.Topic
-	first, oneTrace := "", true
+	ctx := context.Background()
+	traced := false
 	for _, it := range b.items {
 		if it.m.Topic != topic {
 			topic = "" // several topics: named after the subscription below
 		}
-		tp := it.pm.TraceParent
-		if tp == "" {
-			continue
-		}
-		switch {
-		case first == "":
-			first = tp
-		case !sameTrace(first, tp):
-			oneTrace = false
-		}
-	}
-	ctx := context.Background()
-	if first != "" && oneTrace {
-		for _, it := range b.items {
+		if !traced && it.pm.TraceParent != "" {
 			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
-				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-				break
+				ctx, traced = trace.ContextWithRemoteSpanContext(ctx, sc), true
 			}
 		}
 	}
@@ -80,7 +67,7 @@ func (t *tracing) startProcess(b *batch, slot int) {
 		trace.WithAttributes(msgtrace.KeyOperationName.String("process"), msgtrace.KeyOperationType.String("process"),
 			msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
 			msgtrace.KeyInstance.Int(slot)))
-	if span.IsRecording() && first != "" {
+	if span.IsRecording() && traced {
 		for _, it := range b.items {
 			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
 				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.pm.ID)}})
@@ -88,12 +75,6 @@ func (t *tracing) startProcess(b *batch, slot int) {
 		}
 	}
 	b.span = span
-}
-
-// sameTrace reports whether two traceparents ("00-<trace id>-<span
-// id>-<flags>") name one trace, without parsing them.
-func sameTrace(a, b string) bool {
-	return len(a) >= 35 && len(b) >= 35 && a[3:35] == b[3:35]
 }
 
 // processCtx is ctx with b's span, which Instance.Process hands on to
@@ -203,7 +184,11 @@ func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Messag
 		return
 	}
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
-	span, props := msgtrace.StartSend(ctx, t.tr, topic, m.Properties, t.attrs...)
+	dest := topic
+	if tn, err := pulsarwire.ParseTopic(topic); err == nil {
+		dest = tn.String() // as the consumers' spans name it
+	}
+	span, props := msgtrace.StartSend(ctx, t.tr, dest, m.Properties, t.attrs...)
 	m.Properties = props
 	p.client.PublishAsync(p.hard, topic, m, func(id pulsarwire.MessageID, err error) {
 		endSend(span, id, err)

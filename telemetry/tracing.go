@@ -32,7 +32,7 @@ func NewTracerProvider(ctx context.Context, c Config) (*sdktrace.TracerProvider,
 	if err != nil {
 		return nil, err
 	}
-	res, err := newResource(c)
+	res, err := NewResource(c)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,9 @@ func newExporter(ctx context.Context, c Config) (*otlptrace.Exporter, error) {
 	return exp, nil
 }
 
-func newResource(c Config) (*resource.Resource, error) {
+// NewResource is the resource of c's traces and metrics: service.name and
+// the resource attributes over the SDK's own.
+func NewResource(c Config) (*resource.Resource, error) {
 	attrs := make([]attribute.KeyValue, 0, len(c.ResourceAttributes)+1)
 	for k, v := range c.ResourceAttributes {
 		attrs = append(attrs, attribute.String(k, v))

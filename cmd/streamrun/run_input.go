@@ -162,6 +162,8 @@ type inputFeed struct {
 
 	sent atomic.Int64 // receipted
 	done atomic.Bool
+	// tr traces each line's publishing; nil when not traced.
+	tr *commandTracing
 }
 
 // openInput opens --input and picks its topic: --input-topic, or the one
@@ -231,7 +233,7 @@ func (f *inputFeed) feed(ctx context.Context, client *pool.Client, w *watch) err
 			}
 		}
 		wg.Add(1)
-		client.PublishAsync(ctx, f.topic, m, func(_ pulsarwire.MessageID, err error) {
+		m, done := f.tr.send(f.topic, m, func(_ pulsarwire.MessageID, err error) {
 			defer wg.Done()
 			if err != nil {
 				errOnce.Do(func() { firstErr = fmt.Errorf("publish line %d of %s to %s: %w", line, f.name, f.topic, err) })
@@ -240,6 +242,7 @@ func (f *inputFeed) feed(ctx context.Context, client *pool.Client, w *watch) err
 			f.sent.Add(1)
 			w.add(f.topic)
 		})
+		client.PublishAsync(ctx, f.topic, m, done)
 		if ctx.Err() != nil {
 			break
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -68,4 +70,50 @@ func TestProduceAndConsumeExportTraces(t *testing.T) {
 			t.Logf("trace %s", hex.EncodeToString(send.TraceId))
 		})
 	}
+}
+
+// The README's first command, run as written with
+// OTEL_EXPORTER_OTLP_ENDPOINT pointing at a receiver, exports the "send"
+// of each input line and the "process" of its batch in one trace, with
+// the plugin's "handle" span and the output's "send" in it too.
+func TestReadmeFirstCommandExportsTraces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the quickstart")
+	}
+	rcv := otlptest.Start(t, telemetry.ProtocolGRPC)
+	line := readmeFirstCommand(t)
+	cmd := exec.Command("bash", "-c", line)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_SERVICE_NAME=quickstart")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	// The command flushed its spans, and its plugins theirs, before it
+	// ended.
+	in, outTopic := "persistent://public/default/quickstart-in", "persistent://public/default/quickstart-out"
+	byID := map[string]otlptest.Span{}
+	for _, s := range rcv.Spans() {
+		byID[hex.EncodeToString(s.SpanId)] = s
+	}
+	joined := 0
+	for _, s := range rcv.Spans() {
+		if s.Name != msgtrace.SendName(outTopic) {
+			continue
+		}
+		// send out <- handle shout <- process in <- send in: one trace.
+		handle := byID[hex.EncodeToString(s.ParentSpanId)]
+		process := byID[hex.EncodeToString(handle.ParentSpanId)]
+		send := byID[hex.EncodeToString(process.ParentSpanId)]
+		if handle.Name == "handle shout" && process.Name == msgtrace.ProcessName(in) && send.Name == msgtrace.SendName(in) &&
+			process.Kind == tracepb.Span_SPAN_KIND_CONSUMER && send.Kind == tracepb.Span_SPAN_KIND_PRODUCER &&
+			bytes.Equal(s.TraceId, send.TraceId) && bytes.Equal(process.TraceId, send.TraceId) {
+			joined++
+		}
+	}
+	if joined == 0 {
+		t.Fatalf("no output's send span joins a send and a process span of its input in one trace; got %d spans:\n%v",
+			len(rcv.Spans()), rcv.Spans())
+	}
+	t.Logf("%d outputs traced back to their input's send in one trace", joined)
 }
