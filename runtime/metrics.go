@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -22,7 +24,7 @@ const (
 	MetricInFlight     = "streamrun.messages.in_flight"
 	MetricBatchSize    = "streamrun.batch.size"
 	MetricProcessTime  = "messaging.process.duration"
-	MetricEndToEnd     = "streamrun.message.end_to_end.duration"
+	MetricEndToEnd     = "streamrun.batch.end_to_end.duration"
 	MetricInstancesUp  = "streamrun.handler.instances.up"
 	MetricRestarts     = "streamrun.handler.restarts"
 	MetricCrashes      = "streamrun.handler.crashes"
@@ -53,11 +55,16 @@ func outcomeValue(o Outcome) string {
 
 // hostMetrics are the host's instruments; nil without
 // Options.MeterProvider, and every method of a nil one does nothing.
+//
+// A measurement through the SDK costs most of a microsecond, as much as
+// a tenth of what a message costs the whole host, so nothing is measured
+// per message: the counts are the pipelines' own atomic counters (and
+// the sends'), observed when metrics are collected (observe.go), and
+// the histograms are recorded once per batch.
 type hostMetrics struct {
-	received, processed, settled, sent metric.Int64Counter
-	batchSize                          metric.Int64Histogram
-	processTime, endToEnd              metric.Float64Histogram
-	reg                                metric.Registration
+	batchSize             metric.Int64Histogram
+	processTime, endToEnd metric.Float64Histogram
+	reg                   metric.Registration
 }
 
 func newHostMetrics(mp metric.MeterProvider, h *Host) (*hostMetrics, error) {
@@ -69,18 +76,6 @@ func newHostMetrics(mp metric.MeterProvider, h *Host) (*hostMetrics, error) {
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
 	var err error
-	hm.received, err = m.Int64Counter(MetricReceived, metric.WithUnit("{message}"),
-		metric.WithDescription("Messages received from the pipeline's subscription."))
-	add(err)
-	hm.processed, err = m.Int64Counter(MetricProcessed, metric.WithUnit("{message}"),
-		metric.WithDescription("Messages the handler answered for."))
-	add(err)
-	hm.settled, err = m.Int64Counter(MetricSettled, metric.WithUnit("{message}"),
-		metric.WithDescription("Messages settled, by streamrun.outcome: acked, retried, dead_lettered, dropped, handed_back."))
-	add(err)
-	hm.sent, err = m.Int64Counter(MetricSent, metric.WithUnit("{message}"),
-		metric.WithDescription("Outputs and dead letters published (with error.type when the publish failed)."))
-	add(err)
 	hm.batchSize, err = m.Int64Histogram(MetricBatchSize, metric.WithUnit("{message}"),
 		metric.WithDescription("Messages per batch handed to the handler."), metric.WithExplicitBucketBoundaries(sizeBuckets...))
 	add(err)
@@ -89,7 +84,8 @@ func newHostMetrics(mp metric.MeterProvider, h *Host) (*hostMetrics, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	add(err)
 	hm.endToEnd, err = m.Float64Histogram(MetricEndToEnd, metric.WithUnit("s"),
-		metric.WithDescription("From a message's publish time to its settling (ack, dead letter or drop)."),
+		metric.WithDescription("Per batch: from the publish time of its oldest message to the settling of its last "+
+			"(ack, retry, dead letter or drop): the end-to-end latency of the batch's slowest message."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
@@ -109,14 +105,17 @@ func (hm *hostMetrics) close() {
 }
 
 // metrics are a pipeline's view of the host's instruments, its
-// attributes made once.
+// attributes made once, and its counts of sends.
 type metrics struct {
-	h        *hostMetrics
-	base     metric.MeasurementOption
-	attrs    []attribute.KeyValue
-	outcomes map[Outcome]metric.MeasurementOption
-	back     metric.MeasurementOption
+	h     *hostMetrics
+	attrs []attribute.KeyValue
+	base  metric.MeasurementOption
+	sends sync.Map // sendKey -> *atomic.Int64
 }
+
+// sendKey names a count of sends: to a topic, failed with an error type
+// ("" for the successful).
+type sendKey struct{ topic, errorType string }
 
 func (hm *hostMetrics) forPipeline(p *pipeline) *metrics {
 	if hm == nil {
@@ -124,64 +123,52 @@ func (hm *hostMetrics) forPipeline(p *pipeline) *metrics {
 	}
 	attrs := []attribute.KeyValue{msgtrace.SystemPulsar, msgtrace.KeyPipeline.String(p.name),
 		msgtrace.KeyConsumerGroup.String(p.cfg.Source.Subscription)}
-	m := &metrics{h: hm, attrs: attrs, base: metric.WithAttributes(attrs...), outcomes: map[Outcome]metric.MeasurementOption{}}
-	for _, o := range []Outcome{Acked, Retried, DeadLettered, Dropped} {
-		m.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(append(attrs[:len(attrs):len(attrs)],
-			msgtrace.KeyOutcome.String(outcomeValue(o)))...))
-	}
-	m.back = metric.WithAttributeSet(attribute.NewSet(append(attrs[:len(attrs):len(attrs)],
-		msgtrace.KeyOutcome.String("handed_back"))...))
-	return m
+	return &metrics{h: hm, attrs: attrs, base: metric.WithAttributeSet(attribute.NewSet(attrs...))}
 }
 
-func (m *metrics) received(n int) {
-	if m != nil {
-		m.h.received.Add(bg, int64(n), m.base)
-	}
-}
-
-func (m *metrics) processed(n int) {
-	if m != nil {
-		m.h.processed.Add(bg, int64(n), m.base)
-	}
-}
-
+// handled records a batch handed to the handler.
 func (m *metrics) handled(size int, took time.Duration, err error) {
 	if m == nil {
 		return
 	}
 	m.h.batchSize.Record(bg, int64(size), m.base)
 	if err != nil {
-		m.h.processTime.Record(bg, took.Seconds(), m.base, metric.WithAttributes(msgtrace.KeyErrorType.String(errorType(err))))
+		m.h.processTime.Record(bg, took.Seconds(), metric.WithAttributeSet(attribute.NewSet(
+			append(m.attrs[:len(m.attrs):len(m.attrs)], msgtrace.KeyErrorType.String(errorType(err)))...)))
 		return
 	}
 	m.h.processTime.Record(bg, took.Seconds(), m.base)
 }
 
-func (m *metrics) settled(it *item, o Outcome) {
+// batchDone records the end-to-end latency of b, every message of which
+// is settled.
+func (m *metrics) batchDone(b *batch) {
 	if m == nil {
 		return
 	}
-	m.h.settled.Add(bg, 1, m.outcomes[o])
-	if o != Retried && !it.m.PublishTime.IsZero() {
-		m.h.endToEnd.Record(bg, time.Since(it.m.PublishTime).Seconds(), m.base)
+	var oldest time.Time
+	for _, it := range b.items {
+		if t := it.m.PublishTime; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	if !oldest.IsZero() {
+		m.h.endToEnd.Record(bg, time.Since(oldest).Seconds(), m.base)
 	}
 }
 
-func (m *metrics) handedBack() {
-	if m != nil {
-		m.h.settled.Add(bg, 1, m.back)
-	}
-}
-
+// sent counts an output or dead letter published to topic (or not).
 func (m *metrics) sent(topic string, err error) {
 	if m == nil {
 		return
 	}
-	opt := metric.WithAttributes(msgtrace.KeyDestination.String(topic))
+	k := sendKey{topic: topic}
 	if err != nil {
-		m.h.sent.Add(bg, 1, m.base, opt, metric.WithAttributes(msgtrace.KeyErrorType.String(sendErrorType(err))))
-		return
+		k.errorType = sendErrorType(err)
 	}
-	m.h.sent.Add(bg, 1, m.base, opt)
+	c, ok := m.sends.Load(k)
+	if !ok {
+		c, _ = m.sends.LoadOrStore(k, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
 }

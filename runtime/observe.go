@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -10,6 +11,11 @@ import (
 
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
+
+// with is the pipeline's attributes and kv, for an observation.
+func (m *metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append(m.attrs[:len(m.attrs):len(m.attrs)], kv...)...))
+}
 
 // backlogTimeout bounds asking the brokers for a pipeline's backlog
 // during a collection.
@@ -42,6 +48,11 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 	permits := gauge(MetricPermits, "{message}", "Flow permits granted to the brokers and not used yet.")
 	backlog := gauge(MetricBacklog, "{message}", "The subscription's backlog as the brokers report it.")
 	restarts := counter(MetricRestarts, "{restart}", "Handler instances restarted.")
+	received := counter(MetricReceived, "{message}", "Messages received from the pipeline's subscription.")
+	processed := counter(MetricProcessed, "{message}", "Messages the handler answered for.")
+	settled := counter(MetricSettled, "{message}",
+		"Messages settled, by streamrun.outcome: acked, retried, dead_lettered, dropped, handed_back.")
+	sent := counter(MetricSent, "{message}", "Outputs and dead letters published (with error.type when the publish failed).")
 	crashes := counter(MetricCrashes, "{crash}", "Handler failures: crashes, hangs, wrong answers, failed restarts.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -56,8 +67,7 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 		pipes := h.pipes
 		h.mu.Unlock()
 		for _, p := range pipes {
-			attrs := metric.WithAttributeSet(attribute.NewSet(msgtrace.SystemPulsar, msgtrace.KeyPipeline.String(p.name),
-				msgtrace.KeyConsumerGroup.String(p.cfg.Source.Subscription)))
+			attrs := p.met.base
 			hl := p.health()
 			n := 0
 			for _, ih := range hl.Instances {
@@ -75,6 +85,24 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 			o.ObserveInt64(inFlight, st.InFlight, attrs)
 			o.ObserveInt64(restarts, st.Restarts, attrs)
 			o.ObserveInt64(crashes, st.Crashes, attrs)
+			o.ObserveInt64(received, st.Received, attrs)
+			o.ObserveInt64(processed, st.Processed, attrs)
+			for _, oc := range []struct {
+				name string
+				n    int64
+			}{{"acked", st.Acked}, {"retried", st.Retried}, {"dead_lettered", st.DeadLettered},
+				{"dropped", st.Dropped}, {"handed_back", st.HandedBack}} {
+				o.ObserveInt64(settled, oc.n, p.met.with(msgtrace.KeyOutcome.String(oc.name)))
+			}
+			p.met.sends.Range(func(k, v any) bool {
+				sk := k.(sendKey)
+				kv := []attribute.KeyValue{msgtrace.KeyDestination.String(sk.topic)}
+				if sk.errorType != "" {
+					kv = append(kv, msgtrace.KeyErrorType.String(sk.errorType))
+				}
+				o.ObserveInt64(sent, v.(*atomic.Int64).Load(), p.met.with(kv...))
+				return true
+			})
 			if s := p.state.Load().(State); s != StateRunning {
 				continue // the consumer is being opened or closed
 			}
@@ -87,5 +115,6 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 			}
 		}
 		return nil
-	}, up, healthy, inFlight, conns, reconnects, pendingMsgs, pendingBytes, permits, backlog, restarts, crashes)
+	}, up, healthy, inFlight, conns, reconnects, pendingMsgs, pendingBytes, permits, backlog, restarts, crashes,
+		received, processed, settled, sent)
 }

@@ -279,7 +279,6 @@ func (p *pipeline) route(ms []*subscribe.Message) {
 	if f := p.h.opts.Hooks.Received; f != nil {
 		f(p.name, len(ms))
 	}
-	p.met.received(len(ms))
 	for i, m := range ms {
 		it := &items[i]
 		it.m = m

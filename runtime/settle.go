@@ -30,7 +30,6 @@ const (
 // pending limits: that too is backpressure.
 func (p *pipeline) settle(items []*item, res []plugin.Result) {
 	p.stats.processed.Add(int64(len(items)))
-	p.met.processed(len(items))
 	for i, it := range items {
 		r := &res[i]
 		switch r.Outcome {
@@ -184,7 +183,6 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 func (p *pipeline) handBack(it *item) {
 	p.stats.handedBack.Add(1)
 	p.tr.event(it, msgtrace.EventHandedBack)
-	p.met.handedBack()
 	p.release(it)
 }
 
@@ -206,13 +204,13 @@ func (p *pipeline) settled(it *item, o Outcome) {
 	if f := p.h.opts.Hooks.Settled; f != nil {
 		f(p.name, o)
 	}
-	p.met.settled(it, o)
 	p.release(it)
 }
 
 func (p *pipeline) release(it *item) {
 	if b := it.b; b != nil && b.left.Add(-1) == 0 {
 		p.tr.endBatch(b)
+		p.met.batchDone(b)
 		if f := p.h.opts.Hooks.BatchDone; f != nil {
 			f(p.name, b.size, time.Since(b.formed))
 		}

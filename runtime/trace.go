@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,6 +22,7 @@ import (
 type tracing struct {
 	tr    trace.Tracer
 	attrs []attribute.KeyValue // on every span of the pipeline
+	dests sync.Map             // topic as given -> its full name, for span names
 }
 
 func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing {
@@ -184,16 +186,25 @@ func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Messag
 		return
 	}
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
-	dest := topic
-	if tn, err := pulsarwire.ParseTopic(topic); err == nil {
-		dest = tn.String() // as the consumers' spans name it
-	}
-	span, props := msgtrace.StartSend(ctx, t.tr, dest, m.Properties, t.attrs...)
+	span, props := msgtrace.StartSend(ctx, t.tr, t.dest(topic), m.Properties, t.attrs...)
 	m.Properties = props
 	p.client.PublishAsync(p.hard, topic, m, func(id pulsarwire.MessageID, err error) {
 		endSend(span, id, err)
 		done(id, err)
 	})
+}
+
+// dest is topic's full name, as the consumers' spans name it.
+func (t *tracing) dest(topic string) string {
+	if d, ok := t.dests.Load(topic); ok {
+		return d.(string)
+	}
+	d := topic
+	if tn, err := pulsarwire.ParseTopic(topic); err == nil {
+		d = tn.String()
+	}
+	t.dests.Store(topic, d)
+	return d
 }
 
 // endSend ends a PRODUCER span with its receipt.

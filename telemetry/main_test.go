@@ -44,12 +44,20 @@ func TestMain(m *testing.M) {
 
 type testConfig struct {
 	Output string `json:"output"`
+	// Plain: outputs each payload as it is, with no span of its own (the
+	// benchmark's handler).
+	Plain bool `json:"plain"`
 }
 
 // newTestHandler uppercases each payload to Output, under a span of its
 // own made with OpenTelemetry's global API (as a handler author would),
 // except: "poison" is dead-lettered, "retry" retried, and "crash" panics.
 func newTestHandler(_ context.Context, cfg testConfig) (plugin.Handler, error) {
+	if cfg.Plain {
+		return plugin.MessageFunc(func(_ context.Context, m *plugin.Message) ([]plugin.Output, error) {
+			return []plugin.Output{{Topic: cfg.Output, Payload: m.Payload}}, nil
+		}), nil
+	}
 	return plugin.MessageFunc(func(ctx context.Context, m *plugin.Message) ([]plugin.Output, error) {
 		_, span := otel.Tracer("telemetry-test").Start(ctx, "uppercase")
 		defer span.End()

@@ -19,11 +19,15 @@ func ProcessName(topic string) string { return "process " + topic }
 // StartSend starts the PRODUCER span of a message published to topic, a
 // child of ctx's span, and returns properties with the span's context in
 // them (a copy: properties is not changed), the message's creation
-// context for whoever reads it. attrs are added to the span.
+// context for whoever reads it. attrs are added to the span. The
+// attributes are set only on a span that records: a message whose trace
+// is not sampled pays for its context and little else.
 func StartSend(ctx context.Context, tr trace.Tracer, topic string, properties map[string]string, attrs ...attribute.KeyValue) (trace.Span, map[string]string) {
-	_, span := tr.Start(ctx, SendName(topic), trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(SystemPulsar, KeyOperationName.String("send"), KeyOperationType.String("send"),
-			KeyDestination.String(topic)),
-		trace.WithAttributes(attrs...))
+	_, span := tr.Start(ctx, SendName(topic), trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(SystemPulsar, KeyOperationName.String("send"), KeyOperationType.String("send"),
+			KeyDestination.String(topic))
+		span.SetAttributes(attrs...)
+	}
 	return span, Inject(properties, span.SpanContext())
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -29,6 +30,9 @@ type Receiver struct {
 	coltrace.UnimplementedTraceServiceServer
 	// URL is what OTEL_EXPORTER_OTLP_ENDPOINT would say.
 	URL string
+
+	discard bool // count the spans, keep none (for benchmarks)
+	count   atomic.Int64
 
 	mu    sync.Mutex
 	spans []Span
@@ -70,7 +74,11 @@ func AttrOf(kvs []*commonpb.KeyValue, key string) string {
 // stops at t's cleanup.
 func Start(t testing.TB, protocol string) *Receiver {
 	t.Helper()
-	r := &Receiver{kick: make(chan struct{}, 1)}
+	return start(t, protocol, false)
+}
+
+func start(t testing.TB, protocol string, discard bool) *Receiver {
+	r := &Receiver{kick: make(chan struct{}, 1), discard: discard}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +116,16 @@ func Start(t testing.TB, protocol string) *Receiver {
 	return r
 }
 
+// StartDiscarding is Start for a receiver that counts the spans it gets
+// (Count) and keeps none: for benchmarks.
+func StartDiscarding(t testing.TB, protocol string) *Receiver {
+	t.Helper()
+	return start(t, protocol, true)
+}
+
+// Count is how many spans a discarding receiver got.
+func (r *Receiver) Count() int64 { return r.count.Load() }
+
 // Spans returns every span received so far.
 func (r *Receiver) Spans() []Span {
 	r.mu.Lock()
@@ -126,6 +144,14 @@ func (r *Receiver) Export(_ context.Context, in *coltrace.ExportTraceServiceRequ
 }
 
 func (r *Receiver) add(in *coltrace.ExportTraceServiceRequest) {
+	if r.discard {
+		for _, rs := range in.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				r.count.Add(int64(len(ss.Spans)))
+			}
+		}
+		return
+	}
 	r.mu.Lock()
 	for _, rs := range in.ResourceSpans {
 		svc := ""
