@@ -101,6 +101,11 @@ func startHandlerSpan(ctx context.Context, tr trace.Tracer, parent trace.SpanCon
 	if tr == nil || !parent.IsValid() {
 		return ctx, nil
 	}
+	if !parent.IsSampled() {
+		// Nothing of this trace is recorded: no span, but the handler's
+		// own spans and the outputs stay in the trace, unsampled.
+		return trace.ContextWithRemoteSpanContext(ctx, parent), nil
+	}
 	attrs := []attribute.KeyValue{msgtrace.SystemPulsar, msgtrace.KeyBatchCount.Int(n)}
 	name := handlerSpanName("")
 	if info != nil {

@@ -1,11 +1,9 @@
 package msgtrace
 
 import (
-	"context"
 	"encoding/hex"
 	"maps"
 
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -14,10 +12,6 @@ const (
 	PropertyTraceParent = "traceparent"
 	PropertyTraceState  = "tracestate"
 )
-
-// propagator is fixed, not the program's global one: the properties'
-// format is part of what streamrun exchanges with other clients.
-var propagator propagation.TraceContext
 
 // Properties is a message's properties as a propagation.TextMapCarrier.
 type Properties map[string]string
@@ -40,19 +34,61 @@ func (p Properties) Keys() []string {
 // Extract returns the creation context that properties carry, invalid
 // when they carry none (or a malformed one).
 func Extract(properties map[string]string) trace.SpanContext {
-	if properties[PropertyTraceParent] == "" {
+	tp := properties[PropertyTraceParent]
+	if tp == "" {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(propagator.Extract(context.Background(), Properties(properties)))
+	return Parse(tp, properties[PropertyTraceState])
 }
 
 // Parse returns the span context of a traceparent and tracestate pair,
-// invalid when traceparent is empty or malformed.
+// invalid when traceparent is empty or malformed. It reads what the W3C
+// propagator reads (version 00, or a later version's first four fields),
+// by hand: it runs for every output.
 func Parse(traceparent, tracestate string) trace.SpanContext {
-	if traceparent == "" {
+	tp := traceparent
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || (len(tp) > 55 && tp[55] != '-') {
 		return trace.SpanContext{}
 	}
-	return Extract(map[string]string{PropertyTraceParent: traceparent, PropertyTraceState: tracestate})
+	var ver [1]byte
+	if n, err := hex.Decode(ver[:], []byte(tp[0:2])); n != 1 || err != nil || ver[0] == 0xff ||
+		(ver[0] == 0 && len(tp) != 55) || !lowerHex(tp[:55]) {
+		return trace.SpanContext{}
+	}
+	var cfg trace.SpanContextConfig
+	var flags [1]byte
+	if _, err := hex.Decode(cfg.TraceID[:], []byte(tp[3:35])); err != nil {
+		return trace.SpanContext{}
+	}
+	if _, err := hex.Decode(cfg.SpanID[:], []byte(tp[36:52])); err != nil {
+		return trace.SpanContext{}
+	}
+	if _, err := hex.Decode(flags[:], []byte(tp[53:55])); err != nil {
+		return trace.SpanContext{}
+	}
+	cfg.TraceFlags = trace.TraceFlags(flags[0])
+	cfg.Remote = true
+	if tracestate != "" {
+		// A malformed tracestate is dropped, the context kept, as the
+		// propagator does.
+		cfg.TraceState, _ = trace.ParseTraceState(tracestate)
+	}
+	sc := trace.NewSpanContext(cfg)
+	if !sc.IsValid() {
+		return trace.SpanContext{}
+	}
+	return sc
+}
+
+// lowerHex reports whether s is lowercase hex digits and dashes.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Format returns sc as traceparent and tracestate values; "" for an

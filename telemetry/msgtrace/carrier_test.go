@@ -2,6 +2,7 @@ package msgtrace
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -39,6 +40,33 @@ func TestFormatInjectExtract(t *testing.T) {
 	for _, bad := range []string{"", "junk", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"} {
 		if sc := Parse(bad, ""); sc.IsValid() {
 			t.Errorf("Parse(%q) is valid", bad)
+		}
+	}
+}
+
+// Parse reads what the W3C propagator reads, and refuses what it refuses.
+func TestParseAsThePropagator(t *testing.T) {
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, tp := range []string{
+		"00-" + tid + "-" + sid + "-01",
+		"00-" + tid + "-" + sid + "-00",
+		"00-" + tid + "-" + sid + "-03", // flags it does not know, kept
+		"01-" + tid + "-" + sid + "-01-what-comes-later",
+		"01-" + tid + "-" + sid + "-01",
+		"00-" + tid + "-" + sid + "-01-extra", // version 00 has nothing after
+		"ff-" + tid + "-" + sid + "-01",
+		"00-" + strings.ToUpper(tid) + "-" + sid + "-01",
+		"00-" + tid + "-0000000000000000-01",
+		"00-00000000000000000000000000000000-" + sid + "-01",
+		"00-" + tid + "-" + sid + "-0g",
+		"00_" + tid + "-" + sid + "-01",
+		"0-" + tid + "-" + sid + "-01",
+		"",
+	} {
+		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+			propagation.MapCarrier{PropertyTraceParent: tp, PropertyTraceState: "rojo=1"}))
+		if got := Parse(tp, "rojo=1"); !got.Equal(want) {
+			t.Errorf("Parse(%q) = %v, the propagator reads %v", tp, got, want)
 		}
 	}
 }
