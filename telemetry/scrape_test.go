@@ -2,11 +2,14 @@ package telemetry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -286,5 +289,126 @@ func TestReadyzCrashingHandler(t *testing.T) {
 	}
 	if got := s.value("messaging_process_duration_seconds", pl, "error_type=crash"); got < 3 {
 		t.Errorf("failed batches with error.type=crash: %v", got)
+	}
+}
+
+// Every metric and label the Grafana dashboard uses is on /metrics of a
+// host whose handler answered, dead-lettered and crashed.
+func TestDashboardMetricsExist(t *testing.T) {
+	ctx := testContext(t)
+	c := cluster(t)
+	in, out := topic(t, "in"), topic(t, "out")
+	base, opts, setHost := serveHost(t)
+	opts.Restart = streamrun.RestartPolicy{Initial: 10 * time.Millisecond}
+	opts.Logger = testLogger(t, slog.LevelError+4) // the crash is the point
+	p := pipelines.Pipeline{
+		Name:        "dash",
+		Source:      pipelines.Source{Topics: []string{in}, Subscription: "dash-sub", InitialPosition: pipelines.Earliest},
+		Handler:     selfHandler(out),
+		Outputs:     []string{out},
+		ErrorPolicy: pipelines.ErrorPolicy{MaxCrashes: 1},
+	}
+	setHost(runHost(t, c, opts, p))
+	waitProbe(t, ctx, base, "/readyz", http.StatusOK)
+	cl := client(t, c)
+	for _, pl := range []string{"ok", "poison", "crash"} {
+		if _, err := cl.Publish(ctx, in, pool.Message{Payload: []byte(pl)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		s, err := scrapeMetrics(ctx, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.value("streamrun_messages_settled_total", "streamrun_pipeline=dash") >= 3 && s["streamrun_consumer_backlog"] != nil &&
+			s.value("streamrun_handler_restarts_total", "streamrun_pipeline=dash") >= 1 {
+			checkDashboard(t, s)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never settled: %v", s.names())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// checkDashboard fails t for a metric or label the Grafana dashboard in
+// examples/grafana uses that scrape s does not have: the dashboard is
+// built on what the host serves, not on names remembered.
+func checkDashboard(t *testing.T, s scraped) {
+	t.Helper()
+	b, err := os.ReadFile("../examples/grafana/streamrun.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	labels := map[string]bool{"le": true}
+	for _, f := range s {
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				labels[l.GetName()] = true
+			}
+		}
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		exprs = append(exprs, v.Definition)
+	}
+	metricRef := regexp.MustCompile(`\b(?:messaging|streamrun)_[a-z0-9_]+\b`)
+	labelRef := regexp.MustCompile(`(?:by \(([^)]*)\))|(?:[{,]\s*([a-z_]+)\s*(?:=~|!=|=))|(?:label_values\([^,]+,\s*([a-z_]+)\))`)
+	used := 0
+	for _, e := range exprs {
+		if e == "" {
+			continue
+		}
+		for _, name := range metricRef.FindAllString(e, -1) {
+			if labels[name] {
+				continue // a label, such as streamrun_pipeline
+			}
+			used++
+			fam := name
+			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+				if s[fam] == nil && strings.HasSuffix(name, suffix) {
+					fam = strings.TrimSuffix(name, suffix)
+				}
+			}
+			if s[fam] == nil {
+				t.Errorf("the dashboard uses %s (in %q), which /metrics does not serve", name, e)
+			}
+		}
+		for _, m := range labelRef.FindAllStringSubmatch(e, -1) {
+			for _, g := range m[1:] {
+				for _, l := range strings.Split(g, ",") {
+					if l = strings.TrimSpace(l); l != "" && !labels[l] {
+						t.Errorf("the dashboard uses label %s (in %q), which no metric on /metrics has", l, e)
+					}
+				}
+			}
+		}
+	}
+	if used < 15 {
+		t.Errorf("the dashboard uses only %d metrics: it did not parse as expected", used)
 	}
 }
