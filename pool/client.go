@@ -60,6 +60,9 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := opts.Producer.Compression.wire(); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		opts:      opts,
 		svc:       svc,

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"time"
-
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
 // Options configure a Client. The zero value connects to
@@ -102,9 +100,9 @@ type ProducerOptions struct {
 	// Batching groups messages into entries.
 	Batching BatchingOptions
 
-	// Compression compresses each entry: NONE (default), LZ4, ZLIB, ZSTD
-	// or SNAPPY.
-	Compression pb.CompressionType
+	// Compression compresses each entry: NoCompression (the default),
+	// LZ4, ZLIB, ZSTD or Snappy.
+	Compression Compression
 
 	// MaxPendingMessages bounds the messages of one topic's producer that
 	// were published but not yet acknowledged by the broker. Publishing

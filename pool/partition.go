@@ -303,7 +303,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 		// by the highest sequence id seen does not drop the next entry.
 		h.HighestSequenceID = b.firstSeq
 	}
-	if ct := pp.p.opts.Compression; ct != pb.CompressionType_NONE {
+	if ct, _ := pp.p.opts.Compression.wire(); ct != pb.CompressionType_NONE { // checked by New
 		out := pp.getBuf(len(b.buf))[:b.room]
 		out, err := pp.codecs.Compress(ct, out, b.buf[b.room:])
 		if err == nil {

@@ -248,7 +248,7 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 
 func TestEveryCodecIsReadBack(t *testing.T) {
 	tg := newTarget(t)
-	for _, ct := range []pb.CompressionType{pb.CompressionType_LZ4, pb.CompressionType_ZLIB, pb.CompressionType_ZSTD, pb.CompressionType_SNAPPY} {
+	for _, ct := range []Compression{LZ4, ZLIB, ZSTD, Snappy} {
 		t.Run(ct.String(), func(t *testing.T) {
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Compression: ct}})
 			topic := topicName(t)

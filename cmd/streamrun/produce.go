@@ -17,7 +17,6 @@ import (
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 	"github.com/streamrun/streamrun/telemetry"
 )
 
@@ -130,8 +129,8 @@ func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Option
 		}
 		m.Properties[k] = v
 	}
-	ct, ok := pb.CompressionType_value[strings.ToUpper(f.compression)]
-	if !ok {
+	ct, err := pool.ParseCompression(f.compression)
+	if err != nil {
 		return o, m, usagef("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
 	}
 	if f.noBatching && f.batchByKey {
@@ -146,7 +145,7 @@ func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Option
 		return o, m, err
 	}
 	o.Producer = pool.ProducerOptions{
-		Compression: pb.CompressionType(ct),
+		Compression: ct,
 		Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
 	}
 	return o, m, nil
