@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -23,6 +24,15 @@ type tracing struct {
 	tr    trace.Tracer
 	attrs []attribute.KeyValue // on every span of the pipeline
 	dests sync.Map             // topic as given -> its full name, for span names
+	// unsampled holds the properties of the last unsampled context an
+	// output without properties of its own was published under: the
+	// outputs of a batch share one (pool only reads a message's map).
+	unsampled atomic.Pointer[sharedProps]
+}
+
+type sharedProps struct {
+	sc    trace.SpanContext
+	props map[string]string
 }
 
 func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing {
@@ -185,6 +195,14 @@ func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Messag
 		p.client.PublishAsync(p.hard, topic, m, done)
 		return
 	}
+	if parent.IsValid() && !parent.IsSampled() && len(m.Properties) == 0 {
+		// Nothing of this trace is recorded: no span, only its context
+		// carried on (see msgtrace.StartSend), and the batch's outputs
+		// share the one map that says it.
+		m.Properties = t.unsampledProps(parent)
+		p.client.PublishAsync(p.hard, topic, m, done)
+		return
+	}
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
 	span, props := msgtrace.StartSend(ctx, t.tr, t.dest(topic), m.Properties, t.attrs...)
 	m.Properties = props
@@ -192,6 +210,17 @@ func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Messag
 		endSend(span, id, err)
 		done(id, err)
 	})
+}
+
+// unsampledProps returns properties that carry only sc, shared: nobody
+// may change them.
+func (t *tracing) unsampledProps(sc trace.SpanContext) map[string]string {
+	if sp := t.unsampled.Load(); sp != nil && sp.sc.Equal(sc) {
+		return sp.props
+	}
+	sp := &sharedProps{sc: sc, props: msgtrace.Inject(nil, sc)}
+	t.unsampled.Store(sp)
+	return sp.props
 }
 
 // dest is topic's full name, as the consumers' spans name it.
