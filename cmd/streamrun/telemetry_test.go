@@ -5,8 +5,13 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,4 +121,48 @@ func TestReadmeFirstCommandExportsTraces(t *testing.T) {
 			len(rcv.Spans()), rcv.Spans())
 	}
 	t.Logf("%d outputs traced back to their input's send in one trace", joined)
+}
+
+// `streamrun run --telemetry-addr` serves /readyz (503 until the
+// pipelines consume, then 200) and /metrics, whose counts follow the
+// messages.
+func TestRunServesTelemetry(t *testing.T) {
+	bin := buildStreamrun(t)
+	b := brokertest.Start(t)
+	client := newClient(t, b.ServiceURL())
+	in, out := fmt.Sprintf("tel-in-%d", time.Now().UnixNano()), fmt.Sprintf("tel-out-%d", time.Now().UnixNano())
+	outs := collect(t, client, out)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, b.ServiceURL(), in, out, "shared", 10, 1, "0s"))
+	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--telemetry-addr", addr, file)
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitFor(t, 2*time.Minute, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	publishKeyed(t, client, in, 50, 5)
+	waitFor(t, time.Minute, "50 outputs", func() bool { return outs.len() >= 50 })
+	const want = `streamrun_messages_settled_total{messaging_consumer_group_name="tag",messaging_system="pulsar",streamrun_outcome="acked",streamrun_pipeline="tag"} 50`
+	waitFor(t, time.Minute, "/metrics to count 50 acked", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, want)
+	})
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d after SIGINT", code)
+	}
 }
