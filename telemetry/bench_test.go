@@ -24,7 +24,8 @@ import (
 // BenchmarkTelemetry measures what telemetry costs a pipeline: the same
 // pipeline (embedded broker, a plugin that echoes each 100-byte message to
 // the output topic, batches of 100, one instance) with telemetry off,
-// with traces sampled at 0.01 and at 1.0 (parentbased_traceidratio,
+// with traces sampled at 0 (the trace context carried, no span recorded),
+// 0.01 and 1.0 (parentbased_traceidratio,
 // exported by OTLP gRPC to a receiver in the test process that counts and
 // drops them; the plugin exports its spans too), and with metrics on (a
 // meter provider whose /metrics is scraped once a second). Report msg/s
@@ -33,11 +34,12 @@ import (
 //	go test ./telemetry -run '^$' -bench Telemetry -benchtime 200000x -count 5
 //
 // The input messages carry no trace context: each batch starts a trace,
-// as it does behind an untraced producer. cpu-µs/msg is the CPU time of
+// as it does behind an untraced producer; with STREAMRUN_BENCH_TRACED_INPUT
+// set, each carries its own, one in 100 sampled. cpu-µs/msg is the CPU time of
 // the test process (broker, clients, host, receiver) and the plugin per
 // message: on a shared machine it varies less than msg/s.
 func BenchmarkTelemetry(b *testing.B) {
-	for _, mode := range []string{"off", "traces=0.01", "traces=1", "metrics"} {
+	for _, mode := range []string{"off", "traces=0", "traces=0.01", "traces=1", "metrics"} {
 		b.Run(mode, func(b *testing.B) { benchTelemetry(b, mode) })
 	}
 }
@@ -56,7 +58,7 @@ func benchTelemetry(b *testing.B, mode string) {
 		flush = func() {}
 	)
 	switch mode {
-	case "traces=0.01", "traces=1":
+	case "traces=0", "traces=0.01", "traces=1":
 		rcv = otlptest.StartDiscarding(b, telemetry.ProtocolGRPC)
 		cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "parentbased_traceidratio", SamplerArg: mode[len("traces="):]}
 		tp, err := telemetry.NewTracerProvider(ctx, cfg)
@@ -144,15 +146,25 @@ func benchTelemetry(b *testing.B, mode string) {
 	}
 	cpu0 := cpuTime(pids)
 	payload := make([]byte, 100)
+	traced := os.Getenv(benchTracedInputEnv) != ""
 	b.ResetTimer()
 	start := time.Now()
-	for range n {
+	for i := range n {
 		select {
 		case tokens <- struct{}{}:
 		case <-ctx.Done():
 			b.Fatal("timed out")
 		}
-		pub.PublishAsync(ctx, in, pool.Message{Payload: payload}, func(_ pulsarwire.MessageID, err error) {
+		m := pool.Message{Payload: payload}
+		if traced {
+			// Each message its own trace, sampled upstream one in 100.
+			flags := "00"
+			if i%100 == 0 {
+				flags = "01"
+			}
+			m.Properties = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-%s", i+1, i+1, flags)}
+		}
+		pub.PublishAsync(ctx, in, m, func(_ pulsarwire.MessageID, err error) {
 			if err != nil {
 				b.Errorf("publish: %v", err)
 			}
@@ -175,6 +187,12 @@ func benchTelemetry(b *testing.B, mode string) {
 		b.ReportMetric(float64(rcv.Count())/float64(n), "host-spans/msg")
 	}
 }
+
+// benchTracedInputEnv, when set, gives each input message a trace
+// context of its own, one in 100 sampled, as an instrumented producer
+// sampling at 0.01 would write it. (Off, the host carries each input's
+// context on to its outputs as it is.)
+const benchTracedInputEnv = "STREAMRUN_BENCH_TRACED_INPUT"
 
 // cpuTime is the CPU time (user and system) used so far by this process
 // (broker, clients, host, receiver) and by the processes pids (the
