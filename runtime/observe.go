@@ -46,7 +46,7 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 	pendingMsgs := gauge(MetricPendingMsgs, "{message}", "Messages published and not yet acknowledged by the broker, all producers.")
 	pendingBytes := gauge(MetricPendingBytes, "By", "Payload bytes of those messages.")
 	permits := gauge(MetricPermits, "{message}", "Flow permits granted to the brokers and not used yet.")
-	backlog := gauge(MetricBacklog, "{message}", "The subscription's backlog as the brokers report it.")
+	backlog := gauge(MetricBacklog, "{entry}", "The subscription's backlog as the brokers report it, in entries (a batch counts once).")
 	restarts := counter(MetricRestarts, "{restart}", "Handler instances restarted.")
 	received := counter(MetricReceived, "{message}", "Messages received from the pipeline's subscription.")
 	processed := counter(MetricProcessed, "{message}", "Messages the handler answered for.")

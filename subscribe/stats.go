@@ -22,8 +22,9 @@ func (c *Consumer) Permits() int64 {
 	return n
 }
 
-// Backlog asks the brokers for the subscription's backlog (messages not
-// acknowledged yet) on every topic or partition consumed, and sums it.
+// Backlog asks the brokers for the subscription's backlog on every topic
+// or partition consumed, and sums it: entries not acknowledged yet, as
+// Pulsar counts them (a batch of messages is one entry).
 // Parts that are disconnected now are left out, and so are those whose
 // broker does not answer: the error says which.
 func (c *Consumer) Backlog(ctx context.Context) (int64, error) {
