@@ -84,12 +84,13 @@ func (t *pluginTracing) flush(d time.Duration) {
 	_ = t.tp.ForceFlush(ctx)
 }
 
-// shutdown exports what is left and stops the exporter.
+// shutdown exports what is left and stops the exporter, within the
+// grace the host gives a closing plugin to exit (2 s) less a margin.
 func (t *pluginTracing) shutdown() {
 	if t == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	_ = t.tp.Shutdown(ctx)
 }
