@@ -122,9 +122,7 @@ type hostTelemetry struct {
 // startHostTelemetry sets up what t and addr (the flag, which wins over
 // t.HTTP) ask for; nothing that is not asked for.
 func startHostTelemetry(ctx context.Context, t pipelines.Telemetry, addr string, log *slog.Logger) (*hostTelemetry, error) {
-	tr := t.Traces
-	base := telemetry.Config{Endpoint: tr.Endpoint, Protocol: tr.Protocol, Headers: tr.Headers, ServiceName: tr.ServiceName,
-		ResourceAttributes: tr.ResourceAttributes, Sampler: tr.Sampler, SamplerArg: tr.SamplerArg}
+	base := fileTraces(t.Traces)
 	ht := &hostTelemetry{log: log, addr: addr}
 	if ht.addr == "" {
 		ht.addr = t.HTTP
@@ -200,6 +198,14 @@ func (l *loaded) addTelemetry(t pipelines.Telemetry, path string, from *string) 
 	if reflect.DeepEqual(t, pipelines.Telemetry{}) {
 		return nil
 	}
+	if err := fileTraces(t.Traces).Check(); err != nil {
+		return fmt.Errorf("%s: telemetry.traces: %w", path, err)
+	}
+	if t.HTTP != "" {
+		if _, err := scrape.ListenAddr(t.HTTP); err != nil {
+			return fmt.Errorf("%s: telemetry.http: %w", path, err)
+		}
+	}
 	if *from == "" {
 		l.telemetry, *from = t, path
 		return nil
@@ -208,4 +214,10 @@ func (l *loaded) addTelemetry(t pipelines.Telemetry, path string, from *string) 
 		return fmt.Errorf("%s: telemetry differs from %s: one run has one telemetry section", path, *from)
 	}
 	return nil
+}
+
+// fileTraces is a file's traces section as a telemetry.Config.
+func fileTraces(tr pipelines.Traces) telemetry.Config {
+	return telemetry.Config{Endpoint: tr.Endpoint, Protocol: tr.Protocol, Headers: tr.Headers, ServiceName: tr.ServiceName,
+		ResourceAttributes: tr.ResourceAttributes, Sampler: tr.Sampler, SamplerArg: tr.SamplerArg}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,5 +165,30 @@ func TestRunServesTelemetry(t *testing.T) {
 	p.signal(t, syscall.SIGINT)
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("exit %d after SIGINT", code)
+	}
+}
+
+// A bad telemetry section is a bad file: exit 2, the file and the setting
+// named, nothing started.
+func TestRunRefusesBadTelemetry(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ section, want string }{
+		{`{traces: {endpoint: "http://c:4317", protocol: thrift}}`, `telemetry.traces: telemetry: protocol "thrift"`},
+		{`{traces: {endpoint: "http://c:4317", sampler: sometimes}}`, `telemetry.traces: telemetry: sampler "sometimes"`},
+		{`{http: "9464"}`, `telemetry.http: scrape: address "9464"`},
+	} {
+		file := writePipelineFile(t, dir, "p.yaml", fmt.Sprintf(`
+telemetry: %s
+pipelines:
+  - name: p
+    source: {topics: [in], subscription: s}
+    handler: {package: %s}
+    outputs: [out]
+`, tc.section, filepath.Join(repoRoot(t), "examples/plugins/uppercase")))
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--memory", file}, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), file+": "+tc.want) || !strings.Contains(stderr.String(), "nothing started") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tc.section, code, stderr.String(), tc.want)
+		}
 	}
 }
