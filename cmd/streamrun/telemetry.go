@@ -198,13 +198,8 @@ func (l *loaded) addTelemetry(t pipelines.Telemetry, path string, from *string) 
 	if reflect.DeepEqual(t, pipelines.Telemetry{}) {
 		return nil
 	}
-	if err := fileTraces(t.Traces).Check(); err != nil {
-		return fmt.Errorf("%s: telemetry.traces: %w", path, err)
-	}
-	if t.HTTP != "" {
-		if _, err := scrape.ListenAddr(t.HTTP); err != nil {
-			return fmt.Errorf("%s: telemetry.http: %w", path, err)
-		}
+	if err := checkTelemetry(t, path); err != nil {
+		return err
 	}
 	if *from == "" {
 		l.telemetry, *from = t, path
@@ -212,6 +207,21 @@ func (l *loaded) addTelemetry(t pipelines.Telemetry, path string, from *string) 
 	}
 	if !reflect.DeepEqual(t, l.telemetry) {
 		return fmt.Errorf("%s: telemetry differs from %s: one run has one telemetry section", path, *from)
+	}
+	return nil
+}
+
+// checkTelemetry reports what is wrong with the telemetry section of the
+// file at path (what the pipelines package does not check: the settings'
+// values), naming the file and the setting.
+func checkTelemetry(t pipelines.Telemetry, path string) error {
+	if err := fileTraces(t.Traces).Check(); err != nil {
+		return fmt.Errorf("%s: telemetry.traces: %w", path, err)
+	}
+	if t.HTTP != "" {
+		if _, err := scrape.ListenAddr(t.HTTP); err != nil {
+			return fmt.Errorf("%s: telemetry.http: %w", path, err)
+		}
 	}
 	return nil
 }

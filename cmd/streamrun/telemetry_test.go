@@ -168,8 +168,8 @@ func TestRunServesTelemetry(t *testing.T) {
 	}
 }
 
-// A bad telemetry section is a bad file: exit 2, the file and the setting
-// named, nothing started.
+// A bad telemetry section is a bad file, to `streamrun run` (exit 2, the
+// file and the setting named, nothing started) and `streamrun validate`.
 func TestRunRefusesBadTelemetry(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ section, want string }{
@@ -189,6 +189,12 @@ pipelines:
 		code := run(context.Background(), []string{"run", "--memory", file}, &stdout, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), file+": "+tc.want) || !strings.Contains(stderr.String(), "nothing started") {
 			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tc.section, code, stderr.String(), tc.want)
+		}
+		stdout.Reset()
+		stderr.Reset()
+		code = run(context.Background(), []string{"validate", file}, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), file+": "+tc.want) {
+			t.Errorf("validate %s: exit %d, stderr %q; want 2 and %q", tc.section, code, stderr.String(), tc.want)
 		}
 	}
 }

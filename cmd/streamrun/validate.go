@@ -40,6 +40,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	code := 0
 	for _, path := range fs.Args() {
 		f, err := pipelines.Load(path, os.LookupEnv)
+		if err == nil {
+			err = checkTelemetry(f.Telemetry, path)
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			code = 2
