@@ -34,7 +34,16 @@ tls:
 auth:
   token: env:PULSAR_TOKEN
 operation_retries: {attempts: 3, delay: 2s, timeout: 10s}
-telemetry: {http: "127.0.0.1:9090"}
+telemetry:
+  http: "127.0.0.1:9090"
+  traces:
+    endpoint: http://collector:4317
+    protocol: http/protobuf
+    headers: {x-key: abc}
+    service_name: orders
+    resource_attributes: {deployment.environment: prod}
+    sampler: parentbased_traceidratio
+    sampler_arg: 0.01
 pipelines:
   - name: orders
     source:
@@ -79,7 +88,10 @@ func TestParseEveryField(t *testing.T) {
 		TLS:              pipelines.TLS{CAFile: "/etc/ca.pem", CertFile: "/etc/cert.pem", KeyFile: "/etc/key.pem", SkipHostnameVerification: true},
 		Auth:             pipelines.Auth{Token: "env:PULSAR_TOKEN"},
 		OperationRetries: pipelines.OperationRetries{Attempts: 3, Delay: 2 * time.Second, Timeout: 10 * time.Second},
-		Telemetry:        pipelines.Telemetry{HTTP: "127.0.0.1:9090"},
+		Telemetry: pipelines.Telemetry{HTTP: "127.0.0.1:9090", Traces: pipelines.Traces{
+			Endpoint: "http://collector:4317", Protocol: "http/protobuf", Headers: map[string]string{"x-key": "abc"},
+			ServiceName: "orders", ResourceAttributes: map[string]string{"deployment.environment": "prod"},
+			Sampler: "parentbased_traceidratio", SamplerArg: "0.01"}},
 		Pipelines: []pipelines.Pipeline{{
 			Name: "orders",
 			Source: pipelines.Source{Topics: []string{"orders", "persistent://shop/eu/returns"}, Subscription: "enrich",

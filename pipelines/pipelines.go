@@ -108,12 +108,45 @@ type OperationRetries struct {
 }
 
 // Telemetry says where the host serves its metrics (/metrics) and health
-// endpoints. Traces are exported as the standard OTEL_* environment
-// variables say.
+// endpoints (/healthz, /readyz), and where it exports traces. The
+// standard OTEL_* environment variables win over Traces
+// (docs/telemetry.md).
 type Telemetry struct {
 	// HTTP is the listen address of the metrics and health endpoints,
-	// such as "127.0.0.1:9090". Default "": not served.
+	// such as "127.0.0.1:9464"; a missing host (":9464") means loopback.
+	// Default "": not served.
 	HTTP string `yaml:"http,omitempty" json:"http,omitempty"`
+	// Traces configures the OTLP export of traces. Default: none (unless
+	// OTEL_EXPORTER_OTLP_ENDPOINT is set).
+	Traces Traces `yaml:"traces,omitempty" json:"traces,omitempty"`
+}
+
+// Traces configures the OTLP export of traces, as the OTEL_* variable
+// named on each field would.
+type Traces struct {
+	// Endpoint is the OTLP base URL (OTEL_EXPORTER_OTLP_ENDPOINT), such as
+	// "http://collector:4317". Default "": traces are off.
+	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
+	// Protocol is "grpc" or "http/protobuf" (OTEL_EXPORTER_OTLP_PROTOCOL).
+	// Default "grpc".
+	Protocol string `yaml:"protocol,omitempty" json:"protocol,omitempty"`
+	// Headers are sent with every export (OTEL_EXPORTER_OTLP_HEADERS).
+	// Default none.
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	// ServiceName is the resource's service.name (OTEL_SERVICE_NAME).
+	// Default "streamrun".
+	ServiceName string `yaml:"service_name,omitempty" json:"service_name,omitempty"`
+	// ResourceAttributes are added to the resource
+	// (OTEL_RESOURCE_ATTRIBUTES). Default none.
+	ResourceAttributes map[string]string `yaml:"resource_attributes,omitempty" json:"resource_attributes,omitempty"`
+	// Sampler is always_on, always_off, traceidratio,
+	// parentbased_always_on, parentbased_always_off or
+	// parentbased_traceidratio (OTEL_TRACES_SAMPLER). Default
+	// parentbased_always_on.
+	Sampler string `yaml:"sampler,omitempty" json:"sampler,omitempty"`
+	// SamplerArg is the sampler's argument, the ratio from 0 to 1 for the
+	// traceidratio samplers (OTEL_TRACES_SAMPLER_ARG). Default "1".
+	SamplerArg string `yaml:"sampler_arg,omitempty" json:"sampler_arg,omitempty"`
 }
 
 // Pipeline is one source -> handler -> outputs flow.

@@ -37,7 +37,7 @@ type starter func(ctx context.Context, slot int) (instance, error)
 // pluginStarter starts plugin processes of cmd, with the handler's Args
 // after cmd's own.
 func pluginStarter(h *Host, p *pipelines.Pipeline, cmd pluginCommand, config []byte, log *slog.Logger) starter {
-	var env []string
+	env := slices.Clone(h.opts.PluginEnv)
 	for _, k := range slices.Sorted(maps.Keys(p.Handler.Env)) {
 		env = append(env, k+"="+p.Handler.Env[k])
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
@@ -36,6 +38,8 @@ type pipeline struct {
 	credits *credits
 	stats   counters
 	retries retryCounts
+	tr      *tracing // nil when not traced
+	met     *metrics // nil when not measured
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 
@@ -81,6 +85,7 @@ type batch struct {
 	size   int
 	formed time.Time
 	left   atomic.Int32 // messages not settled yet
+	span   trace.Span   // its "process" span, nil when not traced
 }
 
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
@@ -98,6 +103,8 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 		failed:   make(chan struct{}),
 	}
 	p.state.Store(StateStarting)
+	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
+	p.met = h.met.forPipeline(p)
 	p.retries.m = map[retryKey]uint32{}
 	p.redo.kick = make(chan struct{}, 1)
 	n := cfg.Handler.Instances

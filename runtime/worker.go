@@ -241,7 +241,8 @@ func (s *slot) process(b *batch, sb *sent, alone bool) {
 		for _, it := range cur.items {
 			buf = append(buf, &it.pm)
 		}
-		ctx, cancel := context.WithTimeout(p.hard, p.cfg.Handler.Timeout)
+		p.tr.startProcess(b, s.id)
+		ctx, cancel := context.WithTimeout(p.tr.processCtx(p.hard, b), p.cfg.Handler.Timeout)
 		t0 := time.Now()
 		res, err := inst.Process(ctx, buf)
 		took := time.Since(t0)
@@ -253,6 +254,7 @@ func (s *slot) process(b *batch, sb *sent, alone bool) {
 		if f := p.h.opts.Hooks.Handled; f != nil {
 			f(p.name, s.id, len(cur.items), took, err)
 		}
+		p.met.handled(len(cur.items), took, err)
 		if err == nil {
 			s.answer(gen, careful)
 			if careful {
@@ -271,6 +273,7 @@ func (s *slot) process(b *batch, sb *sent, alone bool) {
 		if hung {
 			err = fmt.Errorf("%w: %d messages, no answer after %v: %w", errHung, len(cur.items), p.cfg.Handler.Timeout, err)
 		}
+		p.tr.handlerFailed(b, s.id, err)
 		first := s.failed(gen, err)
 		if !first || !(alone || careful) {
 			// Another batch was (or may have been) in flight on the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/telemetry"
 )
 
 // produceFlags are the flags of `streamrun produce`.
@@ -197,6 +198,11 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		}
 		return cmd.fail(err)
 	}
+	tr, _, err := startTracing(ctx, telemetry.Config{})
+	if err != nil {
+		return cmd.fail(err)
+	}
+	defer tr.shutdown(f.closeTimeout, stderr)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, opts)
 	cancel()
@@ -275,7 +281,8 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		m := tmpl
 		m.Payload = f.payloadFor(sent, fixed)
 		all.Add(1)
-		p.SendAsync(ctx, m, done)
+		m, mdone := tr.send(p.Topic(), m, done)
+		p.SendAsync(ctx, m, mdone)
 		prog.update(sent+1, acked.Load(), nfailed.Load())
 	}
 	wasInterrupted := interrupted(ctx)

@@ -47,6 +47,9 @@ type runConfig struct {
 	// print writes the messages reaching the final output topics to
 	// stdout.
 	print bool
+	// telemetryAddr is where /metrics, /healthz and /readyz are served
+	// ("": the files' telemetry.http, else not served).
+	telemetryAddr string
 }
 
 // defaultRunDataDir is where the embedded broker of `streamrun run` keeps
@@ -149,6 +152,7 @@ func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs.StringVar(&c.inputTopic, "input-topic", "", "topic --input goes to (default: the source topic of the first pipeline)")
 	fs.StringVar(&c.keySep, "input-key-separator", "", `split each input line at the first of these: key, then payload (default "": no key)`)
 	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
+	fs.StringVar(&c.telemetryAddr, "telemetry-addr", "", `serve /metrics, /healthz and /readyz here (":9464" is loopback; default: the files' telemetry.http, else off)`)
 	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
 	return fs
 }

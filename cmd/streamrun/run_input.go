@@ -162,6 +162,8 @@ type inputFeed struct {
 
 	sent atomic.Int64 // receipted
 	done atomic.Bool
+	// tr traces each line's publishing; nil when not traced.
+	tr *commandTracing
 }
 
 // openInput opens --input and picks its topic: --input-topic, or the one
@@ -254,7 +256,7 @@ read:
 			}
 		}
 		wg.Add(1)
-		client.PublishAsync(ctx, f.topic, m, func(_ pulsarwire.MessageID, err error) {
+		m, done := f.tr.send(f.topic, m, func(_ pulsarwire.MessageID, err error) {
 			defer wg.Done()
 			if err != nil {
 				fail(fmt.Errorf("publish line %d of %s to %s: %w", l.n, f.name, f.topic, err))
@@ -263,6 +265,7 @@ read:
 			f.sent.Add(1)
 			w.add(f.topic)
 		})
+		client.PublishAsync(ctx, f.topic, m, done)
 	}
 	if err := client.Flush(ctx); err != nil {
 		fail(fmt.Errorf("publish %s: %w", f.name, err))

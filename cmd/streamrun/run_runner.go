@@ -43,6 +43,8 @@ type loaded struct {
 	pipelines []pipelines.Pipeline
 	// fileOf names the file each pipeline comes from, by name.
 	fileOf map[string]string
+	// telemetry is the files' telemetry section.
+	telemetry pipelines.Telemetry
 }
 
 // load reads every file and checks them together: each file on its own
@@ -51,7 +53,7 @@ type loaded struct {
 // retries) in every file that sets them.
 func (r *runner) load() (*loaded, error) {
 	l := &loaded{fileOf: map[string]string{}}
-	var connFrom string
+	var connFrom, telemetryFrom string
 	var errs []error
 	for _, path := range r.cfg.files {
 		f, err := loadPipelineFile(path, r.lookupEnv)
@@ -66,6 +68,9 @@ func (r *runner) load() (*loaded, error) {
 			}
 			l.fileOf[p.Name] = path
 			l.pipelines = append(l.pipelines, p)
+		}
+		if err := l.addTelemetry(f.Telemetry, path, &telemetryFrom); err != nil {
+			errs = append(errs, err)
 		}
 		conn := connSettings{f.ServiceURL, f.TLS, f.Auth, f.OperationRetries}
 		if conn == (connSettings{}) {
@@ -190,15 +195,31 @@ func (r *runner) run(ctx context.Context) int {
 		defer printer.close()
 	}
 
-	host, err := runtime.New(ctx, runtime.Options{
+	tel, err := startHostTelemetry(ctx, l.telemetry, r.cfg.telemetryAddr, r.log.With("component", "telemetry"))
+	if err != nil {
+		r.log.Error("set up telemetry", "err", err)
+		return 1
+	}
+	defer tel.close(10 * time.Second)
+	if in != nil {
+		in.tr = tel.tracing
+	}
+	ho := runtime.Options{
 		Client:          client,
 		Logger:          r.log.With("component", "runtime"),
 		ShutdownTimeout: r.cfg.shutdownTimeout,
 		Build:           runtime.BuildOptions{CacheDir: r.cfg.handlerCache},
 		Hooks:           runtime.Hooks{Output: w.output},
-	})
+	}
+	tel.apply(&ho)
+	host, err := runtime.New(ctx, ho)
 	if err != nil {
 		return r.cmd.fail(fmt.Errorf("start the host: %w", err))
+	}
+	if err := tel.serve(host); err != nil {
+		r.log.Error("serve telemetry", "err", err)
+		_ = host.Close(ctx)
+		return 1
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

@@ -39,6 +39,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	code := exitOK
 	for _, path := range fs.Args() {
 		f, err := pipelines.Load(path, os.LookupEnv)
+		if err == nil {
+			err = checkTelemetry(f.Telemetry, path)
+		}
 		if err != nil {
 			// Already FILE:LINE:COL: ... lines, without the command's
 			// prefix, so that editors and terminals can jump to them.

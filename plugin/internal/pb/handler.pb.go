@@ -369,7 +369,13 @@ type Batch struct {
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// How long the host waits for the answer, in milliseconds, for the
 	// handler's context. 0 for no limit.
-	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// W3C trace context of the host's "process" span for this batch, the
+	// parent of the span of the handler's work; "" when the batch is not
+	// traced. The plugin exports its spans itself, as the OTEL_*
+	// environment the host gives it says.
+	Traceparent   string `protobuf:"bytes,4,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,5,opt,name=tracestate,proto3" json:"tracestate,omitempty"` // Fields 6 to 9 are kept for telemetry.
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +429,20 @@ func (x *Batch) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *Batch) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Batch) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // One property of a message: a name and a value, any bytes each.
@@ -490,7 +510,12 @@ type Output struct {
 	Properties []*Property `protobuf:"bytes,4,rep,name=properties,proto3" json:"properties,omitempty"`
 	Payload    []byte      `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Milliseconds since the Unix epoch; 0 for none.
-	EventTimeMs   int64 `protobuf:"varint,6,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"`
+	EventTimeMs int64 `protobuf:"varint,6,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"`
+	// W3C trace context of the work that made this output (the handler's
+	// span), the parent of the host's "send" span for it; "" for none (the
+	// batch's "process" span is its parent then).
+	Traceparent   string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,8,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -565,6 +590,20 @@ func (x *Output) GetEventTimeMs() int64 {
 		return x.EventTimeMs
 	}
 	return 0
+}
+
+func (x *Output) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Output) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // The answer for one input message.
@@ -881,15 +920,19 @@ const file_handler_proto_rawDesc = "" +
 	" \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\v \x01(\tR\n" +
-	"tracestate\"r\n" +
+	"tracestate\"\xb4\x01\n" +
 	"\x05Batch\x128\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1c.streamrun.plugin.v1.MessageR\bmessages\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"2\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12 \n" +
+	"\vtraceparent\x18\x04 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x05 \x01(\tR\n" +
+	"tracestate\"2\n" +
 	"\bProperty\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xd0\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x92\x02\n" +
 	"\x06Output\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12!\n" +
@@ -898,7 +941,11 @@ const file_handler_proto_rawDesc = "" +
 	"properties\x18\x04 \x03(\v2\x1d.streamrun.plugin.v1.PropertyR\n" +
 	"properties\x12\x18\n" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x12\"\n" +
-	"\revent_time_ms\x18\x06 \x01(\x03R\veventTimeMs\"\xcb\x01\n" +
+	"\revent_time_ms\x18\x06 \x01(\x03R\veventTimeMs\x12 \n" +
+	"\vtraceparent\x18\a \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\b \x01(\tR\n" +
+	"tracestate\"\xcb\x01\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x126\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1c.streamrun.plugin.v1.OutcomeR\aoutcome\x12$\n" +

@@ -39,6 +39,9 @@ const (
 	BatchMessages = 1
 	BatchSeq      = 2
 	BatchTimeout  = 3
+	// Batch 4 and 5, Output 7 and 8: the trace context (docs/telemetry.md).
+	BatchTraceParent = 4
+	BatchTraceState  = 5
 
 	MsgID          = 1
 	MsgTopic       = 2
@@ -68,6 +71,8 @@ const (
 	OutProperties  = 4
 	OutPayload     = 5
 	OutEventTime   = 6
+	OutTraceParent = 7
+	OutTraceState  = 8
 )
 
 // Millis is t in Unix milliseconds, 0 for the zero time (not sent).

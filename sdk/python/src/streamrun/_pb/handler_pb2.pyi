@@ -65,14 +65,18 @@ class Message(_message.Message):
     def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[bytes] = ..., ordering_key: _Optional[bytes] = ..., properties: _Optional[_Iterable[_Union[Property, _Mapping]]] = ..., payload: _Optional[bytes] = ..., publish_time_ms: _Optional[int] = ..., event_time_ms: _Optional[int] = ..., redelivery_count: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("messages", "seq", "timeout_ms")
+    __slots__ = ("messages", "seq", "timeout_ms", "traceparent", "tracestate")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[Message]
     seq: int
     timeout_ms: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., seq: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., seq: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class Property(_message.Message):
     __slots__ = ("key", "value")
@@ -83,20 +87,24 @@ class Property(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class Output(_message.Message):
-    __slots__ = ("topic", "key", "ordering_key", "properties", "payload", "event_time_ms")
+    __slots__ = ("topic", "key", "ordering_key", "properties", "payload", "event_time_ms", "traceparent", "tracestate")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     ORDERING_KEY_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     key: bytes
     ordering_key: bytes
     properties: _containers.RepeatedCompositeFieldContainer[Property]
     payload: bytes
     event_time_ms: int
-    def __init__(self, topic: _Optional[str] = ..., key: _Optional[bytes] = ..., ordering_key: _Optional[bytes] = ..., properties: _Optional[_Iterable[_Union[Property, _Mapping]]] = ..., payload: _Optional[bytes] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[bytes] = ..., ordering_key: _Optional[bytes] = ..., properties: _Optional[_Iterable[_Union[Property, _Mapping]]] = ..., payload: _Optional[bytes] = ..., event_time_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("index", "outcome", "retry_delay_ms", "reason", "outputs")
