@@ -32,7 +32,7 @@ type pipeline struct {
 	running bool // run was called
 	lanes   []lane
 	queues  []chan *batch // one per slot when ordered, else one shared
-	slots   []*slot
+	sups    []*supervisor // one per instance slot
 	credits *credits
 	stats   counters
 	retries retryCounts
@@ -112,12 +112,42 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 		// never blocks the receive loop: credits are the bound.
 		p.queues[i] = make(chan *batch, cfg.Handler.MaxInFlight)
 	}
-	for i := range n {
-		p.slots = append(p.slots, &slot{p: p, id: i})
-	}
 	p.recvCtx, p.recvCancel = context.WithCancel(context.Background())
 	p.hard, p.hardCancel = context.WithCancel(context.Background())
+	for i := range n {
+		p.sups = append(p.sups, p.newSupervisor(i))
+	}
 	return p
+}
+
+// newSupervisor makes the supervisor of instance slot i; open gives it
+// its starter.
+func (p *pipeline) newSupervisor(i int) *supervisor {
+	s := newSupervisor(i, p.start, p.h.opts.Restart, p.h.opts.PluginStartTimeout, p.hard, p.log)
+	s.crashed = func() { p.stats.crashes.Add(1) }
+	s.restarted = func(cause error) {
+		p.stats.restarts.Add(1)
+		if f := p.h.opts.Hooks.Restarted; f != nil {
+			f(p.name, i, cause)
+		}
+	}
+	return s
+}
+
+// newWorker makes the dispatcher of the instance slot s supervises.
+func (p *pipeline) newWorker(s *supervisor) *worker {
+	hc := &p.cfg.Handler
+	limit := max(hc.MaxBatchesInFlight, 1)
+	w := &worker{
+		id: s.id, sup: s, out: p, log: p.log,
+		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes,
+		hard: p.hard, abort: p.recvCtx.Done(),
+		order: make(chan *sent, limit),
+	}
+	if f := p.h.opts.Hooks.Handled; f != nil {
+		w.handled = func(instance, size int, took time.Duration, err error) { f(p.name, instance, size, took, err) }
+	}
+	return w
 }
 
 // open prepares the handler, opens the output producers, starts every
@@ -160,9 +190,12 @@ func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) err
 		}
 	}
 
-	errs := make([]error, len(p.slots))
+	for _, s := range p.sups {
+		s.start = p.start
+	}
+	errs := make([]error, len(p.sups))
 	var wg sync.WaitGroup
-	for i, s := range p.slots {
+	for i, s := range p.sups {
 		wg.Go(func() { errs[i] = s.startFirst(ctx) })
 	}
 	wg.Wait()
@@ -213,14 +246,14 @@ func (p *pipeline) subscribeOptions() (subscribe.Options, error) {
 // run starts the pipeline's goroutines.
 func (p *pipeline) run() {
 	p.running = true
-	for i, s := range p.slots {
+	for i, s := range p.sups {
 		q := p.queues[0]
 		if p.ordered {
 			q = p.queues[i]
 		}
-		s.order = make(chan *sent, max(p.cfg.Handler.MaxBatchesInFlight, 1))
-		p.workers.Go(func() { s.run(q) })
-		p.workers.Go(s.publish)
+		w := p.newWorker(s)
+		p.workers.Go(func() { w.run(q) })
+		p.workers.Go(w.publish)
 	}
 	p.settler.Go(p.redoLoop)
 	go func() {
@@ -229,7 +262,7 @@ func (p *pipeline) run() {
 	}()
 	p.state.Store(StateRunning)
 	p.log.Info("pipeline running", "topics", p.cons.Topics(), "subscription", p.cfg.Source.Subscription,
-		"type", p.cfg.Source.Type, "instances", len(p.slots), "batch_size", p.cfg.Handler.BatchSize)
+		"type", p.cfg.Source.Type, "instances", len(p.sups), "batch_size", p.cfg.Handler.BatchSize)
 }
 
 // fail records that the pipeline cannot go on; Run stops the host.
@@ -479,7 +512,7 @@ func (p *pipeline) closeInstances(deadline time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), closeGrace))
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, s := range p.slots {
+	for _, s := range p.sups {
 		wg.Go(func() { s.close(ctx) })
 	}
 	wg.Wait()
