@@ -1,13 +1,13 @@
-// Package pipelines holds streamrun's pipeline configuration: what a
-// pipeline file says, as Go values, with its defaults and its checks. It
-// does no I/O and opens no connection; package runtime runs what it
-// describes.
+// Package pipelines holds streamrun's pipeline files: what a file says,
+// as Go values, with its defaults and its checks, and the loader that
+// reads one (Load, Parse). It opens no connection; package runtime runs
+// what it describes. docs/pipelines.md documents the format.
 //
-// The types map one to one onto the YAML of a pipeline file (SPEC §8):
-// every field carries the yaml (and json) name it has in the file,
-// durations are time.Duration (written "5s", "250ms" in YAML), and the
-// handler's config is free-form (map[string]any), handed to the plugin as
-// JSON. A file looks like
+// The types map one to one onto the YAML of a pipeline file
+// (docs/contract.md §8): every field carries the yaml (and json) name it
+// has in the file, durations are time.Duration (written "5s", "250ms" in
+// YAML), and the handler's config is free-form (map[string]any), handed
+// to the plugin as JSON. A file looks like
 //
 //	service_url: pulsar://127.0.0.1:6650
 //	pipelines:
@@ -18,7 +18,7 @@
 //	      type: key_shared
 //	      initial_position: earliest
 //	    handler:
-//	      plugin: ./bin/uppercase
+//	      package: ./handlers/uppercase
 //	      config: {output: persistent://public/default/out}
 //	      batch_size: 100
 //	      batch_wait: 10ms
@@ -31,12 +31,23 @@
 //
 // Zero values mean "the default", which each field's comment states; the
 // Default* constants spell them, and WithDefaults fills them in.
+//
+// The loader parses with go.yaml.in/yaml/v3 (the YAML organisation's
+// continuation of gopkg.in/yaml.v3) into its node tree and decodes that
+// itself. The library is a port of libyaml, fuzzed for years, with depth
+// limits of its own; its nodes carry the line and column of every value
+// and keep aliases unexpanded, so this package decides what an alias may
+// cost, finds duplicate keys, expands ${VAR} in values only, and reports
+// every problem as FILE:LINE:COL: field.path: what is wrong. (A decoder
+// with a strict mode of its own, such as goccy/go-yaml, reports type
+// errors in its own words and without the field's path.)
 package pipelines
 
-import (
-	"time"
+//go:generate go run ./internal/schemagen -src . -o ../docs/pipeline.schema.json
 
-	"github.com/streamrun/streamrun/subscribe"
+import (
+	"os"
+	"time"
 )
 
 // File is the contents of one pipeline file: where the broker is, how to
@@ -84,7 +95,7 @@ type Auth struct {
 }
 
 // OperationRetries says how an operation the broker answered with "not
-// now" is tried again (SPEC §3).
+// now" is tried again (docs/contract.md §3).
 type OperationRetries struct {
 	// Attempts in all; 0 (the default) means no limit, 1 no retries.
 	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty"`
@@ -150,7 +161,7 @@ const (
 	Earliest InitialPosition = "earliest"
 )
 
-// Source is the subscription a pipeline reads (SPEC §4).
+// Source is the subscription a pipeline reads (docs/contract.md §4).
 type Source struct {
 	// Topics to read, as one stream: full names
 	// (persistent://tenant/ns/name) or short ones ("orders" is
@@ -181,12 +192,20 @@ type Source struct {
 // batched for it.
 type Handler struct {
 	// Plugin is the path of a handler plugin binary (built with package
-	// plugin's Serve). Exactly one of Plugin and Package is required.
+	// plugin's Serve). Exactly one of Plugin, Package and Script is
+	// required. A relative path starts at the pipeline file's directory.
 	Plugin string `yaml:"plugin,omitempty" json:"plugin,omitempty"`
-	// Package is a Go package (a path such as ./handlers/enrich, or an
-	// import path) that the host builds with "go build" at start and runs
-	// as the plugin.
+	// Package is a Go package that the host builds with "go build" at
+	// start and runs as the plugin: a directory starting with ./ or ../
+	// (from the pipeline file's directory) or an import path.
 	Package string `yaml:"package,omitempty" json:"package,omitempty"`
+	// Script is a Python handler script, run with Python. A relative path
+	// starts at the pipeline file's directory.
+	Script string `yaml:"script,omitempty" json:"script,omitempty"`
+	// Python runs Script: an interpreter (a path, or a command looked up
+	// in PATH) or a virtual environment's directory (its bin/python).
+	// Only with Script. Default "python3".
+	Python string `yaml:"python,omitempty" json:"python,omitempty"`
 	// Args are given to the plugin binary. Default none.
 	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
 	// Env is added to the plugin's environment (over the host's).
@@ -280,7 +299,21 @@ const (
 	DefaultBackoffInitial        = time.Second
 	DefaultBackoffMax            = time.Minute
 	DefaultMaxCrashes            = 3
+	DefaultPython                = "python3"
 )
+
+// PythonCommand is the interpreter that runs h.Script: h.Python, the
+// bin/python of a virtual environment when h.Python is a directory, or
+// DefaultPython.
+func (h Handler) PythonCommand() string {
+	if h.Python == "" {
+		return DefaultPython
+	}
+	if fi, err := os.Stat(h.Python); err == nil && fi.IsDir() {
+		return VenvPython(h.Python)
+	}
+	return h.Python
+}
 
 // WithDefaults returns p with every zero field that has a default set to
 // it. The dead-letter topic stays "" (it depends on each message's topic).
@@ -340,44 +373,4 @@ func (b Backoff) withDefaults() Backoff {
 		b.Max = b.Initial
 	}
 	return b
-}
-
-// normal is t in its canonical spelling; false for an unknown type.
-// Spellings are subscribe's, which runs the subscription.
-func (t SubscriptionType) normal() (SubscriptionType, bool) {
-	st, err := subscribe.ParseType(string(t))
-	if err != nil {
-		return t, false
-	}
-	switch st {
-	case subscribe.Exclusive:
-		return Exclusive, true
-	case subscribe.Failover:
-		return Failover, true
-	case subscribe.KeyShared:
-		return KeyShared, true
-	}
-	return Shared, true
-}
-
-// KeepsOrder reports whether the type delivers a key's messages in order
-// to one consumer (Exclusive, Failover, KeyShared).
-func (t SubscriptionType) KeepsOrder() bool {
-	n, _ := t.normal()
-	return n == Exclusive || n == Failover || n == KeyShared
-}
-
-// normal is p in its canonical spelling; false for anything but latest
-// or earliest (read as subscribe's ParsePosition reads them).
-func (p InitialPosition) normal() (InitialPosition, bool) {
-	pos, err := subscribe.ParsePosition(string(p))
-	switch {
-	case err != nil:
-		return p, false
-	case pos == subscribe.AtLatest():
-		return Latest, true
-	case pos == subscribe.AtEarliest():
-		return Earliest, true
-	}
-	return p, false
 }

@@ -6,9 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/subscribe"
 )
 
 // FieldError is one problem with one field. Path names the field the way
@@ -64,7 +61,7 @@ func (p *Pipeline) validate(prefix string) []error {
 		errs = append(errs, &FieldError{path, fmt.Errorf(format, args...)})
 	}
 	topic := func(field, t string) {
-		if _, err := pulsarwire.ParseTopic(t); err != nil {
+		if err := checkTopic(t); err != nil {
 			bad(field, "%v", err)
 		}
 	}
@@ -87,38 +84,43 @@ func (p *Pipeline) validate(prefix string) []error {
 		topic(fmt.Sprintf("source.topics[%d]", i), t)
 	}
 	if s.Pattern != "" {
-		if err := subscribe.ValidatePattern(s.Pattern); err != nil {
-			bad("source.pattern", "%v", err)
+		if err := checkPattern(s.Pattern); err != nil {
+			bad("source.pattern", "pattern %v", err)
 		}
 	}
 	if s.Subscription == "" {
 		bad("source.subscription", "is required")
 	}
-	if s.Type != "" {
-		if _, err := subscribe.ParseType(string(s.Type)); err != nil {
-			bad("source.type", "%v", err)
-		}
+	if _, err := ParseSubscriptionType(string(s.Type)); err != nil {
+		bad("source.type", "subscription type %v", err)
 	}
-	if _, ok := s.InitialPosition.normal(); !ok && s.InitialPosition != "" {
-		bad("source.initial_position", "%q: want latest or earliest", s.InitialPosition)
+	if _, err := ParseInitialPosition(string(s.InitialPosition)); err != nil {
+		bad("source.initial_position", "%v", err)
 	}
-	if s.Rewind != "" {
-		if pos, err := subscribe.ParsePosition(s.Rewind); err != nil {
-			bad("source.rewind", "%v", err)
-		} else if _, isID := pos.MessageID(); isID && len(s.Topics) != 1 {
-			bad("source.rewind", "a message id needs exactly one topic")
-		}
+	if pos, err := ParsePosition(s.Rewind); err != nil {
+		bad("source.rewind", "%v", err)
+	} else if pos.Kind == AtMessageID && len(s.Topics) != 1 {
+		bad("source.rewind", "a message id needs exactly one topic")
 	}
 	if s.ReceiverQueue < 0 {
 		bad("source.receiver_queue", "must not be negative")
 	}
 
 	h := &p.Handler
+	var kinds []string
+	for _, k := range []struct{ name, v string }{{"plugin", h.Plugin}, {"package", h.Package}, {"script", h.Script}} {
+		if k.v != "" {
+			kinds = append(kinds, k.name)
+		}
+	}
 	switch {
-	case h.Plugin == "" && h.Package == "":
-		bad("handler", "set plugin (a binary) or package (a Go package to build)")
-	case h.Plugin != "" && h.Package != "":
-		bad("handler", "plugin and package exclude each other")
+	case len(kinds) == 0:
+		bad("handler", "set one of plugin (a binary), package (a Go package to build) and script (a Python script)")
+	case len(kinds) > 1:
+		bad("handler", "%s exclude each other: set one", strings.Join(kinds, " and "))
+	}
+	if h.Python != "" && h.Script == "" {
+		bad("handler.python", "only for a script handler")
 	}
 	for k := range h.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -1,5 +1,7 @@
-// Package plugin is streamrun's handler SDK and the host's side of the
-// handler contract.
+// Package plugin is streamrun's handler SDK: what a handler author
+// writes against. The host's end of the contract (starting plugin
+// processes, sending them batches, telling crashes from hangs) is package
+// plugin/host, which only the streamrun runtime needs.
 //
 // A handler is a Go program of its own. The streamrun host starts it as a
 // child process, hands it batches of messages from a subscription, and
@@ -92,27 +94,11 @@
 //
 // A panic in a handler ends its process: the SDK reports the panic value,
 // the stack and the message being handled to the host, which kills the
-// process and gets a *CrashError (ErrCrashed) naming that message, then
-// restarts the handler and retries the batch. A panic in a goroutine of the
-// handler's own, an exit or a SIGKILL gives a *CrashError too, without the
-// message. Unit tests of a handler can run it in-process with ProcessLocal.
-//
-// # The host
-//
-// The runtime starts an instance with Start, hands it the config with Init,
-// sends batches with Process and stops it with Close (graceful) or Kill.
-// Instance.Process may be called from several goroutines: every batch
-// travels on one long-lived gRPC stream (Batches) with a number its answer
-// repeats, so answers may come in any order.
-// Process checks the plugin's answer and never panics on a wrong one:
-// a missing, doubled or out-of-range result, an unknown outcome or an
-// output without a topic is a *ResponseError (ErrBadResponse) naming the
-// plugin and the message. Instance documents how each failure is told
-// apart: crash, deadline (a hang), wrong answer, refused config.
-//
-// Plugin processes die with the host, even when the host is killed with
-// SIGKILL: on Linux each child gets SIGKILL as its parent-death signal,
-// from a thread that outlives it.
+// process, logs the crash naming that message, then restarts the handler
+// and retries the batch. A panic in a goroutine of the handler's own, an
+// exit or a SIGKILL is a crash too, without the message. Unit tests of a
+// handler can run it in-process with ProcessLocal, where a panic is a
+// *PanicError naming the message.
 //
 // # The contract
 //
@@ -125,12 +111,12 @@
 // with certificates made for each start (go-plugin's AutoMTLS), over a
 // Unix socket. gRPC messages may be up to 64 MiB each way
 // (DefaultMaxMessageSize; gRPC's default is 4 MiB), so that a batch of
-// Pulsar's largest messages fits; ClientOptions.MaxMessageSize and
-// ServeOptions.MaxMessageSize change it.
+// Pulsar's largest messages fits; ServeOptions.MaxMessageSize (and the
+// host's ClientOptions.MaxMessageSize) change it.
 //
 // # Cost
 //
-// Measured with BenchmarkProcess and BenchmarkProcessLocal (100-byte
+// Measured with plugin/host's BenchmarkProcess and BenchmarkProcessLocal (100-byte
 // messages, one output each, host and plugin sharing 2 cores): a round
 // trip on the Batches stream costs about 60 µs (75 µs of CPU in the two
 // processes); per message, about 1.6 µs in batches of 100 and 0.85 µs in

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/streamrun/streamrun/plugin/internal/contract"
 )
 
 // These tests run handlers in this process (ProcessLocal), with the same
@@ -202,7 +204,7 @@ func TestWritesAfterProcessReturnsAreIgnored(t *testing.T) {
 	}
 }
 
-func TestALocalPanicIsACrashNamingTheMessage(t *testing.T) {
+func TestALocalPanicIsAPanicErrorNamingTheMessage(t *testing.T) {
 	h := MessageFunc(func(_ context.Context, m *Message) ([]Output, error) {
 		if string(m.Payload) == "boom" {
 			panic("boom")
@@ -210,16 +212,26 @@ func TestALocalPanicIsACrashNamingTheMessage(t *testing.T) {
 		return nil, nil
 	})
 	_, err := ProcessLocal(context.Background(), h, msgs("a", "b", "boom"))
-	var crash *CrashError
-	if !errors.As(err, &crash) || !errors.Is(err, ErrCrashed) || crash.Index != 2 || crash.MessageID != "7:2:-1:-1" || crash.Panic != "boom" {
-		t.Fatalf("%v (%+v)", err, crash)
+	var p *PanicError
+	if !errors.As(err, &p) || p.Index != 2 || p.MessageID != "7:2:-1:-1" || p.Value != "boom" || p.Stack == "" {
+		t.Fatalf("%v (%+v)", err, p)
+	}
+	if err.Error() != "handler panicked on message 2 (7:2:-1:-1): boom" {
+		t.Errorf("error text %q", err)
 	}
 	// A batch handler's panic names no message.
 	_, err = ProcessLocal(context.Background(), HandlerFunc(func(context.Context, ResultWriter, []*Message) error {
 		panic(errors.New("batch boom"))
 	}), msgs("a"))
-	if !errors.As(err, &crash) || crash.Index != -1 || crash.Panic != "batch boom" {
-		t.Fatalf("%v (%+v)", err, crash)
+	if !errors.As(err, &p) || p.Index != -1 || p.Value != "batch boom" {
+		t.Fatalf("%v (%+v)", err, p)
+	}
+}
+
+func TestTheSDKsConstantsAreTheContracts(t *testing.T) {
+	if ContractVersion != contract.Version || DefaultMaxMessageSize != contract.DefaultMaxMessageSize {
+		t.Fatalf("ContractVersion %d, DefaultMaxMessageSize %d; the contract's are %d and %d",
+			ContractVersion, DefaultMaxMessageSize, contract.Version, contract.DefaultMaxMessageSize)
 	}
 }
 

@@ -20,14 +20,16 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
 )
 
 // ServeOptions tunes Serve. The zero value is what Serve uses.
 type ServeOptions struct {
 	// MaxMessageSize is the largest gRPC message the plugin accepts or
 	// sends. Default DefaultMaxMessageSize (64 MiB); it should match the
-	// host's ClientOptions.MaxMessageSize.
+	// host's (plugin/host ClientOptions.MaxMessageSize).
 	MaxMessageSize int
 	// Logger, if set, becomes slog's default logger in the plugin. Default:
 	// JSON lines on the process's stderr at the level the host logs at,
@@ -54,19 +56,14 @@ func Serve(h Handler) { ServeWithOptions(h, ServeOptions{}) }
 
 // ServeWithOptions is Serve with options.
 func ServeWithOptions(h Handler, opts ServeOptions) {
-	serve(&server{h: h, slots: make(chan struct{}, max(1, opts.Concurrency))}, opts)
-}
-
-// serve serves any implementation of the contract; tests use it to play a
-// plugin that answers wrongly.
-func serve(impl pb.HandlerServer, opts ServeOptions) {
+	s := &server{h: h, slots: make(chan struct{}, max(1, opts.Concurrency))}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = DefaultMaxMessageSize
 	}
 	if opts.Logger == nil {
 		// The real stderr, before go-plugin swaps os.Stderr for its stream.
 		var level slog.Level
-		if level.UnmarshalText([]byte(os.Getenv(envLogLevel))) != nil {
+		if level.UnmarshalText([]byte(os.Getenv(contract.EnvLogLevel))) != nil {
 			level = slog.LevelInfo
 		}
 		opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -74,19 +71,21 @@ func serve(impl pb.HandlerServer, opts ServeOptions) {
 	slog.SetDefault(opts.Logger)
 	size := opts.MaxMessageSize
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig:  handshake,
-		VersionedPlugins: pluginSets(impl),
-		Logger:           newHCLog(opts.Logger),
+		HandshakeConfig: contract.Handshake(),
+		VersionedPlugins: contract.PluginSets(contract.Version, &contract.GRPCPlugin{
+			Register: func(g *grpc.Server) error { g.RegisterService(s.serviceDesc(), s); return nil },
+		}),
+		Logger: contract.NewHCLog(opts.Logger),
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(size), grpc.MaxSendMsgSize(size),
-				grpc.ForceServerCodecV2(newCodec()),
+				grpc.ForceServerCodecV2(wire.NewCodec()),
 				// Calls run on goroutines that stay, with their grown stacks,
 				// instead of a fresh goroutine per call that grows its stack
 				// again (copystack was a tenth of the plugin's CPU). Four:
 				// go-plugin's long-lived streams take some; when all are
 				// busy, gRPC starts a goroutine as before.
 				grpc.NumStreamWorkers(4),
-				grpc.InitialWindowSize(windowSize), grpc.InitialConnWindowSize(windowSize))...)
+				grpc.InitialWindowSize(contract.WindowSize), grpc.InitialConnWindowSize(contract.WindowSize))...)
 		},
 	})
 }
@@ -154,7 +153,7 @@ func (s *server) batches(stream grpc.ServerStream) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		in := new(wireBatch)
+		in := new(batchIn)
 		if err := stream.RecvMsg(in); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -183,7 +182,7 @@ func (s *server) batches(stream grpc.ServerStream) error {
 				// has said "hung", or a moment before and say otherwise.
 				return
 			}
-			out := &wireResults{res: res, seq: in.seq}
+			out := &resultsOut{res: res, seq: in.seq}
 			if p != nil {
 				out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
 			}
@@ -246,7 +245,7 @@ func (s *server) recoverPanic(err *error) {
 	if r := recover(); r != nil {
 		p := panicOf(r, -1)
 		s.crash(p, nil)
-		*err = panicStatus(p)
+		*err = contract.PanicStatus(p)
 	}
 }
 
@@ -265,31 +264,46 @@ func (s *server) crash(p *pb.Panic, batch []*Message) {
 	}
 }
 
-func panicStatus(p *pb.Panic) error {
-	st := status.New(codes.Aborted, "handler panicked: "+p.Value)
-	if d, err := st.WithDetails(p); err == nil {
-		st = d
-	}
-	return st.Err()
-}
-
 // ProcessLocal runs h over batch in this process, with the semantics of a
 // plugin process: results default to ack, a handler error retries the
 // whole batch, outputs go only with an ack, and a panic is returned as a
-// *CrashError (ErrCrashed) naming the message. It sets each message's
-// Index. It is for testing handlers, and for running one in the host when
-// isolation is not wanted (Init and Close are the caller's to call).
+// *PanicError naming the message. It sets each message's Index. It is for
+// testing handlers, and for running one in the host when isolation is not
+// wanted (Init and Close are the caller's to call; plugin/host's
+// ProcessLocal reports a panic as the crash of a plugin process would be).
 func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, error) {
 	for i, m := range batch {
 		m.index = i
 	}
 	res, _, p := handle(ctx, h, batch)
 	if p != nil {
-		crash := &CrashError{Plugin: "local", Pid: os.Getpid(), Panic: p.Value, Stack: p.Stack, Index: int(p.Index)}
-		if crash.Index >= 0 {
-			crash.MessageID = batch[crash.Index].ID
+		pe := &PanicError{Value: p.Value, Stack: p.Stack, Index: int(p.Index)}
+		if pe.Index >= 0 {
+			pe.MessageID = batch[pe.Index].ID
 		}
-		return nil, crash
+		return nil, pe
 	}
 	return res, nil
+}
+
+// PanicError is ProcessLocal's error when the handler panicked. In a
+// plugin process the same panic ends the process, and the host reports
+// it as a crash naming the same message.
+type PanicError struct {
+	// Value is the panic value, as text.
+	Value string
+	// Stack is the panicking goroutine's stack.
+	Stack string
+	// Index is the position in the batch of the message being handled, -1
+	// when unknown (a batch handler's panic).
+	Index int
+	// MessageID is that message's id, "" when unknown.
+	MessageID string
+}
+
+func (e *PanicError) Error() string {
+	if e.Index >= 0 {
+		return fmt.Sprintf("handler panicked on message %d (%s): %s", e.Index, e.MessageID, e.Value)
+	}
+	return "handler panicked: " + e.Value
 }

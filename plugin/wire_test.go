@@ -8,12 +8,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
 )
 
-// The hand encoding of wire.go is handler.proto's: the generated code
-// reads what it writes, and it reads what the generated code writes.
-func TestTheHandEncodingIsTheContracts(t *testing.T) {
-	c := newCodec()
+// The plugin's end of the hand encoding is handler.proto's: it reads the
+// Batch the generated code writes, and the generated code reads the
+// BatchResult it writes. (plugin/host tests the other two directions.)
+func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
+	c := wire.NewCodec()
 	batch := []*Message{
 		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k", OrderingKey: []byte("ok"),
 			Properties: map[string]string{"a": "1", "b": ""}, Payload: []byte("payload"),
@@ -22,27 +24,23 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 		{},
 		{Topic: "persistent://t/n/a", Payload: []byte("x")},
 	}
-	data, err := c.Marshal(&wireBatch{msgs: batch})
+	pbBatch := &pb.Batch{Seq: 7, TimeoutMs: 20}
+	for _, m := range batch {
+		pbBatch.Messages = append(pbBatch.Messages, &pb.Message{Id: m.ID, Topic: m.Topic, Key: m.Key,
+			OrderingKey: m.OrderingKey, Properties: m.Properties, Payload: m.Payload,
+			PublishTimeMs: wire.Millis(m.PublishTime), EventTimeMs: wire.Millis(m.EventTime),
+			RedeliveryCount: m.RedeliveryCount, Traceparent: m.TraceParent, Tracestate: m.TraceState})
+	}
+	raw, err := proto.Marshal(pbBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pbBatch pb.Batch
-	if err := proto.Unmarshal(data.Materialize(), &pbBatch); err != nil {
-		t.Fatal(err)
-	}
-	if len(pbBatch.Messages) != 3 || pbBatch.Messages[0].Properties["a"] != "1" ||
-		pbBatch.Messages[0].EventTimeMs != -5 || pbBatch.Messages[0].Tracestate != "ts" ||
-		string(pbBatch.Messages[2].Payload) != "x" {
-		t.Fatalf("protobuf read %v", &pbBatch)
-	}
-	// And back, from protobuf's own encoding.
-	raw, err := proto.Marshal(&pbBatch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in wireBatch
+	var in batchIn
 	if err := c.Unmarshal(memSlice(raw), &in); err != nil {
 		t.Fatal(err)
+	}
+	if in.seq != 7 || in.timeoutMs != 20 || len(in.msgs) != len(batch) {
+		t.Fatalf("read seq %d, timeout %d, %d messages", in.seq, in.timeoutMs, len(in.msgs))
 	}
 	for i, m := range in.msgs {
 		want := *batch[i]
@@ -60,7 +58,7 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 		{Outcome: OutcomeDrop, Reason: "no"},
 		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "o", Payload: []byte("q")}}},
 	}
-	data, err = c.Marshal(&wireResults{res: res})
+	data, err := c.Marshal(&resultsOut{res: res, seq: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,87 +66,31 @@ func TestTheHandEncodingIsTheContracts(t *testing.T) {
 	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
 		t.Fatal(err)
 	}
-	if len(pbRes.Results) != 4 || pbRes.Results[1].RetryDelayMs != 1500 || pbRes.Results[3].Index != 3 ||
-		pbRes.Results[0].Outputs[0].Properties["x"] != "y" || pbRes.Results[0].Outputs[1].Topic != "o2" {
+	if pbRes.Seq != 9 || len(pbRes.Results) != 4 || pbRes.Results[1].RetryDelayMs != 1500 ||
+		pbRes.Results[1].Outcome != pb.Outcome_OUTCOME_RETRY || pbRes.Results[3].Index != 3 ||
+		pbRes.Results[0].Outputs[0].Properties["x"] != "y" || pbRes.Results[0].Outputs[0].EventTimeMs != 7 ||
+		pbRes.Results[0].Outputs[1].Topic != "o2" || pbRes.Results[2].Reason != "no" {
 		t.Fatalf("protobuf read %v", &pbRes)
 	}
-	raw, err = proto.Marshal(&pbRes)
+
+	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
+	data, err = c.Marshal(&resultsOut{seq: 10, panic: panicked})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rin wireResultsIn
-	if err := c.Unmarshal(memSlice(raw), &rin); err != nil {
+	pbRes.Reset()
+	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
 		t.Fatal(err)
 	}
-	if len(rin.res) != 4 {
-		t.Fatalf("%d results", len(rin.res))
-	}
-	for i, r := range rin.res {
-		w := res[i]
-		if r.index != uint32(i) || r.outcome != int32(outcomeToPB[w.Outcome]) ||
-			r.delayMs != w.RetryDelay.Milliseconds() || r.reason != w.Reason || len(r.outputs) != len(w.Outputs) {
-			t.Fatalf("result %d: got %+v, want %+v", i, r, w)
-		}
-		for k, o := range r.outputs {
-			wo := w.Outputs[k]
-			if o.Topic != wo.Topic || o.Key != wo.Key || string(o.Payload) != string(wo.Payload) ||
-				string(o.OrderingKey) != string(wo.OrderingKey) || !o.EventTime.Equal(wo.EventTime) ||
-				len(o.Properties) != len(wo.Properties) || o.Properties["x"] != wo.Properties["x"] {
-				t.Fatalf("result %d output %d: got %+v, want %+v", i, k, o, wo)
-			}
-		}
+	if pbRes.Seq != 10 || pbRes.Panic.GetValue() != "boom" || pbRes.Panic.GetIndex() != 2 || len(pbRes.Results) != 0 {
+		t.Fatalf("protobuf read %v", &pbRes)
 	}
 
 	// Garbage is an error, not a panic.
 	for _, bad := range [][]byte{{0x0a, 0x05, 1}, {0x0a, 0x02, 0x0a, 0x09}, {0xff}} {
-		if err := c.Unmarshal(memSlice(bad), &wireBatch{}); err == nil {
+		if err := c.Unmarshal(memSlice(bad), &batchIn{}); err == nil {
 			t.Errorf("% x decoded as a batch", bad)
 		}
-		if err := c.Unmarshal(memSlice(bad), &wireResultsIn{}); err == nil {
-			t.Errorf("% x decoded as results", bad)
-		}
-	}
-}
-
-// The Batches stream's own fields (seq, timeout, panic) cross the same
-// way.
-func TestTheStreamFieldsAreTheContracts(t *testing.T) {
-	c := newCodec()
-	data, err := c.Marshal(&wireBatch{msgs: []*Message{{Payload: []byte("p")}}, seq: 1 << 40, timeoutMs: 1500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pbBatch pb.Batch
-	if err := proto.Unmarshal(data.Materialize(), &pbBatch); err != nil {
-		t.Fatal(err)
-	}
-	if pbBatch.Seq != 1<<40 || pbBatch.TimeoutMs != 1500 || len(pbBatch.Messages) != 1 {
-		t.Fatalf("protobuf read %v", &pbBatch)
-	}
-	pbBatch.Seq, pbBatch.TimeoutMs = 7, 20
-	raw, _ := proto.Marshal(&pbBatch)
-	var in wireBatch
-	if err := c.Unmarshal(memSlice(raw), &in); err != nil || in.seq != 7 || in.timeoutMs != 20 || len(in.msgs) != 1 {
-		t.Fatalf("read seq %d, timeout %d, %d messages: %v", in.seq, in.timeoutMs, len(in.msgs), err)
-	}
-
-	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
-	data, err = c.Marshal(&wireResults{seq: 9, panic: panicked})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pbRes pb.BatchResult
-	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
-		t.Fatal(err)
-	}
-	if pbRes.Seq != 9 || pbRes.Panic.GetValue() != "boom" || pbRes.Panic.GetIndex() != 2 || len(pbRes.Results) != 0 {
-		t.Fatalf("protobuf read %v", &pbRes)
-	}
-	pbRes.Seq = 10
-	raw, _ = proto.Marshal(&pbRes)
-	var rin wireResultsIn
-	if err := c.Unmarshal(memSlice(raw), &rin); err != nil || rin.seq != 10 || string(rin.panic) != string(panicked) {
-		t.Fatalf("read seq %d, panic %q: %v", rin.seq, rin.panic, err)
 	}
 }
 

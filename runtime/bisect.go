@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 )
 
 // part is a run of a batch's messages sent together. A batch starts as
@@ -41,7 +41,7 @@ type step struct {
 // writes to the items' slices (a batch's own).
 func afterFailure(parts []part, err error, maxCrashes int) step {
 	cur := &parts[0]
-	var crash *plugin.CrashError
+	var crash *host.CrashError
 	if errors.As(err, &crash) && crash.Index >= 0 && crash.Index < len(cur.items) {
 		it := cur.items[crash.Index]
 		it.crashes++

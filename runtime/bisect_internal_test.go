@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 )
 
 // A panic that names a message strikes that message; at MaxCrashes
@@ -18,7 +18,7 @@ func TestAfterFailureStrikesTheMessageAPanicNames(t *testing.T) {
 	b := items("m", 4)
 	orig := slices.Clone(b)
 	parts := []part{{items: b}}
-	crash := &plugin.CrashError{Index: 2, Panic: "bad input"}
+	crash := &host.CrashError{Index: 2, Panic: "bad input"}
 	err := fmt.Errorf("call: %w", crash)
 	for i := 1; i < 3; i++ {
 		st := afterFailure(parts, err, 3)

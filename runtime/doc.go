@@ -88,9 +88,9 @@
 // # Crashes, hangs and poison messages
 //
 // A batch fails when the plugin process crashes (a panic, an exit, a
-// kill, a broken connection: plugin.ErrCrashed), when it has not
+// kill, a broken connection: host.ErrCrashed), when it has not
 // answered within Handler.Timeout (it is taken for hung and killed), or
-// when it answers wrongly (plugin.ErrBadResponse; killed too). The batch
+// when it answers wrongly (host.ErrBadResponse; killed too). The batch
 // is then retried on a fresh instance of the same slot, nothing of it
 // having been published, and the broker connections, producers and
 // consumers are not touched. An instance that dies between batches is
@@ -113,7 +113,7 @@
 // pipeline, failures count against messages (ErrorPolicy.MaxCrashes, 3
 // by default):
 //
-//   - A panic names the message being handled (plugin.CrashError.Index,
+//   - A panic names the message being handled (host.CrashError.Index,
 //     known for MessageFunc handlers): that message gets a strike, and
 //     after MaxCrashes strikes it is dead-lettered with the panic as the
 //     reason, and the rest of the batch goes on.

@@ -14,10 +14,11 @@ import (
 
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 )
 
 // instance is one running copy of a pipeline's handler: a plugin process
-// (*plugin.Instance) or a handler in the host's own process.
+// (*host.Instance) or a handler in the host's own process.
 type instance interface {
 	Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error)
 	// Close stops it gracefully (the handler's Close runs).
@@ -43,7 +44,7 @@ func pluginStarter(h *Host, p *pipelines.Pipeline, path string, config []byte, l
 		env = append(env, k+"="+p.Handler.Env[k])
 	}
 	return func(ctx context.Context, slot int) (instance, error) {
-		inst, err := plugin.Start(ctx, plugin.ClientOptions{
+		inst, err := host.Start(ctx, host.ClientOptions{
 			Path:         path,
 			Args:         p.Handler.Args,
 			Env:          env,
@@ -64,8 +65,8 @@ func pluginStarter(h *Host, p *pipelines.Pipeline, path string, config []byte, l
 }
 
 // localStarter runs a handler made by newHandler in the host's process,
-// through plugin.ProcessLocal: the same semantics as a plugin (defaults
-// to ack, a panic is a *plugin.CrashError naming the message), without
+// through host.ProcessLocal: the same semantics as a plugin (defaults
+// to ack, a panic is a *host.CrashError naming the message), without
 // the isolation. A hang cannot be killed: the worker waits for the
 // handler to return after its ctx ends.
 func localStarter(p *pipelines.Pipeline, newHandler func() plugin.Handler, config []byte) starter {
@@ -76,7 +77,7 @@ func localStarter(p *pipelines.Pipeline, newHandler func() plugin.Handler, confi
 		}
 		if in, ok := h.(plugin.Initializer); ok {
 			if err := in.Init(ctx, plugin.Info{Pipeline: p.Name, InstanceID: strconv.Itoa(slot), Config: config}); err != nil {
-				return nil, fmt.Errorf("local handler of pipeline %s: %w: %v", p.Name, plugin.ErrInit, err)
+				return nil, fmt.Errorf("local handler of pipeline %s: %w: %v", p.Name, host.ErrInit, err)
 			}
 		}
 		return &localInstance{h: h}, nil
@@ -89,7 +90,7 @@ type localInstance struct {
 }
 
 func (l *localInstance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
-	return plugin.ProcessLocal(ctx, l.h, batch)
+	return host.ProcessLocal(ctx, l.h, batch)
 }
 
 func (l *localInstance) Close(ctx context.Context) error {

@@ -215,34 +215,6 @@ func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) err
 	return nil
 }
 
-func (p *pipeline) subscribeOptions() (subscribe.Options, error) {
-	src := &p.cfg.Source
-	typ, err := subscribe.ParseType(string(src.Type))
-	if err != nil {
-		return subscribe.Options{}, err
-	}
-	o := subscribe.Options{
-		Topics:        src.Topics,
-		Pattern:       src.Pattern,
-		Subscription:  src.Subscription,
-		Type:          typ,
-		ReceiverQueue: src.ReceiverQueue,
-		// Retries are handed back with NackAfter and a delay of their
-		// own; Nack's uniform delay is not used.
-		NackDelay: time.Nanosecond,
-		Logger:    p.log,
-	}
-	if src.InitialPosition == pipelines.Earliest {
-		o.InitialPosition = subscribe.Earliest
-	}
-	if src.Rewind != "" {
-		if o.Rewind, err = subscribe.ParsePosition(src.Rewind); err != nil {
-			return subscribe.Options{}, fmt.Errorf("rewind: %w", err)
-		}
-	}
-	return o, nil
-}
-
 // run starts the pipeline's goroutines.
 func (p *pipeline) run() {
 	p.running = true

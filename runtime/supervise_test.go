@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/pipelines"
-	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
 
@@ -270,7 +270,7 @@ func TestStart(t *testing.T) {
 	})
 	t.Run("config refused", func(t *testing.T) {
 		err := run(pipelines.Pipeline{Name: "x", Source: src, Handler: pipelines.Handler{Plugin: example("uppercase"), Config: map[string]any{"outptu": out}}})
-		if !errors.Is(err, plugin.ErrInit) || !strings.Contains(err.Error(), "outptu") {
+		if !errors.Is(err, host.ErrInit) || !strings.Contains(err.Error(), "outptu") {
 			t.Errorf("Run: %v", err)
 		}
 	})

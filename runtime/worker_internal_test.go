@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
 )
 
 // testWorker runs a worker over fs's instances with limit batches in
@@ -87,7 +88,7 @@ func TestWorkerRetriesACrashedBatchOnAFreshInstance(t *testing.T) {
 		f := &fakeInstance{}
 		if n == 0 {
 			f.process = func(context.Context, []*plugin.Message) ([]plugin.Result, error) {
-				return nil, fmt.Errorf("call: %w", plugin.ErrCrashed)
+				return nil, fmt.Errorf("call: %w", host.ErrCrashed)
 			}
 		}
 		return f
@@ -111,7 +112,7 @@ func TestWorkerDeadLettersAPoisonMessage(t *testing.T) {
 		return &fakeInstance{process: func(_ context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
 			for i, m := range batch {
 				if m.ID == "a-1" {
-					return nil, &plugin.CrashError{Index: i, Panic: "poison"}
+					return nil, &host.CrashError{Index: i, Panic: "poison"}
 				}
 			}
 			return ackAll(batch), nil

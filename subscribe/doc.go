@@ -1,5 +1,5 @@
 // Package subscribe consumes Apache Pulsar subscriptions over a
-// pool.Client: the consumers of SPEC §4.
+// pool.Client: the consumers of docs/contract.md §4.
 //
 //	c, err := subscribe.New(ctx, client, subscribe.Options{
 //		Topics:       []string{"orders"},

@@ -27,6 +27,7 @@ func commands() []command {
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
+		{"validate", "check pipeline files without a broker", runValidate},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # interop/java/run.sh: drive a broker with Apache Pulsar's own Java tools.
 #
-# The embedded broker must serve the official clients unchanged (SPEC §5),
+# The embedded broker must serve the official clients unchanged (docs/contract.md §5),
 # and the same script run against Apache Pulsar standalone shows the
 # expectations are Pulsar's, not ours. Exits non-zero on the first failure.
 set -euo pipefail

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+)
+
+// The checked-in schema is the one the Go types make; regenerate it with
+// "go generate ./pipelines" after changing them.
+func TestSchemaIsCurrent(t *testing.T) {
+	got, err := generate("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../../../docs/pipeline.schema.json")
+	if err != nil {
+		t.Fatalf("%v: run go generate ./pipelines", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("docs/pipeline.schema.json is stale: run go generate ./pipelines")
+	}
+}
+
+// The schema accepts every example and every file the loader accepts in
+// its tests, and refuses the mistakes an editor should underline.
+func TestSchemaChecksFiles(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	sch, err := c.Compile("../../../docs/pipeline.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, src []byte) error {
+		var v any
+		if err := yaml.Unmarshal(src, &v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sch.Validate(doc)
+	}
+	examples, _ := filepath.Glob("../../../examples/pipelines/*.yaml")
+	if len(examples) < 5 {
+		t.Fatalf("%d examples", len(examples))
+	}
+	for _, path := range examples {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := check(path, src); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	const ok = "pipelines:\n  - name: p\n    source: {topics: [t], subscription: s, type: Key_Shared}\n    handler: {plugin: /bin/p, instances: \"${N:-2}\", timeout: 1m30s}\n"
+	if err := check("ok", []byte(ok)); err != nil {
+		t.Errorf("a valid file: %v", err)
+	}
+	for _, c := range []struct{ old, new string }{
+		{"name: p", "name: p\n    nme: q"},                 // unknown field
+		{"instances: \"${N:-2}\"", "instances: many"},      // wrong type
+		{"instances: \"${N:-2}\"", "instances: -1"},        // negative
+		{"timeout: 1m30s", "timeout: 90"},                  // duration without a unit
+		{"type: Key_Shared", "type: round_robin"},          // unknown type
+		{"plugin: /bin/p", "plugin: /bin/p, package: ./p"}, // two handlers
+		{"plugin: /bin/p,", ""},                            // no handler
+		{"topics: [t],", "topics: [t], pattern: t.*,"},     // topics and pattern
+		{"subscription: s,", ""},                           // required field
+	} {
+		bad := strings.Replace(ok, c.old, c.new, 1)
+		if err := check(c.new, []byte(bad)); err == nil {
+			t.Errorf("the schema accepts\n%s", bad)
+		}
+	}
+}

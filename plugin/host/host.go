@@ -1,0 +1,397 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/contract"
+	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
+)
+
+// ClientOptions says how the host starts one plugin instance. Only Path is
+// required.
+type ClientOptions struct {
+	// Path of the plugin binary (required).
+	Path string
+	// Args given to the plugin after its name. Default none.
+	Args []string
+	// Env is added to the host's environment for the plugin, "KEY=value"
+	// each; a key given here wins over the host's. Default none.
+	Env []string
+	// Name names the plugin in logs and errors. Default: Path's base name.
+	Name string
+	// Pipeline is the pipeline the instance serves, told to the handler at
+	// Init. Default "".
+	Pipeline string
+	// InstanceID tells this instance from its siblings, in logs and at
+	// Init. Default "".
+	InstanceID string
+	// Logger receives the plugin's logs and output, tagged plugin=Name and
+	// instance=InstanceID, and the instance's own events. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// StartTimeout bounds the start: process, handshake and connection (Init
+	// is separate). Default 30s.
+	StartTimeout time.Duration
+	// MaxMessageSize is the largest gRPC message (a batch, or its results)
+	// sent or accepted. Default plugin.DefaultMaxMessageSize (64 MiB); the
+	// plugin side has the same default (plugin.ServeOptions).
+	MaxMessageSize int
+}
+
+// Instance is one running plugin process, seen from the host. Its methods
+// are safe for concurrent use; the plugin works on as many batches at once
+// as its plugin.ServeOptions.Concurrency allows (default one) and queues the rest.
+//
+// What a failed call means:
+//
+//   - errors.Is(err, ErrCrashed): the process is gone (panic, exit, kill,
+//     broken connection) and Exited is closed. Retry the batch on a new
+//     instance.
+//   - errors.Is(err, context.DeadlineExceeded) or context.Canceled: the
+//     caller's ctx ended first. The plugin may still be working on the
+//     batch; for a hang, Kill the instance and retry elsewhere.
+//   - errors.Is(err, ErrBadResponse): the plugin answered wrongly; Kill it.
+//   - errors.Is(err, ErrInit): the handler refused its config.
+//   - errors.Is(err, ErrClosed): the instance was closed, killed, or has
+//     crashed before.
+//
+// Every Instance must end with Close or Kill, which release its goroutines.
+type Instance struct {
+	name    string
+	log     *slog.Logger
+	opts    ClientOptions
+	client  *goplugin.Client
+	rpc     *hostConn
+	batches *batchStream
+	proc    *process
+
+	stopping atomic.Bool
+	stopOnce sync.Once
+}
+
+// hostConn is the host's client: the generated one for Init and Close;
+// batches go on the Batches stream opened on conn (stream.go).
+type hostConn struct {
+	pb.HandlerClient
+	conn *grpc.ClientConn
+}
+
+// dial makes the host's client of go-plugin's connection to the plugin.
+func dial(c *grpc.ClientConn) any {
+	return &hostConn{HandlerClient: pb.NewHandlerClient(c), conn: c}
+}
+
+// Start starts a plugin process, checks the handshake (cookie, contract
+// version, mTLS) and connects to it. It does not call Init. ctx bounds the
+// start, as does StartTimeout.
+func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
+	if opts.Path == "" {
+		return nil, errors.New("plugin host: ClientOptions.Path is required")
+	}
+	if opts.Name == "" {
+		opts.Name = filepath.Base(opts.Path)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = contract.DefaultMaxMessageSize
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("plugin %s: start: %w", opts.Name, err)
+	}
+	name := opts.Name
+	if opts.InstanceID != "" {
+		name += "/" + opts.InstanceID
+	}
+	log := opts.Logger.With("plugin", opts.Name, "instance", opts.InstanceID)
+
+	proc, err := newProcess(opts.Name, log, exec.Command(opts.Path, opts.Args...))
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", name, err)
+	}
+	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String())
+	size := opts.MaxMessageSize
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  contract.Handshake(),
+		VersionedPlugins: contract.PluginSets(contract.Version, &contract.GRPCPlugin{Dial: dial}),
+		RunnerFunc:       proc.runnerFunc(env),
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     opts.StartTimeout,
+		Logger:           contract.NewHCLog(log),
+		SyncStdout:       newLineWriter(log, "stdout"),
+		SyncStderr:       newLineWriter(log, "stderr"),
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size),
+				grpc.ForceCodecV2(wire.NewCodec())),
+			grpc.WithInitialWindowSize(contract.WindowSize), grpc.WithInitialConnWindowSize(contract.WindowSize),
+		},
+	})
+	inst := &Instance{name: name, log: log, opts: opts, client: client, proc: proc}
+
+	type dialed struct {
+		rpc *hostConn
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		cp, err := client.Client()
+		if err != nil {
+			done <- dialed{err: err}
+			return
+		}
+		raw, err := cp.Dispense(contract.PluginKey)
+		if err != nil {
+			done <- dialed{err: err}
+			return
+		}
+		done <- dialed{rpc: raw.(*hostConn)}
+	}()
+	var d dialed
+	select {
+	case d = <-done:
+	case <-ctx.Done():
+		_ = proc.Kill(ctx) // makes client.Client give up at once
+		<-done
+		d.err = ctx.Err()
+	}
+	if d.err != nil {
+		inst.Kill()
+		return nil, fmt.Errorf("plugin %s: start: %w", name, d.err)
+	}
+	inst.rpc = d.rpc
+	if inst.batches, err = openBatchStream(d.rpc.conn, opts.MaxMessageSize); err != nil {
+		inst.Kill()
+		return nil, fmt.Errorf("plugin %s: start: open the batch stream: %w", name, err)
+	}
+	log.Debug("plugin started", "pid", proc.pid, "contract", client.NegotiatedVersion())
+	return inst, nil
+}
+
+// Name is "Name" or "Name/InstanceID" from the options.
+func (i *Instance) Name() string { return i.name }
+
+// Pid is the plugin process's id.
+func (i *Instance) Pid() int { return i.proc.pid }
+
+// Exited is closed once the plugin process has exited and its output has
+// been logged.
+func (i *Instance) Exited() <-chan struct{} { return i.proc.exited }
+
+// Alive reports whether the plugin process is still running.
+func (i *Instance) Alive() bool {
+	select {
+	case <-i.proc.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// ExitStatus says how the process ended ("exit status 2", "signal:
+// killed"); "" while it runs.
+func (i *Instance) ExitStatus() string {
+	if i.Alive() {
+		return ""
+	}
+	return exitStatus(i.proc.exitErr)
+}
+
+// Init hands the handler the pipeline's config (JSON) before its first
+// batch. A handler that refuses it gives an error matching ErrInit.
+func (i *Instance) Init(ctx context.Context, config []byte) error {
+	if i.stopping.Load() {
+		return ErrClosed
+	}
+	_, err := i.rpc.Init(ctx, &pb.InitRequest{
+		Config:          config,
+		Pipeline:        i.opts.Pipeline,
+		InstanceId:      i.opts.InstanceID,
+		ContractVersion: contract.Version,
+	})
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.InvalidArgument, codes.FailedPrecondition:
+			return fmt.Errorf("plugin %s: %w: %s", i.name, ErrInit, st.Message())
+		}
+	}
+	return i.callError(ctx, "init", nil, err)
+}
+
+// Process sends the plugin a batch and returns one Result per message, in
+// the batch's order. It checks the answer: a plugin that answers wrongly
+// gets an error naming it and the message (ErrBadResponse), never a panic.
+// A handler that failed the whole batch comes back as every message
+// retried, with the handler's error as reason.
+func (i *Instance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
+	if i.stopping.Load() {
+		return nil, ErrClosed
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	resp, err := i.batches.process(ctx, batch)
+	if err != nil {
+		return nil, i.callError(ctx, "process", batch, err)
+	}
+	return i.decodeResults(batch, resp)
+}
+
+// Close calls the handler's Close, then stops the process gracefully: it
+// gets up to 2 seconds (go-plugin's grace) to exit before it is killed.
+// ctx bounds the handler's Close. Close waits for the exit.
+func (i *Instance) Close(ctx context.Context) error {
+	var err error
+	if i.stopping.CompareAndSwap(false, true) {
+		i.proc.expected.Store(true)
+		// Ended first: go-plugin's graceful stop of the plugin waits for
+		// its open streams.
+		i.closeStream()
+		if i.Alive() {
+			if _, cerr := i.rpc.Close(ctx, &pb.CloseRequest{}); cerr != nil {
+				err = fmt.Errorf("plugin %s: close: %s", i.name, status.Convert(cerr).Message())
+			}
+		}
+	}
+	i.stopOnce.Do(i.client.Kill) // returns once the process has been reaped
+	return err
+}
+
+// Kill ends the plugin process at once (SIGKILL) and waits for it. It is
+// safe to call more than once and after Close.
+func (i *Instance) Kill() {
+	i.stopping.Store(true)
+	i.proc.expected.Store(true)
+	_ = i.proc.Kill(context.Background())
+	i.closeStream()
+	i.stopOnce.Do(i.client.Kill)
+	if i.proc.getPid() != 0 {
+		<-i.proc.exited
+	}
+}
+
+// closeStream ends the Batches stream, if open, and waits for its reader.
+func (i *Instance) closeStream() {
+	if i.batches != nil {
+		i.batches.close()
+	}
+}
+
+// crashWait bounds the wait for a crashed process's exit status.
+const crashWait = 5 * time.Second
+
+// callError classifies a failed call (see Instance).
+func (i *Instance) callError(ctx context.Context, op string, batch []*plugin.Message, err error) error {
+	if i.stopping.Load() {
+		return fmt.Errorf("plugin %s: %s: %w", i.name, op, ErrClosed)
+	}
+	st := status.Convert(err)
+	crash := &CrashError{Plugin: i.name, Pid: i.proc.pid, Index: -1}
+	var p *pb.Panic
+	if st.Code() == codes.Aborted {
+		p = contract.PanicDetail(st)
+	}
+	switch {
+	case p != nil:
+		crash.Panic, crash.Stack = p.Value, p.Stack
+		if p.Index >= 0 && int(p.Index) < len(batch) {
+			crash.Index, crash.MessageID = int(p.Index), batch[p.Index].ID
+		}
+	case ctx.Err() != nil && i.Alive():
+		return fmt.Errorf("plugin %s: %s: %w", i.name, op, ctx.Err())
+	case st.Code() == codes.DeadlineExceeded && i.Alive():
+		// The plugin's end saw the deadline a moment before ours did.
+		return fmt.Errorf("plugin %s: %s: %w", i.name, op, context.DeadlineExceeded)
+	case st.Code() == codes.ResourceExhausted:
+		return fmt.Errorf("plugin %s: %s: %s (ClientOptions.MaxMessageSize is %d bytes)",
+			i.name, op, st.Message(), i.opts.MaxMessageSize)
+	case !i.Alive() || st.Code() == codes.Unavailable || st.Code() == codes.Canceled:
+		crash.Err = err
+	default:
+		return fmt.Errorf("plugin %s: %s: %w", i.name, op, err)
+	}
+	// The process is gone or must go: kill it, and wait (briefly) to learn
+	// how it ended.
+	i.log.Warn("plugin crashed", "op", op, "error", crash.cause())
+	i.stopping.Store(true)
+	_ = i.proc.Kill(context.Background())
+	select {
+	case <-i.proc.exited:
+		crash.Exit = exitStatus(i.proc.exitErr)
+	case <-time.After(crashWait):
+	}
+	i.closeStream()
+	i.stopOnce.Do(i.client.Kill) // release go-plugin's side of it
+	return crash
+}
+
+// decodeResults checks and converts the plugin's answer to a batch.
+func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]plugin.Result, error) {
+	bad := func(idx int, format string, args ...any) error {
+		e := &ResponseError{Plugin: i.name, Index: idx, Problem: fmt.Sprintf(format, args...)}
+		if idx >= 0 {
+			e.MessageID = batch[idx].ID
+		}
+		return e
+	}
+	if len(resp.res) != len(batch) {
+		return nil, bad(-1, "%d results for a batch of %d messages", len(resp.res), len(batch))
+	}
+	out := make([]plugin.Result, len(batch))
+	seen := make([]bool, len(batch))
+	for j := range resp.res {
+		r := &resp.res[j]
+		if int64(r.index) >= int64(len(batch)) {
+			return nil, bad(-1, "result %d is for message index %d, out of range for a batch of %d messages",
+				j, r.index, len(batch))
+		}
+		idx := int(r.index)
+		if seen[idx] {
+			return nil, bad(idx, "more than one result")
+		}
+		seen[idx] = true
+		o, ok := outcomeFromPB(pb.Outcome(r.outcome))
+		if !ok {
+			return nil, bad(idx, "unknown outcome %d", r.outcome)
+		}
+		if r.delayMs < 0 {
+			return nil, bad(idx, "negative retry delay %dms", r.delayMs)
+		}
+		res := plugin.Result{Outcome: o, Reason: r.reason}
+		if o == plugin.OutcomeRetry {
+			res.RetryDelay = time.Duration(r.delayMs) * time.Millisecond
+		}
+		if o == plugin.OutcomeAck && len(r.outputs) > 0 {
+			for k := range r.outputs {
+				if r.outputs[k].Topic == "" {
+					return nil, bad(idx, "output %d has no topic", k)
+				}
+			}
+			res.Outputs = r.outputs // decoded into one array for the whole batch
+		}
+		out[idx] = res
+	}
+	return out, nil
+}

@@ -1,0 +1,185 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin/runner"
+)
+
+// process is one plugin child process. It is go-plugin's runner.Runner
+// (given through ClientConfig.RunnerFunc), so that streamrun, not
+// go-plugin, owns three things about the child:
+//
+//   - It dies with the host. On Linux the child gets SIGKILL as its
+//     parent-death signal (see dieWithParent). That signal fires when the
+//     thread that forked the child exits, not the process, and the Go
+//     runtime does end threads (a goroutine that exits while locked to
+//     one ends it). So the fork happens on a goroutine locked to its
+//     thread, and that goroutine stays, locked and asleep, until the child
+//     has been reaped: the thread outlives the child and only the host's
+//     own death takes it down.
+//   - Its stderr is read here and logged through slog (logStderr); go-plugin
+//     is given an empty stderr.
+//   - Its exit is a channel (exited) and an error (exitErr).
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	log    *slog.Logger
+	stderr io.ReadCloser
+	stdout io.ReadCloser
+
+	mu     sync.Mutex
+	osProc *os.Process // nil until started
+	pid    int         // 0 until started; written once, before Start returns
+
+	expected atomic.Bool   // set before a kill or close the host asked for
+	logged   chan struct{} // closed when the stderr pipe is drained
+	exited   chan struct{} // closed after the child is reaped
+	exitErr  error         // the child's exit status; read after exited
+	waitOnce sync.Once
+}
+
+var _ runner.Runner = (*process)(nil)
+
+func newProcess(name string, log *slog.Logger, cmd *exec.Cmd) (*process, error) {
+	dieWithParent(cmd)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	return &process{
+		name:   name,
+		cmd:    cmd,
+		log:    log,
+		stdout: stdout,
+		stderr: stderr,
+		logged: make(chan struct{}),
+		exited: make(chan struct{}),
+	}, nil
+}
+
+// Start forks the child on a goroutine locked to its OS thread, which
+// stays until the child is reaped (see process).
+func (p *process) Start(context.Context) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		p.mu.Lock()
+		err := p.cmd.Start()
+		if err == nil {
+			p.osProc, p.pid = p.cmd.Process, p.cmd.Process.Pid
+		}
+		p.mu.Unlock()
+		started <- err
+		if err == nil {
+			<-p.exited
+		}
+		runtime.UnlockOSThread()
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("start %s: %w", p.cmd.Path, err)
+	}
+	go func() {
+		defer close(p.logged)
+		logStderr(context.Background(), p.log, p.stderr)
+	}()
+	return nil
+}
+
+// Wait waits for the child to exit; go-plugin calls it once, after it has
+// read stdout to EOF.
+func (p *process) Wait(context.Context) error {
+	p.waitOnce.Do(func() {
+		<-p.logged // cmd.Wait closes the pipe: drain it first
+		p.exitErr = p.cmd.Wait()
+		if p.expected.Load() {
+			p.log.Debug("plugin exited", "pid", p.pid, "status", exitStatus(p.exitErr))
+		} else {
+			p.log.Warn("plugin exited unexpectedly", "pid", p.pid, "status", exitStatus(p.exitErr))
+		}
+		close(p.exited)
+	})
+	return p.exitErr
+}
+
+// Kill sends SIGKILL; it is a no-op once the child is gone.
+func (p *process) Kill(context.Context) error {
+	p.mu.Lock()
+	proc := p.osProc
+	p.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	if err := proc.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+func (p *process) Stdout() io.ReadCloser { return p.stdout }
+
+// Stderr is empty for go-plugin: logStderr reads the real pipe.
+func (p *process) Stderr() io.ReadCloser { return io.NopCloser(strings.NewReader("")) }
+
+func (p *process) Name() string { return p.name }
+
+func (p *process) ID() string {
+	if pid := p.getPid(); pid != 0 {
+		return strconv.Itoa(pid)
+	}
+	return ""
+}
+
+func (p *process) getPid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+func (p *process) Diagnose(context.Context) string {
+	return fmt.Sprintf("Is %s a streamrun handler plugin, built for this machine (GOOS=%s GOARCH=%s), that calls plugin.Serve?",
+		p.cmd.Path, runtime.GOOS, runtime.GOARCH)
+}
+
+func (p *process) PluginToHost(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+func (p *process) HostToPlugin(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+// runnerFunc is the ClientConfig.RunnerFunc: it copies go-plugin's
+// prepared environment (cookie, versions, mTLS certificate, socket
+// directory) onto the process's own command.
+func (p *process) runnerFunc(extraEnv []string) func(hclog.Logger, *exec.Cmd, string) (runner.Runner, error) {
+	return func(_ hclog.Logger, prepared *exec.Cmd, _ string) (runner.Runner, error) {
+		p.cmd.Env = append(append(p.cmd.Env, prepared.Env...), extraEnv...)
+		p.cmd.Stdin = nil
+		return p, nil
+	}
+}
+
+// exitStatus describes how a process ended, for logs and errors.
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

@@ -1,0 +1,174 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/contract"
+	"github.com/streamrun/streamrun/plugin/internal/pb"
+)
+
+// batchStream is the host's end of the Batches stream: one long-lived
+// gRPC stream per instance that carries every batch and its answer, so a
+// batch costs two HTTP/2 data frames instead of a call's set-up, headers
+// and trailers. Callers send under sendMu and wait for the answer with
+// their batch's seq; one goroutine, owned by the stream, reads answers
+// and hands each to its caller. It ends when the stream does (the plugin
+// went, or close was called), failing every caller still waiting.
+type batchStream struct {
+	stream  grpc.ClientStream
+	cancel  context.CancelFunc
+	maxSize int // the largest Batch sent (ClientOptions.MaxMessageSize)
+
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan streamAnswer
+	err     error // why the stream ended; nil while it runs
+
+	done chan struct{} // closed when the reader has ended
+}
+
+type streamAnswer struct {
+	res *resultsIn
+	err error
+}
+
+// batchesDesc is the Batches method as the generated code declares it.
+var batchesDesc = &pb.Handler_ServiceDesc.Streams[0]
+
+// openBatchStream opens the Batches stream on conn; batches above
+// maxSize bytes are refused before they are sent.
+func openBatchStream(conn *grpc.ClientConn, maxSize int) (*batchStream, error) {
+	if batchesDesc.StreamName != "Batches" {
+		return nil, errors.New("plugin host: the generated contract has no Batches stream")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := conn.NewStream(ctx, batchesDesc, pb.Handler_Batches_FullMethodName)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &batchStream{stream: st, cancel: cancel, maxSize: maxSize,
+		waiting: make(map[uint64]chan streamAnswer), done: make(chan struct{})}
+	go s.read()
+	return s, nil
+}
+
+// read hands each answer to its caller until the stream ends.
+func (s *batchStream) read() {
+	defer close(s.done)
+	for {
+		in := new(resultsIn)
+		err := s.stream.RecvMsg(in)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = status.Error(codes.Unavailable, "the plugin ended the batch stream")
+			}
+			s.fail(err)
+			return
+		}
+		var a streamAnswer
+		if in.panic != nil {
+			p := new(pb.Panic)
+			if perr := proto.Unmarshal(in.panic, p); perr != nil {
+				p = &pb.Panic{Index: -1, Value: "(an undecodable panic report)"}
+			}
+			a.err = contract.PanicStatus(p)
+		} else {
+			a.res = in
+		}
+		s.mu.Lock()
+		ch := s.waiting[in.seq]
+		delete(s.waiting, in.seq)
+		s.mu.Unlock()
+		if ch != nil { // nil: its caller gave up on it
+			ch <- a
+		}
+	}
+}
+
+// fail ends the stream for every caller with err.
+func (s *batchStream) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+	for seq, ch := range s.waiting {
+		ch <- streamAnswer{err: s.err}
+		delete(s.waiting, seq)
+	}
+}
+
+// process sends batch and waits for its answer, or for ctx. The errors
+// are gRPC statuses or ctx's, for Instance.callError to classify.
+func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*resultsIn, error) {
+	wb := &batchOut{msgs: batch}
+	// Room for the seq and timeout, not known yet.
+	if n := wb.Size() + 2*binary.MaxVarintLen64; n > s.maxSize {
+		// gRPC would refuse it too, and end the stream with it: refused
+		// here, the instance stays usable for the next batch.
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"a batch of %d messages is %d bytes, above the limit of %d", len(batch), n, s.maxSize)
+	}
+	ch := make(chan streamAnswer, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.next++
+	seq := s.next
+	s.waiting[seq] = ch
+	s.mu.Unlock()
+
+	wb.seq = seq
+	if d, ok := ctx.Deadline(); ok {
+		wb.timeoutMs = max(time.Until(d).Milliseconds(), 1)
+	}
+	// SendMsg has no context: should the plugin stop reading, with the
+	// flow-control window full, it would block past ctx. Ending ctx then
+	// breaks the stream, and the instance with it, as a hang does anyway.
+	stop := context.AfterFunc(ctx, s.cancel)
+	s.sendMu.Lock()
+	err := s.stream.SendMsg(wb)
+	s.sendMu.Unlock()
+	stop()
+	if err != nil && !errors.Is(err, io.EOF) {
+		// gRPC ends the stream on a failed send; io.EOF means it had
+		// ended, and the reader tells why.
+		s.fail(err)
+	}
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		s.forget(seq)
+		return nil, ctx.Err()
+	}
+}
+
+func (s *batchStream) forget(seq uint64) {
+	s.mu.Lock()
+	delete(s.waiting, seq)
+	s.mu.Unlock()
+}
+
+// close ends the stream and waits for its reader.
+func (s *batchStream) close() {
+	s.cancel()
+	<-s.done
+}

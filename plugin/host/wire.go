@@ -1,0 +1,219 @@
+package host
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
+)
+
+// The host's end of the hand encoding (plugin/internal/wire explains it):
+// it encodes a Batch straight from the SDK's Messages and decodes a
+// BatchResult into results that Instance.decodeResults checks. The
+// plugin's end does the opposite two.
+
+// batchOut is a Batch the host sends.
+type batchOut struct {
+	msgs      []*plugin.Message
+	seq       uint64
+	timeoutMs int64
+	msgsSize  int // the encoded size of msgs once known, else 0
+}
+
+// resultsIn is a BatchResult as the host reads it.
+type resultsIn struct {
+	res   []wireResult
+	seq   uint64
+	panic []byte // an encoded Panic, nil when there is none
+}
+
+// wireResult is one Result as read from the wire, before it is checked.
+type wireResult struct {
+	index   uint32
+	outcome int32
+	delayMs int64
+	reason  string
+	outputs []plugin.Output
+}
+
+// Size is the size of b on the wire. The messages' part is computed once:
+// the host checks it against the size limit before sending, and the codec
+// needs it again.
+func (b *batchOut) Size() int {
+	if b.msgsSize == 0 {
+		b.msgsSize = batchSize(b.msgs)
+	}
+	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs))
+}
+
+func (b *batchOut) Append(buf []byte) []byte {
+	buf = appendBatch(buf, b.msgs)
+	buf = wire.AppendVarint(buf, wire.BatchSeq, b.seq)
+	return wire.AppendVarint(buf, wire.BatchTimeout, uint64(b.timeoutMs))
+}
+
+func messageSize(m *plugin.Message) int {
+	return wire.SizeStr(m.ID) + wire.SizeStr(m.Topic) + wire.SizeStr(m.Key) + wire.SizeBlob(m.OrderingKey) +
+		wire.SizeProps(m.Properties) + wire.SizeBlob(m.Payload) +
+		wire.SizeVarint(uint64(wire.Millis(m.PublishTime))) + wire.SizeVarint(uint64(wire.Millis(m.EventTime))) +
+		wire.SizeVarint(uint64(m.RedeliveryCount)) + wire.SizeStr(m.TraceParent) + wire.SizeStr(m.TraceState)
+}
+
+func batchSize(msgs []*plugin.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += wire.SizeBytes(messageSize(m))
+	}
+	return n
+}
+
+func appendBatch(b []byte, msgs []*plugin.Message) []byte {
+	for _, m := range msgs {
+		b = wire.AppendLen(b, wire.BatchMessages, messageSize(m))
+		b = wire.AppendStr(b, wire.MsgID, m.ID)
+		b = wire.AppendStr(b, wire.MsgTopic, m.Topic)
+		b = wire.AppendStr(b, wire.MsgKey, m.Key)
+		b = wire.AppendBlob(b, wire.MsgOrderingKey, m.OrderingKey)
+		b = wire.AppendProps(b, wire.MsgProperties, m.Properties)
+		b = wire.AppendBlob(b, wire.MsgPayload, m.Payload)
+		b = wire.AppendVarint(b, wire.MsgPublishTime, uint64(wire.Millis(m.PublishTime)))
+		b = wire.AppendVarint(b, wire.MsgEventTime, uint64(wire.Millis(m.EventTime)))
+		b = wire.AppendVarint(b, wire.MsgRedelivery, uint64(m.RedeliveryCount))
+		b = wire.AppendStr(b, wire.MsgTraceParent, m.TraceParent)
+		b = wire.AppendStr(b, wire.MsgTraceState, m.TraceState)
+	}
+	return b
+}
+
+// outcomeFromPB returns false for an outcome this version does not know.
+func outcomeFromPB(o pb.Outcome) (plugin.Outcome, bool) {
+	switch o {
+	case pb.Outcome_OUTCOME_ACK:
+		return plugin.OutcomeAck, true
+	case pb.Outcome_OUTCOME_RETRY:
+		return plugin.OutcomeRetry, true
+	case pb.Outcome_OUTCOME_DEAD_LETTER:
+		return plugin.OutcomeDeadLetter, true
+	case pb.Outcome_OUTCOME_DROP:
+		return plugin.OutcomeDrop, true
+	}
+	return 0, false
+}
+
+// Decode reads a BatchResult into out.
+func (out *resultsIn) Decode(b []byte) error {
+	n, err := wire.Count(b, wire.ResultsResults)
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	rs := make([]wireResult, 0, n)
+	defer func() { out.res = rs }()
+	var outputs []plugin.Output // r's outputs are consecutive in here
+	var topic string
+	for len(b) > 0 {
+		num, typ, v, body, rest, err := wire.Field(b)
+		if err != nil {
+			return fmt.Errorf("results: %w", err)
+		}
+		b = rest
+		switch {
+		case num == wire.ResultsSeq && typ == protowire.VarintType:
+			out.seq = v
+			continue
+		case num == wire.ResultsPanic && typ == protowire.BytesType:
+			out.panic = wire.Blob(body)
+			continue
+		case num != wire.ResultsResults || typ != protowire.BytesType:
+			continue
+		}
+		rs = append(rs, wireResult{})
+		if outputs, err = decodeResult(&rs[len(rs)-1], body, outputs, n, &topic); err != nil {
+			return fmt.Errorf("results: result %d: %w", len(rs)-1, err)
+		}
+		outputs = outputs[len(outputs):]
+	}
+	return nil
+}
+
+// decodeResult reads one Result into r. Its outputs go on the end of
+// outputs, which grows by room for n more when full; the grown slice is
+// returned.
+func decodeResult(r *wireResult, b []byte, outputs []plugin.Output, n int, topic *string) ([]plugin.Output, error) {
+	for len(b) > 0 {
+		num, typ, v, fb, rest, err := wire.Field(b)
+		if err != nil {
+			return outputs, err
+		}
+		b = rest
+		if typ == protowire.VarintType {
+			switch num {
+			case wire.ResIndex:
+				r.index = uint32(v)
+			case wire.ResOutcome:
+				r.outcome = int32(v)
+			case wire.ResDelay:
+				r.delayMs = int64(v)
+			}
+			continue
+		}
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case wire.ResReason:
+			r.reason = wire.Str(fb)
+		case wire.ResOutputs:
+			if len(outputs) == cap(outputs) {
+				// A new array for the rest of the answer; r's outputs
+				// so far move with it.
+				grown := make([]plugin.Output, len(r.outputs), len(r.outputs)+max(n, 1))
+				copy(grown, r.outputs)
+				outputs = grown
+			}
+			outputs = outputs[:len(outputs)+1]
+			o := &outputs[len(outputs)-1]
+			r.outputs = outputs[len(outputs)-len(r.outputs)-1 : len(outputs) : len(outputs)]
+			if err := decodeOutput(o, fb, topic); err != nil {
+				return outputs, err
+			}
+		}
+	}
+	return outputs, nil
+}
+
+func decodeOutput(o *plugin.Output, b []byte, topic *string) error {
+	for len(b) > 0 {
+		num, typ, v, fb, rest, err := wire.Field(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+		if typ == protowire.VarintType {
+			if num == wire.OutEventTime {
+				o.EventTime = wire.FromMillis(int64(v))
+			}
+			continue
+		}
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case wire.OutTopic:
+			o.Topic = wire.Interned(topic, fb)
+		case wire.OutKey:
+			o.Key = wire.Str(fb)
+		case wire.OutOrderingKey:
+			o.OrderingKey = wire.Blob(fb)
+		case wire.OutProperties:
+			if o.Properties, err = wire.DecodeProps(o.Properties, fb); err != nil {
+				return err
+			}
+		case wire.OutPayload:
+			o.Payload = wire.Blob(fb)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+// Package contract holds what both ends of the handler plugin contract
+// share: the version, go-plugin's handshake and plugin map, the transport
+// limits, and how a handler's panic travels. The SDK (package plugin) and
+// the host (package plugin/host) each build their end on it; neither
+// imports the other's internals.
+package contract
+
+import (
+	"context"
+	"errors"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// Version is the version of the host-plugin contract
+// (plugin/proto/handler.proto) both ends speak. It is negotiated in
+// go-plugin's handshake: a host and a plugin built against different
+// versions refuse each other at start with an error naming both.
+const Version = 1
+
+// DefaultMaxMessageSize is the largest gRPC message (a batch, or a batch's
+// results) either side accepts unless told otherwise: 64 MiB, well above
+// gRPC's 4 MiB default, so a batch of 1000 messages of Pulsar's 5 MiB
+// maximum size is the only kind that needs it raised.
+const DefaultMaxMessageSize = 64 << 20
+
+// WindowSize is the HTTP/2 flow-control window of both sides, per stream
+// and per connection: a batch of 1000 messages and its answer cross in one
+// go instead of waiting for window updates every 64 KiB (gRPC's default).
+// Setting it turns off gRPC's window estimation (BDP), which has nothing to
+// estimate on a local socket.
+const WindowSize = 8 << 20
+
+// PluginKey names the one plugin a streamrun plugin binary serves.
+const PluginKey = "handler"
+
+// EnvLogLevel carries the host's log level to the plugin, so a plugin does
+// not format lines the host would throw away.
+const EnvLogLevel = "STREAMRUN_PLUGIN_LOG_LEVEL"
+
+// Handshake is go-plugin's first check: the host sets the cookie in the
+// child's environment and the plugin refuses to run without it, so a
+// plugin binary started by hand says what it is instead of hanging.
+func Handshake() goplugin.HandshakeConfig {
+	return goplugin.HandshakeConfig{
+		ProtocolVersion:  Version,
+		MagicCookieKey:   "STREAMRUN_PLUGIN_COOKIE",
+		MagicCookieValue: "3f0b7c1e-streamrun-handler",
+	}
+}
+
+// GRPCPlugin is the go-plugin glue. The plugin's end sets Register, which
+// registers its service on the server; the host's end sets Dial, which
+// makes its client of the connection.
+type GRPCPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Register func(*grpc.Server) error
+	Dial     func(*grpc.ClientConn) any
+}
+
+// PluginSets is the versioned plugin map for go-plugin's negotiation, for
+// contract version v (Version, except in tests of a mismatch).
+func PluginSets(v int, p *GRPCPlugin) map[int]goplugin.PluginSet {
+	return map[int]goplugin.PluginSet{v: {PluginKey: p}}
+}
+
+func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	if p.Register == nil {
+		return errors.New("no handler to serve")
+	}
+	return p.Register(s)
+}
+
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	if p.Dial == nil {
+		return nil, errors.New("no host client")
+	}
+	return p.Dial(c), nil
+}

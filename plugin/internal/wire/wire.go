@@ -1,0 +1,255 @@
+// Package wire holds the pieces of the handler contract's hand encoding
+// that both ends share: handler.proto's field numbers, protobuf sizes,
+// appends and reads, and the gRPC codec that sends a hand-encoded value
+// as is and anything else through protobuf.
+//
+// A Batch and its BatchResult (on the Batches stream) are encoded and
+// decoded by hand, straight from and to the SDK's own types, instead of
+// through the generated protobuf types. The bytes are exactly those of
+// handler.proto (contract version 1): a peer that uses the generated code
+// reads and writes the same wire. What this saves, per message, is the
+// intermediate pb.Message / pb.Result / pb.Output values, protobuf's
+// reflection-driven marshalling, and a copy of every string and byte field
+// on decoding. Each end encodes what it sends and decodes what it
+// receives: the host a Batch out and a BatchResult in (plugin/host's
+// wire.go), the plugin the other way (plugin's wire.go).
+//
+// Lifetime: a decoded batch or answer aliases one buffer that holds the
+// received gRPC message (a copy of it made by gRPC's Materialize, owned by
+// nobody else and never written to). Strings, payloads and keys point
+// into it; the buffer lives for as long as any of them is referenced.
+package wire
+
+import (
+	"errors"
+	"time"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of handler.proto.
+const (
+	BatchMessages = 1
+	BatchSeq      = 2
+	BatchTimeout  = 3
+
+	MsgID          = 1
+	MsgTopic       = 2
+	MsgKey         = 3
+	MsgOrderingKey = 4
+	MsgProperties  = 5
+	MsgPayload     = 6
+	MsgPublishTime = 7
+	MsgEventTime   = 8
+	MsgRedelivery  = 9
+	MsgTraceParent = 10
+	MsgTraceState  = 11
+
+	ResultsResults = 1
+	ResultsSeq     = 2
+	ResultsPanic   = 3
+
+	ResIndex   = 1
+	ResOutcome = 2
+	ResDelay   = 3
+	ResReason  = 4
+	ResOutputs = 5
+
+	OutTopic       = 1
+	OutKey         = 2
+	OutOrderingKey = 3
+	OutProperties  = 4
+	OutPayload     = 5
+	OutEventTime   = 6
+)
+
+// Millis is t in Unix milliseconds, 0 for the zero time (not sent).
+func Millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// FromMillis is Millis's inverse: 0 is the zero time.
+func FromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// Sizes. A proto3 field at its zero value is not sent.
+
+// SizeBytes is the size of a length-delimited field of n bytes (tag < 16).
+func SizeBytes(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+
+func SizeStr(s string) int {
+	if s == "" {
+		return 0
+	}
+	return SizeBytes(len(s))
+}
+
+func SizeBlob(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	return SizeBytes(len(b))
+}
+
+func SizeVarint(v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return 1 + protowire.SizeVarint(v)
+}
+
+// SizeProps is the size of a map<string,string> field.
+func SizeProps(p map[string]string) int {
+	n := 0
+	for k, v := range p {
+		n += SizeBytes(SizeStr(k) + SizeStr(v))
+	}
+	return n
+}
+
+// Encoding.
+
+func AppendStr(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func AppendBlob(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func AppendVarint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// AppendLen starts a length-delimited field of n bytes.
+func AppendLen(b []byte, num protowire.Number, n int) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
+// AppendProps appends a map<string,string> field.
+func AppendProps(b []byte, num protowire.Number, p map[string]string) []byte {
+	for k, v := range p {
+		b = AppendLen(b, num, SizeStr(k)+SizeStr(v))
+		b = AppendStr(b, 1, k)
+		b = AppendStr(b, 2, v)
+	}
+	return b
+}
+
+// Decoding. Fields may come in any order and more than once (the last
+// wins, map entries merge); unknown fields are skipped, as protobuf does.
+
+// ErrMalformed is the error of bytes that are not protobuf.
+var ErrMalformed = errors.New("malformed protobuf")
+
+// Field reads one field: its number, its type, a varint value or a
+// length-delimited body, and the rest of b.
+func Field(b []byte) (num protowire.Number, typ protowire.Type, v uint64, body, rest []byte, err error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, 0, nil, nil, ErrMalformed
+	}
+	b = b[n:]
+	switch typ {
+	case protowire.VarintType:
+		v, n = protowire.ConsumeVarint(b)
+	case protowire.BytesType:
+		body, n = protowire.ConsumeBytes(b)
+	default:
+		n = protowire.ConsumeFieldValue(num, typ, b)
+	}
+	if n < 0 {
+		return 0, 0, 0, nil, nil, ErrMalformed
+	}
+	return num, typ, v, body, b[n:], nil
+}
+
+// Str aliases b as a string; b is part of a received buffer that nothing
+// writes to (see the lifetime note above).
+func Str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// Blob is b, or nil when it is empty, as protobuf decodes an absent field.
+func Blob(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b[:len(b):len(b)]
+}
+
+// Interned returns b's string, the previous one if it has the same
+// bytes: a batch's topics are mostly one.
+func Interned(prev *string, b []byte) string {
+	if string(b) == *prev {
+		return *prev
+	}
+	*prev = Str(b)
+	return *prev
+}
+
+// DecodeProps adds the map entry b to p (made when nil).
+func DecodeProps(p map[string]string, b []byte) (map[string]string, error) {
+	var k, v string
+	for len(b) > 0 {
+		num, typ, _, body, rest, err := Field(b)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case 1:
+			k = Str(body)
+		case 2:
+			v = Str(body)
+		}
+	}
+	if p == nil {
+		p = make(map[string]string)
+	}
+	p[k] = v
+	return p, nil
+}
+
+// Count returns how many fields num of type bytes are at b's top level.
+func Count(b []byte, num protowire.Number) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		fn, typ, _, _, rest, err := Field(b)
+		if err != nil {
+			return 0, err
+		}
+		if fn == num && typ == protowire.BytesType {
+			n++
+		}
+		b = rest
+	}
+	return n, nil
+}
