@@ -22,6 +22,9 @@ const (
 	// or in a row without answering a batch). Messages still flow where
 	// instances are up; the host goes on.
 	StateDegraded State = "degraded"
+	// StateReloading: draining its batches to take a new configuration
+	// (see Host.Reload); it runs again once they are settled.
+	StateReloading State = "reloading"
 	// StateStopping: draining after Run's ctx ended.
 	StateStopping State = "stopping"
 	// StateStopped: stopped after a drain.
@@ -82,7 +85,7 @@ func (p *pipeline) health() PipelineHealth {
 	rp := p.h.opts.Restart
 	now := time.Now()
 	degraded := 0
-	for _, s := range p.sups {
+	for _, s := range p.supervisors() {
 		ih, bad, recent := s.health(now)
 		if bad {
 			degraded++

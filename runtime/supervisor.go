@@ -403,3 +403,39 @@ func (s *supervisor) close(ctx context.Context) {
 	}
 	r.inst.Kill()
 }
+
+// replace puts inst, a new version of the handler started by start, in
+// the slot, and makes start the slot's starter: from now on calls go to
+// inst, while those already leased on the old instance finish there.
+// Once they have, the old one is closed gracefully (killed if ctx ends
+// first, or at the hard stop). It returns the old instance's pid (0 if
+// the slot was down).
+func (s *supervisor) replace(ctx context.Context, start starter, inst instance) int {
+	s.startMu.Lock()
+	s.start = start
+	s.mu.Lock()
+	old := s.cur
+	s.setLocked(inst)
+	s.rec.swaps++
+	if old != nil {
+		old.retired = true
+		if old.calls == 0 {
+			close(old.drained)
+		}
+	}
+	s.mu.Unlock()
+	s.startMu.Unlock()
+	if old == nil {
+		return 0
+	}
+	select {
+	case <-old.drained:
+	case <-ctx.Done():
+	case <-s.stop.Done():
+	}
+	if err := old.inst.Close(ctx); err != nil {
+		s.log.Warn("close the replaced handler", "instance", s.id, "pid", old.inst.Pid(), "err", err)
+	}
+	old.inst.Kill()
+	return old.inst.Pid()
+}
