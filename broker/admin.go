@@ -151,9 +151,11 @@ func (c *Cluster) adminHandler() http.Handler {
 	h("DELETE "+tp+"/subscription/{sub}", c.adminDeleteSubscription)
 	h("POST "+tp+"/subscription/{sub}/skip_all", c.adminClearBacklog)
 	h("POST "+tp+"/subscription/{sub}/resetcursor/{timestamp}", c.adminResetCursor)
+	h("POST "+tp+"/subscription/{sub}/resetcursor", c.adminResetCursorToID)
 	h("PUT "+tp+"/unload", c.adminUnload)
 	h("GET "+tp+"/stats", c.adminStats)
 	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
+	h("GET "+tp+"/internalStats", c.adminInternalStats)
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"reason": "Not supported by the streamrun broker: " + r.Method + " " + r.URL.Path})
@@ -576,149 +578,6 @@ func (c *Cluster) adminUnload(_ http.ResponseWriter, r *http.Request) (any, erro
 		return nil, herr(http.StatusNotFound, "Topic %s not found", t.String())
 	}
 	return nil, nil
-}
-
-// ---------------------------------------------------------------- stats
-
-type consumerStats struct {
-	ConsumerName       string  `json:"consumerName"`
-	AvailablePermits   int64   `json:"availablePermits"`
-	UnackedMessages    int64   `json:"unackedMessages"`
-	MsgOutCounter      int64   `json:"msgOutCounter"`
-	MsgRateOut         float64 `json:"msgRateOut"`
-	Address            string  `json:"address"`
-	ConnectedSince     string  `json:"connectedSince"`
-	BlockedOnUnacked   bool    `json:"blockedConsumerOnUnackedMsgs"`
-	MsgRateRedeliver   float64 `json:"msgRateRedeliver"`
-	MsgThroughputOut   float64 `json:"msgThroughputOut"`
-	LastAckedTimestamp int64   `json:"lastAckedTimestamp"`
-}
-
-type subscriptionStats struct {
-	MsgRateOut       float64         `json:"msgRateOut"`
-	MsgThroughputOut float64         `json:"msgThroughputOut"`
-	MsgBacklog       int64           `json:"msgBacklog"`
-	BacklogNoDelayed int64           `json:"msgBacklogNoDelayed"`
-	UnackedMessages  int64           `json:"unackedMessages"`
-	Type             string          `json:"type"`
-	IsDurable        bool            `json:"isDurable"`
-	Consumers        []consumerStats `json:"consumers"`
-	MsgOutCounter    int64           `json:"msgOutCounter"`
-}
-
-type publisherStats struct {
-	ProducerName   string  `json:"producerName"`
-	ProducerID     uint64  `json:"producerId"`
-	MsgRateIn      float64 `json:"msgRateIn"`
-	Address        string  `json:"address"`
-	ConnectedSince string  `json:"connectedSince"`
-	AccessMode     string  `json:"accessMode"`
-}
-
-type topicStats struct {
-	MsgRateIn        float64                      `json:"msgRateIn"`
-	MsgThroughputIn  float64                      `json:"msgThroughputIn"`
-	MsgRateOut       float64                      `json:"msgRateOut"`
-	MsgThroughputOut float64                      `json:"msgThroughputOut"`
-	MsgInCounter     int64                        `json:"msgInCounter"`
-	BytesInCounter   int64                        `json:"bytesInCounter"`
-	MsgOutCounter    int64                        `json:"msgOutCounter"`
-	StorageSize      int64                        `json:"storageSize"`
-	BacklogSize      int64                        `json:"backlogSize"`
-	Publishers       []publisherStats             `json:"publishers"`
-	Subscriptions    map[string]subscriptionStats `json:"subscriptions"`
-	Replication      map[string]any               `json:"replication"`
-	Deduplication    string                       `json:"deduplicationStatus"`
-}
-
-func (t *topic) stats() topicStats {
-	st := topicStats{
-		MsgInCounter:   t.msgsIn.Load(),
-		BytesInCounter: t.bytesIn.Load(),
-		Publishers:     []publisherStats{},
-		Subscriptions:  map[string]subscriptionStats{},
-		Replication:    map[string]any{},
-		Deduplication:  "Disabled",
-	}
-	t.mu.Lock()
-	for p := range t.producers {
-		st.Publishers = append(st.Publishers, publisherStats{ProducerName: p.name, ProducerID: p.id, Address: p.conn.peer, ConnectedSince: p.since.UTC().Format(time.RFC3339), AccessMode: p.access.String()})
-	}
-	t.mu.Unlock()
-	for _, s := range t.subscriptions() {
-		ss := subscriptionStats{Consumers: []consumerStats{}, MsgBacklog: s.backlog(), IsDurable: s.durable}
-		ss.BacklogNoDelayed = ss.MsgBacklog
-		s.mu.Lock()
-		ss.Type = s.typ.String()
-		for _, c := range s.consumers {
-			cs := consumerStats{ConsumerName: c.name, AvailablePermits: max(c.permits, 0), UnackedMessages: c.unacked.Load(), MsgOutCounter: c.msgsOut.Load(), Address: c.conn.peer, ConnectedSince: c.since.UTC().Format(time.RFC3339)}
-			ss.UnackedMessages += cs.UnackedMessages
-			ss.MsgOutCounter += cs.MsgOutCounter
-			ss.Consumers = append(ss.Consumers, cs)
-		}
-		s.mu.Unlock()
-		st.MsgOutCounter += ss.MsgOutCounter
-		st.Subscriptions[s.name] = ss
-	}
-	return st
-}
-
-func (c *Cluster) adminStats(_ http.ResponseWriter, r *http.Request) (any, error) {
-	t, err := topicName(r)
-	if err != nil {
-		return nil, err
-	}
-	tp, err := c.topicFor(t, false)
-	if err != nil {
-		return nil, herr(http.StatusNotFound, "Topic not found")
-	}
-	return tp.stats(), nil
-}
-
-func (c *Cluster) adminPartitionedStats(_ http.ResponseWriter, r *http.Request) (any, error) {
-	t, err := topicName(r)
-	if err != nil {
-		return nil, err
-	}
-	n, ok := c.partitions(t.String())
-	if !ok {
-		return nil, herr(http.StatusNotFound, "Partitioned Topic not found")
-	}
-	agg := topicStats{Publishers: []publisherStats{}, Subscriptions: map[string]subscriptionStats{}, Replication: map[string]any{}, Deduplication: "Disabled"}
-	parts := map[string]topicStats{}
-	for i := 0; i < n; i++ {
-		tp, err := c.topicFor(t.Partition(i), false)
-		if err != nil {
-			continue
-		}
-		st := tp.stats()
-		parts[tp.name] = st
-		agg.MsgInCounter += st.MsgInCounter
-		agg.BytesInCounter += st.BytesInCounter
-		agg.MsgOutCounter += st.MsgOutCounter
-		agg.Publishers = append(agg.Publishers, st.Publishers...)
-		for name, ss := range st.Subscriptions {
-			a := agg.Subscriptions[name]
-			a.Type, a.IsDurable = ss.Type, ss.IsDurable
-			a.MsgBacklog += ss.MsgBacklog
-			a.BacklogNoDelayed += ss.BacklogNoDelayed
-			a.UnackedMessages += ss.UnackedMessages
-			a.MsgOutCounter += ss.MsgOutCounter
-			a.Consumers = append(a.Consumers, ss.Consumers...)
-			if a.Consumers == nil {
-				a.Consumers = []consumerStats{}
-			}
-			agg.Subscriptions[name] = a
-		}
-	}
-	out := map[string]any{}
-	b, _ := json.Marshal(agg)
-	json.Unmarshal(b, &out)
-	out["metadata"] = partitionedMetadata{Partitions: n}
-	if r.URL.Query().Get("perPartition") != "false" {
-		out["partitions"] = parts
-	}
-	return out, nil
 }
 
 func (c *Cluster) adminLookup(_ http.ResponseWriter, r *http.Request) (any, error) {

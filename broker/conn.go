@@ -351,8 +351,9 @@ func (cn *conn) handle(f pulsarwire.Frame) bool {
 		}
 	}
 	body := pulsarwire.Body(cmd)
+	h := handlerOf(typ)
 	if body == nil && typ != pb.BaseCommand_PING && typ != pb.BaseCommand_PONG {
-		if _, known := handled[typ]; known {
+		if h != nil {
 			cn.log.Warn("closing connection: command without its body", "command", typ.String())
 			cn.finish()
 			return false
@@ -360,67 +361,72 @@ func (cn *conn) handle(f pulsarwire.Frame) bool {
 		cn.unsupported(cmd)
 		return true
 	}
-	switch typ {
-	case pb.BaseCommand_CONNECT:
-		return cn.handleConnect(cmd.GetConnect())
-	case pb.BaseCommand_PING:
+	if h == nil {
+		cn.unsupported(cmd)
+		return true
+	}
+	return h(cn, f, body)
+}
+
+// A handler serves one kind of command, given its frame and its body
+// (nil for PING and PONG, which may come without one); false ends the
+// connection.
+type handler func(cn *conn, f pulsarwire.Frame, body proto.Message) bool
+
+// handlers are the commands a client may send that this broker serves,
+// by kind. The handlers themselves live in one file per command family.
+var handlers = [...]handler{
+	pb.BaseCommand_CONNECT: func(cn *conn, _ pulsarwire.Frame, m proto.Message) bool {
+		return cn.handleConnect(m.(*pb.CommandConnect))
+	},
+	pb.BaseCommand_PING: func(cn *conn, _ pulsarwire.Frame, _ proto.Message) bool {
 		cn.send(&pb.CommandPong{})
-	case pb.BaseCommand_PONG:
+		return true
+	},
+	pb.BaseCommand_PONG: func(cn *conn, _ pulsarwire.Frame, _ proto.Message) bool {
 		select {
 		case cn.pong <- struct{}{}:
 		default:
 		}
-	case pb.BaseCommand_LOOKUP:
-		cn.handleLookup(cmd.GetLookupTopic())
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		cn.handlePartitionedMetadata(cmd.GetPartitionMetadata())
-	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
-		cn.handleTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
-	case pb.BaseCommand_PRODUCER:
-		cn.handleProducer(cmd.GetProducer())
-	case pb.BaseCommand_SEND:
+		return true
+	},
+	pb.BaseCommand_SEND: func(cn *conn, f pulsarwire.Frame, _ proto.Message) bool {
 		return cn.handleSend(f)
-	case pb.BaseCommand_CLOSE_PRODUCER:
-		cn.handleCloseProducer(cmd.GetCloseProducer())
-	case pb.BaseCommand_SUBSCRIBE:
-		cn.handleSubscribe(cmd.GetSubscribe())
-	case pb.BaseCommand_FLOW:
-		cn.handleFlow(cmd.GetFlow())
-	case pb.BaseCommand_ACK:
-		cn.handleAck(cmd.GetAck())
-	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
-		cn.handleRedeliver(cmd.GetRedeliverUnacknowledgedMessages())
-	case pb.BaseCommand_CLOSE_CONSUMER:
-		cn.handleCloseConsumer(cmd.GetCloseConsumer())
-	case pb.BaseCommand_UNSUBSCRIBE:
-		cn.handleUnsubscribe(cmd.GetUnsubscribe())
-	case pb.BaseCommand_SEEK:
-		cn.handleSeek(cmd.GetSeek())
-	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
-		cn.handleGetLastMessageID(cmd.GetGetLastMessageId())
-	case pb.BaseCommand_CONSUMER_STATS:
-		cn.handleConsumerStats(cmd.GetConsumerStats())
-	case pb.BaseCommand_GET_SCHEMA:
-		cn.handleGetSchema(cmd.GetGetSchema())
-	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
-		cn.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
-	case pb.BaseCommand_AUTH_RESPONSE:
-		// We never challenge; a client answering anyway is harmless.
-	default:
-		cn.unsupported(cmd)
-	}
-	return true
+	},
+	// We never challenge; a client answering anyway is harmless.
+	pb.BaseCommand_AUTH_RESPONSE:                     func(*conn, pulsarwire.Frame, proto.Message) bool { return true },
+	pb.BaseCommand_LOOKUP:                            serve((*conn).handleLookup),
+	pb.BaseCommand_PARTITIONED_METADATA:              serve((*conn).handlePartitionedMetadata),
+	pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:           serve((*conn).handleTopicsOfNamespace),
+	pb.BaseCommand_PRODUCER:                          serve((*conn).handleProducer),
+	pb.BaseCommand_CLOSE_PRODUCER:                    serve((*conn).handleCloseProducer),
+	pb.BaseCommand_SUBSCRIBE:                         serve((*conn).handleSubscribe),
+	pb.BaseCommand_FLOW:                              serve((*conn).handleFlow),
+	pb.BaseCommand_ACK:                               serve((*conn).handleAck),
+	pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES: serve((*conn).handleRedeliver),
+	pb.BaseCommand_CLOSE_CONSUMER:                    serve((*conn).handleCloseConsumer),
+	pb.BaseCommand_UNSUBSCRIBE:                       serve((*conn).handleUnsubscribe),
+	pb.BaseCommand_SEEK:                              serve((*conn).handleSeek),
+	pb.BaseCommand_GET_LAST_MESSAGE_ID:               serve((*conn).handleGetLastMessageID),
+	pb.BaseCommand_CONSUMER_STATS:                    serve((*conn).handleConsumerStats),
+	pb.BaseCommand_GET_SCHEMA:                        serve((*conn).handleGetSchema),
+	pb.BaseCommand_GET_OR_CREATE_SCHEMA:              serve((*conn).handleGetOrCreateSchema),
 }
 
-// handled lists the commands a client may send that this broker serves.
-var handled = map[pb.BaseCommand_Type]struct{}{
-	pb.BaseCommand_CONNECT: {}, pb.BaseCommand_LOOKUP: {}, pb.BaseCommand_PARTITIONED_METADATA: {},
-	pb.BaseCommand_GET_TOPICS_OF_NAMESPACE: {}, pb.BaseCommand_PRODUCER: {}, pb.BaseCommand_SEND: {},
-	pb.BaseCommand_CLOSE_PRODUCER: {}, pb.BaseCommand_SUBSCRIBE: {}, pb.BaseCommand_FLOW: {},
-	pb.BaseCommand_ACK: {}, pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES: {},
-	pb.BaseCommand_CLOSE_CONSUMER: {}, pb.BaseCommand_UNSUBSCRIBE: {}, pb.BaseCommand_SEEK: {},
-	pb.BaseCommand_GET_LAST_MESSAGE_ID: {}, pb.BaseCommand_CONSUMER_STATS: {},
-	pb.BaseCommand_GET_SCHEMA: {}, pb.BaseCommand_GET_OR_CREATE_SCHEMA: {}, pb.BaseCommand_AUTH_RESPONSE: {},
+// serve makes a handler of a function of the command's body alone.
+func serve[M proto.Message](h func(*conn, M)) handler {
+	return func(cn *conn, _ pulsarwire.Frame, body proto.Message) bool {
+		h(cn, body.(M))
+		return true
+	}
+}
+
+// handlerOf is the handler of kind t, nil when this broker does not serve it.
+func handlerOf(t pb.BaseCommand_Type) handler {
+	if t < 0 || int(t) >= len(handlers) {
+		return nil
+	}
+	return handlers[t]
 }
 
 // unsupported answers a command this broker does not implement
@@ -429,13 +435,11 @@ var handled = map[pb.BaseCommand_Type]struct{}{
 // the client's state can no longer be trusted.
 func (cn *conn) unsupported(cmd *pb.BaseCommand) {
 	typ := cmd.GetType()
-	if rid, ok := requestIDOf(cmd); ok {
+	msg := fmt.Sprintf("%s is not supported by the streamrun broker", typ)
+	if r := pulsarwire.Refusal(cmd, pb.ServerError_NotAllowedError, msg); r != nil {
+		rid, _ := pulsarwire.RequestID(cmd)
 		cn.log.Warn("unsupported command refused", "command", typ.String(), "request_id", rid)
-		cn.send(&pb.CommandError{
-			RequestId: proto.Uint64(rid),
-			Error:     pb.ServerError_NotAllowedError.Enum(),
-			Message:   proto.String(fmt.Sprintf("%s is not supported by the streamrun broker", typ)),
-		})
+		cn.send(r)
 		return
 	}
 	cn.log.Warn("closing connection: unsupported command without a request id to answer", "command", typ.String())
@@ -443,30 +447,16 @@ func (cn *conn) unsupported(cmd *pb.BaseCommand) {
 }
 
 // answerError answers a command with a server error in the shape the
-// client waits for.
+// client waits for (pulsarwire.Refusal); a refused CONNECT ends the
+// connection.
 func (cn *conn) answerError(cmd *pb.BaseCommand, code pb.ServerError, msg string) {
-	switch cmd.GetType() {
-	case pb.BaseCommand_LOOKUP:
-		cn.lookupFailed(cmd.GetLookupTopic().GetRequestId(), code, msg)
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		cn.metadataFailed(cmd.GetPartitionMetadata().GetRequestId(), code, msg)
-	case pb.BaseCommand_SEND:
-		cn.sendFailed(cmd.GetSend(), code, msg)
-	case pb.BaseCommand_GET_SCHEMA:
-		cn.getSchemaFailed(cmd.GetGetSchema().GetRequestId(), code, msg)
-	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
-		cn.getOrCreateSchemaFailed(cmd.GetGetOrCreateSchema().GetRequestId(), code, msg)
-	case pb.BaseCommand_CONSUMER_STATS:
-		cn.consumerStatsFailed(cmd.GetConsumerStats().GetRequestId(), code, msg)
-	case pb.BaseCommand_ACK:
-		cn.ackReply(cmd.GetAck(), code.Enum(), msg)
-	case pb.BaseCommand_CONNECT:
+	if cmd.GetType() == pb.BaseCommand_CONNECT {
 		cn.sendError(noRequest, code, msg)
 		cn.finish()
-	default:
-		if rid, ok := requestIDOf(cmd); ok {
-			cn.sendError(rid, code, msg)
-		}
+		return
+	}
+	if r := pulsarwire.Refusal(cmd, code, msg); r != nil {
+		cn.send(r)
 	}
 }
 
@@ -529,60 +519,24 @@ func (cn *conn) sendError(rid uint64, code pb.ServerError, msg string) {
 	cn.send(&pb.CommandError{RequestId: proto.Uint64(rid), Error: code.Enum(), Message: proto.String(msg)})
 }
 
-// topicOf names the topic a command is about, for fault matching.
+// topicOf names the topic a command is about, for fault matching: the
+// one it names, else its producer's or consumer's.
 func (cn *conn) topicOf(cmd *pb.BaseCommand) string {
-	var name string
-	switch cmd.GetType() {
-	case pb.BaseCommand_LOOKUP:
-		name = cmd.GetLookupTopic().GetTopic()
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		name = cmd.GetPartitionMetadata().GetTopic()
-	case pb.BaseCommand_PRODUCER:
-		name = cmd.GetProducer().GetTopic()
-	case pb.BaseCommand_SUBSCRIBE:
-		name = cmd.GetSubscribe().GetTopic()
-	case pb.BaseCommand_GET_SCHEMA:
-		name = cmd.GetGetSchema().GetTopic()
-	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
-		name = cmd.GetGetOrCreateSchema().GetTopic()
-	case pb.BaseCommand_SEND:
-		if p := cn.producer(cmd.GetSend().GetProducerId()); p != nil {
+	if name, ok := pulsarwire.TopicOf(cmd); ok {
+		return fullName(name)
+	}
+	if id, ok := pulsarwire.ProducerID(cmd); ok {
+		if p := cn.producer(id); p != nil {
 			return p.topic.name
-		}
-		return ""
-	case pb.BaseCommand_CLOSE_PRODUCER:
-		if p := cn.producer(cmd.GetCloseProducer().GetProducerId()); p != nil {
-			return p.topic.name
-		}
-		return ""
-	default:
-		var cid uint64
-		switch cmd.GetType() {
-		case pb.BaseCommand_FLOW:
-			cid = cmd.GetFlow().GetConsumerId()
-		case pb.BaseCommand_ACK:
-			cid = cmd.GetAck().GetConsumerId()
-		case pb.BaseCommand_SEEK:
-			cid = cmd.GetSeek().GetConsumerId()
-		case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
-			cid = cmd.GetRedeliverUnacknowledgedMessages().GetConsumerId()
-		case pb.BaseCommand_UNSUBSCRIBE:
-			cid = cmd.GetUnsubscribe().GetConsumerId()
-		case pb.BaseCommand_CLOSE_CONSUMER:
-			cid = cmd.GetCloseConsumer().GetConsumerId()
-		case pb.BaseCommand_GET_LAST_MESSAGE_ID:
-			cid = cmd.GetGetLastMessageId().GetConsumerId()
-		case pb.BaseCommand_CONSUMER_STATS:
-			cid = cmd.GetConsumerStats().GetConsumerId()
-		default:
-			return ""
-		}
-		if c := cn.consumer(cid); c != nil {
-			return c.sub.t.name
 		}
 		return ""
 	}
-	return fullName(name)
+	if id, ok := pulsarwire.ConsumerID(cmd); ok {
+		if c := cn.consumer(id); c != nil {
+			return c.sub.t.name
+		}
+	}
+	return ""
 }
 
 func (cn *conn) producer(id uint64) *producer {

@@ -264,6 +264,7 @@ func (s *subscription) deliver(c *consumer, e store.Entry, info entryInfo, hash 
 	c.unacked.Add(int64(msgs))
 	c.msgsOut.Add(int64(msgs))
 	c.bytesOut.Add(int64(len(e.Data)))
+	s.countOut(msgs, len(e.Data))
 	if b := c.conn.out(); b != nil {
 		*b = appendMessage(*b, c.id, s.t.ledger, e.ID, s.t.partition, s.redeliveries[e.ID], s.batchAcks[e.ID], c.epoch, c.hasEpoch, e.Data)
 		c.conn.done()

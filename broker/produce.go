@@ -21,6 +21,7 @@ type producer struct {
 	since  time.Time
 
 	msgs, bytes atomic.Int64
+	rate        meter // of msgs and bytes, for the admin API
 	closed      atomic.Bool
 }
 
@@ -179,7 +180,7 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
 		return true
 	}
-	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()))
+	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
 	if err != nil {
 		code := errorCode(err)
 		cn.log.Error("append failed", "topic", p.topic.name, "err", err)

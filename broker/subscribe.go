@@ -34,6 +34,7 @@ type consumer struct {
 	unacked  atomic.Int64 // messages dispatched and not acknowledged
 	msgsOut  atomic.Int64
 	bytesOut atomic.Int64
+	rate     meter // of msgsOut and bytesOut, for the admin API
 	removed  atomic.Bool
 }
 

@@ -70,6 +70,7 @@ type subscription struct {
 	keptAt       time.Time // when keepEmpty was set
 	consumerSeq  uint64
 	readErrs     int
+	out          counter // dispatched, for the admin API
 }
 
 type pendingEntry struct {

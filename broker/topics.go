@@ -36,7 +36,7 @@ type topic struct {
 	unloaded  bool
 	subList   atomic.Pointer[[]*subscription] // read by publish without the lock
 
-	msgsIn, bytesIn atomic.Int64
+	in, out counter // published; dispatched to any subscription
 }
 
 // errNotOwner: a producer or consumer reached a broker that does not own
@@ -184,7 +184,7 @@ func (t *topic) publishSubs() {
 
 // publish appends an entry (a SEND's message section as received) and
 // wakes the subscriptions.
-func (t *topic) publish(entry []byte, publishTime int64) (uint64, error) {
+func (t *topic) publish(entry []byte, publishTime int64, msgs int32) (uint64, error) {
 	t.pubMu.Lock()
 	if publishTime < t.lastPublish {
 		publishTime = t.lastPublish
@@ -197,8 +197,7 @@ func (t *topic) publish(entry []byte, publishTime int64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	t.msgsIn.Add(1)
-	t.bytesIn.Add(int64(len(entry)))
+	t.in.add(max(msgs, 1), len(entry))
 	if l := t.subList.Load(); l != nil {
 		for _, s := range *l {
 			s.wakeup()

@@ -197,7 +197,9 @@ type Handler struct {
 	Plugin string `yaml:"plugin,omitempty" json:"plugin,omitempty"`
 	// Package is a Go package that the host builds with "go build" at
 	// start and runs as the plugin: a directory starting with ./ or ../
-	// (from the pipeline file's directory) or an import path.
+	// (from the pipeline file's directory) or an import path. The binary
+	// is cached by the content of its sources, so a second start does not
+	// rebuild and a changed source builds anew.
 	Package string `yaml:"package,omitempty" json:"package,omitempty"`
 	// Script is a Python handler script, run with Python. A relative path
 	// starts at the pipeline file's directory.

@@ -59,6 +59,9 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := opts.Producer.Compression.wire(); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		opts:      opts,
 		svc:       svc,
@@ -91,6 +94,17 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// MaxMessageSize is the max_message_size that a broker of the service URL
+// announced when the client connected to it (brokers of one cluster share
+// the setting).
+func (c *Client) MaxMessageSize(ctx context.Context) (int, error) {
+	conn, err := c.serviceConn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return conn.MaxMessageSize(), nil
+}
+
 // NewRequestID returns a request id unique in the client.
 func (c *Client) NewRequestID() uint64 { return c.requestID.Add(1) }
 
@@ -118,7 +132,7 @@ func (c *Client) RetryWith(ctx context.Context, r OperationRetries, name string,
 	defer cancel(nil)
 	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
 	defer stop()
-	return r.withDefaults().do(ctx, name, op, c.log)
+	return r.withDefaults().do(ctx, name, op, c.log, c.opts.OnRetry)
 }
 
 // spawn runs f in a goroutine the client waits for on Close; false when

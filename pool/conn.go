@@ -293,7 +293,7 @@ func (c *Conn) handshake(ctx context.Context, rd *pulsarwire.Reader) error {
 			}
 			return nil
 		case pb.BaseCommand_ERROR:
-			return responseError(f.Cmd)
+			return pulsarwire.Refused(f.Cmd)
 		case pb.BaseCommand_AUTH_CHALLENGE:
 			cmd, err := c.authResponse()
 			if err != nil {
@@ -364,7 +364,7 @@ func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
 			c.close(fmt.Errorf("answer AUTH_CHALLENGE: %w", err))
 		}
 	default:
-		if id, ok := responseRequestID(cmd); ok {
+		if id, ok := answerRequestID(cmd); ok {
 			if !c.complete(id, cmd) {
 				c.log.Debug("answer to a request no one waits for", "type", cmd.GetType(), "request_id", id)
 			}
@@ -372,6 +372,15 @@ func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
 		}
 		c.log.Warn("unexpected command from broker", "type", cmd.GetType())
 	}
+}
+
+// answerRequestID is the request id an answer refers to; false for a
+// command that is not an answer.
+func answerRequestID(cmd *pb.BaseCommand) (uint64, bool) {
+	if !pulsarwire.Describe(cmd.GetType()).IsAnswer {
+		return 0, false
+	}
+	return pulsarwire.RequestID(cmd)
 }
 
 func (c *Conn) producer(id uint64) *partProducer {
@@ -403,7 +412,7 @@ func (c *Conn) complete(id uint64, cmd *pb.BaseCommand) bool {
 	delete(c.calls, id)
 	c.mu.Unlock()
 	if ok {
-		ch <- callResult{cmd: cmd, err: responseError(cmd)}
+		ch <- callResult{cmd: cmd, err: pulsarwire.Refused(cmd)}
 	}
 	return ok
 }
@@ -416,7 +425,7 @@ func (c *Conn) complete(id uint64, cmd *pb.BaseCommand) bool {
 // (*Client).Retry to retry "not now".
 func (c *Conn) Request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	id := c.client.NewRequestID()
-	if !setRequestID(cmd, id) {
+	if !pulsarwire.SetRequestID(cmd, id) {
 		return nil, fmt.Errorf("request %s: the command carries no request id", cmd.GetType())
 	}
 	ch := make(chan callResult, 1)

@@ -76,15 +76,15 @@ func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []by
 	k := &pp.keyed
 	key := keyOf(f)
 	b := k.byKey[key]
-	if k.n > 0 && (k.bytes+need > opts.MaxBytes || b != nil && len(b.buf)+need > pp.maxMessageSize) {
+	if k.n > 0 && (k.bytes+need > opts.MaxBytes || b != nil && !fitsEntry(pp.maxMessageSize, b.room, len(b.buf)-b.room+need)) {
 		pp.flushKeyedLocked()
 		b = nil
 	}
 	if b == nil {
 		b = pp.newBatchLocked(f)
-		if b.room+need > pp.maxMessageSize {
+		if !fitsEntry(pp.maxMessageSize, b.room, need) {
 			b.recycle()
-			return pp.tooLargeLocked(len(payload))
+			return pp.tooLargeLocked(len(payload), need)
 		}
 		// Most keys' batches stay small: start with what this message
 		// needs (a pooled buffer if there is one) and let it grow.

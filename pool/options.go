@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"time"
-
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
 // Options configure a Client. The zero value connects to
@@ -58,6 +56,12 @@ type Options struct {
 	// Logger receives connection and reconnection events. Default: a
 	// logger that discards everything.
 	Logger *slog.Logger
+
+	// OnRetry, when set, is called each time an operation failed with a
+	// retryable error and is about to wait before its next attempt, so a
+	// program can tell its user what it is waiting for. It runs on the
+	// retrying goroutine and must not block. Default: nil.
+	OnRetry func(RetryEvent)
 }
 
 // TLSOptions configure pulsar+ssl:// connections. The zero value verifies
@@ -96,9 +100,9 @@ type ProducerOptions struct {
 	// Batching groups messages into entries.
 	Batching BatchingOptions
 
-	// Compression compresses each entry: NONE (default), LZ4, ZLIB, ZSTD
-	// or SNAPPY.
-	Compression pb.CompressionType
+	// Compression compresses each entry: NoCompression (the default),
+	// LZ4, ZLIB, ZSTD or Snappy.
+	Compression Compression
 
 	// MaxPendingMessages bounds the messages of one topic's producer that
 	// were published but not yet acknowledged by the broker. Publishing

@@ -180,17 +180,17 @@ func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, s
 	}
 	if b := pp.cur; b != nil {
 		used := len(b.buf) - b.room
-		if used+need > opts.MaxBytes || b.room+used+need > pp.maxMessageSize {
+		if used+need > opts.MaxBytes || !fitsEntry(pp.maxMessageSize, b.room, used+need) {
 			pp.flushLocked()
 		}
 	}
 	b := pp.cur
 	if b == nil {
 		b = pp.newBatchLocked(f)
-		if b.room+need > pp.maxMessageSize {
+		if !fitsEntry(pp.maxMessageSize, b.room, need) {
 			// Before taking a buffer or setting the clock for nothing.
 			b.recycle()
-			return pp.tooLargeLocked(len(payload))
+			return pp.tooLargeLocked(len(payload), need)
 		}
 		pp.startLocked(b)
 	}
@@ -199,13 +199,6 @@ func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, s
 		pp.flushLocked()
 	}
 	return nil
-}
-
-// tooLargeLocked is the refusal of a payload of n bytes. The broker's
-// limit is read under the lock: connect sets it anew on each connection.
-func (pp *partProducer) tooLargeLocked(n int) error {
-	return fmt.Errorf("publish to %s: %d bytes, the broker takes %d: %w",
-		pp.topic, n, pp.maxMessageSize, ErrMessageTooLarge)
 }
 
 // appendLocked encodes f into batch b and counts it there.
@@ -310,7 +303,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 		// by the highest sequence id seen does not drop the next entry.
 		h.HighestSequenceID = b.firstSeq
 	}
-	if ct := pp.p.opts.Compression; ct != pb.CompressionType_NONE {
+	if ct, _ := pp.p.opts.Compression.wire(); ct != pb.CompressionType_NONE { // checked by New
 		out := pp.getBuf(len(b.buf))[:b.room]
 		out, err := pp.codecs.Compress(ct, out, b.buf[b.room:])
 		if err == nil {

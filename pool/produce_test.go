@@ -248,7 +248,7 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 
 func TestEveryCodecIsReadBack(t *testing.T) {
 	tg := newTarget(t)
-	for _, ct := range []pb.CompressionType{pb.CompressionType_LZ4, pb.CompressionType_ZLIB, pb.CompressionType_ZSTD, pb.CompressionType_SNAPPY} {
+	for _, ct := range []Compression{LZ4, ZLIB, ZSTD, Snappy} {
 		t.Run(ct.String(), func(t *testing.T) {
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Compression: ct}})
 			topic := topicName(t)
@@ -830,5 +830,37 @@ func TestPartitionsAddedLaterGetProducers(t *testing.T) {
 	}
 	if int(id.Partition) != KeyPartition(key, 5) {
 		t.Fatalf("key %q went to partition %d", key, id.Partition)
+	}
+}
+
+// The largest payload MaxPayload names goes, batched or not, and one byte
+// more is refused with an error stating the limit: what Apache Pulsar's
+// brokers take (payload, or batched payload with its single-message
+// metadata, up to max_message_size; the frame headers ride in the padding).
+func TestLargestMessageThatFitsGoes(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unbatched", true: "batched"}[batched], func(t *testing.T) {
+			tg := newTarget(t)
+			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: !batched}}})
+			topic := topicName(t)
+			ctx := testCtx(t, time.Minute)
+			m := Message{Key: "k", Properties: map[string]string{"a": "1"}}
+			most := MaxPayload(pulsarwire.DefaultMaxMessageSize, m, batched)
+			if !batched && most != pulsarwire.DefaultMaxMessageSize {
+				t.Fatalf("unbatched MaxPayload %d, want the whole max_message_size", most)
+			}
+			m.Payload = make([]byte, most+1)
+			_, err := c.Publish(ctx, topic, m)
+			if !errors.Is(err, ErrMessageTooLarge) || !strings.Contains(err.Error(), fmt.Sprint("max_message_size of ", pulsarwire.DefaultMaxMessageSize)) {
+				t.Fatalf("%d bytes: %v, want ErrMessageTooLarge naming the limit", most+1, err)
+			}
+			if batched && !strings.Contains(err.Error(), fmt.Sprint("the most that fits is ", most, " bytes")) {
+				t.Fatalf("batched refusal does not name the largest payload %d: %v", most, err)
+			}
+			m.Payload = make([]byte, most)
+			if _, err := c.Publish(ctx, topic, m); err != nil {
+				t.Fatalf("%d bytes, the most that fits: %v", most, err)
+			}
+		})
 	}
 }

@@ -40,7 +40,21 @@ type RetryError struct {
 }
 
 func (e *RetryError) Error() string {
-	return fmt.Sprintf("%s: gave up after %d attempts: %v", e.Op, e.Attempts, e.Err)
+	tries := "attempts"
+	if e.Attempts == 1 {
+		tries = "attempt"
+	}
+	return fmt.Sprintf("%s: gave up after %d %s: %v", e.Op, e.Attempts, tries, e.Err)
+}
+
+// RetryEvent describes an operation that failed with a retryable error
+// and will be tried again: what Options.OnRetry receives.
+type RetryEvent struct {
+	Op      string        // what is retried, e.g. "create producer for persistent://public/default/t"
+	Attempt int           // the attempt that just failed, from 1
+	Limit   int           // OperationRetries.Attempts: 0 for no limit
+	Delay   time.Duration // the wait before the next attempt
+	Err     error         // the attempt's error (the server's, when it answered)
 }
 
 // Unwrap gives ErrRetriesExhausted and the last error.
@@ -68,7 +82,7 @@ func Retryable(err error) bool {
 	}
 	var re *RetryError
 	if errors.As(err, &re) || errors.Is(err, ErrClosed) || errors.Is(err, ErrMessageTooLarge) ||
-		errors.Is(err, context.Canceled) {
+		errors.Is(err, context.Canceled) || errors.Is(err, pulsarwire.ErrHTTP) {
 		return false
 	}
 	if _, ok := pulsarwire.ServerCode(err); ok {
@@ -95,10 +109,10 @@ func Retryable(err error) bool {
 // retryable. Between tries it waits Delay. Zero fields take their
 // defaults. Cancelling ctx stops it with ctx's error.
 func (r OperationRetries) Do(ctx context.Context, name string, op func(ctx context.Context) error) error {
-	return r.withDefaults().do(ctx, name, op, nil)
+	return r.withDefaults().do(ctx, name, op, nil, nil)
 }
 
-func (r OperationRetries) do(ctx context.Context, name string, op func(ctx context.Context) error, log *slog.Logger) error {
+func (r OperationRetries) do(ctx context.Context, name string, op func(ctx context.Context) error, log *slog.Logger, onRetry func(RetryEvent)) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -127,6 +141,9 @@ func (r OperationRetries) do(ctx context.Context, name string, op func(ctx conte
 		}
 		if log != nil {
 			log.Info("retrying", "op", name, "attempt", attempt, "delay", r.Delay, "err", err)
+		}
+		if onRetry != nil {
+			onRetry(RetryEvent{Op: name, Attempt: attempt, Limit: r.Attempts, Delay: r.Delay, Err: err})
 		}
 		if timer == nil {
 			timer = time.NewTimer(r.Delay)

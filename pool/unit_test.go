@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,5 +268,24 @@ func TestLimiterUnderConcurrencyLosesNoWakeUp(t *testing.T) {
 	}
 	if l.used.Load() != 0 || l.blocked() != 0 || l.waiting.Load() != 0 || over.Load() != 0 {
 		t.Fatalf("after: used %d, blocked %d, waiting %d, over the limit %d times", l.used.Load(), l.blocked(), l.waiting.Load(), over.Load())
+	}
+}
+
+func TestCompressionNamesRoundTripAndBadOnesAreRefused(t *testing.T) {
+	for _, c := range []Compression{NoCompression, LZ4, ZLIB, ZSTD, Snappy} {
+		got, err := ParseCompression(strings.ToUpper(c.String()))
+		if err != nil || got != c {
+			t.Errorf("%s: parsed as %s, %v", c, got, err)
+		}
+		if _, err := c.wire(); err != nil {
+			t.Errorf("%s: %v", c, err)
+		}
+	}
+	if _, err := ParseCompression("brotli"); err == nil || !strings.Contains(err.Error(), "brotli") {
+		t.Errorf("brotli: %v", err)
+	}
+	_, err := New(context.Background(), Options{ServiceURL: "pulsar://127.0.0.1:1", Producer: ProducerOptions{Compression: 9}})
+	if err == nil || !strings.Contains(err.Error(), "Compression 9") {
+		t.Errorf("New with compression 9: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package pulsarwire
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -13,130 +14,69 @@ import (
 // answers with the lower of the two.
 const ProtocolVersion = 20
 
+//go:generate go run ./internal/cmdgen -o commands_gen.go
+
+// A Command describes one kind of BaseCommand, once, for everything that
+// handles commands: the codec (Wrap, Body), the client (request ids,
+// answers and refusals) and the broker (what to answer, what a command is
+// about). The table of them, commands_gen.go, is generated from the
+// protocol's descriptors by internal/cmdgen: a command's field in
+// BaseCommand is the one whose number is its type, and its ids and topic
+// are found by name.
+type Command struct {
+	Type pb.BaseCommand_Type
+	// Answer is the kind that answers this command when it succeeds
+	// (LOOKUP_RESPONSE for LOOKUP, SUCCESS for SUBSCRIBE, SEND_RECEIPT for
+	// SEND); 0 when nothing answers it.
+	Answer pb.BaseCommand_Type
+	// Failure is the kind that carries a refusal of this command: the
+	// answer itself when it has an error field (LOOKUP_RESPONSE,
+	// ACK_RESPONSE, GET_SCHEMA_RESPONSE, ...), SEND_ERROR for SEND, ERROR
+	// for any other request with a request id; 0 when it cannot be refused.
+	Failure pb.BaseCommand_Type
+	// IsAnswer is set for the kinds that answer a request (SUCCESS, ERROR,
+	// PRODUCER_SUCCESS, the *_RESPONSE kinds, ...).
+	IsAnswer bool
+
+	// Each accessor is nil when the kind's message has no such field; the
+	// functions below say what a nil one means.
+	modelled                          bool
+	requestID, consumerID, producerID func(*pb.BaseCommand) (uint64, bool)
+	topic                             func(*pb.BaseCommand) (string, bool)
+	setRequestID                      func(*pb.BaseCommand, uint64) bool
+	refusal                           func(*pb.BaseCommand, pb.ServerError, string) proto.Message
+	refused                           func(*pb.BaseCommand) error
+}
+
+// envelope holds a BaseCommand and its type in one allocation.
+type envelope struct {
+	cmd pb.BaseCommand
+	typ pb.BaseCommand_Type
+}
+
+// Describe returns the description of kind t; a kind streamrun does not
+// model (transactions, topic watchers) gets one with only Type set.
+func Describe(t pb.BaseCommand_Type) Command {
+	d := *describe(t)
+	d.Type = t
+	return d
+}
+
+// unmodelled describes every kind streamrun does not model.
+var unmodelled Command
+
+func describe(t pb.BaseCommand_Type) *Command {
+	if t >= 0 && int(t) < len(commands) && commands[t].modelled {
+		return &commands[t]
+	}
+	return &unmodelled
+}
+
 // Wrap puts one command into its BaseCommand envelope. It panics on a
 // message that is not a command, which is a programming error.
 func Wrap(m proto.Message) *pb.BaseCommand {
-	c := &pb.BaseCommand{}
-	set := func(t pb.BaseCommand_Type) { c.Type = t.Enum() }
-	switch v := m.(type) {
-	case *pb.CommandConnect:
-		set(pb.BaseCommand_CONNECT)
-		c.Connect = v
-	case *pb.CommandConnected:
-		set(pb.BaseCommand_CONNECTED)
-		c.Connected = v
-	case *pb.CommandSubscribe:
-		set(pb.BaseCommand_SUBSCRIBE)
-		c.Subscribe = v
-	case *pb.CommandProducer:
-		set(pb.BaseCommand_PRODUCER)
-		c.Producer = v
-	case *pb.CommandSend:
-		set(pb.BaseCommand_SEND)
-		c.Send = v
-	case *pb.CommandSendReceipt:
-		set(pb.BaseCommand_SEND_RECEIPT)
-		c.SendReceipt = v
-	case *pb.CommandSendError:
-		set(pb.BaseCommand_SEND_ERROR)
-		c.SendError = v
-	case *pb.CommandMessage:
-		set(pb.BaseCommand_MESSAGE)
-		c.Message = v
-	case *pb.CommandAck:
-		set(pb.BaseCommand_ACK)
-		c.Ack = v
-	case *pb.CommandFlow:
-		set(pb.BaseCommand_FLOW)
-		c.Flow = v
-	case *pb.CommandUnsubscribe:
-		set(pb.BaseCommand_UNSUBSCRIBE)
-		c.Unsubscribe = v
-	case *pb.CommandSuccess:
-		set(pb.BaseCommand_SUCCESS)
-		c.Success = v
-	case *pb.CommandError:
-		set(pb.BaseCommand_ERROR)
-		c.Error = v
-	case *pb.CommandCloseProducer:
-		set(pb.BaseCommand_CLOSE_PRODUCER)
-		c.CloseProducer = v
-	case *pb.CommandCloseConsumer:
-		set(pb.BaseCommand_CLOSE_CONSUMER)
-		c.CloseConsumer = v
-	case *pb.CommandProducerSuccess:
-		set(pb.BaseCommand_PRODUCER_SUCCESS)
-		c.ProducerSuccess = v
-	case *pb.CommandPing:
-		set(pb.BaseCommand_PING)
-		c.Ping = v
-	case *pb.CommandPong:
-		set(pb.BaseCommand_PONG)
-		c.Pong = v
-	case *pb.CommandRedeliverUnacknowledgedMessages:
-		set(pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES)
-		c.RedeliverUnacknowledgedMessages = v
-	case *pb.CommandPartitionedTopicMetadata:
-		set(pb.BaseCommand_PARTITIONED_METADATA)
-		c.PartitionMetadata = v
-	case *pb.CommandPartitionedTopicMetadataResponse:
-		set(pb.BaseCommand_PARTITIONED_METADATA_RESPONSE)
-		c.PartitionMetadataResponse = v
-	case *pb.CommandLookupTopic:
-		set(pb.BaseCommand_LOOKUP)
-		c.LookupTopic = v
-	case *pb.CommandLookupTopicResponse:
-		set(pb.BaseCommand_LOOKUP_RESPONSE)
-		c.LookupTopicResponse = v
-	case *pb.CommandConsumerStats:
-		set(pb.BaseCommand_CONSUMER_STATS)
-		c.ConsumerStats = v
-	case *pb.CommandConsumerStatsResponse:
-		set(pb.BaseCommand_CONSUMER_STATS_RESPONSE)
-		c.ConsumerStatsResponse = v
-	case *pb.CommandReachedEndOfTopic:
-		set(pb.BaseCommand_REACHED_END_OF_TOPIC)
-		c.ReachedEndOfTopic = v
-	case *pb.CommandSeek:
-		set(pb.BaseCommand_SEEK)
-		c.Seek = v
-	case *pb.CommandGetLastMessageId:
-		set(pb.BaseCommand_GET_LAST_MESSAGE_ID)
-		c.GetLastMessageId = v
-	case *pb.CommandGetLastMessageIdResponse:
-		set(pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE)
-		c.GetLastMessageIdResponse = v
-	case *pb.CommandActiveConsumerChange:
-		set(pb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
-		c.ActiveConsumerChange = v
-	case *pb.CommandGetTopicsOfNamespace:
-		set(pb.BaseCommand_GET_TOPICS_OF_NAMESPACE)
-		c.GetTopicsOfNamespace = v
-	case *pb.CommandGetTopicsOfNamespaceResponse:
-		set(pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE)
-		c.GetTopicsOfNamespaceResponse = v
-	case *pb.CommandGetSchema:
-		set(pb.BaseCommand_GET_SCHEMA)
-		c.GetSchema = v
-	case *pb.CommandGetSchemaResponse:
-		set(pb.BaseCommand_GET_SCHEMA_RESPONSE)
-		c.GetSchemaResponse = v
-	case *pb.CommandAuthChallenge:
-		set(pb.BaseCommand_AUTH_CHALLENGE)
-		c.AuthChallenge = v
-	case *pb.CommandAuthResponse:
-		set(pb.BaseCommand_AUTH_RESPONSE)
-		c.AuthResponse = v
-	case *pb.CommandAckResponse:
-		set(pb.BaseCommand_ACK_RESPONSE)
-		c.AckResponse = v
-	case *pb.CommandGetOrCreateSchema:
-		set(pb.BaseCommand_GET_OR_CREATE_SCHEMA)
-		c.GetOrCreateSchema = v
-	case *pb.CommandGetOrCreateSchemaResponse:
-		set(pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE)
-		c.GetOrCreateSchemaResponse = v
-	default:
+	c, ok := wrap(m)
+	if !ok {
 		panic(fmt.Sprintf("pulsarwire.Wrap: %T is not a command", m))
 	}
 	return c
@@ -146,89 +86,123 @@ func Wrap(m proto.Message) *pb.BaseCommand {
 // nil when that field is missing (a malformed frame) or the type is one
 // this package leaves out.
 func Body(c *pb.BaseCommand) proto.Message {
-	var m proto.Message
-	switch c.GetType() {
-	case pb.BaseCommand_CONNECT:
-		m = c.Connect
-	case pb.BaseCommand_CONNECTED:
-		m = c.Connected
-	case pb.BaseCommand_SUBSCRIBE:
-		m = c.Subscribe
-	case pb.BaseCommand_PRODUCER:
-		m = c.Producer
-	case pb.BaseCommand_SEND:
-		m = c.Send
-	case pb.BaseCommand_SEND_RECEIPT:
-		m = c.SendReceipt
-	case pb.BaseCommand_SEND_ERROR:
-		m = c.SendError
-	case pb.BaseCommand_MESSAGE:
-		m = c.Message
-	case pb.BaseCommand_ACK:
-		m = c.Ack
-	case pb.BaseCommand_FLOW:
-		m = c.Flow
-	case pb.BaseCommand_UNSUBSCRIBE:
-		m = c.Unsubscribe
-	case pb.BaseCommand_SUCCESS:
-		m = c.Success
-	case pb.BaseCommand_ERROR:
-		m = c.Error
-	case pb.BaseCommand_CLOSE_PRODUCER:
-		m = c.CloseProducer
-	case pb.BaseCommand_CLOSE_CONSUMER:
-		m = c.CloseConsumer
-	case pb.BaseCommand_PRODUCER_SUCCESS:
-		m = c.ProducerSuccess
-	case pb.BaseCommand_PING:
-		m = c.Ping
-	case pb.BaseCommand_PONG:
-		m = c.Pong
-	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
-		m = c.RedeliverUnacknowledgedMessages
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		m = c.PartitionMetadata
-	case pb.BaseCommand_PARTITIONED_METADATA_RESPONSE:
-		m = c.PartitionMetadataResponse
-	case pb.BaseCommand_LOOKUP:
-		m = c.LookupTopic
-	case pb.BaseCommand_LOOKUP_RESPONSE:
-		m = c.LookupTopicResponse
-	case pb.BaseCommand_CONSUMER_STATS:
-		m = c.ConsumerStats
-	case pb.BaseCommand_CONSUMER_STATS_RESPONSE:
-		m = c.ConsumerStatsResponse
-	case pb.BaseCommand_REACHED_END_OF_TOPIC:
-		m = c.ReachedEndOfTopic
-	case pb.BaseCommand_SEEK:
-		m = c.Seek
-	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
-		m = c.GetLastMessageId
-	case pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE:
-		m = c.GetLastMessageIdResponse
-	case pb.BaseCommand_ACTIVE_CONSUMER_CHANGE:
-		m = c.ActiveConsumerChange
-	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
-		m = c.GetTopicsOfNamespace
-	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE:
-		m = c.GetTopicsOfNamespaceResponse
-	case pb.BaseCommand_GET_SCHEMA:
-		m = c.GetSchema
-	case pb.BaseCommand_GET_SCHEMA_RESPONSE:
-		m = c.GetSchemaResponse
-	case pb.BaseCommand_AUTH_CHALLENGE:
-		m = c.AuthChallenge
-	case pb.BaseCommand_AUTH_RESPONSE:
-		m = c.AuthResponse
-	case pb.BaseCommand_ACK_RESPONSE:
-		m = c.AckResponse
-	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
-		m = c.GetOrCreateSchema
-	case pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE:
-		m = c.GetOrCreateSchemaResponse
+	return bodyOf(c)
+}
+
+// RequestID returns the request id c carries: set in its body, or, for a
+// kind this package does not model, field 1 of its body (where every such
+// command keeps its request id), read from the unknown fields. False when
+// it carries none.
+func RequestID(c *pb.BaseCommand) (uint64, bool) {
+	d := describe(c.GetType())
+	if !d.modelled {
+		return unknownRequestID(c)
 	}
-	if m == nil || !m.ProtoReflect().IsValid() {
-		return nil
+	if d.requestID == nil {
+		return 0, false
 	}
-	return m
+	return d.requestID(c)
+}
+
+// SetRequestID puts id into the request inside c; false when c is not a
+// request that carries one.
+func SetRequestID(c *pb.BaseCommand, id uint64) bool {
+	d := describe(c.GetType())
+	return d.setRequestID != nil && d.setRequestID(c, id)
+}
+
+// ConsumerID and ProducerID return the consumer or producer id c's body
+// carries; false when it carries none.
+func ConsumerID(c *pb.BaseCommand) (uint64, bool) {
+	if d := describe(c.GetType()); d.consumerID != nil {
+		return d.consumerID(c)
+	}
+	return 0, false
+}
+
+func ProducerID(c *pb.BaseCommand) (uint64, bool) {
+	if d := describe(c.GetType()); d.producerID != nil {
+		return d.producerID(c)
+	}
+	return 0, false
+}
+
+// TopicOf returns the topic named in c's body, as written there (not made a
+// full name); false when it names none.
+func TopicOf(c *pb.BaseCommand) (string, bool) {
+	if d := describe(c.GetType()); d.topic != nil {
+		return d.topic(c)
+	}
+	return "", false
+}
+
+// Refusal returns the body of the answer that refuses request c with code
+// and msg, in the shape the client waits for (c's Failure kind, with the
+// ids it refers to): nil when c cannot be refused, or does not carry the
+// request id its refusal needs (an ACK without one). For a kind this
+// package does not model, it is an ERROR when c carries a request id.
+func Refusal(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+	d := describe(c.GetType())
+	if d.refusal != nil {
+		return d.refusal(c, code, msg)
+	}
+	if !d.modelled {
+		if rid, ok := unknownRequestID(c); ok {
+			return &pb.CommandError{RequestId: proto.Uint64(rid), Error: code.Enum(), Message: proto.String(msg)}
+		}
+	}
+	return nil
+}
+
+// Refused returns the server's refusal an answer carries, as a
+// *ServerError, or nil: an ERROR, or an answer whose error field is set
+// or whose response is Failed.
+func Refused(c *pb.BaseCommand) error {
+	if d := describe(c.GetType()); d.refused != nil {
+		return d.refused(c)
+	}
+	return nil
+}
+
+// unknownRequestID digs field 1 (a varint) out of the unknown field whose
+// number is the command's type, where the unmodelled commands live.
+func unknownRequestID(cmd *pb.BaseCommand) (uint64, bool) {
+	raw := cmd.ProtoReflect().GetUnknown()
+	want := protowire.Number(cmd.GetType())
+	for len(raw) > 0 {
+		num, typ, l := protowire.ConsumeTag(raw)
+		if l < 0 {
+			return 0, false
+		}
+		raw = raw[l:]
+		if num == want && typ == protowire.BytesType {
+			body, l := protowire.ConsumeBytes(raw)
+			if l < 0 {
+				return 0, false
+			}
+			for len(body) > 0 {
+				n, t, l := protowire.ConsumeTag(body)
+				if l < 0 {
+					return 0, false
+				}
+				body = body[l:]
+				if n == 1 && t == protowire.VarintType {
+					v, l := protowire.ConsumeVarint(body)
+					return v, l >= 0
+				}
+				l = protowire.ConsumeFieldValue(n, t, body)
+				if l < 0 {
+					return 0, false
+				}
+				body = body[l:]
+			}
+			return 0, false
+		}
+		l = protowire.ConsumeFieldValue(num, typ, raw)
+		if l < 0 {
+			return 0, false
+		}
+		raw = raw[l:]
+	}
+	return 0, false
 }

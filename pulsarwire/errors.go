@@ -25,6 +25,9 @@ var (
 	ErrConnectionClosed = errors.New("pulsarwire: connection closed")
 	// ErrTimeout: the peer did not answer in time. Retryable.
 	ErrTimeout = errors.New("pulsarwire: timed out")
+	// ErrHTTP: the peer answered in HTTP, so the address is a web or admin
+	// port, not a Pulsar service port. Final: it will not change.
+	ErrHTTP = errors.New("this looks like HTTP; the admin API is not the service URL")
 )
 
 // ServerError is an error the broker answered with, keeping its code.

@@ -39,6 +39,10 @@ func (r *Reader) Next() (Frame, error) {
 		return Frame{}, err
 	}
 	total := int(binary.BigEndian.Uint32(r.hdr[:4]))
+	if string(r.hdr[:4]) == "HTTP" {
+		// An HTTP status line ("HTTP/1.1 400 ..."), read as a frame size.
+		return Frame{}, ErrHTTP
+	}
 	if total > r.max {
 		return Frame{}, fmt.Errorf("frame of %d bytes, limit %d: %w", total, r.max, ErrFrameTooLarge)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -89,33 +88,10 @@ func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
 	h.pipes = pipes
 	h.mu.Unlock()
 
-	var (
-		dirOnce sync.Once
-		dir     string
-		dirErr  error
-		tmpDir  bool
-	)
-	workDir := func() (string, error) {
-		dirOnce.Do(func() {
-			if dir = h.opts.WorkDir; dir != "" {
-				dirErr = os.MkdirAll(dir, 0o755)
-				return
-			}
-			dir, dirErr = os.MkdirTemp("", "streamrun-handlers-")
-			tmpDir = dirErr == nil
-		})
-		return dir, dirErr
-	}
-	defer func() {
-		if tmpDir {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-
 	// Start every pipeline before any runs, so that a mistake in the last
 	// one stops the host before the first has taken a message.
 	for i, p := range pipes {
-		if err := p.open(ctx, workDir); err != nil {
+		if err := p.open(ctx); err != nil {
 			h.stopAll(pipes[:i+1])
 			if ctx.Err() != nil {
 				return nil // stopped while starting: not a failure
@@ -125,7 +101,7 @@ func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
 			return p.err()
 		}
 	}
-	lv := &live{ctx: ctx, workDir: workDir, failed: make(chan *pipeline)}
+	lv := &live{ctx: ctx, failed: make(chan *pipeline)}
 	defer lv.watchers.Wait()
 	for _, p := range pipes {
 		p.run()

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -110,19 +107,3 @@ func (l *localInstance) Pid() int { return 0 }
 func (l *localInstance) Exited() <-chan struct{} { return nil }
 
 func (l *localInstance) ExitStatus() string { return "" }
-
-// buildPackage builds Go package pkg into dir with "go build" and returns
-// the binary's path.
-func buildPackage(ctx context.Context, pkg, dir, name string) (string, error) {
-	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-	cmd.Env = os.Environ()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		msg := string(b)
-		if len(msg) > 4000 {
-			msg = msg[:4000] + "..."
-		}
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
-	}
-	return out, nil
-}

@@ -47,9 +47,9 @@ type Options struct {
 	// hangs stalls its instance. Default none.
 	LocalHandlers map[string]func() plugin.Handler
 
-	// WorkDir is where handlers given as a Go package are built. Default:
-	// a temporary directory, removed when Run returns.
-	WorkDir string
+	// Build says where handlers given as a Go package are built and
+	// cached (see BuildHandler). Default: BuildOptions' defaults.
+	Build BuildOptions
 
 	// Hooks are told what the host does, for metrics.
 	Hooks Hooks
@@ -174,4 +174,8 @@ type Hooks struct {
 	BatchDone func(pipeline string, size int, took time.Duration)
 	// Restarted: an instance's plugin was restarted after cause.
 	Restarted func(pipeline string, instance int, cause error)
+	// Output: an output the handler asked for was published to topic (as
+	// the handler named it) and has its receipt (err == nil), or failed.
+	// It is called before the input it came from is acknowledged.
+	Output func(pipeline, topic string, err error)
 }

@@ -140,7 +140,7 @@ func (p *pipeline) layout() {
 
 // prepare resolves the handler: the binary its instances run (built
 // first when it is a Go package) and how to start one.
-func (p *pipeline) prepare(ctx context.Context, workDir func() (string, error)) error {
+func (p *pipeline) prepare(ctx context.Context) error {
 	cfg := &p.cfg
 	var config []byte
 	if len(cfg.Handler.Config) > 0 {
@@ -165,21 +165,16 @@ func (p *pipeline) prepare(ctx context.Context, workDir func() (string, error)) 
 		p.start = pluginStarter(p.h, cfg, cfg.Handler.Plugin, config, p.log)
 		p.binary = id
 	default:
-		dir, err := workDir()
+		bo := p.h.opts.Build
+		if bo.Logger == nil {
+			bo.Logger = p.log
+		}
+		b, err := BuildHandler(ctx, cfg.Handler.Package, bo)
 		if err != nil {
 			return err
 		}
-		p.log.Info("building the handler", "package", cfg.Handler.Package)
-		path, err := buildPackage(ctx, cfg.Handler.Package, dir, p.buildName())
-		if err != nil {
-			return err
-		}
-		id, err := identify(path)
-		if err != nil {
-			return err
-		}
-		p.start = pluginStarter(p.h, cfg, path, config, p.log)
-		p.binary = id
+		p.start = pluginStarter(p.h, cfg, b.Path, config, p.log)
+		p.binary = handlerID{path: b.Path, hash: b.Hash}
 	}
 
 	return nil
@@ -229,8 +224,8 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 // open prepares the handler, opens the output producers, starts every
 // instance and subscribes, in that order, so that nothing is received
 // before the handler can take it.
-func (p *pipeline) open(ctx context.Context, workDir func() (string, error)) error {
-	if err := p.prepare(ctx, workDir); err != nil {
+func (p *pipeline) open(ctx context.Context) error {
+	if err := p.prepare(ctx); err != nil {
 		return err
 	}
 	if err := p.openOutputs(ctx); err != nil {

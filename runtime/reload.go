@@ -10,10 +10,8 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/pipelines"
@@ -27,8 +25,7 @@ import (
 // live is what Reload needs of a running host.
 type live struct {
 	ctx      context.Context // Run's: a drain under way ends with it
-	workDir  func() (string, error)
-	failed   chan *pipeline // a running pipeline failed for good
+	failed   chan *pipeline  // a running pipeline failed for good
 	watchers sync.WaitGroup
 }
 
@@ -66,15 +63,6 @@ func identify(path string) (handlerID, error) {
 		return handlerID{}, fmt.Errorf("handler binary %s: %w", path, err)
 	}
 	return handlerID{path: path, hash: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// builds numbers the binaries built from Go packages, so that a rebuild
-// never writes over a binary that instances still run.
-var builds atomic.Int64
-
-// buildName is the file name of the pipeline's next build.
-func (p *pipeline) buildName() string {
-	return p.name + "." + strconv.FormatInt(builds.Add(1), 10)
 }
 
 // change is what differs between a running pipeline and its new
@@ -221,13 +209,13 @@ func (h *Host) plan(ctx context.Context, lv *live, current []*pipeline, ps []pip
 		to := newPipeline(h, cfg)
 		if !ok {
 			pl.added = append(pl.added, to)
-			if err := to.open(ctx, lv.workDir); err != nil {
+			if err := to.open(ctx); err != nil {
 				return pl, fmt.Errorf("pipeline %s: %w", to.name, err)
 			}
 			pl.next = append(pl.next, to)
 			continue
 		}
-		if err := to.prepare(ctx, lv.workDir); err != nil {
+		if err := to.prepare(ctx); err != nil {
 			return pl, fmt.Errorf("pipeline %s: %w", to.name, err)
 		}
 		what := diff(old.applied, to.cfg, old.binary, to.binary)

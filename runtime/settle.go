@@ -41,7 +41,15 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 			done := func(_ pulsarwire.MessageID, err error) { p.receipt(it, err) }
 			for j := range r.Outputs {
 				o := &r.Outputs[j]
-				p.client.PublishAsync(p.hard, o.Topic, p.outputMessage(it, o), done)
+				cb := done
+				if f := p.h.opts.Hooks.Output; f != nil {
+					topic := o.Topic
+					cb = func(_ pulsarwire.MessageID, err error) {
+						f(p.name, topic, err)
+						p.receipt(it, err)
+					}
+				}
+				p.client.PublishAsync(p.hard, o.Topic, p.outputMessage(it, o), cb)
 			}
 		case plugin.OutcomeRetry:
 			p.retry(it, r.RetryDelay, r.Reason)

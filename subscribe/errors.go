@@ -3,6 +3,7 @@ package subscribe
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var (
@@ -34,7 +35,12 @@ type SubscribeError struct {
 }
 
 func (e *SubscribeError) Error() string {
-	return fmt.Sprintf("subscribe %s to %s: %v", e.Subscription, e.Topic, e.Err)
+	what := fmt.Sprintf("subscribe %s to %s", e.Subscription, e.Topic)
+	// The retry loop names the operation the same way: say it once.
+	if msg := e.Err.Error(); strings.HasPrefix(msg, what+": ") {
+		return msg
+	}
+	return what + ": " + e.Err.Error()
 }
 
 func (e *SubscribeError) Unwrap() error { return e.Err }

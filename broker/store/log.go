@@ -188,6 +188,18 @@ func (l *Log) Next() uint64 {
 	return l.visible
 }
 
+// Size returns the bytes the log's segments hold: its entries with their
+// record and segment headers.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, sg := range l.segs {
+		n += sg.size
+	}
+	return n
+}
+
 // First returns the oldest readable id: Next() for an empty log.
 func (l *Log) First() uint64 {
 	l.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,9 +26,28 @@ func defaultDataDir() string {
 	return filepath.Join(dir, "streamrun", "broker")
 }
 
+const brokerHelp = `Usage: streamrun broker [flags]
+
+Runs the embedded Apache Pulsar broker until SIGINT or SIGTERM. When it accepts
+connections it prints one line to stdout:
+  streamrun broker ready service_url=pulsar://127.0.0.1:6650 admin_url=http://127.0.0.1:8080 brokers=1 ...
+(admin_url only when the admin API is on: --http - turns it off).
+
+Data goes to --data, or with neither --data nor --memory to
+  %s
+
+Clients in other containers or hosts: listen on all interfaces and advertise
+a name they can reach, since lookups answer with the advertised host:
+  streamrun broker --listen 0.0.0.0:6650 --http 0.0.0.0:8080 --advertised-host broker.example
+
+Waits: none; it runs until interrupted. Exit status: 0 stopped by SIGINT or
+SIGTERM, 1 failed (a port in use, a data directory it cannot use), 2 bad flags.
+`
+
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("broker", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun broker", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var lf logFlags
 	var (
 		listen    = fs.String("listen", "127.0.0.1:6650", "address of broker 0's Pulsar port (broker i: port+i; port 0: free ports)")
 		httpAddr  = fs.String("http", "127.0.0.1:8080", `address of the admin REST API ("-": off)`)
@@ -40,62 +60,40 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tlsListen = fs.String("tls-listen", "127.0.0.1:6651", "address of broker 0's TLS port, with --tls-cert")
 		tokens    = fs.StringArray("token", nil, "a valid auth token (repeatable); any token flag turns token authentication on")
 		tokenFile = fs.String("token-file", "", "file of valid auth tokens, one per line")
-		logFormat = fs.String("log-format", "text", "log format: text or json")
-		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
-		advHost   = fs.String("advertised-host", "", "host put in service URLs (default: the listen host, or 127.0.0.1)")
+		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
+		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
 	)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: streamrun broker [flags]\n\n"+
-			"Runs the embedded Apache Pulsar broker until SIGINT or SIGTERM. When it accepts\n"+
-			"connections it prints one line to stdout:\n"+
-			"  streamrun broker ready service_url=pulsar://127.0.0.1:6650 admin_url=http://127.0.0.1:8080 brokers=1 ...\n\n"+
-			"Data goes to --data, or with neither --data nor --memory to\n  %s\n\nFlags:\n", defaultDataDir())
-		fs.PrintDefaults()
+	lf.register(fs, "log at debug level (same as --log-level debug)")
+	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "streamrun broker: %v\n", err)
-		fs.Usage()
-		return 2
+	if err := checkBrokerFlags(fs); err != nil {
+		return cmd.fail(err)
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "streamrun broker: "+format+"\n", a...)
-		fs.Usage()
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	if *brokers < 1 || *brokers > 64 {
-		return bad("--brokers must be between 1 and 64, got %d", *brokers)
-	}
-	if *memory && *dataDir != "" {
-		return bad("--memory and --data exclude each other")
-	}
-	if (*tlsCert == "") != (*tlsKey == "") {
-		return bad("--tls-cert and --tls-key go together")
+	switch {
+	case *brokers < 1 || *brokers > 64:
+		return cmd.fail(usagef("--brokers must be between 1 and 64, got %d", *brokers))
+	case *memory && *dataDir != "":
+		return cmd.fail(usagef("--memory and --data exclude each other"))
+	case (*tlsCert == "") != (*tlsKey == ""):
+		return cmd.fail(usagef("--tls-cert and --tls-key go together"))
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return bad("--log-level %q: want debug, info, warn or error", *logLevel)
+		return cmd.fail(usagef("--log-level %q: want debug, info, warn or error", *logLevel))
 	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var logger *slog.Logger
-	switch *logFormat {
-	case "text":
-		logger = slog.New(slog.NewTextHandler(stderr, hopts))
-	case "json":
-		logger = slog.New(slog.NewJSONHandler(stderr, hopts))
-	default:
-		return bad("--log-format %q: want text or json", *logFormat)
+	if lf.verbose {
+		level = slog.LevelDebug
+	}
+	logger, err := lf.logger(stderr, level)
+	if err != nil {
+		return cmd.fail(err)
 	}
 	toks := append([]string(nil), *tokens...)
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
-			return bad("--token-file: %v", err)
+			return cmd.fail(usagef("--token-file: %v", err))
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
@@ -103,7 +101,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 		}
 		if len(toks) == 0 {
-			return bad("--token-file %s holds no token", *tokenFile)
+			return cmd.fail(usagef("--token-file %s holds no token", *tokenFile))
 		}
 	}
 	opts := broker.Options{
@@ -127,16 +125,53 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			fmt.Fprintf(stderr, "streamrun broker: data directory: %v\n", err)
-			return 1
+			return cmd.fail(fmt.Errorf("data directory: %w", err))
 		}
 	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "streamrun broker: %v\n", err)
-		return 1
+		if interrupted(ctx) {
+			return cmd.fail(errors.New(interruptedMsg))
+		}
+		return cmd.fail(err)
 	}
-	line := fmt.Sprintf("streamrun broker ready service_url=%s admin_url=%s brokers=%d", c.ServiceURL(), c.AdminURL(), *brokers)
+	fmt.Fprintln(stdout, readyLine(c, opts))
+	<-ctx.Done()
+	cmd.interrupted()
+	if err := c.Close(); err != nil {
+		return cmd.fail(err)
+	}
+	return exitOK
+}
+
+// checkBrokerFlags checks the addresses and arguments before anything
+// listens.
+func checkBrokerFlags(fs *pflag.FlagSet) error {
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	for _, name := range []string{"listen", "tls-listen", "http"} {
+		v, _ := fs.GetString(name)
+		if name == "http" && v == "-" {
+			continue
+		}
+		if err := checkListen("--"+name, v); err != nil {
+			return err
+		}
+	}
+	if h, _ := fs.GetString("advertised-host"); strings.ContainsAny(h, ":/ ") && net.ParseIP(h) == nil {
+		return usagef("--advertised-host %q: want a host name or IP address, without a port", h)
+	}
+	return nil
+}
+
+// readyLine is the one line printed once the broker accepts connections.
+func readyLine(c *broker.Cluster, opts broker.Options) string {
+	line := "streamrun broker ready service_url=" + c.ServiceURL()
+	if u := c.AdminURL(); u != "" {
+		line += " admin_url=" + u
+	}
+	line += fmt.Sprintf(" brokers=%d", opts.Brokers)
 	if u := c.ServiceURLTLS(); u != "" {
 		line += " service_url_tls=" + u
 	}
@@ -145,12 +180,5 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		line += " data=" + opts.DataDir
 	}
-	fmt.Fprintln(stdout, line)
-	<-ctx.Done()
-	logger.Info("stopping broker")
-	if err := c.Close(); err != nil {
-		fmt.Fprintf(stderr, "streamrun broker: %v\n", err)
-		return 1
-	}
-	return 0
+	return line
 }

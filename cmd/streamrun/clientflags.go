@@ -3,28 +3,47 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // clientFlags are the flags of every command that talks to a broker as a
-// client (produce, consume): where it is and how to authenticate.
+// client (produce, consume): where it is, how to authenticate, and what
+// bounds its waits.
 type clientFlags struct {
-	url         string
-	token       string
-	tlsCA       string
-	tlsCert     string
-	tlsKey      string
-	tlsSkipHost bool
-	tlsInsecure bool
-	retries     int
+	url            string
+	token          string
+	tlsCA          string
+	tlsCert        string
+	tlsKey         string
+	tlsSkipHost    bool
+	tlsInsecure    bool
+	retries        int
+	connectTimeout time.Duration
 }
 
-// register adds the flags to fs; retriesHelp says what retrying means for
-// the command.
-func (f *clientFlags) register(fs *pflag.FlagSet, retriesHelp string) {
+// waitsHelp is the paragraph of a client command's help that says which
+// flag bounds which wait.
+const waitsHelp = `Waits and what bounds them:
+  connecting to --url         --connect-timeout (and --retries)
+  a broker refusing "not now" --retries (0: try again every 5 s until interrupted)
+    (looking up a topic, creating a producer, subscribing to an Exclusive
+    subscription in use, a broker another host name was advertised for)
+  closing at the end          --close-timeout
+Each retry prints one line at the default log level: what failed, why, and
+when the next attempt is.
+`
+
+// register adds the flags to fs.
+func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "url", pool.DefaultServiceURL, "service URL: pulsar://host:port, pulsar+ssl://host:port, or a comma list of hosts")
 	fs.StringVar(&f.token, "token", "", `auth token: the token, "file:PATH" or "env:VAR"`)
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for pulsar+ssl:// (default: the system's)")
@@ -32,16 +51,24 @@ func (f *clientFlags) register(fs *pflag.FlagSet, retriesHelp string) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of the client certificate")
 	fs.BoolVar(&f.tlsSkipHost, "tls-skip-hostname-verification", false, "accept a trusted certificate issued for another host name")
 	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "accept any certificate (tests only)")
-	fs.IntVar(&f.retries, "retries", 0, retriesHelp)
+	fs.IntVar(&f.retries, "retries", 0, `attempts for an operation the broker refuses "for now" (0: no limit, 5 s apart)`)
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "how long connecting to --url may take, retries included")
 }
 
-// options checks the flags and returns the client options they set.
-func (f *clientFlags) options() (pool.Options, error) {
+// options checks the flags and returns the client options they set; its
+// errors are usage errors. log receives the client's own events; the
+// retry lines go to notice.
+func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
 	switch {
 	case f.retries < 0:
-		return pool.Options{}, fmt.Errorf("--retries must not be negative, got %d", f.retries)
+		return pool.Options{}, usagef("--retries must not be negative, got %d", f.retries)
+	case f.connectTimeout <= 0:
+		return pool.Options{}, usagef("--connect-timeout must be positive, got %s", f.connectTimeout)
 	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return pool.Options{}, errors.New("--tls-cert and --tls-key go together")
+		return pool.Options{}, usagef("--tls-cert and --tls-key go together")
+	}
+	if err := checkServiceURL(f.url); err != nil {
+		return pool.Options{}, usagef("--url %q: %v", f.url, err)
 	}
 	return pool.Options{
 		ServiceURL: f.url,
@@ -51,5 +78,94 @@ func (f *clientFlags) options() (pool.Options, error) {
 			SkipHostnameVerification: f.tlsSkipHost, InsecureSkipVerify: f.tlsInsecure,
 		},
 		OperationRetries: pool.OperationRetries{Attempts: f.retries},
+		Logger:           log,
+		OnRetry:          retryNotice(notice, f.url),
 	}, nil
+}
+
+// checkServiceURL checks the shape of a service URL before anything is
+// dialed: pulsar:// or pulsar+ssl://, then host[:port] entries.
+func checkServiceURL(u string) error {
+	scheme, rest, ok := strings.Cut(u, "://")
+	switch {
+	case !ok:
+		return fmt.Errorf("want pulsar://host:port or pulsar+ssl://host:port")
+	case scheme == "http" || scheme == "https":
+		return fmt.Errorf("%v (the service URL is pulsar://host:6650, usually)", pulsarwire.ErrHTTP)
+	case scheme != "pulsar" && scheme != "pulsar+ssl":
+		return fmt.Errorf("scheme %q: want pulsar:// or pulsar+ssl://", scheme)
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if rest == "" {
+		return fmt.Errorf("no host")
+	}
+	for _, h := range strings.Split(rest, ",") {
+		if strings.ContainsAny(h, "/?#@ ") {
+			return fmt.Errorf("host %q: want host or host:port", h)
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, ""
+		}
+		if host == "" {
+			return fmt.Errorf("host %q: no host name", h)
+		}
+		if port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("host %q: port %q is not a number from 1 to 65535", h, port)
+			}
+		}
+	}
+	return nil
+}
+
+// checkListen checks a listen address host:port (port 0: a free port).
+func checkListen(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: want host:port, e.g. 127.0.0.1:6650 (port 0: a free port)", flag, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return usagef("%s %q: port %q is not a number from 0 to 65535", flag, addr, port)
+	}
+	return nil
+}
+
+// retryNotice returns the pool's OnRetry callback for a command: one line
+// per retry at the default level, saying what failed, why, when the next
+// attempt is, and that --retries bounds it.
+func retryNotice(log *slog.Logger, serviceURL string) func(pool.RetryEvent) {
+	if log == nil {
+		return nil
+	}
+	return func(e pool.RetryEvent) {
+		of := "no limit; --retries N bounds them"
+		if e.Limit > 0 {
+			of = fmt.Sprintf("%d of %d, set by --retries", e.Attempt, e.Limit)
+		}
+		why := e.Err.Error()
+		if addr := advertisedElsewhere(e.Err, serviceURL); addr != "" {
+			why += fmt.Sprintf(" (the broker names %s for this topic, and this client cannot reach it: "+
+				"the broker's --advertised-host, or Apache Pulsar's advertisedAddress, must be a host clients reach)", addr)
+		}
+		log.Info(fmt.Sprintf("%s: attempt %d failed: %s; next attempt in %s (attempts: %s)", e.Op, e.Attempt, why, e.Delay, of),
+			"attempt", e.Attempt, "limit", e.Limit, "next_in", e.Delay.String())
+	}
+}
+
+// advertisedElsewhere returns the address a failed connection was for,
+// when it is not one of the service URL's: a broker address from a
+// lookup answer.
+func advertisedElsewhere(err error, serviceURL string) string {
+	var ce *pool.ConnectError
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	_, hosts, _ := strings.Cut(serviceURL, "://")
+	for _, h := range strings.Split(strings.TrimSuffix(hosts, "/"), ",") {
+		if h == ce.Addr || strings.HasPrefix(ce.Addr, h+":") {
+			return ""
+		}
+	}
+	return ce.Addr
 }

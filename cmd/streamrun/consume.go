@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -24,6 +22,7 @@ import (
 // consumeFlags are the flags of `streamrun consume`.
 type consumeFlags struct {
 	clientFlags
+	logFlags
 	topics        []string
 	pattern       string
 	subscription  string
@@ -34,14 +33,28 @@ type consumeFlags struct {
 	receiverQueue int
 	noAck         bool
 	closeTimeout  time.Duration
-	verbose       bool
 }
 
+const consumeHelp = `Usage: streamrun consume (--topic TOPIC... | --pattern REGEXP) --subscription NAME [flags]
+
+Receives messages and prints one line per message to stdout, acknowledging
+each once printed. Works against the embedded broker (` + "`streamrun broker`" + `) and
+Apache Pulsar alike; --url defaults to ` + pool.DefaultServiceURL + `, where both
+listen by default. Once subscribed it says so on stderr ("subscribed to T as S
+(Exclusive), waiting for messages"); at the end a summary (count, rate, last
+message id) goes to stderr, so stdout holds messages only.
+
+` + waitsHelp + `  waiting for messages       --count (or an interrupt)
+
+Exit status: 0 done (--count reached, or interrupted), 1 failed, 2 bad flags.
+`
+
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("consume", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun consume", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f consumeFlags
-	f.clientFlags.register(fs, `attempts for an operation the broker refuses "for now", such as subscribing to an Exclusive subscription in use (0: no limit, 5 s apart)`)
+	f.clientFlags.register(fs)
+	f.logFlags.register(fs, "also log connections, lookups and reconnections")
 	fs.StringArrayVarP(&f.topics, "topic", "t", nil, "topic to consume (repeatable): name, tenant/ns/name or persistent://tenant/ns/name")
 	fs.StringVar(&f.pattern, "pattern", "", `regular expression over full topic names of one namespace, e.g. "persistent://public/default/orders-.*" (instead of --topic)`)
 	fs.StringVarP(&f.subscription, "subscription", "s", "", "subscription name (required)")
@@ -51,67 +64,49 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVarP(&f.output, "output", "o", "text", "text or json: one line per message with its id, key, properties and payload")
 	fs.IntVar(&f.receiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
 	fs.BoolVar(&f.noAck, "no-ack", false, "do not acknowledge what is printed (it is delivered again to the subscription)")
-	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long connecting may take, and closing at the end")
-	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log connections, retries and reconnections to stderr")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: streamrun consume (--topic TOPIC... | --pattern REGEXP) --subscription NAME [flags]\n\n"+
-			"Receives messages and prints one line per message to stdout, acknowledging\n"+
-			"each once printed. Works against the embedded broker (`streamrun broker`) and\n"+
-			"Apache Pulsar alike; --url defaults to %s, where both listen\n"+
-			"by default. Exit status: 0 done (--count reached, or interrupted), 1 failed,\n"+
-			"2 bad flags.\n\nFlags:\n", pool.DefaultServiceURL)
-		fs.PrintDefaults()
+	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
+	if code, done := cmd.parse(fs, args, consumeHelp); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "streamrun consume: %v\n", err)
-		fs.Usage()
-		return 2
-	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "streamrun consume: "+format+"\n", a...)
-		fmt.Fprintln(stderr, "Run 'streamrun consume --help' for the flags.")
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if err := noArgs(fs); err != nil {
+		return cmd.fail(err)
 	}
 	po, so, err := f.options(stderr)
 	if err != nil {
-		return bad("%v", err)
+		return cmd.fail(err)
 	}
-	return consume(ctx, f, po, so, stdout, stderr)
+	return consume(ctx, cmd, f, po, so)
 }
 
 // options checks the flags and turns them into client and consumer
-// options.
+// options. Its errors are usage errors.
 func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Options, error) {
 	var po pool.Options
 	var so subscribe.Options
 	switch {
 	case len(f.topics) == 0 && f.pattern == "":
-		return po, so, errors.New("give --topic (repeatable) or --pattern")
+		return po, so, usagef("give --topic (repeatable) or --pattern")
 	case len(f.topics) > 0 && f.pattern != "":
-		return po, so, errors.New("--topic and --pattern exclude each other")
+		return po, so, usagef("--topic and --pattern exclude each other")
 	case f.subscription == "":
-		return po, so, errors.New("--subscription is required")
+		return po, so, usagef("--subscription is required")
 	case f.count < 0:
-		return po, so, fmt.Errorf("--count must not be negative, got %d", f.count)
+		return po, so, usagef("--count must not be negative, got %d", f.count)
 	case f.receiverQueue < 1:
-		return po, so, fmt.Errorf("--receiver-queue must be at least 1, got %d", f.receiverQueue)
+		return po, so, usagef("--receiver-queue must be at least 1, got %d", f.receiverQueue)
 	case f.output != "text" && f.output != "json":
-		return po, so, fmt.Errorf("--output %q: want text or json", f.output)
+		return po, so, usagef("--output %q: want text or json", f.output)
+	case f.closeTimeout <= 0:
+		return po, so, usagef("--close-timeout must be positive, got %s", f.closeTimeout)
 	}
 	for _, t := range f.topics {
 		if _, err := pulsarwire.ParseTopic(t); err != nil {
-			return po, so, fmt.Errorf("--topic: %v", err)
+			return po, so, usagef("--topic: %v", err)
 		}
 	}
 	typ, err := subscribe.ParseType(f.typ)
 	if err != nil {
-		return po, so, fmt.Errorf("--type: %v", err)
+		return po, so, usagef("--type: %v", err)
 	}
 	so = subscribe.Options{
 		Topics:        f.topics,
@@ -123,41 +118,40 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 	if f.position != "" {
 		p, err := subscribe.ParsePosition(f.position)
 		if err != nil {
-			return po, so, fmt.Errorf("--position: %v", err)
+			return po, so, usagef("--position: %v", err)
 		}
 		if _, isID := p.MessageID(); isID && (f.pattern != "" || len(f.topics) != 1) {
-			return po, so, errors.New("--position with a message id needs exactly one --topic")
+			return po, so, usagef("--position with a message id needs exactly one --topic")
 		}
 		so.Rewind = p
 		if strings.EqualFold(f.position, "earliest") {
 			so.InitialPosition = subscribe.Earliest
 		}
 	}
-	level := slog.LevelWarn
-	if f.verbose {
-		level = slog.LevelInfo
-	}
-	po, err = f.clientFlags.options()
+	clientLog, notice, err := f.loggers(stderr)
 	if err != nil {
 		return po, so, err
 	}
-	po.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := so.Validate(); err != nil {
+	po, err = f.clientFlags.options(clientLog, notice)
+	if err != nil {
 		return po, so, err
+	}
+	if err := so.Validate(); err != nil {
+		return po, so, usagef("%v", err)
 	}
 	return po, so, nil
 }
 
-func consume(ctx context.Context, f consumeFlags, po pool.Options, so subscribe.Options, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "streamrun consume: %v\n", err)
-		return 1
-	}
-	cctx, cancel := context.WithTimeout(ctx, f.closeTimeout)
+func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so subscribe.Options) int {
+	notice, _ := f.logger(cmd.stderr, f.level())
+	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, po)
 	cancel()
 	if err != nil {
-		return fail(err)
+		if interrupted(ctx) {
+			return cmd.interrupted()
+		}
+		return cmd.fail(err)
 	}
 	closeAll := func(cons *subscribe.Consumer) {
 		cctx, cancel := context.WithTimeout(context.Background(), f.closeTimeout)
@@ -168,36 +162,65 @@ func consume(ctx context.Context, f consumeFlags, po pool.Options, so subscribe.
 		c.Close(cctx)
 	}
 	// Subscribing waits (an Exclusive subscription in use, a broker not
-	// ready) under --retries, until interrupted.
+	// ready) under --retries, until interrupted; each retry says so.
 	cons, err := subscribe.New(ctx, c, so)
 	if err != nil {
 		closeAll(nil)
-		if ctx.Err() != nil {
-			return 0
+		if interrupted(ctx) {
+			return cmd.interrupted()
 		}
-		return fail(err)
+		return cmd.fail(err)
 	}
 	defer closeAll(cons)
+	what := strings.Join(cons.Topics(), ", ")
+	if so.Pattern != "" {
+		what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(cons.Topics())), "topic"), so.Pattern)
+	}
+	notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type),
+		"subscription", so.Subscription, "type", so.Type.String())
 
-	w := newLineWriter(stdout, f.output)
-	for n := 0; f.count == 0 || n < f.count; n++ {
+	sum := consumeSummary{start: time.Now()}
+	defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()
+	w := newLineWriter(cmd.stdout, f.output)
+	for f.count == 0 || sum.n < int64(f.count) {
 		m, err := cons.Receive(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return 0 // interrupted
+			if interrupted(ctx) {
+				return cmd.interrupted()
 			}
-			return fail(err)
+			return cmd.fail(err)
 		}
 		if err := w.write(m); err != nil {
-			return fail(fmt.Errorf("write: %w", err))
+			return cmd.fail(fmt.Errorf("write: %w", err))
 		}
 		if !f.noAck {
-			if err := cons.Ack(ctx, m); err != nil && ctx.Err() == nil {
-				return fail(err)
+			if err := cons.Ack(ctx, m); err != nil {
+				if interrupted(ctx) {
+					return cmd.interrupted()
+				}
+				return cmd.fail(err)
 			}
 		}
+		sum.n++
+		sum.last = m.ID
 	}
-	return 0
+	return exitOK
+}
+
+// consumeSummary is consume's closing line: count, rate, last id.
+type consumeSummary struct {
+	start time.Time
+	n     int64
+	last  pulsarwire.MessageID
+}
+
+func (s consumeSummary) String() string {
+	el := time.Since(s.start)
+	out := fmt.Sprintf("consumed %s in %s (%.0f msg/s)", plural(s.n, "message"), el.Round(time.Millisecond), float64(s.n)/max(el.Seconds(), 1e-9))
+	if s.n > 0 {
+		out += "; last message id " + s.last.String()
+	}
+	return out
 }
 
 // lineWriter prints one line per message.

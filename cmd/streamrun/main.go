@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
 // command is one subcommand. run returns the exit status: 0 ok, 1 failed,
-// 2 bad usage.
+// 2 bad usage (see cli.go for the conventions every command follows).
 type command struct {
 	name    string
 	summary string
@@ -24,11 +24,14 @@ type command struct {
 // after it (broker.go, ...). Add yours here.
 func commands() []command {
 	return []command{
+		{"run", "run the pipelines of YAML files", runRun},
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
+		{"health", "check an HTTP health endpoint (container health checks)", runHealth},
+		{"topics", "administer topics over the admin REST API", runTopics},
 		{"validate", "check pipeline files without a broker", runValidate},
-		{"version", "print the version", runVersion},
+		{"version", "print the version, commit and Go version", runVersion},
 	}
 }
 
@@ -42,23 +45,40 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return 2
+		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
+	case "-h", "--help":
 		usage(stdout)
 		return 0
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		// streamrun help CMD: the command's own --help.
+		if c, ok := lookup(args[1]); ok && len(args) == 2 {
+			return c.run(ctx, []string{"--help"}, stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "streamrun help: unknown command %q\nRun 'streamrun --help' for the commands.\n", strings.Join(args[1:], " "))
+		return exitUsage
 	case "--version":
 		return runVersion(ctx, nil, stdout, stderr)
 	}
+	if c, ok := lookup(args[0]); ok {
+		return c.run(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "streamrun: unknown command %q\nRun 'streamrun --help' for the commands.\n", args[0])
+	return exitUsage
+}
+
+func lookup(name string) (command, bool) {
 	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
+		if c.name == name {
+			return c, true
 		}
 	}
-	fmt.Fprintf(stderr, "streamrun: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	return command{}, false
 }
 
 func usage(w io.Writer) {
@@ -66,45 +86,6 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'streamrun <command> --help' for a command's flags.\n")
-}
-
-// version is the module version, or the VCS revision of a development
-// build.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if (v == "" || v == "(devel)") && rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		return "devel-" + rev + dirty
-	}
-	if v == "" || v == "(devel)" {
-		return "devel"
-	}
-	return v
-}
-
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "streamrun version: takes no arguments")
-		return 2
-	}
-	fmt.Fprintf(stdout, "streamrun %s\n", version())
-	return 0
+	fmt.Fprintf(w, "\nRun 'streamrun help <command>' or 'streamrun <command> --help' for a command's flags.\n"+
+		"Exit status: 0 done, 1 failed, 2 bad usage.\n")
 }

@@ -45,8 +45,8 @@ func TestBrokerFlagErrors(t *testing.T) {
 			t.Errorf("broker %v: exit %d, stderr %q", args, code, errs)
 		}
 	}
-	if code, _, errs := runArgs("broker", "--help"); code != 0 || !strings.Contains(errs, "--data") {
-		t.Errorf("broker --help: %d %q", code, errs)
+	if code, out, _ := runArgs("broker", "--help"); code != 0 || !strings.Contains(out, "--data") {
+		t.Errorf("broker --help: %d %q", code, out)
 	}
 }
 

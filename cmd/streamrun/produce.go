@@ -17,12 +17,12 @@ import (
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
 // produceFlags are the flags of `streamrun produce`.
 type produceFlags struct {
 	clientFlags
+	logFlags
 	topic        string
 	count        int
 	size         int
@@ -38,11 +38,29 @@ type produceFlags struct {
 	quiet        bool
 }
 
+const produceHelp = `Usage: streamrun produce --topic TOPIC (--message TEXT | --size BYTES) [flags]
+
+Publishes messages and waits for every receipt. Works against the embedded
+broker (` + "`streamrun broker`" + `) and Apache Pulsar alike; --url defaults to
+` + pool.DefaultServiceURL + `, where both listen by default. A progress line goes to
+stderr; the summary (count, rate, last message id) goes to stdout.
+
+A message fits when its payload is at most the broker's max_message_size
+(default 5242880 bytes); with batching its metadata (a few dozen bytes, more
+with a key or properties) counts too. --size is checked against the broker's
+limit once connected.
+
+` + waitsHelp + `
+Exit status: 0 all published, 1 some failed, the broker could not be reached
+or interrupted, 2 bad flags.
+`
+
 func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("produce", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun produce", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f produceFlags
-	f.clientFlags.register(fs, `attempts for an operation the broker refuses "for now" (0: no limit)`)
+	f.clientFlags.register(fs)
+	f.logFlags.register(fs, "also log connections and reconnections")
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic to publish to (required): name, tenant/ns/name or persistent://tenant/ns/name")
 	fs.IntVarP(&f.count, "count", "n", 1, "number of messages")
 	fs.IntVar(&f.size, "size", 0, "publish messages of this many bytes (instead of --message)")
@@ -56,93 +74,94 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.BoolVar(&f.batchByKey, "batch-by-key", false, "batch each key's messages (ordering key, else key) apart, for topics consumed with KeyShared")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long to wait at the end (or after an interrupt) for outstanding receipts")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress line")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: streamrun produce --topic TOPIC (--message TEXT | --size BYTES) [flags]\n\n"+
-			"Publishes messages and waits for every receipt. Works against the embedded\n"+
-			"broker (`streamrun broker`) and Apache Pulsar alike; --url defaults to\n"+
-			"%s, where both listen by default. A progress line goes to stderr;\n"+
-			"the last message id and a summary go to stdout. Exit status: 0 all published,\n"+
-			"1 some failed or the broker could not be reached, 2 bad flags.\n\nFlags:\n", pool.DefaultServiceURL)
-		fs.PrintDefaults()
+	if code, done := cmd.parse(fs, args, produceHelp); done {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "streamrun produce: %v\n", err)
-		fs.Usage()
-		return 2
+	if err := noArgs(fs); err != nil {
+		return cmd.fail(err)
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "streamrun produce: "+format+"\n", a...)
-		fmt.Fprintln(stderr, "Run 'streamrun produce --help' for the flags.")
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	opts, msg, err := f.options(fs)
+	opts, msg, err := f.options(fs, stderr)
 	if err != nil {
-		return bad("%v", err)
+		return cmd.fail(err)
 	}
-	return produce(ctx, f, opts, msg, stdout, stderr)
+	return produce(ctx, cmd, f, opts, msg)
 }
 
 // options checks the flags and turns them into client options and the
-// message template.
-func (f *produceFlags) options(fs *pflag.FlagSet) (pool.Options, pool.Message, error) {
+// message template. Its errors are usage errors.
+func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Options, pool.Message, error) {
 	var o pool.Options
 	var m pool.Message
 	if f.topic == "" {
-		return o, m, errors.New("--topic is required")
+		return o, m, usagef("--topic is required")
 	}
 	if _, err := pulsarwire.ParseTopic(f.topic); err != nil {
-		return o, m, fmt.Errorf("--topic: %v", err)
+		return o, m, usagef("--topic: %v", err)
 	}
 	if f.count < 1 {
-		return o, m, fmt.Errorf("--count must be at least 1, got %d", f.count)
+		return o, m, usagef("--count must be at least 1, got %d", f.count)
 	}
 	switch {
 	case fs.Changed("size") && fs.Changed("message"):
-		return o, m, errors.New("--size and --message exclude each other")
+		return o, m, usagef("--size and --message exclude each other")
 	case fs.Changed("size"):
-		if f.size < 0 || f.size > pulsarwire.DefaultMaxMessageSize {
-			return o, m, fmt.Errorf("--size must be between 0 and %d, got %d", pulsarwire.DefaultMaxMessageSize, f.size)
+		if f.size < 0 {
+			return o, m, usagef("--size must not be negative, got %d", f.size)
 		}
 	case !fs.Changed("message"):
-		return o, m, errors.New("give --message TEXT or --size BYTES")
+		return o, m, usagef("give --message TEXT or --size BYTES")
 	}
 	if f.rate < 0 {
-		return o, m, fmt.Errorf("--rate must not be negative, got %v", f.rate)
+		return o, m, usagef("--rate must not be negative, got %v", f.rate)
+	}
+	if f.closeTimeout <= 0 {
+		return o, m, usagef("--close-timeout must be positive, got %s", f.closeTimeout)
 	}
 	m.Key, m.OrderingKey = f.key, f.orderingKey
 	for _, p := range f.properties {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return o, m, fmt.Errorf("--property %q: want key=value", p)
+			return o, m, usagef("--property %q: want key=value", p)
 		}
 		if m.Properties == nil {
 			m.Properties = map[string]string{}
 		}
 		m.Properties[k] = v
 	}
-	ct, ok := pb.CompressionType_value[strings.ToUpper(f.compression)]
-	if !ok {
-		return o, m, fmt.Errorf("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
+	ct, err := pool.ParseCompression(f.compression)
+	if err != nil {
+		return o, m, usagef("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
 	}
 	if f.noBatching && f.batchByKey {
-		return o, m, errors.New("--batch-by-key and --no-batching exclude each other")
+		return o, m, usagef("--batch-by-key and --no-batching exclude each other")
 	}
-	o, err := f.clientFlags.options()
+	clientLog, notice, err := f.loggers(stderr)
+	if err != nil {
+		return o, m, err
+	}
+	o, err = f.clientFlags.options(clientLog, notice)
 	if err != nil {
 		return o, m, err
 	}
 	o.Producer = pool.ProducerOptions{
-		Compression: pb.CompressionType(ct),
+		Compression: ct,
 		Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
 	}
-	o.Logger = slog.New(slog.DiscardHandler)
 	return o, m, nil
+}
+
+// loggers returns the client's logger (warnings; with -v its connection
+// events too) and the command's own (retries, progress of waits).
+func (l *logFlags) loggers(stderr io.Writer) (client, notice *slog.Logger, err error) {
+	clientLevel := slog.LevelWarn
+	if l.verbose {
+		clientLevel = slog.LevelDebug
+	}
+	if client, err = l.logger(stderr, clientLevel); err != nil {
+		return nil, nil, err
+	}
+	notice, err = l.logger(stderr, l.level())
+	return client, notice, err
 }
 
 // payloadFor is the payload of message i.
@@ -153,28 +172,48 @@ func (f *produceFlags) payloadFor(i int, fixed []byte) []byte {
 	return []byte(strings.ReplaceAll(f.message, "{n}", strconv.Itoa(i)))
 }
 
-func produce(ctx context.Context, f produceFlags, opts pool.Options, tmpl pool.Message, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "streamrun produce: %v\n", err)
-		return 1
+// checkSize refuses, as a usage error, a fixed payload larger than the
+// broker takes for messages shaped like tmpl.
+func (f *produceFlags) checkSize(ctx context.Context, c *pool.Client, tmpl pool.Message, n int) error {
+	limit, err := c.MaxMessageSize(ctx)
+	if err != nil {
+		return err
 	}
-	// Connecting gives up after the close timeout when the broker is not
-	// there, rather than retrying for ever.
-	cctx, cancel := context.WithTimeout(ctx, f.closeTimeout)
+	most := pool.MaxPayload(limit, tmpl, !f.noBatching)
+	if n <= most {
+		return nil
+	}
+	what := fmt.Sprintf("--size %d", n)
+	if !f.sizeSet() {
+		what = fmt.Sprintf("--message of %d bytes", n)
+	}
+	if f.noBatching {
+		return usagef("%s: over the broker's max_message_size of %d bytes", what, limit)
+	}
+	return usagef("%s: with batching a message takes its payload plus %d bytes of metadata, and the broker's max_message_size is %d: at most %d bytes fit (%d with --no-batching)",
+		what, limit-most, limit, most, limit)
+}
+
+func (f *produceFlags) sizeSet() bool { return f.message == "" }
+
+func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, tmpl pool.Message) int {
+	stdout, stderr := cmd.stdout, cmd.stderr
+	failed := func(err error) int {
+		if interrupted(ctx) {
+			return cmd.fail(errors.New(interruptedMsg))
+		}
+		return cmd.fail(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, opts)
 	cancel()
 	if err != nil {
-		return fail(err)
+		return failed(err)
 	}
 	closeClient := func() error {
 		cctx, cancel := context.WithTimeout(context.Background(), f.closeTimeout)
 		defer cancel()
 		return c.Close(cctx)
-	}
-	p, err := c.Producer(ctx, f.topic)
-	if err != nil {
-		closeClient()
-		return fail(err)
 	}
 
 	// The payload, unless "{n}" makes each message's its own.
@@ -188,17 +227,28 @@ func produce(ctx context.Context, f produceFlags, opts pool.Options, tmpl pool.M
 	case !strings.Contains(f.message, "{n}"):
 		fixed = []byte(f.message)
 	}
+	if fixed != nil {
+		if err := f.checkSize(ctx, c, tmpl, len(fixed)); err != nil {
+			closeClient()
+			return failed(err)
+		}
+	}
+	p, err := c.Producer(ctx, f.topic)
+	if err != nil {
+		closeClient()
+		return failed(err)
+	}
 
 	var (
-		acked, failed atomic.Int64
-		mu            sync.Mutex
-		lastID        pulsarwire.MessageID
-		firstErr      error
-		all           sync.WaitGroup
+		acked, nfailed atomic.Int64
+		mu             sync.Mutex
+		lastID         pulsarwire.MessageID
+		firstErr       error
+		all            sync.WaitGroup
 	)
 	done := func(id pulsarwire.MessageID, err error) {
 		if err != nil {
-			failed.Add(1)
+			nfailed.Add(1)
 			mu.Lock()
 			if firstErr == nil {
 				firstErr = err
@@ -233,31 +283,36 @@ func produce(ctx context.Context, f produceFlags, opts pool.Options, tmpl pool.M
 		m.Payload = f.payloadFor(sent, fixed)
 		all.Add(1)
 		p.SendAsync(ctx, m, done)
-		prog.update(sent+1, acked.Load(), failed.Load())
+		prog.update(sent+1, acked.Load(), nfailed.Load())
 	}
-	interrupted := ctx.Err() != nil
+	wasInterrupted := interrupted(ctx)
 	closeErr := closeClient() // flushes and waits for receipts
 	all.Wait()
 	elapsed := time.Since(start)
-	prog.finish(sent, acked.Load(), failed.Load())
+	prog.finish(sent, acked.Load(), nfailed.Load())
 
 	mu.Lock()
 	defer mu.Unlock()
-	rate := float64(acked.Load()) / elapsed.Seconds()
-	fmt.Fprintf(stdout, "produced %d of %d messages to %s in %s (%.0f msg/s)", acked.Load(), f.count, f.topic, elapsed.Round(time.Millisecond), rate)
-	if acked.Load() > 0 {
+	n := acked.Load()
+	if n == int64(f.count) {
+		fmt.Fprintf(stdout, "produced %s to %s", plural(n, "message"), f.topic)
+	} else {
+		fmt.Fprintf(stdout, "produced %d of %s to %s", n, plural(int64(f.count), "message"), f.topic)
+	}
+	fmt.Fprintf(stdout, " in %s (%.0f msg/s)", elapsed.Round(time.Millisecond), float64(n)/max(elapsed.Seconds(), 1e-9))
+	if n > 0 {
 		fmt.Fprintf(stdout, "; last message id %s", lastID)
 	}
 	fmt.Fprintln(stdout)
 	switch {
-	case failed.Load() > 0:
-		return fail(fmt.Errorf("%d messages failed; the first: %w", failed.Load(), firstErr))
-	case interrupted:
-		return fail(fmt.Errorf("interrupted after %d messages", sent))
+	case nfailed.Load() > 0 && !wasInterrupted:
+		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(nfailed.Load(), "message"), firstErr))
+	case wasInterrupted:
+		return cmd.fail(fmt.Errorf("%s after %s were sent", interruptedMsg, plural(int64(sent), "message")))
 	case closeErr != nil:
-		return fail(closeErr)
+		return cmd.fail(closeErr)
 	}
-	return 0
+	return exitOK
 }
 
 // progress writes a status line to stderr: rewritten in place on a

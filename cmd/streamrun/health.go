@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+const healthHelp = `Usage: streamrun health [--url URL] [flags]
+
+Asks an HTTP health endpoint and exits 0 when it answers 2xx, 1 otherwise:
+a container health check that needs no shell or curl. The default URL is
+the broker health endpoint that the embedded broker and Apache Pulsar both
+serve on their admin port.
+
+Waits: the request takes at most --timeout. Exit status: 0 healthy,
+1 not, 2 bad usage.
+`
+
+func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("health", stdout, stderr)
+	fs := pflag.NewFlagSet("streamrun health", pflag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080/admin/v2/brokers/health", "the endpoint to ask")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long the request may take")
+	quiet := fs.BoolP("quiet", "q", false, "print nothing when healthy")
+	if code, done := cmd.parse(fs, args, healthHelp); done {
+		return code
+	}
+	if err := noArgs(fs); err != nil {
+		return cmd.fail(err)
+	}
+	if *timeout <= 0 {
+		return cmd.fail(usagef("--timeout must be positive, got %s", *timeout))
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return cmd.fail(usagef("--url %q: %v", *url, err))
+	}
+	resp, err := httpClient().Do(req)
+	if err != nil {
+		return cmd.fail(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return cmd.fail(fmt.Errorf("%s: %s", *url, resp.Status))
+	}
+	if !*quiet {
+		fmt.Fprintf(stdout, "healthy: %s %s\n", *url, resp.Status)
+	}
+	return exitOK
+}

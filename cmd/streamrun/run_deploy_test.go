@@ -1,0 +1,171 @@
+package main
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/streamrun/streamrun/pipelines"
+)
+
+// k8sObject is the part of a Kubernetes manifest the test reads.
+type k8sObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+	Spec       struct {
+		Replicas int `yaml:"replicas"`
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Args    []string `yaml:"args"`
+					EnvFrom []struct {
+						SecretRef struct {
+							Name string `yaml:"name"`
+						} `yaml:"secretRef"`
+					} `yaml:"envFrom"`
+					Ports []struct {
+						Name          string `yaml:"name"`
+						ContainerPort int    `yaml:"containerPort"`
+					} `yaml:"ports"`
+					ReadinessProbe struct {
+						HTTPGet struct {
+							Path string `yaml:"path"`
+							Port any    `yaml:"port"`
+						} `yaml:"httpGet"`
+					} `yaml:"readinessProbe"`
+					VolumeMounts []struct {
+						Name      string `yaml:"name"`
+						MountPath string `yaml:"mountPath"`
+					} `yaml:"volumeMounts"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					Name      string `yaml:"name"`
+					ConfigMap struct {
+						Name string `yaml:"name"`
+					} `yaml:"configMap"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+// TestDeployExample checks examples/deploy against itself and streamrun:
+// the ConfigMap's pipeline file parses with the Secret's variables, its
+// plugins are example plugins the image holds, and the Deployment runs
+// that file with flags `streamrun run` has, ready on the telemetry port.
+func TestDeployExample(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "examples/deploy")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s: %v", dir, err)
+	}
+	byKind := map[string]*k8sObject{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o k8sObject
+		if err := yaml.Unmarshal(b, &o); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		byKind[o.Kind] = &o
+	}
+	secret, cm, dep := byKind["Secret"], byKind["ConfigMap"], byKind["Deployment"]
+	if secret == nil || cm == nil || dep == nil {
+		t.Fatalf("want a Secret, a ConfigMap and a Deployment; have %v", byKind)
+	}
+
+	env := func(k string) (string, bool) { v, ok := secret.StringData[k]; return v, ok }
+	text, ok := cm.Data["pipeline.yaml"]
+	if !ok {
+		t.Fatal("the ConfigMap has no pipeline.yaml")
+	}
+	f, err := pipelines.Parse("configmap.yaml:pipeline.yaml", []byte(text), env)
+	if err != nil {
+		t.Fatalf("the ConfigMap's pipeline file: %v", err)
+	}
+	if f.ServiceURL != secret.StringData["PULSAR_URL"] || f.Auth.Token != "env:PULSAR_TOKEN" {
+		t.Errorf("the file does not take the URL and token from the Secret: %q %q", f.ServiceURL, f.Auth.Token)
+	}
+	if _, ok := secret.StringData["PULSAR_TOKEN"]; !ok {
+		t.Error("the Secret has no PULSAR_TOKEN")
+	}
+	const plugins = "/usr/local/lib/streamrun/plugins/"
+	for _, p := range f.Pipelines {
+		bin := p.Handler.Plugin
+		if !strings.HasPrefix(bin, plugins) {
+			t.Errorf("pipeline %s: handler %q is not a plugin of the image (%s...)", p.Name, bin, plugins)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(repoRoot(t), "examples/plugins", path.Base(bin), "main.go")); err != nil {
+			t.Errorf("pipeline %s: no example plugin %s to build into the image", p.Name, path.Base(bin))
+		}
+	}
+
+	if dep.Spec.Replicas < 2 {
+		t.Errorf("replicas %d: the example is about several hosts", dep.Spec.Replicas)
+	}
+	pod := dep.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if len(c.Args) < 2 || c.Args[0] != "run" {
+		t.Fatalf("args %q: want run ... FILE", c.Args)
+	}
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != secret.Metadata.Name {
+		t.Errorf("the container does not take its environment from Secret %s", secret.Metadata.Name)
+	}
+	mount := ""
+	for _, v := range pod.Volumes {
+		if v.ConfigMap.Name == cm.Metadata.Name {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name {
+					mount = m.MountPath
+				}
+			}
+		}
+	}
+	if want := path.Join(mount, "pipeline.yaml"); mount == "" || c.Args[len(c.Args)-1] != want {
+		t.Errorf("the container runs %q, not the ConfigMap's file %q", c.Args[len(c.Args)-1], want)
+	}
+
+	// Every flag is one `streamrun run` has; --telemetry-addr comes with
+	// the telemetry flags.
+	var rc runConfig
+	fs := newRunFlags(&rc)
+	telemetryPort := ""
+	for _, a := range c.Args[1 : len(c.Args)-1] {
+		name, val, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if name == "telemetry-addr" {
+			_, telemetryPort, _ = strings.Cut(val, ":")
+			continue
+		}
+		if fs.Lookup(name) == nil {
+			t.Errorf("streamrun run has no flag --%s", name)
+		}
+	}
+	probe := c.ReadinessProbe.HTTPGet
+	if probe.Path != "/readyz" {
+		t.Errorf("readiness probe on %q, want /readyz", probe.Path)
+	}
+	port := ""
+	for _, p := range c.Ports {
+		if p.Name == probe.Port {
+			port = strconv.Itoa(p.ContainerPort)
+		}
+	}
+	if port == "" || port != telemetryPort {
+		t.Errorf("readiness probe port %v (container port %q) is not --telemetry-addr's port %q", probe.Port, port, telemetryPort)
+	}
+}
