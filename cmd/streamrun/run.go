@@ -43,6 +43,9 @@ type runConfig struct {
 	// print writes the messages reaching the final output topics to
 	// stdout.
 	print bool
+
+	// reload: SIGHUP and --watch (reload.go).
+	reload reloadConfig
 }
 
 // defaultRunDataDir is where the embedded broker of `streamrun run` keeps
@@ -64,6 +67,14 @@ batches in hand are finished, their outputs published and their inputs
 acknowledged within --shutdown-timeout; what is left goes back to the broker.
 Pipeline names must be unique across the files, and files that name a
 service URL must name the same one.
+
+On SIGHUP (and with --watch, when a file, a handler binary or a Go
+package handler's source changes) the files are read again and applied
+without a restart: unchanged pipelines go on untouched, changed ones are
+changed in place (a new handler rolled out one instance at a time),
+removed ones drain and stop, new ones start; the broker connections stay.
+A file that does not load is refused, its errors logged, and the run goes
+on unchanged (docs/reload.md).
 
 Without a service_url in the files, the embedded broker starts in this
 process (data in %s unless --memory or --data), and one line
@@ -138,6 +149,7 @@ func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs.StringVar(&c.keySep, "input-key-separator", "", `split each input line at the first of these: key, then payload (default "": no key)`)
 	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
 	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
+	addReloadFlags(fs, &c.reload)
 	return fs
 }
 

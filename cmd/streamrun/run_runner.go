@@ -122,6 +122,8 @@ func (l *loaded) keyShared() bool {
 // run runs the pipelines until ctx ends (or, with --until-drained, until
 // the input is processed) and returns the exit status.
 func (r *runner) run(ctx context.Context) int {
+	rl := r.newReloader()
+	defer rl.close()
 	l, err := r.load()
 	if err != nil {
 		fmt.Fprintf(r.stderr, "%v\nstreamrun run: nothing started\n", err)
@@ -201,6 +203,7 @@ func (r *runner) run(ctx context.Context) int {
 	r.stop = stopRun
 	runErr := make(chan error, 1)
 	go func() { runErr <- host.Run(runCtx, l.pipelines...) }()
+	rl.start(runCtx, host, l)
 
 	// The host's goroutine ends Run; everything below ends with it.
 	done := make(chan struct{})
