@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,13 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
+
+// needProc skips t where the plugin processes cannot be found in /proc.
+func needProc(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("finds the plugin processes in /proc (Linux)")
+	}
+}
 
 // children are the plugin processes of streamrun process pid, by the
 // TAG their pipeline's handler env gives them, each list sorted.
@@ -128,6 +136,7 @@ func brokerConns(c *broker.Cluster) []uint64 {
 // (FILE:LINE:COL) in the log and the run goes on unchanged; SIGINT then
 // stops it with status 0.
 func TestRunReloadsOnSIGHUP(t *testing.T) {
+	needProc(t)
 	const (
 		nKeep, nResize, nGone = 45_000, 45_000, 10_000
 		nFresh                = 1000
@@ -260,6 +269,7 @@ func publishKeyedless(t *testing.T, cl *pool.Client, topic, prefix string, n int
 // none processed twice), and the broker sees no new connection. The time
 // from the change to the last old instance stopping is logged.
 func TestRunWatchSwapsAChangedHandler(t *testing.T) {
+	needProc(t)
 	const n = 100_000
 	c := brokertest.Start(t)
 	dir := t.TempDir()
