@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -415,5 +416,65 @@ func TestLiveHandlerSwap(t *testing.T) {
 	}
 	if now := connIDs(c); !slices.Equal(now, conns) {
 		t.Errorf("live connections changed: %v before, %v after", conns, now)
+	}
+}
+
+// A reload that changes a pipeline's source, instances and handler config
+// at once drains it, subscribes to the new source, starts the new
+// instances with the new config and closes the old ones; a pipeline can
+// be reloaded again after; Reload refuses when the host does not run.
+func TestReloadChangesSourceInstancesAndConfig(t *testing.T) {
+	c := cluster(t)
+	cl := client(t, c)
+	a, b, out := topic(t, "a"), topic(t, "b"), topic(t, "out")
+	got := collect(t, cl, out)
+	p := pipelines.Pipeline{
+		Name:    "move",
+		Source:  pipelines.Source{Topics: []string{a}, Subscription: "move", InitialPosition: pipelines.Earliest},
+		Handler: self(testConfig{Output: out}),
+		Outputs: []string{out},
+	}
+	h, err := streamrun.New(testContext(t), streamrun.Options{Pool: poolOpts(c), Logger: testLogger(t, slog.LevelWarn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reload(testContext(t), p); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("Reload before Run: %v", err)
+	}
+	h.Close(testContext(t))
+
+	r := runHost(t, c, streamrun.Options{}, p)
+	publish(t, cl, a, 10, func(i int) string { return fmt.Sprintf("a-%d", i) }, nil)
+	got.waitLen(t, 10)
+	old := pids(r, "move")
+
+	moved := p
+	moved.Source.Topics = []string{b}
+	moved.Handler = self(testConfig{Output: out, Upper: true})
+	moved.Handler.Instances = 2
+	if err := r.host.Reload(testContext(t), moved); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	now := pids(r, "move")
+	if len(now) != 2 || slices.Contains(now, old[0]) || alive(old[0]) {
+		t.Errorf("instances %v after the reload (were %v; old alive %v)", now, old, alive(old[0]))
+	}
+	publish(t, cl, a, 5, func(i int) string { return fmt.Sprintf("a-late-%d", i) }, nil)
+	publish(t, cl, b, 10, func(i int) string { return fmt.Sprintf("b-%d", i) }, nil)
+	msgs := got.waitLen(t, 20)
+	for _, m := range msgs[10:] {
+		if !strings.HasPrefix(string(m.Payload), "B-") {
+			t.Errorf("output %q after the reload: want only b's messages, uppercased", m.Payload)
+		}
+	}
+	if n := c.Backlog(a, "move"); n <= 0 {
+		t.Errorf("the old subscription's backlog is %d: the late messages on a were taken", n)
+	}
+	if err := r.host.Reload(testContext(t), p); err != nil {
+		t.Fatalf("Reload back: %v", err)
+	}
+	got.waitLen(t, 25) // a's late messages, now read again
+	if s := r.stats("move"); s.Crashes != 0 || s.Restarts != 0 {
+		t.Errorf("stats %+v", s)
 	}
 }
