@@ -163,9 +163,14 @@ func (h *Host) Reload(ctx context.Context, ps ...pipelines.Pipeline) error {
 		return fmt.Errorf("runtime: reload refused: %w", err)
 	}
 	err = h.apply(ctx, lv, pl)
-	h.log.Info("reloaded", "took", time.Since(t0).Round(time.Millisecond), "unchanged", pl.unchanged,
-		"changed", len(pl.changed), "added", len(pl.added), "removed", len(pl.removed), "err", err)
-	return err
+	attrs := []any{"took", time.Since(t0).Round(time.Millisecond), "unchanged", pl.unchanged,
+		"changed", len(pl.changed), "added", len(pl.added), "removed", len(pl.removed)}
+	if err != nil {
+		h.log.Error("reload applied, but not all of it", append(attrs, "err", err)...)
+		return err
+	}
+	h.log.Info("pipelines reloaded", attrs...)
+	return nil
 }
 
 // plan is a reload prepared: everything that can fail without touching
