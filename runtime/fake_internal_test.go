@@ -127,6 +127,10 @@ type recorder struct {
 	back    []string
 }
 
+func (r *recorder) calling(ctx context.Context, _ *batch, _ int) context.Context { return ctx }
+
+func (r *recorder) called(*batch, int, int, time.Duration, error) {}
+
 func (r *recorder) settle(items []*item, res []plugin.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

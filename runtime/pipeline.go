@@ -209,16 +209,12 @@ func (p *pipeline) newSupervisor(i int) *supervisor {
 func (p *pipeline) newWorker(s *supervisor) *worker {
 	hc := &p.cfg.Handler
 	limit := max(hc.MaxBatchesInFlight, 1)
-	w := &worker{
+	return &worker{
 		id: s.id, sup: s, out: p, log: p.log,
 		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes,
 		hard: p.hard, abort: p.recvCtx.Done(),
 		order: make(chan *sent, limit),
 	}
-	if f := p.h.opts.Hooks.Handled; f != nil {
-		w.handled = func(instance, size int, took time.Duration, err error) { f(p.name, instance, size, took, err) }
-	}
-	return w
 }
 
 // open prepares the handler, opens the output producers, starts every

@@ -15,8 +15,14 @@ import (
 var errHung = errors.New("handler did not answer in time")
 
 // sink is where a worker's results go: the pipeline, which publishes,
-// acknowledges, retries, dead-letters and hands back.
+// acknowledges, retries, dead-letters and hands back, and which is told
+// of every call (for hooks, metrics and traces).
 type sink interface {
+	// calling is the context of a call of b's messages to an instance,
+	// made from ctx (the pipeline's hard stop).
+	calling(ctx context.Context, b *batch, instance int) context.Context
+	// called is told how a call of size messages of b went.
+	called(b *batch, instance, size int, took time.Duration, err error)
 	// settle acts on the handler's answers for items.
 	settle(items []*item, res []plugin.Result)
 	// deadLetter gives up on it for reason.
@@ -46,9 +52,6 @@ type worker struct {
 	// abort ends when the pipeline stops receiving: a restart of an
 	// instance that died while idle is not waited for.
 	abort <-chan struct{}
-	// handled is told of every call (nil: not).
-	handled func(instance, size int, took time.Duration, err error)
-
 	// order carries the batches to the publisher in the order they were
 	// sent, so that the instance works on the next batches while the
 	// outputs of the last are published, and outputs go out in batch
@@ -169,7 +172,7 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		for _, it := range cur.items {
 			buf = append(buf, &it.pm)
 		}
-		ctx, cancel := context.WithTimeout(w.hard, w.timeout)
+		ctx, cancel := context.WithTimeout(w.out.calling(w.hard, b, w.id), w.timeout)
 		t0 := time.Now()
 		res, err := l.inst().Process(ctx, buf)
 		took := time.Since(t0)
@@ -180,9 +183,7 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		}
 		cancel()
 		clear(buf)
-		if w.handled != nil {
-			w.handled(w.id, len(cur.items), took, err)
-		}
+		w.out.called(b, w.id, len(cur.items), took, err)
 		if err == nil {
 			w.sup.release(l, nil)
 			sb.answers = append(sb.answers, answer{cur.items, res})
