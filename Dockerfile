@@ -21,8 +21,11 @@
 #   docker run -p 6650:6650 -p 8080:8080 -v streamrun-data:/data --entrypoint streamrun streamrun \
 #     broker --listen 0.0.0.0:6650 --http 0.0.0.0:8080 --data /data --advertised-host broker
 #
-# The health check asks the admin port's health endpoint (the embedded
-# broker's, or the one `run` starts); override it for other set-ups.
+# The health check asks the admin API's health endpoint on 127.0.0.1:8080:
+# the embedded broker's, which `run` starts there by default (CMD) when the
+# file names no service_url. A pipeline on Apache Pulsar has no such port:
+# run it with --no-healthcheck (or Kubernetes probes) until `run` serves a
+# health endpoint of its own.
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -46,4 +49,4 @@ EXPOSE 6650 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["/usr/local/bin/streamrun", "health", "--quiet"]
 ENTRYPOINT ["/usr/local/bin/streamrun", "run"]
-CMD ["/pipelines/pipeline.yaml"]
+CMD ["--broker-http=127.0.0.1:8080", "/pipelines/pipeline.yaml"]

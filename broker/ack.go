@@ -20,7 +20,7 @@ func (cn *conn) handleAck(m *pb.CommandAck) {
 	s := c.sub
 	s.mu.Lock()
 	if m.GetAckType() == pb.CommandAck_Cumulative {
-		if s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared {
+		if !dispatcherOf(s.typ).ordered() {
 			s.mu.Unlock()
 			cn.log.Info("cumulative ack refused on a shared subscription", "subscription", s.name, "type", s.typ.String())
 			cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), "Cumulative ack is not allowed for Shared/Key_Shared subscription")

@@ -5,114 +5,149 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker/store"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
-// dispatchOnce sends what the consumers have permits for: first the replay
-// queue (in id order), then new entries. It reads from the store without
-// holding the lock and drops what it read if a reset happened meanwhile.
-// It reports whether it made progress (and should be called again).
+// A dispatch round sends what the consumers have permits for: first the
+// replay queue (in id order), then new entries. It plans under s.mu, reads
+// from the store without it, and sends under it again, dropping what it
+// read if a reset happened meanwhile. What differs by subscription kind is
+// the dispatcher's (dispatcher.go).
+
+// roundPlan is what a round decided under the lock before reading.
+type roundPlan struct {
+	d         dispatcher
+	epoch     uint64
+	replayIDs []uint64
+	from      uint64 // readPos when planned
+	readNew   bool
+	n         int           // new entries to read
+	fresh     []store.Entry // new entries already read by an earlier round
+}
+
+// roundRead is what a round read from the store.
+type roundRead struct {
+	replayed []store.Entry
+	missing  []uint64 // replay ids no longer in the log (trimmed)
+	fresh    []store.Entry
+}
+
+// dispatchOnce runs one round. It reports whether it made progress (and
+// should be called again).
 func (s *subscription) dispatchOnce() bool {
-	s.mu.Lock()
-	if s.deleted || len(s.consumers) == 0 {
-		s.mu.Unlock()
+	p, ok := s.planRound()
+	if !ok {
 		return false
 	}
-	budget := s.permitBudget()
-	if budget <= 0 {
-		s.mu.Unlock()
-		return false
+	r, err := s.readRound(p)
+	if err != nil {
+		return s.readFailed(err)
 	}
-	epoch := s.epoch
-	replayIDs := s.replay.first(min(budget, maxReadEntries))
-	from := s.readPos
-	next := s.t.log.Next()
-	readNew := from < next
-	switch s.typ {
-	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
-		readNew = readNew && len(replayIDs) == 0 // order: the replay goes first
-	case pb.CommandSubscribe_Key_Shared:
-		readNew = readNew && s.replay.len() < maxReplay
-	default:
-		readNew = readNew && budget > len(replayIDs)
-	}
-	// Read as many entries as the permits will take (entries hold
-	// avgMsgs messages on average), not a fixed amount: a batch-heavy
-	// topic would otherwise read far more than it sends.
-	n := min(int(float64(max(budget-len(replayIDs), 1))/s.avgMsgs)+1, maxReadEntries)
-	var fresh []store.Entry
-	if readNew && len(s.ahead) > 0 && s.aheadEpoch == epoch && s.ahead[0].ID == from {
-		fresh, readNew = s.ahead, false // what the last round read and did not send
-	}
-	s.ahead = nil
-	s.mu.Unlock()
-
-	var replayed []store.Entry
-	var missing []uint64
-	for _, id := range replayIDs {
-		es, err := s.t.log.Read(id, 1, maxReadBytes)
-		if err != nil {
-			return s.readFailed(err)
-		}
-		if len(es) == 0 || es[0].ID != id {
-			missing = append(missing, id) // trimmed
-			continue
-		}
-		replayed = append(replayed, es[0])
-	}
-	if readNew {
-		var err error
-		fresh, err = s.t.log.Read(from, n, maxReadBytes)
-		if err != nil {
-			return s.readFailed(err)
-		}
-	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.readErrs = 0
 	if s.deleted {
 		return false
 	}
-	if s.epoch != epoch {
+	if s.epoch != p.epoch {
 		return true
 	}
-	for _, id := range missing {
-		s.removeReplay(id)
+	blocked := p.d.newRound()
+	progress := s.sendReplayed(p.d, r, blocked)
+	if s.readPos != p.from {
+		return true // moved by an ack or reset meanwhile; read again
 	}
-	progress := len(missing) > 0
-	var blocked map[int32]bool // Key_Shared: hashes held back this round, to keep their order
-	if s.typ == pb.CommandSubscribe_Key_Shared {
-		blocked = map[int32]bool{}
+	return s.sendFresh(p.d, r.fresh, blocked) || progress
+}
+
+// planRound decides what a round reads; false when there is nothing to
+// send to (no consumers, or no permits).
+func (s *subscription) planRound() (roundPlan, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted || len(s.consumers) == 0 {
+		return roundPlan{}, false
 	}
-	for _, e := range replayed {
+	d := dispatcherOf(s.typ)
+	budget := d.budget(s)
+	if budget <= 0 {
+		return roundPlan{}, false
+	}
+	p := roundPlan{d: d, epoch: s.epoch, from: s.readPos}
+	p.replayIDs = s.replay.first(min(budget, maxReadEntries))
+	p.readNew = p.from < s.t.log.Next() && d.readNew(s, len(p.replayIDs), budget)
+	// Read as many entries as the permits will take (entries hold
+	// avgMsgs messages on average), not a fixed amount: a batch-heavy
+	// topic would otherwise read far more than it sends.
+	p.n = min(int(float64(max(budget-len(p.replayIDs), 1))/s.avgMsgs)+1, maxReadEntries)
+	if p.readNew && len(s.ahead) > 0 && s.aheadEpoch == p.epoch && s.ahead[0].ID == p.from {
+		p.fresh, p.readNew = s.ahead, false // what the last round read and did not send
+	}
+	s.ahead = nil
+	return p, true
+}
+
+// readRound reads the round's entries from the store, without s.mu.
+func (s *subscription) readRound(p roundPlan) (roundRead, error) {
+	r := roundRead{fresh: p.fresh}
+	for _, id := range p.replayIDs {
+		es, err := s.t.log.Read(id, 1, maxReadBytes)
+		if err != nil {
+			return r, err
+		}
+		if len(es) == 0 || es[0].ID != id {
+			r.missing = append(r.missing, id)
+			continue
+		}
+		r.replayed = append(r.replayed, es[0])
+	}
+	if p.readNew {
+		var err error
+		if r.fresh, err = s.t.log.Read(p.from, p.n, maxReadBytes); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// sendReplayed sends the replay entries read, to whoever may take them
+// now; s.mu held.
+func (s *subscription) sendReplayed(d dispatcher, r roundRead, blocked map[int32]bool) bool {
+	for _, id := range r.missing {
+		s.unqueue(id)
+	}
+	progress := len(r.missing) > 0
+	for _, e := range r.replayed {
 		if !s.replay.contains(e.ID) {
 			continue
 		}
-		if e.ID < s.markDelete || s.acked.contains(e.ID) {
-			s.removeReplay(e.ID)
+		if s.isAcked(e.ID) {
+			s.unqueue(e.ID)
 			continue
 		}
 		info := entryOf(e)
-		c, hash, ok := s.pick(info, blocked, true)
+		c, hash, ok := d.pick(s, info, blocked, true)
 		if !ok {
-			if s.typ == pb.CommandSubscribe_Exclusive || s.typ == pb.CommandSubscribe_Failover {
+			if d.replayInOrder() {
 				break
 			}
 			continue
 		}
-		s.removeReplay(e.ID)
+		s.unqueue(e.ID)
 		s.deliver(c, e, info, hash)
 		progress = true
 	}
-	if s.readPos != from {
-		return true // moved by an ack or reset meanwhile; read again
-	}
+	return progress
+}
+
+// sendFresh sends the new entries read, in order, until one cannot go;
+// s.mu held.
+func (s *subscription) sendFresh(d dispatcher, fresh []store.Entry, blocked map[int32]bool) bool {
+	progress := false
 	for i, e := range fresh {
-		if e.ID < s.readPos {
+		switch {
+		case e.ID < s.readPos:
 			continue
-		}
-		if e.ID < s.markDelete || s.acked.contains(e.ID) {
+		case s.isAcked(e.ID):
 			s.readPos = e.ID + 1
 			progress = true
 			continue
@@ -122,27 +157,13 @@ func (s *subscription) dispatchOnce() bool {
 			continue
 		}
 		info := entryOf(e)
-		if info.deliverAt > 0 && (s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared) {
-			// Delayed delivery, as Apache Pulsar: only Shared and
-			// Key_Shared hold a message until its deliver_at_time.
-			if now := time.Now().UnixMilli(); info.deliverAt > now {
-				h := int32(-1)
-				if s.typ == pb.CommandSubscribe_Key_Shared {
-					h = stickyKeyHash(info.key)
-				}
-				s.delayed[e.ID] = delayedEntry{at: info.deliverAt, hash: h}
-				s.readPos = e.ID + 1
-				progress = true
-				continue
-			}
+		if s.delay(d, e, info) {
+			progress = true
+			continue
 		}
-		c, hash, ok := s.pick(info, blocked, false)
+		c, hash, ok := d.pick(s, info, blocked, false)
 		if !ok {
-			if s.typ == pb.CommandSubscribe_Key_Shared && s.permitBudget() > 0 && s.replay.len() < maxReplay {
-				// Its key's consumer is busy or still draining: set it
-				// aside and keep going for the other keys.
-				s.addReplay(e.ID, hash)
-				s.readPos = e.ID + 1
+			if d.setAside(s, e, hash) {
 				progress = true
 				continue
 			}
@@ -155,6 +176,22 @@ func (s *subscription) dispatchOnce() bool {
 		progress = true
 	}
 	return progress
+}
+
+// delay holds an entry until its deliver_at_time when the kind delays
+// (Shared and Key_Shared, as Apache Pulsar); true when it was held; s.mu
+// held.
+func (s *subscription) delay(d dispatcher, e store.Entry, info entryInfo) bool {
+	if info.deliverAt <= 0 || info.deliverAt <= time.Now().UnixMilli() {
+		return false
+	}
+	delays, h := d.delays(info)
+	if !delays {
+		return false
+	}
+	s.delayed[e.ID] = delayedEntry{at: info.deliverAt, hash: h}
+	s.readPos = e.ID + 1
+	return true
 }
 
 func (s *subscription) readFailed(err error) bool {
@@ -171,81 +208,8 @@ func (s *subscription) readFailed(err error) bool {
 	return false
 }
 
-// maxUnackedPerConsumer is how many unacknowledged messages a Shared or
-// Key_Shared consumer may hold before the broker stops sending it more
-// (Apache Pulsar's maxUnackedMessagesPerConsumer): a client that grants
-// permits but never acknowledges cannot grow the broker's memory.
-const maxUnackedPerConsumer = 50000
-
 // permitBudget is how many messages the eligible consumers may take; s.mu held.
-func (s *subscription) permitBudget() int {
-	switch s.typ {
-	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
-		if s.active == nil || s.handover {
-			return 0
-		}
-		return int(max(s.active.permits, 0))
-	}
-	var n int64
-	for _, c := range s.consumers {
-		if c.unacked.Load() < maxUnackedPerConsumer {
-			n += max(c.permits, 0)
-		}
-	}
-	return int(n)
-}
-
-// pick chooses the consumer for an entry (fromReplay: it comes from the
-// replay queue); s.mu held.
-func (s *subscription) pick(info entryInfo, blocked map[int32]bool, fromReplay bool) (*consumer, int32, bool) {
-	switch s.typ {
-	case pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Failover:
-		if c := s.active; c != nil && c.permits > 0 && !c.conn.congested() {
-			return c, -1, true
-		}
-		return nil, -1, false
-	case pb.CommandSubscribe_Key_Shared:
-		h := stickyKeyHash(info.key)
-		// A hash with entries waiting in the replay queue keeps its order:
-		// newer entries wait behind them.
-		if blocked[h] || !fromReplay && s.hashReplays[h] > 0 {
-			blocked[h] = true
-			return nil, h, false
-		}
-		c := s.selector.pick(h)
-		ok := c != nil && c.permits > 0 && c.unacked.Load() < maxUnackedPerConsumer && !c.conn.congested()
-		if ok {
-			// Draining (PIP-379): a hash whose entries another consumer
-			// still holds unacked waits until they are acknowledged, so
-			// a key never has messages at two consumers at once.
-			if o := s.owners[h]; o != nil && o.c != c {
-				ok = false
-			}
-		}
-		if !ok {
-			blocked[h] = true
-			return nil, h, false
-		}
-		return c, h, true
-	}
-	// Shared: round robin among the consumers of the best priority level
-	// (lowest number) that have permits.
-	best := int32(1<<31 - 1)
-	for _, c := range s.consumers {
-		if c.permits > 0 && c.priority < best && c.unacked.Load() < maxUnackedPerConsumer {
-			best = c.priority
-		}
-	}
-	n := len(s.consumers)
-	for i := 0; i < n; i++ {
-		c := s.consumers[(s.rr+i)%n]
-		if c.permits > 0 && c.priority == best && c.unacked.Load() < maxUnackedPerConsumer && !c.conn.congested() {
-			s.rr = (s.rr + i + 1) % n
-			return c, -1, true
-		}
-	}
-	return nil, -1, false
-}
+func (s *subscription) permitBudget() int { return dispatcherOf(s.typ).budget(s) }
 
 // deliver sends one entry to a consumer; s.mu held.
 func (s *subscription) deliver(c *consumer, e store.Entry, info entryInfo, hash int32) {

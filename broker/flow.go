@@ -37,7 +37,7 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 	if m.ConsumerEpoch != nil && m.GetConsumerEpoch() > c.epoch {
 		c.epoch, c.hasEpoch = m.GetConsumerEpoch(), true
 	}
-	count := s.typ == pb.CommandSubscribe_Shared || s.typ == pb.CommandSubscribe_Key_Shared
+	count := !dispatcherOf(s.typ).ordered()
 	redeliver := func(id uint64) {
 		pe, ok := s.pending[id]
 		if !ok || pe.c != c {

@@ -2,10 +2,8 @@ package broker
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,13 +18,9 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
-// subscription is a named cursor on a topic and the consumers sharing it.
-//
-// The cursor: every entry below markDelete is acknowledged; acked holds the
-// acknowledged entries above it; readPos is the next entry never
-// dispatched; replay holds entries to send again (redelivered, or handed
-// back by a consumer that left); pending maps each dispatched, unacked entry
-// to its consumer. One goroutine per subscription (run) dispatches.
+// subscription is a named cursor on a topic (cursor.go) and the consumers
+// sharing it. One goroutine per subscription (run) dispatches, through
+// the dispatcher of its kind (dispatcher.go).
 type subscription struct {
 	t       *topic
 	name    string
@@ -39,38 +33,31 @@ type subscription struct {
 	stopMu  sync.Once
 	saveMu  sync.Mutex // orders cursor writes
 
-	mu           sync.Mutex
-	typ          pb.CommandSubscribe_SubType
-	ksMode       pb.KeySharedMode
-	consumers    []*consumer // in arrival order
-	active       *consumer   // Exclusive, Failover
-	selector     ksSelector  // Key_Shared
-	rr           int         // Shared round robin
-	markDelete   uint64
-	acked        rangeSet
-	batchAcks    map[uint64][]int64 // partly acked batches; set bits are still unacked
-	readPos      uint64
-	replay       idQueue
-	pending      map[uint64]pendingEntry
-	redeliveries map[uint64]uint32
-	owners       map[int32]*hashOwner    // Key_Shared: hashes with unacked entries, and who has them
-	replayHash   map[uint64]int32        // Key_Shared: the hash of each replay entry
-	hashReplays  map[int32]int           // Key_Shared: how many replay entries each hash has
-	notifyReq    chan struct{}           // ask run to tell consumers who is active
-	handoverReq  chan struct{}           // ask run to end a hand-over after FailoverDelay
-	handover     bool                    // Failover: the new active consumer waits to take over
-	delayed      map[uint64]delayedEntry // Shared/Key_Shared: entries held until deliver_at_time
-	ahead        []store.Entry           // read past readPos and not sent yet (valid for aheadEpoch)
-	aheadEpoch   uint64
-	avgMsgs      float64 // mean messages per entry, to read as many entries as permits allow
-	epoch        uint64  // bumped by a reset, to drop reads in flight
-	dirty        bool
-	deleted      bool
-	keepEmpty    bool      // a non-durable subscription kept after a seek, for its reconnecting reader
-	keptAt       time.Time // when keepEmpty was set
-	consumerSeq  uint64
-	readErrs     int
-	out          counter // dispatched, for the admin API
+	mu          sync.Mutex
+	cursor      // guarded by mu
+	typ         pb.CommandSubscribe_SubType
+	ksMode      pb.KeySharedMode
+	consumers   []*consumer             // in arrival order
+	active      *consumer               // Exclusive, Failover
+	selector    ksSelector              // Key_Shared
+	rr          int                     // Shared round robin
+	owners      map[int32]*hashOwner    // Key_Shared: hashes with unacked entries, and who has them
+	replayHash  map[uint64]int32        // Key_Shared: the hash of each replay entry
+	hashReplays map[int32]int           // Key_Shared: how many replay entries each hash has
+	notifyReq   chan struct{}           // ask run to tell consumers who is active
+	handoverReq chan struct{}           // ask run to end a hand-over after FailoverDelay
+	handover    bool                    // Failover: the new active consumer waits to take over
+	delayed     map[uint64]delayedEntry // Shared/Key_Shared: entries held until deliver_at_time
+	ahead       []store.Entry           // read past readPos and not sent yet (valid for aheadEpoch)
+	aheadEpoch  uint64
+	avgMsgs     float64 // mean messages per entry, to read as many entries as permits allow
+	epoch       uint64  // bumped by a reset, to drop reads in flight
+	deleted     bool
+	keepEmpty   bool      // a non-durable subscription kept after a seek, for its reconnecting reader
+	keptAt      time.Time // when keepEmpty was set
+	consumerSeq uint64
+	readErrs    int
+	out         counter // dispatched, for the admin API
 }
 
 type pendingEntry struct {
@@ -98,26 +85,23 @@ const (
 )
 
 func newSubscription(t *topic, name string, durable bool, typ pb.CommandSubscribe_SubType, start uint64) *subscription {
-	return &subscription{
-		t:            t,
-		name:         name,
-		durable:      durable,
-		typ:          typ,
-		wake:         make(chan struct{}, 1),
-		quit:         make(chan struct{}),
-		stopped:      make(chan struct{}),
-		markDelete:   start,
-		readPos:      start,
-		batchAcks:    map[uint64][]int64{},
-		pending:      map[uint64]pendingEntry{},
-		redeliveries: map[uint64]uint32{},
-		replayHash:   map[uint64]int32{},
-		hashReplays:  map[int32]int{},
-		notifyReq:    make(chan struct{}, 1),
-		handoverReq:  make(chan struct{}, 1),
-		delayed:      map[uint64]delayedEntry{},
-		avgMsgs:      1,
+	s := &subscription{
+		t:           t,
+		name:        name,
+		durable:     durable,
+		typ:         typ,
+		wake:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		stopped:     make(chan struct{}),
+		replayHash:  map[uint64]int32{},
+		hashReplays: map[int32]int{},
+		notifyReq:   make(chan struct{}, 1),
+		handoverReq: make(chan struct{}, 1),
+		delayed:     map[uint64]delayedEntry{},
+		avgMsgs:     1,
 	}
+	s.cursor = newCursor(start, s)
+	return s
 }
 
 func (s *subscription) start() {
@@ -233,7 +217,7 @@ func (s *subscription) releaseDue() {
 	for id, d := range s.delayed {
 		if d.at <= now {
 			delete(s.delayed, id)
-			if id >= s.markDelete && !s.acked.contains(id) {
+			if !s.isAcked(id) {
 				s.addReplay(id, d.hash)
 			}
 		}
@@ -258,10 +242,7 @@ func (s *subscription) backlog() int64 {
 	next := s.t.log.Next()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if next <= s.markDelete {
-		return 0
-	}
-	return int64(next - s.markDelete - s.acked.count())
+	return s.cursor.backlog(next)
 }
 
 // ---------------------------------------------------------------- consumers
@@ -477,25 +458,15 @@ func (s *subscription) removeConsumer(c *consumer) {
 // addReplay queues an entry to be sent again; s.mu held. Key_Shared
 // remembers its hash, so newer entries of that hash wait behind it.
 func (s *subscription) addReplay(id uint64, hash int32) {
-	if s.replay.contains(id) {
-		return
-	}
-	s.replay.add(id)
-	if hash >= 0 {
+	if s.queue(id) && hash >= 0 {
 		s.replayHash[id] = hash
 		s.hashReplays[hash]++
 	}
 }
 
-func (s *subscription) removeReplay(id uint64) {
-	if s.replay.remove(id) {
-		s.forgetReplayHash(id)
-	}
-}
-
-// forgetReplayHash drops the Key_Shared hash of an id leaving the replay
-// queue; s.mu held.
-func (s *subscription) forgetReplayHash(id uint64) {
+// unqueued drops the Key_Shared hash of an id leaving the replay queue
+// (a cursor hook); s.mu held.
+func (s *subscription) unqueued(id uint64) {
 	if h, ok := s.replayHash[id]; ok {
 		delete(s.replayHash, id)
 		if s.hashReplays[h]--; s.hashReplays[h] <= 0 {
@@ -504,9 +475,9 @@ func (s *subscription) forgetReplayHash(id uint64) {
 	}
 }
 
-// release forgets a pending entry; s.mu held.
-func (s *subscription) release(id uint64, pe pendingEntry) {
-	delete(s.pending, id)
+// released gives a pending entry's messages back to its consumer's
+// unacked count and its hash's owner (a cursor hook); s.mu held.
+func (s *subscription) released(_ uint64, pe pendingEntry) {
 	pe.c.unacked.Add(-int64(pe.msgs))
 	if pe.hash >= 0 && s.owners != nil {
 		if o := s.owners[pe.hash]; o != nil {
@@ -576,119 +547,38 @@ var (
 
 // ackEntry acknowledges a whole entry; s.mu held.
 func (s *subscription) ackEntry(id uint64) {
-	if id < s.markDelete || s.acked.contains(id) {
-		return
-	}
-	if pe, ok := s.pending[id]; ok {
-		s.release(id, pe)
-	}
-	s.removeReplay(id)
-	delete(s.delayed, id)
-	delete(s.redeliveries, id)
-	delete(s.batchAcks, id)
-	s.dirty = true
-	if id != s.markDelete {
-		s.acked.add(id)
-		return
-	}
-	s.markDelete = s.acked.advance(id + 1)
-	if s.readPos < s.markDelete {
-		s.readPos = s.markDelete
+	if s.ack(id) {
+		delete(s.delayed, id)
 	}
 }
 
 // ackBatchPart records a partial acknowledgement of a batch; ackSet has a
 // bit set for each message still unacknowledged. s.mu held.
 func (s *subscription) ackBatchPart(id uint64, ackSet []int64) {
-	if id < s.markDelete || s.acked.contains(id) {
-		return
+	if s.ackPart(id, ackSet) {
+		delete(s.delayed, id)
 	}
-	cur, ok := s.batchAcks[id]
-	if !ok {
-		cur = slices.Clone(ackSet)
-	} else {
-		for i := range cur {
-			if i < len(ackSet) {
-				cur[i] &= ackSet[i]
-			} else {
-				cur[i] = 0
-			}
-		}
-	}
-	for _, w := range cur {
-		if w != 0 {
-			s.batchAcks[id] = cur
-			s.dirty = true
-			return
-		}
-	}
-	s.ackEntry(id)
 }
 
 // ackCumulative acknowledges every entry up to and including id (or up
 // to id, with a partial ack of id itself). s.mu held.
 func (s *subscription) ackCumulative(id uint64, ackSet []int64) {
-	upTo := id + 1
-	if len(ackSet) > 0 {
-		upTo = id
-	}
-	if upTo > s.markDelete {
-		for pid, pe := range s.pending {
-			if pid < upTo {
-				s.release(pid, pe)
-			}
-		}
-		s.markDelete = upTo
-		s.acked.trimBelow(upTo)
-		// The replay queue is sorted: forget the hashes of its head, then
-		// cut the head in one go.
-		for _, id := range s.replay.ids {
-			if id >= upTo {
-				break
-			}
-			s.forgetReplayHash(id)
-		}
-		s.replay.trimBelow(upTo)
-		for k := range s.redeliveries {
-			if k < upTo {
-				delete(s.redeliveries, k)
-			}
-		}
-		for k := range s.batchAcks {
-			if k < upTo {
-				delete(s.batchAcks, k)
-			}
-		}
-		s.markDelete = s.acked.advance(s.markDelete)
-		if s.readPos < s.markDelete {
-			s.readPos = s.markDelete
-		}
-		s.dirty = true
-	}
-	if len(ackSet) > 0 {
-		s.ackBatchPart(id, ackSet)
+	if s.ackUpTo(id, ackSet) {
+		delete(s.delayed, id)
 	}
 }
 
 // reset moves the cursor to entry pos (a seek): everything before it is
 // acknowledged, nothing after it is; in-flight state is forgotten.
 func (s *subscription) reset(pos uint64) {
-	for id, pe := range s.pending {
-		s.release(id, pe)
-	}
-	s.markDelete, s.readPos = pos, pos
-	s.acked.clear()
-	s.replay.clear()
+	s.moveTo(pos)
 	clear(s.replayHash)
 	clear(s.hashReplays)
-	clear(s.batchAcks)
-	clear(s.redeliveries)
 	clear(s.delayed)
 	if s.owners != nil {
 		clear(s.owners)
 	}
 	s.epoch++
-	s.dirty = true
 }
 
 // save writes the cursor when it changed (durable subscriptions only).
@@ -703,7 +593,7 @@ func (s *subscription) save() {
 		s.mu.Unlock()
 		return
 	}
-	state := s.encode()
+	state := s.encode(uint64(s.typ))
 	s.dirty = false
 	s.mu.Unlock()
 	if err := s.t.log.SaveCursor(s.name, state); err != nil {
@@ -716,93 +606,17 @@ func (s *subscription) save() {
 	}
 }
 
-// Cursor state, version 1: markDelete, subscription type, the acked spans
-// (each as gap from the previous end and length) and partial batch acks.
-const cursorVersion = 1
-
-func (s *subscription) encode() []byte {
-	b := []byte{cursorVersion}
-	b = binary.AppendUvarint(b, s.markDelete)
-	b = binary.AppendUvarint(b, uint64(s.typ))
-	b = binary.AppendUvarint(b, uint64(len(s.acked.s)))
-	prev := s.markDelete
-	for _, sp := range s.acked.s {
-		b = binary.AppendUvarint(b, sp.lo-prev)
-		b = binary.AppendUvarint(b, sp.hi-sp.lo)
-		prev = sp.hi
-	}
-	keys := slices.Sorted(maps.Keys(s.batchAcks))
-	b = binary.AppendUvarint(b, uint64(len(keys)))
-	for _, k := range keys {
-		words := s.batchAcks[k]
-		b = binary.AppendUvarint(b, k)
-		b = binary.AppendUvarint(b, uint64(len(words)))
-		for _, w := range words {
-			b = binary.AppendUvarint(b, uint64(w))
-		}
-	}
-	return b
-}
-
+// decodeCursor makes the durable subscription saved as b.
 func decodeCursor(t *topic, name string, b []byte) (*subscription, error) {
-	bad := errors.New("corrupt cursor state")
-	if len(b) == 0 || b[0] != cursorVersion {
-		return nil, fmt.Errorf("cursor version %v: %w", b[:min(1, len(b))], bad)
+	c := newCursor(0, nil)
+	typ, err := c.decode(b)
+	if err != nil {
+		return nil, err
 	}
-	b = b[1:]
-	next := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
-	md, ok1 := next()
-	typ, ok2 := next()
-	nr, ok3 := next()
-	if !ok1 || !ok2 || !ok3 || nr > uint64(len(b)) {
-		return nil, bad
-	}
-	s := newSubscription(t, name, true, pb.CommandSubscribe_SubType(typ), md)
-	prev := md
-	for i := uint64(0); i < nr; i++ {
-		gap, ok1 := next()
-		n, ok2 := next()
-		if !ok1 || !ok2 {
-			return nil, bad
-		}
-		lo := prev + gap
-		s.acked.s = append(s.acked.s, span{lo, lo + n})
-		prev = lo + n
-	}
-	nb, ok := next()
-	if !ok || nb > uint64(len(b)) {
-		return nil, bad
-	}
-	for i := uint64(0); i < nb; i++ {
-		k, ok1 := next()
-		nw, ok2 := next()
-		if !ok1 || !ok2 || nw > uint64(len(b)) {
-			return nil, bad
-		}
-		words := make([]int64, nw)
-		for j := range words {
-			w, ok := next()
-			if !ok {
-				return nil, bad
-			}
-			words[j] = int64(w)
-		}
-		s.batchAcks[k] = words
-	}
+	s := newSubscription(t, name, true, pb.CommandSubscribe_SubType(typ), c.markDelete)
+	s.acked, s.batchAcks = c.acked, c.batchAcks
 	// Entries trimmed away meanwhile cannot be read: start at the first.
-	if first := t.log.First(); s.markDelete < first {
-		s.markDelete = first
-		s.acked.trimBelow(first)
-		s.markDelete = s.acked.advance(s.markDelete)
-	}
-	s.readPos = s.markDelete
+	s.startAt(t.log.First())
 	return s, nil
 }
 

@@ -47,58 +47,23 @@ func scanEntry(entry []byte) (entryInfo, error) {
 	md := b[4 : 4+n]
 	var partitionKey, orderingKey []byte
 	for len(md) > 0 {
-		num, typ, l := protowire.ConsumeTag(md)
+		num, typ, v, body, l := pulsarwire.ConsumeField(md)
 		if l < 0 {
 			return info, errBadEntry
 		}
 		md = md[l:]
 		switch {
-		case num == 11 && typ == protowire.VarintType:
-			v, l := protowire.ConsumeVarint(md)
-			if l < 0 {
-				return info, errBadEntry
-			}
+		case num == 11 && typ == protowire.VarintType: // num_messages_in_batch
 			info.numMessages, info.batched = int32(v), true
-			md = md[l:]
-			continue
-		case num == 3 && typ == protowire.VarintType:
-			v, l := protowire.ConsumeVarint(md)
-			if l < 0 {
-				return info, errBadEntry
-			}
+		case num == 3 && typ == protowire.VarintType: // publish_time
 			info.publishTime = v
-			md = md[l:]
-			continue
-		case num == 19 && typ == protowire.VarintType:
-			v, l := protowire.ConsumeVarint(md)
-			if l < 0 {
-				return info, errBadEntry
-			}
+		case num == 19 && typ == protowire.VarintType: // deliver_at_time
 			info.deliverAt = int64(v)
-			md = md[l:]
-			continue
-		case num == 6 && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(md)
-			if l < 0 {
-				return info, errBadEntry
-			}
-			partitionKey = v
-			md = md[l:]
-			continue
-		case num == 18 && typ == protowire.BytesType:
-			v, l := protowire.ConsumeBytes(md)
-			if l < 0 {
-				return info, errBadEntry
-			}
-			orderingKey = v
-			md = md[l:]
-			continue
+		case num == 6 && typ == protowire.BytesType: // partition_key
+			partitionKey = body
+		case num == 18 && typ == protowire.BytesType: // ordering_key
+			orderingKey = body
 		}
-		l = protowire.ConsumeFieldValue(num, typ, md)
-		if l < 0 {
-			return info, errBadEntry
-		}
-		md = md[l:]
 	}
 	if info.numMessages < 1 {
 		info.numMessages = 1

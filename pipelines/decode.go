@@ -32,6 +32,15 @@ const (
 	MaxErrors = 100
 )
 
+// ExtensionPrefix starts the top-level keys the loader ignores, so that a
+// file can hold values to repeat with anchors and aliases:
+//
+//	x-handler: &shout {package: ./uppercase, instances: 2}
+//	pipelines:
+//	  - name: a
+//	    handler: *shout
+const ExtensionPrefix = "x-"
+
 // pos is a place in a file.
 type pos struct{ line, col int }
 
@@ -49,8 +58,9 @@ type decoder struct {
 	// the walk is inside one.
 	aliasNodes int
 	inAlias    int
-	following  map[*yaml.Node]bool // the anchors' values being walked
-	stop       bool                // a limit was reached: decode no more
+	following  map[*yaml.Node]bool             // the anchors' values being walked
+	stop       bool                            // a limit was reached: decode no more
+	fields     map[reflect.Type]map[string]int // fieldsOf, once per type
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -65,8 +75,14 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 		d.stop = true
 		return
 	}
+	if len(path) > maxPathShown {
+		// Deep nesting makes paths no one reads whole; the place says where.
+		path = path[:maxPathShown/2] + "..." + path[len(path)-maxPathShown/2:]
+	}
 	d.errs = append(d.errs, &Error{File: d.file, Line: n.Line, Col: n.Column, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
+
+const maxPathShown = 100
 
 // follow notes that the walk goes into alias n; false (and an error)
 // when n is inside the value it names, which would never end.
@@ -175,6 +191,21 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, depth int) {
 			return
 		}
 		v.SetInt(i)
+	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
+		s, ok := d.scalar(n, path, "a number")
+		if !ok {
+			return
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			d.fail(n, path, "%q: want a number", s)
+			return
+		}
+		v.SetFloat(f)
+	case v.Kind() == reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.value(n, p.Elem(), path, depth)
+		v.Set(p)
 	case v.Kind() == reflect.Bool:
 		s, ok := d.scalar(n, path, "true or false")
 		if !ok {
@@ -273,9 +304,19 @@ func (d *decoder) pairs(n *yaml.Node, path string, f func(key string, k, v *yaml
 }
 
 func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string, depth int) {
-	fields := fieldsOf(v.Type())
+	fields, ok := d.fields[v.Type()]
+	if !ok {
+		fields = fieldsOf(v.Type())
+		if d.fields == nil {
+			d.fields = map[reflect.Type]map[string]int{}
+		}
+		d.fields[v.Type()] = fields
+	}
 	d.pairs(n, path, func(key string, k, val *yaml.Node) {
 		i, ok := fields[key]
+		if !ok && path == "" && strings.HasPrefix(key, ExtensionPrefix) {
+			return // a place for anchors, read by no one
+		}
 		if !ok {
 			d.fail(k, join(path, key), "unknown field%s", suggest(key, fields))
 			return

@@ -29,6 +29,9 @@ func (d *decoder) checkFiles(f *File) Errors {
 			d.errAt(path, fmt.Sprintf("%s %s is not a file", what, p))
 		}
 	}
+	if spec, ok := strings.CutPrefix(f.Auth.Token, "file:"); ok {
+		regular("auth.token", strings.TrimPrefix(spec, "//"), "token file")
+	}
 	regular("tls.ca_file", f.TLS.CAFile, "CA file")
 	regular("tls.cert_file", f.TLS.CertFile, "certificate file")
 	regular("tls.key_file", f.TLS.KeyFile, "key file")

@@ -71,6 +71,9 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 	if e := checkText(name, data); e != nil {
 		return nil, nil, Errors{e}
 	}
+	if e := checkNesting(name, data); e != nil {
+		return nil, nil, Errors{e}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
@@ -120,12 +123,11 @@ func (d *decoder) errAt(path, msg string) {
 			d.errs = append(d.errs, &Error{File: d.file, Line: at.line, Col: at.col, Path: path, Msg: msg})
 			return
 		}
-		i := strings.LastIndexAny(p, ".[")
-		if i < 0 {
-			p = ""
-			continue
+		if p == "" {
+			d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Path: path, Msg: msg})
+			return
 		}
-		p = p[:i]
+		p = p[:max(strings.LastIndexAny(p, ".["), 0)]
 	}
 }
 
@@ -223,8 +225,14 @@ func syntaxError(name string, data []byte, err error) *Error {
 	lines := strings.Split(string(data), "\n")
 	if parserProblem(msg) {
 		// The parser names the line where the construct it was reading
-		// began (numbered from 0): find the line that breaks it.
-		line = max(line+1, breakingLine(lines, err.Error()))
+		// began (numbered from 0): find the line that breaks it, in a file
+		// small enough to parse a few more times.
+		line++
+		if len(data) <= bisectLimit {
+			line = max(line, breakingLine(lines, err.Error()))
+		} else {
+			msg += " (in what starts on this line)"
+		}
 	}
 	for _, l := range []int{line, line + 1, line - 1} {
 		if l < 1 || l > len(lines) {
@@ -246,6 +254,10 @@ func syntaxError(name string, data []byte, err error) *Error {
 	}
 	return &Error{File: name, Line: line, Col: col, Msg: "syntax: " + msg}
 }
+
+// bisectLimit is the largest file in which a syntax error is looked for
+// by parsing prefixes (about 16 parses of at most this much).
+const bisectLimit = 64 << 10
 
 // breakingLine is the first line whose addition makes the file fail as
 // it does (found by bisection, so a few parses of the file at most); 0
@@ -280,6 +292,9 @@ func (f *File) resolve(dir string) {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
+	}
+	if spec, ok := strings.CutPrefix(f.Auth.Token, "file:"); ok && !strings.HasPrefix(spec, "//") && spec != "" && !filepath.IsAbs(spec) {
+		f.Auth.Token = "file:" + filepath.Join(dir, spec)
 	}
 	file(&f.TLS.CAFile)
 	file(&f.TLS.CertFile)

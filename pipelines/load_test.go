@@ -2,6 +2,7 @@ package pipelines_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,7 +34,16 @@ tls:
 auth:
   token: env:PULSAR_TOKEN
 operation_retries: {attempts: 3, delay: 2s, timeout: 10s}
-telemetry: {http: "127.0.0.1:9090"}
+telemetry:
+  http: "127.0.0.1:9090"
+  traces:
+    endpoint: http://collector:4317
+    protocol: http/protobuf
+    headers: {x-key: abc}
+    service_name: orders
+    resource_attributes: {deployment.environment: prod}
+    sampler: parentbased_traceidratio
+    sampler_arg: 0.01
 pipelines:
   - name: orders
     source:
@@ -78,7 +88,10 @@ func TestParseEveryField(t *testing.T) {
 		TLS:              pipelines.TLS{CAFile: "/etc/ca.pem", CertFile: "/etc/cert.pem", KeyFile: "/etc/key.pem", SkipHostnameVerification: true},
 		Auth:             pipelines.Auth{Token: "env:PULSAR_TOKEN"},
 		OperationRetries: pipelines.OperationRetries{Attempts: 3, Delay: 2 * time.Second, Timeout: 10 * time.Second},
-		Telemetry:        pipelines.Telemetry{HTTP: "127.0.0.1:9090"},
+		Telemetry: pipelines.Telemetry{HTTP: "127.0.0.1:9090", Traces: pipelines.Traces{
+			Endpoint: "http://collector:4317", Protocol: "http/protobuf", Headers: map[string]string{"x-key": "abc"},
+			ServiceName: "orders", ResourceAttributes: map[string]string{"deployment.environment": "prod"},
+			Sampler: "parentbased_traceidratio", SamplerArg: "0.01"}},
 		Pipelines: []pipelines.Pipeline{{
 			Name: "orders",
 			Source: pipelines.Source{Topics: []string{"orders", "persistent://shop/eu/returns"}, Subscription: "enrich",
@@ -293,7 +306,9 @@ func TestHostileInputCostsLittleMemory(t *testing.T) {
 		name, src, want string
 	}{
 		{"alias bomb", b.String(), "aliases repeat more than 10000 values"},
-		{"deep flow nesting", "pipelines: " + strings.Repeat("[", 100_000), "exceeded max depth"},
+		{"deep flow nesting", "pipelines: " + strings.Repeat("[", 100_000), "nested deeper than 64 levels"},
+		{"deep flow nesting at the parser's limit", "x-a: " + strings.Repeat("[", 9999) + "1" + strings.Repeat(",1", (1<<20-30000)/2) + strings.Repeat("]", 9999) + "\n", "nested deeper than 64 levels"},
+		{"deep block nesting", "pipelines:\n" + strings.Repeat("  - ", 5000) + "x\n", "nested deeper than 64 levels"},
 		{"deep mapping", "pipelines:\n  - handler:\n      config: " + strings.Repeat("{a: ", 5000) + strings.Repeat("}", 5000), "nested deeper than 64 levels"},
 		{"too large", "pipelines: []\n" + strings.Repeat("# padding\n", pipelines.MaxFileSize/10), "larger than 1048576 bytes"},
 	} {
@@ -308,5 +323,89 @@ func TestHostileInputCostsLittleMemory(t *testing.T) {
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
 			t.Errorf("%s: allocated %d MiB", c.name, alloc>>20)
 		}
+	}
+}
+
+// Load reads no more of a file than the limit allows: a 1 GiB file costs
+// what a 1 MiB one does.
+func TestLoadReadsAtMostTheLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	f, err := os.Create(path)
+	must(t, err)
+	must(t, f.Truncate(1<<30)) // sparse: no disk used
+	must(t, f.Close())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = pipelines.Load(path, env(nil))
+	runtime.ReadMemStats(&after)
+	var e *pipelines.Error
+	if !errors.As(err, &e) || e.Line != 1 || !strings.Contains(e.Msg, "larger than 1048576 bytes") {
+		t.Fatalf("error %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Errorf("allocated %d MiB to refuse it", alloc>>20)
+	}
+}
+
+// A python given as a bare command is looked up in PATH, as the host
+// will run it.
+func TestLoadLooksPythonUpInPath(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "h.py"), []byte("pass\n"), 0o644))
+	bin := filepath.Join(dir, "bin")
+	must(t, os.MkdirAll(bin, 0o755))
+	must(t, os.WriteFile(filepath.Join(bin, "python3"), []byte("#!/bin/sh\n"), 0o755))
+	path := filepath.Join(dir, "p.yaml")
+	must(t, os.WriteFile(path, []byte("pipelines:\n  - {name: a, source: {topics: [t], subscription: s}, handler: {script: h.py}}\n"), 0o644))
+
+	t.Setenv("PATH", bin)
+	f, err := pipelines.Load(path, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Pipelines[0].Handler.PythonCommand(); got != "python3" {
+		t.Errorf("PythonCommand = %s", got)
+	}
+	t.Setenv("PATH", dir)
+	_, err = pipelines.Load(path, env(nil))
+	if err == nil || !strings.HasSuffix(err.Error(), ":2:64: pipelines[0].handler.python: python3 is not in PATH (set python: to an interpreter or a virtual environment)") {
+		t.Errorf("no python3 in PATH: %v", err)
+	}
+}
+
+// Top-level x- keys are ignored, so they can hold anchors.
+func TestExtensionFieldsHoldAnchors(t *testing.T) {
+	src := "x-source: &src {topics: [t], subscription: s}\nx-handler: &h {plugin: /p, instances: 3}\n" +
+		"pipelines:\n  - {name: a, source: *src, handler: *h}\n  - {name: b, source: *src, handler: *h}\n"
+	f, err := pipelines.Parse("x.yaml", []byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Pipelines) != 2 || f.Pipelines[1].Handler.Instances != 3 || f.Pipelines[1].Source.Topics[0] != "t" {
+		t.Errorf("%+v", f.Pipelines)
+	}
+	src = "pipelines:\n  - {name: a, source: {topics: [t], subscription: s}, handler: {plugin: /p}, x-note: hi}\n"
+	if _, err := pipelines.Parse("x.yaml", []byte(src), env(nil)); err == nil || !strings.Contains(err.Error(), "pipelines[0].x-note: unknown field") {
+		t.Errorf("x- below the top: %v", err)
+	}
+}
+
+// The nesting pre-check reads text roughly; what it must not do is refuse
+// a file a user would write: brackets and quotes inside plain values,
+// comments, block scalars, a file nested to the decoder's limit.
+func TestNestingCheckKeepsOrdinaryFiles(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("pipelines:\n  - name: p\n    source: {topics: [t], subscription: s}\n    handler:\n      plugin: /p\n      config:\n")
+	for i := range 100 {
+		fmt.Fprintf(&b, "        k%d: it's [a-z{ # a comment with [[[ and '\n", i)
+	}
+	b.WriteString("        script: |\n")
+	for i := range 150 {
+		b.WriteString("          " + strings.Repeat("  ", i) + "if x: [\n")
+	}
+	b.WriteString("        deep: " + strings.Repeat("{a: ", pipelines.MaxDepth-5) + "1" + strings.Repeat("}", pipelines.MaxDepth-5) + "\n")
+	if _, err := pipelines.Parse("ok.yaml", []byte(b.String()), env(nil)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -34,8 +34,8 @@
 //
 // The loader parses with go.yaml.in/yaml/v3 (the YAML organisation's
 // continuation of gopkg.in/yaml.v3) into its node tree and decodes that
-// itself. The library is a port of libyaml, fuzzed for years, with depth
-// limits of its own; its nodes carry the line and column of every value
+// itself. The library is a port of libyaml, the YAML parser most Go
+// programs use, with depth limits of its own; its nodes carry the line and column of every value
 // and keep aliases unexpanded, so this package decides what an alias may
 // cost, finds duplicate keys, expands ${VAR} in values only, and reports
 // every problem as FILE:LINE:COL: field.path: what is wrong. (A decoder
@@ -90,7 +90,9 @@ type TLS struct {
 // Auth configures authentication.
 type Auth struct {
 	// Token for Pulsar's token authentication: the token itself,
-	// "file:PATH" or "env:VAR". Default "": none.
+	// "file:PATH" (read at every connect; a relative path starts at the
+	// pipeline file's directory) or "env:VAR" (read when connecting, so
+	// the secret stays out of the file). Default "": none.
 	Token string `yaml:"token,omitempty" json:"token,omitempty"`
 }
 
@@ -106,12 +108,45 @@ type OperationRetries struct {
 }
 
 // Telemetry says where the host serves its metrics (/metrics) and health
-// endpoints. Traces are exported as the standard OTEL_* environment
-// variables say.
+// endpoints (/healthz, /readyz), and where it exports traces. The
+// standard OTEL_* environment variables win over Traces
+// (docs/telemetry.md).
 type Telemetry struct {
 	// HTTP is the listen address of the metrics and health endpoints,
-	// such as "127.0.0.1:9090". Default "": not served.
+	// such as "127.0.0.1:9464"; a missing host (":9464") means loopback.
+	// Default "": not served.
 	HTTP string `yaml:"http,omitempty" json:"http,omitempty"`
+	// Traces configures the OTLP export of traces. Default: none (unless
+	// OTEL_EXPORTER_OTLP_ENDPOINT is set).
+	Traces Traces `yaml:"traces,omitempty" json:"traces,omitempty"`
+}
+
+// Traces configures the OTLP export of traces, as the OTEL_* variable
+// named on each field would.
+type Traces struct {
+	// Endpoint is the OTLP base URL (OTEL_EXPORTER_OTLP_ENDPOINT), such as
+	// "http://collector:4317". Default "": traces are off.
+	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
+	// Protocol is "grpc" or "http/protobuf" (OTEL_EXPORTER_OTLP_PROTOCOL).
+	// Default "grpc".
+	Protocol string `yaml:"protocol,omitempty" json:"protocol,omitempty"`
+	// Headers are sent with every export (OTEL_EXPORTER_OTLP_HEADERS).
+	// Default none.
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	// ServiceName is the resource's service.name (OTEL_SERVICE_NAME).
+	// Default "streamrun".
+	ServiceName string `yaml:"service_name,omitempty" json:"service_name,omitempty"`
+	// ResourceAttributes are added to the resource
+	// (OTEL_RESOURCE_ATTRIBUTES). Default none.
+	ResourceAttributes map[string]string `yaml:"resource_attributes,omitempty" json:"resource_attributes,omitempty"`
+	// Sampler is always_on, always_off, traceidratio,
+	// parentbased_always_on, parentbased_always_off or
+	// parentbased_traceidratio (OTEL_TRACES_SAMPLER). Default
+	// parentbased_always_on.
+	Sampler string `yaml:"sampler,omitempty" json:"sampler,omitempty"`
+	// SamplerArg is the sampler's argument, the ratio from 0 to 1 for the
+	// traceidratio samplers (OTEL_TRACES_SAMPLER_ARG). Default "1".
+	SamplerArg string `yaml:"sampler_arg,omitempty" json:"sampler_arg,omitempty"`
 }
 
 // Pipeline is one source -> handler -> outputs flow.

@@ -3,7 +3,9 @@ package pipelines
 import (
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,8 +29,35 @@ func (f *File) Validate() error {
 	if len(f.Pipelines) == 0 {
 		errs = append(errs, &FieldError{"pipelines", errors.New("no pipeline")})
 	}
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &FieldError{path, fmt.Errorf(format, args...)})
+	}
+	if f.ServiceURL != "" {
+		if err := checkServiceURL(f.ServiceURL); err != nil {
+			bad("service_url", "%v", err)
+		}
+	}
+	if (f.TLS.CertFile == "") != (f.TLS.KeyFile == "") {
+		bad("tls", "cert_file and key_file go together: set both or neither")
+	}
 	if f.OperationRetries.Attempts < 0 {
-		errs = append(errs, &FieldError{"operation_retries.attempts", errors.New("must not be negative")})
+		bad("operation_retries.attempts", "must not be negative")
+	}
+	if f.OperationRetries.Delay < 0 {
+		bad("operation_retries.delay", "must not be negative")
+	}
+	if f.OperationRetries.Timeout < 0 {
+		bad("operation_retries.timeout", "must not be negative")
+	}
+	if a := f.Telemetry.HTTP; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad("telemetry.http", "%q: want host:port, such as 127.0.0.1:9090 or :9090", a)
+		}
+	}
+	if t := f.Auth.Token; strings.HasPrefix(t, "file:") && strings.TrimPrefix(strings.TrimPrefix(t, "file:"), "//") == "" {
+		bad("auth.token", "file: without a path")
+	} else if strings.HasPrefix(t, "env:") && !validVarName(strings.TrimPrefix(t, "env:")) {
+		bad("auth.token", "%q: env: names a variable (letters, digits and '_')", t)
 	}
 	seen := map[string]int{}
 	for i := range f.Pipelines {
@@ -172,4 +201,32 @@ func (p *Pipeline) validate(prefix string) []error {
 		topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
 	}
 	return errs
+}
+
+// checkServiceURL reports why s is not a service URL:
+// pulsar://host[:port][,host[:port]...] or pulsar+ssl://...
+func checkServiceURL(s string) error {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return fmt.Errorf("%q: want pulsar://host:port or pulsar+ssl://host:port", s)
+	}
+	if l := strings.ToLower(scheme); l != "pulsar" && l != "pulsar+ssl" {
+		return fmt.Errorf("%q: the scheme must be pulsar or pulsar+ssl, not %q", s, scheme)
+	}
+	rest = strings.TrimRight(rest, "/")
+	if rest == "" {
+		return fmt.Errorf("%q: no host", s)
+	}
+	for _, h := range strings.Split(rest, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" || strings.ContainsAny(h, "/?#@ ") {
+			return fmt.Errorf("%q: bad host %q", s, h)
+		}
+		if host, port, err := net.SplitHostPort(h); err == nil {
+			if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || host == "" {
+				return fmt.Errorf("%q: bad host:port %q", s, h)
+			}
+		}
+	}
+	return nil
 }

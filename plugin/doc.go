@@ -112,7 +112,9 @@
 // Unix socket. gRPC messages may be up to 64 MiB each way
 // (DefaultMaxMessageSize; gRPC's default is 4 MiB), so that a batch of
 // Pulsar's largest messages fits; ServeOptions.MaxMessageSize (and the
-// host's ClientOptions.MaxMessageSize) change it.
+// host's ClientOptions.MaxMessageSize) change it. Nothing in the contract
+// is Go's: sdk/python implements it in Python, and
+// docs/handlers-any-language.md describes it for any gRPC language.
 //
 // # Cost
 //

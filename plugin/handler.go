@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -224,7 +225,9 @@ func (w *batchWriter) set(m *Message, op string, o Outcome, delay time.Duration,
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if r := w.slot(m, op); r != nil {
-		r.Outcome, r.RetryDelay, r.Reason = o, delay, reason
+		// reason is a string in the contract: valid UTF-8, or a peer
+		// built on generated code refuses the whole answer.
+		r.Outcome, r.RetryDelay, r.Reason = o, delay, strings.ToValidUTF8(reason, "\uFFFD")
 	}
 }
 

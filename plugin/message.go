@@ -62,6 +62,14 @@ type Output struct {
 	Payload []byte
 	// EventTime of the new message, zero for none.
 	EventTime time.Time
+	// TraceParent and TraceState are the W3C trace context of the work
+	// that made the output, the parent of the span that publishes it. The
+	// SDK sets them to the handler's span when the batch is traced and
+	// they are ""; set them to nest the publishing under a span of your
+	// own. The published message carries the context of that span, not
+	// these.
+	TraceParent string
+	TraceState  string
 }
 
 // Outcome says what the host does with an input message after the handler

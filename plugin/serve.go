@@ -21,8 +21,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/plugin/internal/contract"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 	"github.com/streamrun/streamrun/plugin/internal/wire"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
 // ServeOptions tunes Serve. The zero value is what Serve uses.
@@ -69,6 +72,8 @@ func ServeWithOptions(h Handler, opts ServeOptions) {
 		opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	slog.SetDefault(opts.Logger)
+	s.tracing = setupTracing()
+	defer s.tracing.shutdown()
 	size := opts.MaxMessageSize
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: contract.Handshake(),
@@ -96,6 +101,9 @@ func ServeWithOptions(h Handler, opts ServeOptions) {
 // host does not.
 const crashExitDelay = time.Second
 
+// crashFlush bounds the export of a crashing plugin's spans.
+const crashFlush = 500 * time.Millisecond
+
 // server is the plugin's side of the contract around a Handler.
 type server struct {
 	pb.UnimplementedHandlerServer
@@ -107,6 +115,9 @@ type server struct {
 	// up on at its deadline).
 	slots   chan struct{}
 	crashed atomic.Pointer[pb.Panic] // set once the handler panicked
+
+	tracing *pluginTracing       // nil when the plugin exports no spans
+	info    atomic.Pointer[Info] // pipeline and instance, once Init came
 }
 
 func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitResponse, err error) {
@@ -114,6 +125,7 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"the host speaks contract version %d, this plugin speaks %d", req.ContractVersion, ContractVersion)
 	}
+	s.info.Store(&Info{Pipeline: req.Pipeline, InstanceID: req.InstanceId})
 	if in, ok := s.h.(Initializer); ok {
 		defer s.recoverPanic(&err)
 		info := Info{Pipeline: req.Pipeline, InstanceID: req.InstanceId, Config: req.Config}
@@ -126,12 +138,20 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 
 // run has the handler work on a batch, holding a slot. A handler that
 // panics now or did before gives p instead of results.
-func (s *server) run(ctx context.Context, batch []*Message) (res []Result, p *pb.Panic) {
+func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanContext) (res []Result, p *pb.Panic) {
 	if p := s.crashed.Load(); p != nil {
 		return nil, p
 	}
+	var tr trace.Tracer
+	if s.tracing != nil {
+		tr = s.tracing.tr
+	}
+	ctx, span := startHandlerSpan(ctx, tr, parent, s.info.Load(), len(batch))
 	res, herr, p := handle(ctx, s.h, batch)
+	endHandlerSpan(span, res, herr, p)
 	if p != nil {
+		// The process exits soon: its spans go first, briefly.
+		s.tracing.flush(crashFlush)
 		s.crash(p, batch)
 		return nil, p
 	}
@@ -172,7 +192,7 @@ func (s *server) batches(stream grpc.ServerStream) error {
 			if in.timeoutMs > 0 {
 				hctx, cancel = context.WithTimeout(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
 			}
-			res, p := s.run(hctx, in.msgs)
+			res, p := s.run(hctx, in.msgs, msgtrace.Parse(in.traceParent, in.traceState))
 			late := in.timeoutMs > 0 && hctx.Err() != nil
 			cancel()
 			<-s.slots
@@ -275,7 +295,16 @@ func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, e
 	for i, m := range batch {
 		m.index = i
 	}
-	res, _, p := handle(ctx, h, batch)
+	// In the host's process, the batch's span (in ctx) is the parent, and
+	// its provider the handler span's.
+	var tr trace.Tracer
+	parent := trace.SpanContextFromContext(ctx)
+	if parent.IsValid() {
+		tr = trace.SpanFromContext(ctx).TracerProvider().Tracer(msgtrace.ScopeName)
+	}
+	ctx, span := startHandlerSpan(ctx, tr, parent, nil, len(batch))
+	res, herr, p := handle(ctx, h, batch)
+	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		pe := &PanicError{Value: p.Value, Stack: p.Stack, Index: int(p.Index)}
 		if pe.Index >= 0 {

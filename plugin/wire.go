@@ -18,6 +18,9 @@ type batchIn struct {
 	msgs      []*Message
 	seq       uint64
 	timeoutMs int64
+	// traceParent and traceState are the trace context of the host's
+	// span for the batch, "" when it is not traced.
+	traceParent, traceState string
 }
 
 // resultsOut is a BatchResult the plugin sends: its results, or a panic
@@ -47,7 +50,8 @@ func (r *resultsOut) Append(b []byte) []byte {
 
 func outputSize(o *Output) int {
 	return wire.SizeStr(o.Topic) + wire.SizeStr(o.Key) + wire.SizeBlob(o.OrderingKey) +
-		wire.SizeProps(o.Properties) + wire.SizeBlob(o.Payload) + wire.SizeVarint(uint64(wire.Millis(o.EventTime)))
+		wire.SizeProps(o.Properties) + wire.SizeBlob(o.Payload) + wire.SizeVarint(uint64(wire.Millis(o.EventTime))) +
+		wire.SizeStr(o.TraceParent) + wire.SizeStr(o.TraceState)
 }
 
 func resultSize(i int, r *Result) int {
@@ -84,6 +88,8 @@ func appendResults(b []byte, rs []Result) []byte {
 			b = wire.AppendProps(b, wire.OutProperties, o.Properties)
 			b = wire.AppendBlob(b, wire.OutPayload, o.Payload)
 			b = wire.AppendVarint(b, wire.OutEventTime, uint64(wire.Millis(o.EventTime)))
+			b = wire.AppendStr(b, wire.OutTraceParent, o.TraceParent)
+			b = wire.AppendStr(b, wire.OutTraceState, o.TraceState)
 		}
 	}
 	return b
@@ -110,6 +116,16 @@ func (in *batchIn) Decode(b []byte) error {
 				in.timeoutMs = int64(v)
 			}
 			continue
+		}
+		if typ == protowire.BytesType {
+			switch num {
+			case wire.BatchTraceParent:
+				in.traceParent = wire.Str(body)
+				continue
+			case wire.BatchTraceState:
+				in.traceState = wire.Str(body)
+				continue
+			}
 		}
 		if num != wire.BatchMessages || typ != protowire.BytesType {
 			continue

@@ -14,11 +14,13 @@ import (
 // The plugin's end of the hand encoding is handler.proto's: it reads the
 // Batch the generated code writes, and the generated code reads the
 // BatchResult it writes. (plugin/host tests the other two directions.)
+// Keys and properties are bytes in the contract: ones that are not UTF-8
+// cross too (generated code refuses a proto3 string that is not).
 func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	c := wire.NewCodec()
 	batch := []*Message{
-		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k", OrderingKey: []byte("ok"),
-			Properties: map[string]string{"a": "1", "b": ""}, Payload: []byte("payload"),
+		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k\xff\xfe", OrderingKey: []byte("ok"),
+			Properties: map[string]string{"a": "1", "b": "", "\xc3(": "\xa0\xa1"}, Payload: []byte("payload"),
 			PublishTime: time.UnixMilli(1_700_000_000_001), EventTime: time.UnixMilli(-5),
 			RedeliveryCount: 3, TraceParent: "tp", TraceState: "ts"},
 		{},
@@ -26,8 +28,8 @@ func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	}
 	pbBatch := &pb.Batch{Seq: 7, TimeoutMs: 20}
 	for _, m := range batch {
-		pbBatch.Messages = append(pbBatch.Messages, &pb.Message{Id: m.ID, Topic: m.Topic, Key: m.Key,
-			OrderingKey: m.OrderingKey, Properties: m.Properties, Payload: m.Payload,
+		pbBatch.Messages = append(pbBatch.Messages, &pb.Message{Id: m.ID, Topic: m.Topic, Key: []byte(m.Key),
+			OrderingKey: m.OrderingKey, Properties: pbProps(m.Properties), Payload: m.Payload,
 			PublishTimeMs: wire.Millis(m.PublishTime), EventTimeMs: wire.Millis(m.EventTime),
 			RedeliveryCount: m.RedeliveryCount, Traceparent: m.TraceParent, Tracestate: m.TraceState})
 	}
@@ -51,8 +53,8 @@ func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	}
 
 	res := []Result{
-		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "o", Key: "k", Payload: []byte("p"),
-			Properties: map[string]string{"x": "y"}, OrderingKey: []byte("ok"), EventTime: time.UnixMilli(7)},
+		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "o", Key: "k\x80", Payload: []byte("p"),
+			Properties: map[string]string{"x": "y\xff"}, OrderingKey: []byte("ok"), EventTime: time.UnixMilli(7)},
 			{Topic: "o2"}}},
 		{Outcome: OutcomeRetry, RetryDelay: 1500 * time.Millisecond, Reason: "later"},
 		{Outcome: OutcomeDrop, Reason: "no"},
@@ -68,7 +70,8 @@ func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	}
 	if pbRes.Seq != 9 || len(pbRes.Results) != 4 || pbRes.Results[1].RetryDelayMs != 1500 ||
 		pbRes.Results[1].Outcome != pb.Outcome_OUTCOME_RETRY || pbRes.Results[3].Index != 3 ||
-		pbRes.Results[0].Outputs[0].Properties["x"] != "y" || pbRes.Results[0].Outputs[0].EventTimeMs != 7 ||
+		prop(pbRes.Results[0].Outputs[0].Properties, "x") != "y\xff" ||
+		string(pbRes.Results[0].Outputs[0].Key) != "k\x80" || pbRes.Results[0].Outputs[0].EventTimeMs != 7 ||
 		pbRes.Results[0].Outputs[1].Topic != "o2" || pbRes.Results[2].Reason != "no" {
 		t.Fatalf("protobuf read %v", &pbRes)
 	}
@@ -108,6 +111,25 @@ func sameMessage(a, b *Message) bool {
 		a.PublishTime.Equal(b.PublishTime) && a.EventTime.Equal(b.EventTime) &&
 		a.RedeliveryCount == b.RedeliveryCount && a.TraceParent == b.TraceParent &&
 		a.TraceState == b.TraceState && a.index == b.index
+}
+
+// pbProps is m as the generated code holds properties.
+func pbProps(m map[string]string) []*pb.Property {
+	var ps []*pb.Property
+	for k, v := range m {
+		ps = append(ps, &pb.Property{Key: []byte(k), Value: []byte(v)})
+	}
+	return ps
+}
+
+// prop is the value of property k in ps, "<absent>" when there is none.
+func prop(ps []*pb.Property, k string) string {
+	for _, p := range ps {
+		if string(p.Key) == k {
+			return string(p.Value)
+		}
+	}
+	return "<absent>"
 }
 
 func memSlice(b []byte) mem.BufferSlice { return mem.BufferSlice{mem.SliceBuffer(b)} }

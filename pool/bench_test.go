@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
 
@@ -17,7 +18,7 @@ import (
 func BenchmarkSendAsync(b *testing.B) {
 	for _, size := range []int{100, 1024} {
 		b.Run(map[int]string{100: "100B", 1024: "1KiB"}[size], func(b *testing.B) {
-			tg := newTargetB(b)
+			tg := brokertest.TargetB(b)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			c, err := New(ctx, Options{ServiceURL: tg})
@@ -57,7 +58,7 @@ func BenchmarkSendAsync(b *testing.B) {
 // BenchmarkSendAsyncByKey is BenchmarkSendAsync's 100-byte run with
 // BatchingOptions.ByKey, over 50 interleaved keys: a batch per key.
 func BenchmarkSendAsyncByKey(b *testing.B) {
-	tg := newTargetB(b)
+	tg := brokertest.TargetB(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := New(ctx, Options{ServiceURL: tg, Producer: ProducerOptions{Batching: BatchingOptions{ByKey: true}}})

@@ -32,7 +32,8 @@ type Client struct {
 	consumerID atomic.Uint64
 	svcIndex   atomic.Uint32
 
-	memory *limiter
+	memory    *limiter
+	connStats connStats
 
 	closing   atomic.Bool
 	watchOnce sync.Once
@@ -187,6 +188,7 @@ func (c *Client) getConn(ctx context.Context, key connKey) (*Conn, error) {
 				conn.close(ErrClosed)
 				return nil, ErrClosed
 			}
+			c.connStats.dialed(key)
 			return conn, nil
 		}
 		c.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -26,7 +27,7 @@ var fastRetries = OperationRetries{Delay: 10 * time.Millisecond}
 func TestOneConnectionPerBrokerHoweverManyTopicsAndProducers(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	part := topicName(t)
 	tg.createPartitioned(t, part, 6)
 	topics := []string{part}
@@ -71,7 +72,7 @@ func TestOneConnectionPerBrokerHoweverManyTopicsAndProducers(t *testing.T) {
 func TestLookupFollowsRedirectsToTheOwner(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	urls := tg.cluster.BrokerURLs()
 	for owner := 1; owner < 3; owner++ {
 		topic := topicOwnedBy(t, tg, owner)
@@ -111,7 +112,7 @@ func topicOwnedBy(t *testing.T, tg *target, i int) string {
 func TestEachPartitionGoesToItsOwner(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	topic := topicName(t)
 	tg.createPartitioned(t, topic, 8)
 	p, err := c.Producer(ctx, topic)
@@ -146,7 +147,7 @@ func TestLookupRefusedWithServiceNotReadyIsRetriedUntilItWorks(t *testing.T) {
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
 	topic := topicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 5})
-	if _, err := c.Publish(testCtx(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
+	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	if h.Fired() != 5 {
@@ -160,7 +161,7 @@ func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 	topic := topicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
-	_, err := c.Publish(testCtx(t, time.Minute), topic, Message{Payload: []byte("x")})
+	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
 	var re *RetryError
 	if !errors.As(err, &re) || re.Attempts != 3 {
 		t.Fatalf("got %v, want a *RetryError after 3 attempts", err)
@@ -176,7 +177,7 @@ func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 	}
 	// The failure is not remembered: once the broker is ready, it works.
 	h.Remove()
-	if _, err := c.Publish(testCtx(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
+	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -187,7 +188,7 @@ func TestFinalErrorsAreNotRetried(t *testing.T) {
 	topic := topicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_AuthorizationError})
 	defer h.Remove()
-	_, err := c.Publish(testCtx(t, time.Minute), topic, Message{Payload: []byte("x")})
+	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
 	if !errors.Is(err, pulsarwire.ErrAuthorizationError) || h.Fired() != 1 {
 		t.Fatalf("got %v after %d tries", err, h.Fired())
 	}
@@ -198,7 +199,7 @@ func TestProducerCreationRefusedForNowIsRetried(t *testing.T) {
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
 	topic := topicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_ProducerBusy, Count: 3})
-	if _, err := c.Publish(testCtx(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
+	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	if h.Fired() != 3 {
@@ -210,7 +211,7 @@ func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.
 	tg := embeddedTarget(t, brokers(2))
 	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 100}}})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestSendErrorMakesTheProducerResendOnANewConnection(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 10}}})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	if _, err := c.Producer(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +262,7 @@ func TestSendErrorMakesTheProducerResendOnANewConnection(t *testing.T) {
 	// closed, as Apache Pulsar might; the client resends the refused ones
 	// (the Java and Go clients do the same).
 	rc := subscribeRaw(t, c, topic)
-	eventually(t, 30*time.Second, "every message", func() bool {
+	brokertest.Eventually(t, 30*time.Second, "every message", func() bool {
 		seen := map[string]bool{}
 		for _, m := range rc.all() {
 			seen[m.Payload] = true
@@ -287,7 +288,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 	if tg.TLS == "" {
 		t.Fatal("no TLS listener")
 	}
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	publish := func(c *Client) error {
 		_, err := c.Publish(ctx, topicOwnedBy(t, tg, 1), Message{Payload: []byte("x")})
 		return err
@@ -352,7 +353,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 
 func TestTokenAuthentication(t *testing.T) {
 	tg := embeddedTarget(t, brokers(2), func(o *broker.Options) { o.Tokens = []string{"s3cret"} })
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	file := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestTokenAuthentication(t *testing.T) {
 
 func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 	tg := embeddedTarget(t)
-	c, err := New(testCtx(t, time.Minute), Options{ServiceURL: tg.URL, OperationRetries: OperationRetries{Delay: time.Hour}})
+	c, err := New(brokertest.Context(t, time.Minute), Options{ServiceURL: tg.URL, OperationRetries: OperationRetries{Delay: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,8 +391,8 @@ func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 		_, err := c.Publish(context.Background(), topic, Message{Payload: []byte("x")})
 		errc <- err
 	}()
-	eventually(t, 5*time.Second, "a refused lookup", func() bool { return h.Fired() > 0 })
-	if err := c.Close(testCtx(t, time.Minute)); err != nil {
+	brokertest.Eventually(t, 5*time.Second, "a refused lookup", func() bool { return h.Fired() > 0 })
+	if err := c.Close(brokertest.Context(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; !errors.Is(err, ErrClosed) {
@@ -404,7 +405,7 @@ func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 // a Pulsar proxy): the client keeps going through the service URL and
 // names the broker in CONNECT (proxy_to_broker_url).
 func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
-	if pulsarURL() == "" {
+	if brokertest.PulsarURL() == "" {
 		t.Skip("Apache Pulsar only (STREAMRUN_PULSAR_URL): the embedded broker does not answer with proxy_through_service_url")
 	}
 	tg := newTarget(t)
@@ -416,7 +417,7 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 	cert, _, _ := ca.issue("relay", []string{"127.0.0.1"}, false)
 	relay := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
 	url := "pulsar+ssl://" + relay.Addr()
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 
 	c := newClient(t, tg, Options{ServiceURL: url, TLS: TLSOptions{CAFile: ca.File}})
 	topic := topicName(t)

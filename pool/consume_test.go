@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -46,7 +47,7 @@ type rawConsumer struct {
 
 func subscribeRaw(t *testing.T, c *Client, topic string) *rawConsumer {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := brokertest.Context(t, 30*time.Second)
 	rc := &rawConsumer{t: t, topic: topic, id: c.NewConsumerID(), got: make(chan struct{}, 1), closed: make(chan error, 1)}
 	err := c.Retry(ctx, "subscribe "+topic, func(ctx context.Context) error {
 		conn, err := c.Conn(ctx, topic)

@@ -84,7 +84,7 @@ func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []by
 		b = pp.newBatchLocked(f)
 		if !fitsEntry(pp.maxMessageSize, b.room, need) {
 			b.recycle()
-			return pp.tooLargeLocked(len(payload), need)
+			return pp.sendAloneLocked(f, payload, size, done)
 		}
 		// Most keys' batches stay small: start with what this message
 		// needs (a pooled buffer if there is one) and let it grow.

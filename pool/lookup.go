@@ -152,26 +152,43 @@ func (c *Client) PartitionedTopicMetadata(ctx context.Context, topic string) (in
 }
 
 // TopicMode selects the topics TopicsOfNamespace lists.
-type TopicMode = pb.CommandGetTopicsOfNamespace_Mode
+type TopicMode int
 
 // Topic modes.
 const (
-	PersistentTopics    = pb.CommandGetTopicsOfNamespace_PERSISTENT
-	NonPersistentTopics = pb.CommandGetTopicsOfNamespace_NON_PERSISTENT
-	AllTopics           = pb.CommandGetTopicsOfNamespace_ALL
+	PersistentTopics TopicMode = iota
+	NonPersistentTopics
+	AllTopics
 )
+
+// wire is m as the protocol names it.
+func (m TopicMode) wire() (pb.CommandGetTopicsOfNamespace_Mode, error) {
+	switch m {
+	case PersistentTopics:
+		return pb.CommandGetTopicsOfNamespace_PERSISTENT, nil
+	case NonPersistentTopics:
+		return pb.CommandGetTopicsOfNamespace_NON_PERSISTENT, nil
+	case AllTopics:
+		return pb.CommandGetTopicsOfNamespace_ALL, nil
+	}
+	return 0, fmt.Errorf("topic mode %d is none of PersistentTopics, NonPersistentTopics, AllTopics", int(m))
+}
 
 // TopicsOfNamespace lists the topics of namespace ("tenant/ns") by their
 // full names, partitions one by one (persistent://t/ns/x-partition-0,
 // ...). One attempt; wrap it in Retry.
 func (c *Client) TopicsOfNamespace(ctx context.Context, namespace string, mode TopicMode) ([]string, error) {
+	wm, err := mode.wire()
+	if err != nil {
+		return nil, fmt.Errorf("topics of %s: %w", namespace, err)
+	}
 	conn, err := c.serviceConn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topics of %s: %w", namespace, err)
 	}
 	resp, err := conn.Request(ctx, pulsarwire.Wrap(&pb.CommandGetTopicsOfNamespace{
 		Namespace: proto.String(namespace),
-		Mode:      mode.Enum(),
+		Mode:      wm.Enum(),
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("topics of %s: %w", namespace, err)

@@ -59,6 +59,7 @@ type batch struct {
 	lastSeq  uint64
 	fields   pulsarwire.MessageFields // key and ordering key; all fields when not batching
 	started  time.Time
+	single   bool // one message sent unbatched by a batching producer
 	dones    []completer
 	bytes    int64 // payload bytes, held in the memory limit
 	frame    []byte
@@ -190,7 +191,7 @@ func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, s
 		if !fitsEntry(pp.maxMessageSize, b.room, need) {
 			// Before taking a buffer or setting the clock for nothing.
 			b.recycle()
-			return pp.tooLargeLocked(len(payload), need)
+			return pp.sendAloneLocked(f, payload, size, done)
 		}
 		pp.startLocked(b)
 	}
@@ -291,7 +292,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 		SequenceID:        b.firstSeq,
 		HighestSequenceID: b.lastSeq,
 		NumMessages:       int32(b.n),
-		Batch:             pp.batching,
+		Batch:             pp.batching && !b.single,
 		ProducerName:      pp.name,
 		PublishTime:       uint64(b.started.UnixMilli()),
 		Message:           b.fields,
@@ -353,11 +354,12 @@ func (pp *partProducer) finish(b *batch, id pulsarwire.MessageID, err error) {
 	pp.release(int64(b.n), b.bytes)
 	id.Partition = pp.partition
 	id.BatchIndex = -1
-	if pp.batching && err == nil {
+	batched := pp.batching && !b.single
+	if batched && err == nil {
 		id.BatchSize = int32(b.n)
 	}
 	for i, d := range b.dones {
-		if pp.batching && err == nil {
+		if batched && err == nil {
 			id.BatchIndex = int32(i)
 		}
 		d.complete(id, err)

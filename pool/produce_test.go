@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -66,7 +67,7 @@ func TestPublishedMessagesArriveWithTheirFieldsAndIDsInOrder(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 
 	first, err := c.Publish(ctx, topic, Message{
 		Payload:     []byte("first"),
@@ -125,7 +126,7 @@ func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 
 	var wg sync.WaitGroup
 	producers := make([]*Producer, 8)
@@ -168,7 +169,7 @@ func TestPartitionedTopicRoutesKeysLikeJavaAndRoundRobinsTheRest(t *testing.T) {
 	topic := topicName(t)
 	const parts = 5
 	tg.createPartitioned(t, topic, parts)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
@@ -225,7 +226,7 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 	// A long MaxDelay: only Flush sends the batch.
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	const n = 10
 	col := newCollector(n)
 	for i := 0; i < n; i++ {
@@ -252,7 +253,7 @@ func TestEveryCodecIsReadBack(t *testing.T) {
 		t.Run(ct.String(), func(t *testing.T) {
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Compression: ct}})
 			topic := topicName(t)
-			ctx := testCtx(t, time.Minute)
+			ctx := brokertest.Context(t, time.Minute)
 			const n = 300
 			col := newCollector(n)
 			for i := 0; i < n; i++ {
@@ -276,7 +277,7 @@ func TestBatchingDisabledSendsOneEntryPerMessage(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: true}}})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	const n = 20
 	col := newCollector(n)
 	for i := 0; i < n; i++ {
@@ -308,7 +309,7 @@ func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
 			tg := newTarget(t)
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{ByKey: byKey}}})
 			topic := topicName(t)
-			ctx := testCtx(t, time.Minute)
+			ctx := brokertest.Context(t, time.Minute)
 			if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 6<<20), Key: "a"}); !errors.Is(err, ErrMessageTooLarge) {
 				t.Fatalf("6 MiB message: %v, want ErrMessageTooLarge", err)
 			}
@@ -335,7 +336,7 @@ func TestTooLargeMessageIsRefusedWhileReconnecting(t *testing.T) {
 			c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
 				Producer: ProducerOptions{Batching: BatchingOptions{ByKey: byKey}}})
 			topic := topicName(t)
-			ctx := testCtx(t, time.Minute)
+			ctx := brokertest.Context(t, time.Minute)
 			p, err := c.Producer(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
@@ -380,7 +381,7 @@ func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
 		Producer: ProducerOptions{MaxPendingMessages: limit, Batching: BatchingOptions{MaxMessages: 3}},
 	})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +405,7 @@ func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
 		defer close(unblocked)
 		p.SendAsync(ctx, Message{Payload: []byte("x")}, col.cb(limit))
 	}()
-	eventually(t, 5*time.Second, "a publisher waiting for room", func() bool { return p.pending.blocked() == 1 })
+	brokertest.Eventually(t, 5*time.Second, "a publisher waiting for room", func() bool { return p.pending.blocked() == 1 })
 	px.Thaw()
 	<-unblocked
 	col.wait(t, 30*time.Second)
@@ -417,7 +418,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 	tg := newTarget(t)
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, MemoryLimit: 1000})
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	a, b := topicName(t), topicName(t)
 	for _, topic := range []string{a, b} {
 		if _, err := c.Producer(ctx, topic); err != nil {
@@ -434,7 +435,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 		t.Fatalf("past the memory limit: %v, want to block until the deadline", err)
 	}
 	go c.PublishAsync(ctx, a, Message{Payload: make([]byte, 10)}, col.cb(2))
-	eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.blocked() == 1 })
+	brokertest.Eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.blocked() == 1 })
 	px.Thaw()
 	col.wait(t, 30*time.Second)
 	if len(col.errs) > 0 {
@@ -447,7 +448,7 @@ func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, KeepAliveInterval: 100 * time.Millisecond, OperationRetries: OperationRetries{Delay: 50 * time.Millisecond}})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +461,7 @@ func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
 	// two intervals and the producer dials again (the proxy accepts, bytes
 	// still stand still); once thawed, the producer is re-created and
 	// resends.
-	eventually(t, 5*time.Second, "a new connection after the old one went silent", func() bool {
+	brokertest.Eventually(t, 5*time.Second, "a new connection after the old one went silent", func() bool {
 		now := 0
 		px.each(func(p *tcpProxy) { now += p.Accepts() })
 		return now > accepts
@@ -485,7 +486,7 @@ func TestCutConnectionResendsPendingInOrderWithoutLossOrDuplicateSequenceIDs(t *
 			c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
 				Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 50, ByKey: byKey}}})
 			topic := topicName(t)
-			ctx := testCtx(t, time.Minute)
+			ctx := brokertest.Context(t, time.Minute)
 			p, err := c.Producer(ctx, topic)
 			if err != nil {
 				t.Fatal(err)
@@ -521,7 +522,7 @@ func TestCutConnectionResendsPendingInOrderWithoutLossOrDuplicateSequenceIDs(t *
 // sequence id both times, and sequence ids never go back otherwise.
 func checkStream(t *testing.T, rc *rawConsumer, n int) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() bool {
+	brokertest.Eventually(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() bool {
 		msgs := rc.all()
 		return len(msgs) > 0 && msgs[len(msgs)-1].Payload == fmt.Sprint(n-1)
 	})
@@ -563,7 +564,7 @@ func TestBatchesByKeyHoldOneKeyEachWithinTheProducersLimits(t *testing.T) {
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{
 		ByKey: true, MaxMessages: maxMessages, MaxDelay: time.Hour}}})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -652,7 +653,7 @@ func TestBatchesByKeyHoldOneKeyEachWithinTheProducersLimits(t *testing.T) {
 // same sequence id, and every message is in an entry of its own key.
 func checkStreamByKey(t *testing.T, rc *rawConsumer, n, keys int) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() bool {
+	brokertest.Eventually(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() bool {
 		got := map[string]bool{}
 		for _, m := range rc.all() {
 			got[m.Payload] = true
@@ -695,12 +696,12 @@ func checkStreamByKey(t *testing.T, rc *rawConsumer, n, keys int) {
 
 func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 	tg := newTarget(t)
-	c, err := New(testCtx(t, 30*time.Second), Options{ServiceURL: tg.URL})
+	c, err := New(brokertest.Context(t, 30*time.Second), Options{ServiceURL: tg.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	col := newCollector(100)
 	for i := 0; i < 100; i++ {
 		c.PublishAsync(ctx, topic, Message{Payload: []byte("x")}, col.cb(i))
@@ -729,7 +730,7 @@ func TestServiceURLHostListSkipsDeadHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + dead + "," + u.hosts[0]})
-	if _, err := c.Publish(testCtx(t, time.Minute), topicName(t), Message{Payload: []byte("x")}); err != nil {
+	if _, err := c.Publish(brokertest.Context(t, time.Minute), topicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -749,7 +750,7 @@ func TestSmallBatchesAwaitingReceiptsHoldSmallBuffers(t *testing.T) {
 	tg := newTarget(t)
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial})
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topicName(t))
 	if err != nil {
 		t.Fatal(err)
@@ -779,7 +780,7 @@ func TestConnCarriesARawProducerBuiltOnItsAPI(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	conn, err := c.Conn(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -810,13 +811,13 @@ func TestPartitionsAddedLaterGetProducers(t *testing.T) {
 	c := newClient(t, tg, Options{Producer: ProducerOptions{PartitionRefresh: 20 * time.Millisecond}})
 	topic := topicName(t)
 	tg.createPartitioned(t, topic, 2)
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tg.updatePartitions(t, topic, 5)
-	eventually(t, 10*time.Second, "5 partitions", func() bool { return p.Partitions() == 5 })
+	brokertest.Eventually(t, 10*time.Second, "5 partitions", func() bool { return p.Partitions() == 5 })
 	// Keys now spread over 5: one that maps to a new partition lands there.
 	key := ""
 	for i := 0; key == ""; i++ {
@@ -833,33 +834,53 @@ func TestPartitionsAddedLaterGetProducers(t *testing.T) {
 	}
 }
 
-// The largest payload MaxPayload names goes, batched or not, and one byte
-// more is refused with an error stating the limit: what Apache Pulsar's
-// brokers take (payload, or batched payload with its single-message
-// metadata, up to max_message_size; the frame headers ride in the padding).
+// The largest payload MaxPayload names, max_message_size itself, goes
+// batched or not (batched, a message no batch can hold goes alone,
+// unbatched, between the batches around it, as the Java client sends it),
+// and one byte more is refused with an error stating the limit: what
+// Apache Pulsar's brokers take, the frame headers riding in the padding.
 func TestLargestMessageThatFitsGoes(t *testing.T) {
-	for _, batched := range []bool{false, true} {
-		t.Run(map[bool]string{false: "unbatched", true: "batched"}[batched], func(t *testing.T) {
+	for _, mode := range []string{"unbatched", "batched", "batched by key"} {
+		t.Run(mode, func(t *testing.T) {
+			batched := mode != "unbatched"
 			tg := newTarget(t)
-			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: !batched}}})
+			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: !batched, ByKey: mode == "batched by key"}}})
 			topic := topicName(t)
-			ctx := testCtx(t, time.Minute)
+			ctx := brokertest.Context(t, time.Minute)
 			m := Message{Key: "k", Properties: map[string]string{"a": "1"}}
-			most := MaxPayload(pulsarwire.DefaultMaxMessageSize, m, batched)
-			if !batched && most != pulsarwire.DefaultMaxMessageSize {
-				t.Fatalf("unbatched MaxPayload %d, want the whole max_message_size", most)
+			most := MaxPayload(pulsarwire.DefaultMaxMessageSize, m)
+			if most != pulsarwire.DefaultMaxMessageSize {
+				t.Fatalf("MaxPayload %d, want the whole max_message_size", most)
 			}
 			m.Payload = make([]byte, most+1)
 			_, err := c.Publish(ctx, topic, m)
 			if !errors.Is(err, ErrMessageTooLarge) || !strings.Contains(err.Error(), fmt.Sprint("max_message_size of ", pulsarwire.DefaultMaxMessageSize)) {
 				t.Fatalf("%d bytes: %v, want ErrMessageTooLarge naming the limit", most+1, err)
 			}
-			if batched && !strings.Contains(err.Error(), fmt.Sprint("the most that fits is ", most, " bytes")) {
-				t.Fatalf("batched refusal does not name the largest payload %d: %v", most, err)
+			// Small, largest, small: in order, the small ones batched.
+			p, err := c.Producer(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
 			}
-			m.Payload = make([]byte, most)
-			if _, err := c.Publish(ctx, topic, m); err != nil {
-				t.Fatalf("%d bytes, the most that fits: %v", most, err)
+			results := make(chan error, 3)
+			ids := make([]pulsarwire.MessageID, 3)
+			for i, n := range []int{10, most, 10} {
+				m.Payload = make([]byte, n)
+				p.SendAsync(ctx, m, func(id pulsarwire.MessageID, err error) {
+					ids[i] = id
+					results <- err
+				})
+			}
+			for range 3 {
+				if err := <-results; err != nil {
+					t.Fatalf("a message of up to %d bytes: %v", most, err)
+				}
+			}
+			if !(ids[0].Entry < ids[1].Entry && ids[1].Entry < ids[2].Entry) || ids[1].BatchIndex != -1 {
+				t.Fatalf("ids %v: want three entries in order, the large one unbatched", ids)
+			}
+			if batched && (ids[0].BatchIndex != 0 || ids[2].BatchIndex != 0) {
+				t.Fatalf("ids %v: the small messages were not batched", ids)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -180,7 +181,7 @@ func TestThroughAPulsarProxyOneConnectionPerBrokerNamedInConnect(t *testing.T) {
 	u, _ := parseServiceURL(tg.URL)
 	proxy := newPulsarProxy(t, u.hosts[0])
 	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + proxy.Addr()})
-	ctx := testCtx(t, time.Minute)
+	ctx := brokertest.Context(t, time.Minute)
 	for owner := 0; owner < 3; owner++ {
 		topic := topicOwnedBy(t, tg, owner)
 		b, err := c.Lookup(ctx, topic)
@@ -222,7 +223,7 @@ func TestLookupGivesUpAfterTwentyRedirects(t *testing.T) {
 	proxy := newPulsarProxy(t, u.hosts[0])
 	proxy.loop = true
 	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + proxy.Addr()})
-	_, err := c.Publish(testCtx(t, time.Minute), topicName(t), Message{Payload: []byte("x")})
+	_, err := c.Publish(brokertest.Context(t, time.Minute), topicName(t), Message{Payload: []byte("x")})
 	if err == nil || !strings.Contains(err.Error(), "redirects") || Retryable(err) {
 		t.Fatalf("endless redirects: %v", err)
 	}

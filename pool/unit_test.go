@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
 func TestServiceURLs(t *testing.T) {
@@ -108,10 +110,10 @@ func TestLimiterBlocksInOrderAndHonoursContexts(t *testing.T) {
 	}
 	done := make(chan struct{}, 2)
 	go func() { l.acquire(ctx, 5); done <- struct{}{} }()
-	eventually(t, time.Second, "first waiter", func() bool { return l.blocked() == 1 })
+	brokertest.Eventually(t, time.Second, "first waiter", func() bool { return l.blocked() == 1 })
 	// 1 would fit, but it waits its turn behind the 5.
 	go func() { l.acquire(ctx, 1); done <- struct{}{} }()
-	eventually(t, time.Second, "second waiter", func() bool { return l.blocked() == 2 })
+	brokertest.Eventually(t, time.Second, "second waiter", func() bool { return l.blocked() == 2 })
 	l.release(8)
 	<-done
 	<-done
@@ -287,5 +289,20 @@ func TestCompressionNamesRoundTripAndBadOnesAreRefused(t *testing.T) {
 	_, err := New(context.Background(), Options{ServiceURL: "pulsar://127.0.0.1:1", Producer: ProducerOptions{Compression: 9}})
 	if err == nil || !strings.Contains(err.Error(), "Compression 9") {
 		t.Errorf("New with compression 9: %v", err)
+	}
+}
+
+func TestTopicModesAreTheProtocols(t *testing.T) {
+	for m, want := range map[TopicMode]pb.CommandGetTopicsOfNamespace_Mode{
+		PersistentTopics:    pb.CommandGetTopicsOfNamespace_PERSISTENT,
+		NonPersistentTopics: pb.CommandGetTopicsOfNamespace_NON_PERSISTENT,
+		AllTopics:           pb.CommandGetTopicsOfNamespace_ALL,
+	} {
+		if got, err := m.wire(); err != nil || got != want {
+			t.Errorf("mode %d: %s, %v", m, got, err)
+		}
+	}
+	if _, err := TopicMode(7).wire(); err == nil || !strings.Contains(err.Error(), "topic mode 7") {
+		t.Errorf("mode 7: %v", err)
 	}
 }

@@ -103,6 +103,10 @@ func TestRefusalsHaveTheShapeTheClientWaitsFor(t *testing.T) {
 	if r, ok := stats.(*pb.CommandConsumerStatsResponse); !ok || r.GetRequestId() != 7 || r.GetErrorCode() != code || r.GetErrorMessage() != msg {
 		t.Errorf("CONSUMER_STATS refused with %v", stats)
 	}
+}
+
+func TestAcksAndUnmodelledKindsAreRefusedByTheirRules(t *testing.T) {
+	code, msg := pb.ServerError_ServiceNotReady, "not now"
 	// An ACK is answered only when it asked for an answer.
 	if r := Refusal(Wrap(&pb.CommandAck{ConsumerId: proto.Uint64(1)}), code, msg); r != nil {
 		t.Errorf("an ACK without a request id refused with %v", r)

@@ -102,48 +102,52 @@ func TestPutSendHeaderMakesAFrameParseFrameReads(t *testing.T) {
 			PublishTime: 2, Compression: pb.CompressionType_LZ4, UncompressedSize: 77}, []byte("not really lz4")},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			frame := putFrame(t, &c.h, c.payload)
-			f, err := ParseFrame(frame[4:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := f.Cmd.GetSend()
-			md := f.Metadata
-			if f.Cmd.GetType() != pb.BaseCommand_SEND || s.GetProducerId() != c.h.ProducerID ||
-				s.GetSequenceId() != c.h.SequenceID || s.GetNumMessages() != c.h.NumMessages {
-				t.Fatalf("command %v", f.Cmd)
-			}
-			if c.h.HighestSequenceID > c.h.SequenceID && s.GetHighestSequenceId() != c.h.HighestSequenceID {
-				t.Fatalf("highest sequence id %d", s.GetHighestSequenceId())
-			}
-			if md.GetProducerName() != c.h.ProducerName || md.GetSequenceId() != c.h.SequenceID ||
-				md.GetPublishTime() != c.h.PublishTime || md.GetPartitionKey() != c.h.Message.Key ||
-				md.GetCompression() != c.h.Compression || string(md.GetOrderingKey()) != c.h.Message.OrderingKey {
-				t.Fatalf("metadata %v", md)
-			}
-			if c.h.Batch != (md.NumMessagesInBatch != nil) {
-				t.Fatalf("num_messages_in_batch %v for batch=%v", md.NumMessagesInBatch, c.h.Batch)
-			}
-			if !c.h.Batch && (md.GetEventTime() != c.h.Message.EventTime || len(md.GetProperties()) != len(c.h.Message.Properties)) {
-				t.Fatalf("single message fields lost: %v", md)
-			}
-			if c.h.Compression != pb.CompressionType_NONE && md.GetUncompressedSize() != c.h.UncompressedSize {
-				t.Fatalf("uncompressed size %d", md.GetUncompressedSize())
-			}
-			if !bytes.Equal(f.Payload, c.payload) {
-				t.Fatalf("payload %q", f.Payload)
-			}
-			// Byte for byte what the protobuf path writes for the same frame.
-			ref, err := AppendPayloadCommand(nil, f.Cmd, f.Metadata, f.Payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rf, _ := ParseFrame(ref[4:])
-			if !proto.Equal(rf.Cmd, f.Cmd) || !proto.Equal(rf.Metadata, f.Metadata) || len(ref) != len(frame) {
-				t.Fatal("differs from AppendPayloadCommand")
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkPutSendHeader(t, &c.h, c.payload) })
+	}
+}
+
+// checkPutSendHeader puts h and payload in a frame and checks that
+// ParseFrame reads them back, as the protobuf path writes them.
+func checkPutSendHeader(t *testing.T, h *SendHeader, payload []byte) {
+	frame := putFrame(t, h, payload)
+	f, err := ParseFrame(frame[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Cmd.GetSend()
+	md := f.Metadata
+	if f.Cmd.GetType() != pb.BaseCommand_SEND || s.GetProducerId() != h.ProducerID ||
+		s.GetSequenceId() != h.SequenceID || s.GetNumMessages() != h.NumMessages {
+		t.Fatalf("command %v", f.Cmd)
+	}
+	if h.HighestSequenceID > h.SequenceID && s.GetHighestSequenceId() != h.HighestSequenceID {
+		t.Fatalf("highest sequence id %d", s.GetHighestSequenceId())
+	}
+	if md.GetProducerName() != h.ProducerName || md.GetSequenceId() != h.SequenceID ||
+		md.GetPublishTime() != h.PublishTime || md.GetPartitionKey() != h.Message.Key ||
+		md.GetCompression() != h.Compression || string(md.GetOrderingKey()) != h.Message.OrderingKey {
+		t.Fatalf("metadata %v", md)
+	}
+	if h.Batch != (md.NumMessagesInBatch != nil) {
+		t.Fatalf("num_messages_in_batch %v for batch=%v", md.NumMessagesInBatch, h.Batch)
+	}
+	if !h.Batch && (md.GetEventTime() != h.Message.EventTime || len(md.GetProperties()) != len(h.Message.Properties)) {
+		t.Fatalf("single message fields lost: %v", md)
+	}
+	if h.Compression != pb.CompressionType_NONE && md.GetUncompressedSize() != h.UncompressedSize {
+		t.Fatalf("uncompressed size %d", md.GetUncompressedSize())
+	}
+	if !bytes.Equal(f.Payload, payload) {
+		t.Fatalf("payload %q", f.Payload)
+	}
+	// Byte for byte what the protobuf path writes for the same frame.
+	ref, err := AppendPayloadCommand(nil, f.Cmd, f.Metadata, f.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, _ := ParseFrame(ref[4:])
+	if !proto.Equal(rf.Cmd, f.Cmd) || !proto.Equal(rf.Metadata, f.Metadata) || len(ref) != len(frame) {
+		t.Fatal("differs from AppendPayloadCommand")
 	}
 }
 

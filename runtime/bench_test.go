@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
@@ -67,7 +68,7 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 func benchPipeline(b *testing.B, mode string, batchSize int) {
-	url := os.Getenv(benchPulsarEnv)
+	url := brokertest.PulsarURL() // Apache Pulsar, say, when set
 	if url == "" {
 		url = cluster(b).ServiceURL()
 	}
@@ -80,6 +81,9 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 	ctx := testContext(b)
 
 	h := self(testConfig{Output: out})
+	if mode == "python" {
+		h = pythonHandler(b, testConfig{Output: out})
+	}
 	h.BatchSize = batchSize
 	h.Instances = benchInstances
 	h.MaxBatchesInFlight = benchBatchesInFlight
@@ -204,10 +208,6 @@ func cpuTime(pids []int) time.Duration {
 	}
 	return d
 }
-
-// benchPulsarEnv, when set, runs BenchmarkPipeline against that broker
-// (Apache Pulsar, say) instead of an embedded one in the test process.
-const benchPulsarEnv = "STREAMRUN_PULSAR_URL"
 
 // benchRateEnv, when set, makes BenchmarkPipeline's load an open loop
 // at that many messages a second (below what the pipeline can take, the

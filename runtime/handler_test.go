@@ -19,7 +19,8 @@ import (
 // testConfig is the handler config of testHandler, the handler the test
 // binary serves as a plugin (and that tests also run in-process).
 //
-// By default it echoes every message to Output, keeping its key. A
+// By default it echoes every message to Output, keeping its key and
+// properties. A
 // payload's prefix picks another outcome:
 //
 //	retry:N:...   retried (after 20ms) while its redelivery count is below N
@@ -145,7 +146,7 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 		if h.cfg.Upper {
 			out = bytes.ToUpper(out)
 		}
-		w.Output(m, plugin.Output{Topic: h.cfg.Output, Key: m.Key, Payload: out})
+		w.Output(m, plugin.Output{Topic: h.cfg.Output, Key: m.Key, Properties: m.Properties, Payload: out})
 	}
 	return nil
 }

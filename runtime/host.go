@@ -22,6 +22,7 @@ type Host struct {
 	log       *slog.Logger
 	client    *pool.Client
 	ownClient bool
+	met       *hostMetrics // nil when not measured
 
 	mu      sync.Mutex
 	started bool
@@ -50,6 +51,12 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		}
 		h.client, h.ownClient = c, true
 	}
+	met, err := newHostMetrics(opts.MeterProvider, h)
+	if err != nil {
+		_ = h.closeClientCtx(ctx)
+		return nil, err
+	}
+	h.met = met
 	return h, nil
 }
 
@@ -215,6 +222,7 @@ func (h *Host) closeClientCtx(ctx context.Context) error {
 	}
 	h.closed = true
 	h.mu.Unlock()
+	h.met.close()
 	if !h.ownClient {
 		return nil
 	}

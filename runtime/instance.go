@@ -34,16 +34,18 @@ type instance interface {
 // included.
 type starter func(ctx context.Context, slot int) (instance, error)
 
-// pluginStarter starts plugin processes of binary path.
-func pluginStarter(h *Host, p *pipelines.Pipeline, path string, config []byte, log *slog.Logger) starter {
-	var env []string
+// pluginStarter starts plugin processes of cmd, with the handler's Args
+// after cmd's own.
+func pluginStarter(h *Host, p *pipelines.Pipeline, cmd pluginCommand, config []byte, log *slog.Logger) starter {
+	env := slices.Clone(h.opts.PluginEnv)
 	for _, k := range slices.Sorted(maps.Keys(p.Handler.Env)) {
 		env = append(env, k+"="+p.Handler.Env[k])
 	}
 	return func(ctx context.Context, slot int) (instance, error) {
 		inst, err := host.Start(ctx, host.ClientOptions{
-			Path:         path,
-			Args:         p.Handler.Args,
+			Path:         cmd.path,
+			Args:         append(slices.Clip(cmd.args), p.Handler.Args...),
+			Name:         cmd.name,
 			Env:          env,
 			Pipeline:     p.Name,
 			InstanceID:   strconv.Itoa(slot),

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
 )
@@ -53,6 +56,18 @@ type Options struct {
 
 	// Hooks are told what the host does, for metrics.
 	Hooks Hooks
+
+	// TracerProvider records the host's spans (see docs/telemetry.md):
+	// "process" per batch, "send" per output and dead letter, the trace
+	// context handed to the plugins. Default nil: no spans, at no cost.
+	TracerProvider trace.TracerProvider
+	// MeterProvider records the host's metrics (see docs/telemetry.md).
+	// Default nil: none, at no cost.
+	MeterProvider metric.MeterProvider
+	// PluginEnv is added to every plugin's environment ("KEY=value"),
+	// before the pipeline's own handler env: the OTEL_* settings that
+	// have the plugins export their spans as the host does. Default none.
+	PluginEnv []string
 }
 
 // RestartPolicy governs restarts of a pipeline's plugin instances. Each

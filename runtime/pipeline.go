@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
@@ -42,6 +44,8 @@ type pipeline struct {
 	credits *credits
 	stats   counters
 	retries retryCounts
+	tr      *tracing // nil when not traced
+	met     *metrics // nil when not measured
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 
@@ -90,6 +94,7 @@ type batch struct {
 	size   int
 	formed time.Time
 	left   atomic.Int32 // messages not settled yet
+	span   trace.Span   // its "process" span, nil when not traced
 }
 
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
@@ -106,6 +111,8 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 		stopped:  make(chan struct{}),
 	}
 	p.state.Store(StateStarting)
+	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
+	p.met = h.met.forPipeline(p)
 	p.retries.m = map[retryKey]uint32{}
 	p.redo.kick = make(chan struct{}, 1)
 	p.hard, p.hardCancel = context.WithCancel(context.Background())
@@ -162,7 +169,20 @@ func (p *pipeline) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.start = pluginStarter(p.h, cfg, cfg.Handler.Plugin, config, p.log)
+		p.start = pluginStarter(p.h, cfg, pluginCommand{path: cfg.Handler.Plugin}, config, p.log)
+		p.binary = id
+	case cfg.Handler.Script != "":
+		cmd, err := scriptCommand(cfg.Handler)
+		if err != nil {
+			return err
+		}
+		// A script's identity is its file's: an edited script is rolled out.
+		id, err := identify(cfg.Handler.Script)
+		if err != nil {
+			return err
+		}
+		p.log.Info("running the handler script", "script", cmd.args[0], "python", cmd.path)
+		p.start = pluginStarter(p.h, cfg, cmd, config, p.log)
 		p.binary = id
 	default:
 		bo := p.h.opts.Build
@@ -173,7 +193,7 @@ func (p *pipeline) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.start = pluginStarter(p.h, cfg, b.Path, config, p.log)
+		p.start = pluginStarter(p.h, cfg, pluginCommand{path: b.Path}, config, p.log)
 		p.binary = handlerID{path: b.Path, hash: b.Hash}
 	}
 

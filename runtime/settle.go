@@ -10,6 +10,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
 // Properties of a dead-lettered message, beside its own. The first two
@@ -49,7 +50,7 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 						p.receipt(it, err)
 					}
 				}
-				p.client.PublishAsync(p.hard, o.Topic, p.outputMessage(it, o), cb)
+				p.publish(p.tr.parentOf(it, o), o.Topic, p.outputMessage(it, o), cb)
 			}
 		case plugin.OutcomeRetry:
 			p.retry(it, r.RetryDelay, r.Reason)
@@ -67,7 +68,8 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 // trace context goes along unless the handler set its own.
 func (p *pipeline) outputMessage(it *item, o *plugin.Output) pool.Message {
 	props := o.Properties
-	if it.pm.TraceParent != "" && props[propTraceParent] == "" {
+	// Traced, the output's "send" span gives it a trace context instead.
+	if p.tr == nil && it.pm.TraceParent != "" && props[propTraceParent] == "" {
 		props = maps.Clone(props)
 		if props == nil {
 			props = make(map[string]string, 2)
@@ -126,6 +128,7 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 		delay = ep.Backoff.Delay(n + 1)
 	}
 	p.retries.set(k, uint32(n+1))
+	p.tr.retried(it, reason, delay.Milliseconds())
 	p.log.Debug("retry", "id", it.pm.ID, "topic", it.m.Topic, "delay", delay, "reason", reason)
 	if err := p.cons.NackAfter(it.m, delay); err != nil {
 		p.log.Debug("nack", "id", it.pm.ID, "err", err)
@@ -145,7 +148,8 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 	props[PropertyOriginMessageID] = it.pm.ID
 	props[PropertyDeadLetterReason] = reason
 	p.log.Warn("dead-lettering a message", "id", it.pm.ID, "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
-	p.client.PublishAsync(p.hard, topic, pool.Message{
+	p.tr.deadLettered(it, reason)
+	p.publish(p.tr.batchContext(it), topic, pool.Message{
 		Payload:     m.Payload,
 		Key:         m.Key,
 		OrderingKey: m.OrderingKey,
@@ -178,6 +182,7 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 // it is delivered again once the consumer closes. Only at shutdown.
 func (p *pipeline) handBack(it *item) {
 	p.stats.handedBack.Add(1)
+	p.tr.event(it, msgtrace.EventHandedBack)
 	p.release(it)
 }
 
@@ -204,6 +209,8 @@ func (p *pipeline) settled(it *item, o Outcome) {
 
 func (p *pipeline) release(it *item) {
 	if b := it.b; b != nil && b.left.Add(-1) == 0 {
+		p.tr.endBatch(b)
+		p.met.batchDone(b)
 		if f := p.h.opts.Hooks.BatchDone; f != nil {
 			f(p.name, b.size, time.Since(b.formed))
 		}

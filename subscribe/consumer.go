@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/pool"
@@ -137,39 +138,26 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 // subscribeAll subscribes every part, a few at a time, each under the
 // retries; the first failure stops the rest.
 func (c *Consumer) subscribeAll(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		once     sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	sem := make(chan struct{}, 32)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
 	for _, pc := range c.partList() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return nil // stopped by a failure, or by the caller (below)
 			}
-			defer func() { <-sem }()
-			err := c.client.RetryWith(ctx, c.opts.Retries, "subscribe "+c.opts.Subscription+" to "+pc.topic,
+			err := c.client.RetryWith(gctx, c.opts.Retries, "subscribe "+c.opts.Subscription+" to "+pc.topic,
 				func(ctx context.Context) error { return pc.connect(ctx, c.rewindFor(pc)) })
 			if err != nil {
-				once.Do(func() {
-					firstErr = &SubscribeError{Topic: pc.topic, Subscription: c.opts.Subscription, Err: err}
-					cancel()
-				})
+				return &SubscribeError{Topic: pc.topic, Subscription: c.opts.Subscription, Err: err}
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		firstErr = &SubscribeError{Topic: c.describeTopics(), Subscription: c.opts.Subscription, Err: ctx.Err()}
+	err := g.Wait()
+	if err == nil && ctx.Err() != nil {
+		err = &SubscribeError{Topic: c.describeTopics(), Subscription: c.opts.Subscription, Err: ctx.Err()}
 	}
-	return firstErr
+	return err
 }
 
 func (c *Consumer) describeTopics() string {

@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire/pb"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
 // Batched messages arrive one by one, in order, with their key,
 // properties and times, whatever the producer compressed them with.
 func TestBatchesSplitIntoMessages(t *testing.T) {
-	for _, ct := range []pb.CompressionType{pb.CompressionType_NONE, pb.CompressionType_LZ4, pb.CompressionType_ZLIB, pb.CompressionType_ZSTD, pb.CompressionType_SNAPPY} {
+	for _, ct := range []pool.Compression{pool.NoCompression, pool.LZ4, pool.ZLIB, pool.ZSTD, pool.Snappy} {
 		t.Run(ct.String(), func(t *testing.T) {
 			tg := newTarget(t)
 			ctx := testContext(t)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -102,7 +103,7 @@ func TestAcksHeldForAReconnectingPartKeepGrouping(t *testing.T) {
 	f := cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: away, Err: pb.ServerError_ServiceNotReady})
 	defer f.Remove()
 	tg.disconnect(t, away)
-	waitFor(ctx, t, "the part of "+away+" to be refused", func() bool { return f.Fired() > 0 })
+	brokertest.Eventually(t, testTimeout, "the part of "+away+" to be refused", func() bool { return f.Fired() > 0 })
 
 	// 1000 messages held for away, then 10 for stays: fewer than the
 	// group size, so they wait (AckGroupTime is an hour).
@@ -118,7 +119,7 @@ func TestAcksHeldForAReconnectingPartKeepGrouping(t *testing.T) {
 	}
 
 	f.Remove()
-	waitFor(ctx, t, "the held acknowledgements of "+away, func() bool { return tg.backlog(t, away, "held") == 0 })
+	brokertest.Eventually(t, testTimeout, "the held acknowledgements of "+away, func() bool { return tg.backlog(t, away, "held") == 0 })
 	if b := tg.backlog(t, stays, "held"); b != staysBacklog {
 		t.Fatalf("backlog of %s went from %d to %d when %s came back, want it still grouped", stays, staysBacklog, b, away)
 	}

@@ -3,6 +3,7 @@ package subscribe_test
 import (
 	"testing"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -20,7 +21,7 @@ func TestPermitsBoundWhatTheBrokerSends(t *testing.T) {
 		Topics: []string{topic}, Subscription: "permits",
 		InitialPosition: subscribe.Earliest, ReceiverQueue: queue,
 	})
-	waitFor(ctx, t, "the broker to fill the receiver queue", func() bool {
+	brokertest.Eventually(t, testTimeout, "the broker to fill the receiver queue", func() bool {
 		st := tg.consumerState(t, topic, "permits")
 		return st.found && st.dispatched == queue && st.permits == 0
 	})
@@ -41,7 +42,7 @@ func TestPermitsBoundWhatTheBrokerSends(t *testing.T) {
 			t.Fatalf("permits granted before half the queue was taken: %d dispatched after %d received", st.dispatched, i)
 		}
 		if i == queue/2 {
-			waitFor(ctx, t, "permits for half the queue", func() bool {
+			brokertest.Eventually(t, testTimeout, "permits for half the queue", func() bool {
 				return tg.consumerState(t, topic, "permits").dispatched == queue+queue/2
 			})
 		}
@@ -95,5 +96,5 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 	if err := cons.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "every message acknowledged", func() bool { return tg.backlog(t, topic, "reconnect") == 0 })
+	brokertest.Eventually(t, testTimeout, "every message acknowledged", func() bool { return tg.backlog(t, topic, "reconnect") == 0 })
 }

@@ -42,82 +42,29 @@ func TestMain(m *testing.M) {
 // testTimeout bounds every wait of a test.
 const testTimeout = 60 * time.Second
 
-// target is the broker a test runs against: the embedded broker, or
-// Apache Pulsar when STREAMRUN_PULSAR_URL is set (admin API at
-// STREAMRUN_PULSAR_HTTP, default http://127.0.0.1:8080), as in CI.
-type target struct {
-	url     string
-	admin   string
-	cluster *broker.Cluster // nil on Apache Pulsar
-}
+// target is the broker a test runs against (brokertest.Target): the
+// embedded broker, or Apache Pulsar when STREAMRUN_PULSAR_URL is set, as
+// in CI.
+type target struct{ *brokertest.Peer }
 
 func newTarget(t *testing.T, opts ...func(*broker.Options)) *target {
 	t.Helper()
-	if u := os.Getenv("STREAMRUN_PULSAR_URL"); u != "" {
-		admin := os.Getenv("STREAMRUN_PULSAR_HTTP")
-		if admin == "" {
-			admin = "http://127.0.0.1:8080"
-		}
-		if !strings.Contains(admin, "://") {
-			admin = "http://" + admin
-		}
-		return &target{url: u, admin: admin}
-	}
-	c := brokertest.Start(t, append([]func(*broker.Options){func(o *broker.Options) {
-		o.Logger = slog.New(slog.NewTextHandler(testLog(t, "broker"), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}}, opts...)...)
-	return &target{url: c.ServiceURL(), admin: c.AdminURL(), cluster: c}
+	return &target{brokertest.Target(t, opts...)}
 }
 
-func (tg *target) pulsar() bool { return tg.cluster == nil }
+func (tg *target) pulsar() bool { return tg.Pulsar() }
 
 // embedded returns the embedded cluster, skipping the test on Apache
 // Pulsar: what it checks needs the embedded broker's introspection.
 func (tg *target) embedded(t *testing.T, why string) *broker.Cluster {
 	t.Helper()
-	if tg.cluster == nil {
+	if tg.Cluster == nil {
 		t.Skipf("on Apache Pulsar: %s needs the embedded broker's introspection", why)
 	}
-	return tg.cluster
+	return tg.Cluster
 }
 
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// testLog keeps a log to print only when the test fails
-// (STREAMRUN_TEST_LOG=1: at once).
-func testLog(t *testing.T, name string) io.Writer {
-	if os.Getenv("STREAMRUN_TEST_LOG") == "1" {
-		return os.Stderr
-	}
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("---- %s log ----\n%s---- end of %s log ----", name, buf.String(), name)
-		}
-	})
-	return buf
-}
+func testContext(t *testing.T) context.Context { return brokertest.Context(t, testTimeout) }
 
 // recorder is a slog handler that keeps the messages of its records, so
 // a test can wait for an event (a retry, a reconnect) instead of sleeping.
@@ -190,7 +137,7 @@ type clientConfig struct {
 // ends. Retries are 200 ms apart (the default 5 s only slows tests).
 func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 	t.Helper()
-	h := slog.NewTextHandler(testLog(t, "client"), &slog.HandlerOptions{Level: slog.LevelDebug})
+	h := slog.NewTextHandler(brokertest.LogWriter(t, "client"), &slog.HandlerOptions{Level: slog.LevelDebug})
 	var handler slog.Handler = h
 	if cfg.rec != nil {
 		cfg.rec.Handler = h
@@ -201,7 +148,7 @@ func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 		delay = 200 * time.Millisecond
 	}
 	opts := pool.Options{
-		ServiceURL:       tg.url,
+		ServiceURL:       tg.URL,
 		Logger:           slog.New(handler),
 		OperationRetries: pool.OperationRetries{Delay: delay, Timeout: 10 * time.Second},
 	}
@@ -213,7 +160,7 @@ func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 	defer cancel()
 	c, err := pool.New(ctx, opts)
 	if err != nil {
-		t.Fatalf("connect to %s: %v", tg.url, err)
+		t.Fatalf("connect to %s: %v", tg.URL, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -332,24 +279,10 @@ func checkSequence(t *testing.T, msgs []*subscribe.Message, from int) {
 	}
 }
 
-// waitFor polls cond until it holds, failing the test at the deadline.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
 // adminDo calls the admin REST API.
 func (tg *target) adminDo(t *testing.T, method, path, body string) {
 	t.Helper()
-	req, err := http.NewRequest(method, tg.admin+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, tg.Admin+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,8 +328,8 @@ type consumerState struct {
 // through its topic stats.
 func (tg *target) consumerState(t *testing.T, topic, sub string) consumerState {
 	t.Helper()
-	if tg.cluster != nil {
-		cs := tg.cluster.Consumers(topic, sub)
+	if tg.Cluster != nil {
+		cs := tg.Cluster.Consumers(topic, sub)
 		if len(cs) != 1 {
 			return consumerState{}
 		}
@@ -422,8 +355,8 @@ func (tg *target) consumerState(t *testing.T, topic, sub string) consumerState {
 // topic the subscription has not acknowledged.
 func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
 	t.Helper()
-	if tg.cluster != nil {
-		return tg.cluster.Backlog(topic, sub)
+	if tg.Cluster != nil {
+		return tg.Cluster.Backlog(topic, sub)
 	}
 	var st struct {
 		Subscriptions map[string]struct {
@@ -440,7 +373,7 @@ func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
 
 func (tg *target) adminGet(t *testing.T, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(tg.admin + path)
+	resp, err := http.Get(tg.Admin + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}

@@ -264,18 +264,14 @@ func decodeSingle(b []byte, m *Message) (rest []byte, compacted bool, err error)
 	meta, b := b[4:4+size], b[4+size:]
 	payloadSize := -1
 	for len(meta) > 0 {
-		num, typ, n := protowire.ConsumeTag(meta)
+		num, typ, v, body, n := pulsarwire.ConsumeField(meta)
 		if n < 0 {
-			return nil, false, fmt.Errorf("metadata: %w", pulsarwire.ErrCorrupt)
+			return nil, false, fmt.Errorf("metadata field %d: %w", num, pulsarwire.ErrCorrupt)
 		}
 		meta = meta[n:]
 		switch {
 		case num == 1 && typ == protowire.BytesType: // properties
-			v, n := protowire.ConsumeBytes(meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("property: %w", pulsarwire.ErrCorrupt)
-			}
-			k, val, err := decodeKeyValue(v)
+			k, val, err := decodeKeyValue(body)
 			if err != nil {
 				return nil, false, err
 			}
@@ -283,50 +279,16 @@ func decodeSingle(b []byte, m *Message) (rest []byte, compacted bool, err error)
 				m.Properties = make(map[string]string, 4)
 			}
 			m.Properties[k] = val
-			meta = meta[n:]
 		case num == 2 && typ == protowire.BytesType: // partition_key
-			v, n := protowire.ConsumeBytes(meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("key: %w", pulsarwire.ErrCorrupt)
-			}
-			m.Key = string(v)
-			meta = meta[n:]
+			m.Key = string(body)
 		case num == 3 && typ == protowire.VarintType: // payload_size
-			v, n := protowire.ConsumeVarint(meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("payload size: %w", pulsarwire.ErrCorrupt)
-			}
 			payloadSize = int(int32(v))
-			meta = meta[n:]
 		case num == 4 && typ == protowire.VarintType: // compacted_out
-			v, n := protowire.ConsumeVarint(meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("compacted out: %w", pulsarwire.ErrCorrupt)
-			}
 			compacted = v != 0
-			meta = meta[n:]
-		case num == 5 && typ == protowire.VarintType: // event_time
-			v, n := protowire.ConsumeVarint(meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("event time: %w", pulsarwire.ErrCorrupt)
-			}
-			if v != 0 {
-				m.EventTime = time.UnixMilli(int64(v))
-			}
-			meta = meta[n:]
+		case num == 5 && typ == protowire.VarintType && v != 0: // event_time
+			m.EventTime = time.UnixMilli(int64(v))
 		case num == 7 && typ == protowire.BytesType: // ordering_key
-			v, n := protowire.ConsumeBytes(meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("ordering key: %w", pulsarwire.ErrCorrupt)
-			}
-			m.OrderingKey = string(v)
-			meta = meta[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, meta)
-			if n < 0 {
-				return nil, false, fmt.Errorf("metadata field %d: %w", num, pulsarwire.ErrCorrupt)
-			}
-			meta = meta[n:]
+			m.OrderingKey = string(body)
 		}
 	}
 	if payloadSize < 0 || payloadSize > len(b) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/subscribe"
 )
@@ -62,7 +63,7 @@ func TestNackRedeliversThenDeadLetters(t *testing.T) {
 				}
 			}
 			expectNothing(ctx, t, cons, 300*time.Millisecond)
-			waitFor(ctx, t, "the dead messages acknowledged", func() bool { return tg.backlog(t, topic, "dlqsub") == 0 })
+			brokertest.Eventually(t, testTimeout, "the dead messages acknowledged", func() bool { return tg.backlog(t, topic, "dlqsub") == 0 })
 		})
 	}
 }
@@ -99,7 +100,7 @@ func TestNackOneMessageOfABatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectNothing(ctx, t, cons, 300*time.Millisecond)
-	waitFor(ctx, t, "the batch acknowledged", func() bool { return tg.backlog(t, topic, "nackbatch") == 0 })
+	brokertest.Eventually(t, testTimeout, "the batch acknowledged", func() bool { return tg.backlog(t, topic, "nackbatch") == 0 })
 }
 
 // On Exclusive and Failover a nack brings back, after the delay, every

@@ -39,6 +39,9 @@ type partConsumer struct {
 	ctx    context.Context // ends when the part closes
 	cancel context.CancelFunc
 
+	// permits are granted to the broker and not used yet (Permits).
+	permits atomic.Int64
+
 	flow    atomic.Uint64 // gen<<countBits | messages taken since the last FLOW
 	genSeq  atomic.Uint64
 	seq     atomic.Uint64 // arrival number of the last entry queued
@@ -109,6 +112,7 @@ func (s *session) HandleFrame(f pulsarwire.Frame, ferr error) {
 		if f.Metadata != nil {
 			n = int64(max(f.Metadata.GetNumMessagesInBatch(), 1))
 		}
+		pc.permits.Add(-n)
 		if ferr != nil || f.Metadata == nil {
 			pc.c.log.Error("dropping a message that failed its checksum", "topic", pc.topic, "id", pulsarwire.MessageIDFromProto(m.GetMessageId()), "err", ferr)
 			s.discard(m.GetMessageId(), pb.CommandAck_ChecksumMismatch, n)
@@ -195,6 +199,7 @@ func (pc *partConsumer) sendFlow(gen uint64, permits uint32) {
 	defer pc.mu.Unlock()
 	if s := pc.sess; s != nil && s.gen&genMask == gen {
 		s.conn.Send(flowCommand(pc.id, permits))
+		pc.permits.Add(int64(permits))
 	}
 }
 
@@ -351,6 +356,7 @@ func (pc *partConsumer) install(s *session) error {
 	pc.flow.Store((s.gen & genMask) << countBits)
 	pc.mu.Unlock()
 	pc.c.acks.flushPart(pc)
+	pc.permits.Store(int64(pc.c.opts.ReceiverQueue)) // a new session starts afresh
 	return s.conn.Send(flowCommand(pc.id, uint32(pc.c.opts.ReceiverQueue)))
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 )
@@ -27,7 +28,7 @@ func TestRewindToEarliestReplaysOnEveryStart(t *testing.T) {
 		if err := cons.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(ctx, t, "the acknowledgements to reach the cursor", func() bool { return tg.backlog(t, topic, "rewind") == 0 })
+		brokertest.Eventually(t, testTimeout, "the acknowledgements to reach the cursor", func() bool { return tg.backlog(t, topic, "rewind") == 0 })
 	}
 	// Without the rewind, the same subscription has nothing left.
 	opts.Rewind = subscribe.Position{}
@@ -46,7 +47,7 @@ func TestRewindToTimeAndMessageID(t *testing.T) {
 	// Publish times are in milliseconds: the cut is in a millisecond after
 	// every one of the first messages'.
 	published := time.Now().UnixMilli()
-	waitFor(ctx, t, "the next millisecond", func() bool { return time.Now().UnixMilli() > published })
+	brokertest.Eventually(t, testTimeout, "the next millisecond", func() bool { return time.Now().UnixMilli() > published })
 	cut := time.Now()
 	ids := publish(ctx, t, c, topic, 10, 10, nil)
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/subscribe"
 )
@@ -80,7 +81,7 @@ func TestPatternPicksUpNewTopicsAndDropsDeletedOnes(t *testing.T) {
 	}
 
 	tg.deleteTopic(t, old)
-	waitFor(ctx, t, "the deleted topic to leave", func() bool { return !slices.Contains(cons.Topics(), old) })
+	brokertest.Eventually(t, testTimeout, "the deleted topic to leave", func() bool { return !slices.Contains(cons.Topics(), old) })
 }
 
 // A pattern that matches no topic yet still refreshes: the first topic
@@ -127,7 +128,7 @@ func TestPartitionedTopicGrowthIsPickedUp(t *testing.T) {
 	}
 
 	tg.updatePartitions(t, topic, 3)
-	waitFor(ctx, t, "the third partition to join", func() bool { return len(cons.Topics()) == 3 })
+	brokertest.Eventually(t, testTimeout, "the third partition to join", func() bool { return len(cons.Topics()) == 3 })
 	third := topic + "-partition-2"
 	publish(ctx, t, c, third, 100, 3, nil)
 	msgs := receiveN(ctx, t, cons, 3, true)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -38,7 +39,7 @@ func TestSecondExclusiveConsumerWaitsThenStarts(t *testing.T) {
 		second, err := subscribe.New(ctx, c, opts)
 		started <- result{second, err}
 	}()
-	waitFor(ctx, t, "the second consumer to be refused as busy, three times", func() bool {
+	brokertest.Eventually(t, testTimeout, "the second consumer to be refused as busy, three times", func() bool {
 		return rec.count("retrying", "ConsumerBusy") >= 3
 	})
 	select {
@@ -119,7 +120,7 @@ func TestFailoverHandsOverOnClose(t *testing.T) {
 	}
 	cons := map[string]*subscribe.Consumer{"a": newConsumer(ctx, t, c, opts("a")), "b": newConsumer(ctx, t, c, opts("b"))}
 	var first, second string
-	waitFor(ctx, t, "one consumer active, the other standing by", func() bool {
+	brokertest.Eventually(t, testTimeout, "one consumer active, the other standing by", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		a, aok := active["a"]
@@ -139,7 +140,7 @@ func TestFailoverHandsOverOnClose(t *testing.T) {
 	if err := cons[first].Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, second+" active", func() bool {
+	brokertest.Eventually(t, testTimeout, second+" active", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return active[second]

@@ -1,4 +1,8 @@
-// Package brokertest starts embedded brokers for tests.
+// Package brokertest is the test kit: it starts embedded brokers for
+// tests (Start), picks the broker a test runs against, embedded or Apache
+// Pulsar (Target, Embedded), waits on conditions (Eventually, Context),
+// keeps logs to show when a test fails (LogWriter) and builds the example
+// plugins (BuildPlugins).
 package brokertest
 
 import (

@@ -77,28 +77,12 @@ func openLog(s *Store, te *topicEntry) (*Log, error) {
 // recover finds the segments, drops those below the trim point, scans the
 // last one (truncating a torn tail) and loads the cursors.
 func (l *Log) recover() error {
-	des, err := os.ReadDir(l.dir)
+	bases, err := l.segmentBases()
 	if err != nil {
 		return err
 	}
-	var bases []uint64
-	for _, de := range des {
-		if b, ok := parseSegName(de.Name()); ok {
-			bases = append(bases, b)
-		} else if len(de.Name()) > len(tmpPrefix) && de.Name()[:len(tmpPrefix)] == tmpPrefix {
-			os.Remove(filepath.Join(l.dir, de.Name()))
-		}
-	}
-	if len(bases) == 0 {
-		return &CorruptError{File: l.dir, Reason: "topic has no segment files"}
-	}
-	slices.Sort(bases)
-	var trim uint64
-	if _, v, err := readBlob(filepath.Join(l.dir, "trim")); err == nil {
-		if trim, err = bytesU64(filepath.Join(l.dir, "trim"), v); err != nil {
-			return err
-		}
-	} else if !os.IsNotExist(err) {
+	trim, err := l.readTrim()
+	if err != nil {
 		return err
 	}
 	// Segments wholly below the trim point are what a crash left between
@@ -118,7 +102,54 @@ func (l *Log) recover() error {
 		}
 		l.segs = append(l.segs, sg)
 	}
+	if err := l.recoverLast(); err != nil {
+		return err
+	}
+	l.first = min(max(trim, l.segs[0].base), l.next)
+	if l.cursors, err = readBlobDir(filepath.Join(l.dir, "cursors")); err != nil {
+		return err
+	}
+	return nil
+}
 
+// segmentBases lists the segments' base ids in order, removing the
+// temporary files a crash left.
+func (l *Log) segmentBases() ([]uint64, error) {
+	des, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []uint64
+	for _, de := range des {
+		if b, ok := parseSegName(de.Name()); ok {
+			bases = append(bases, b)
+		} else if len(de.Name()) > len(tmpPrefix) && de.Name()[:len(tmpPrefix)] == tmpPrefix {
+			os.Remove(filepath.Join(l.dir, de.Name()))
+		}
+	}
+	if len(bases) == 0 {
+		return nil, &CorruptError{File: l.dir, Reason: "topic has no segment files"}
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+// readTrim reads the trim point, 0 when none was written.
+func (l *Log) readTrim() (uint64, error) {
+	path := filepath.Join(l.dir, "trim")
+	_, v, err := readBlob(path)
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return bytesU64(path, v)
+}
+
+// recoverLast opens the last segment for appending: a blank header is
+// rewritten, a torn tail truncated, and the log's next id set.
+func (l *Log) recoverLast() error {
 	last := l.segs[len(l.segs)-1]
 	f, err := os.OpenFile(last.path, os.O_RDWR, 0)
 	if err != nil {
@@ -163,12 +194,7 @@ func (l *Log) recover() error {
 	last.size, last.index, last.maxTime, last.indexed = res.end, res.index, res.maxTime, true
 	l.next = last.base + res.count
 	l.visible = l.next
-	l.first = min(max(trim, l.segs[0].base), l.next)
 	l.cache.first = l.next
-
-	if l.cursors, err = readBlobDir(filepath.Join(l.dir, "cursors")); err != nil {
-		return err
-	}
 	return nil
 }
 

@@ -159,6 +159,13 @@ func checkBrokerFlags(fs *pflag.FlagSet) error {
 			return err
 		}
 	}
+	for _, name := range []string{"tls-cert", "tls-key"} {
+		if v, _ := fs.GetString(name); v != "" {
+			if _, err := os.ReadFile(v); err != nil {
+				return usagef("--%s: %v", name, err)
+			}
+		}
+	}
 	if h, _ := fs.GetString("advertised-host"); strings.ContainsAny(h, ":/ ") && net.ParseIP(h) == nil {
 		return usagef("--advertised-host %q: want a host name or IP address, without a port", h)
 	}

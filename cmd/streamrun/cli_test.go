@@ -16,8 +16,8 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// syncBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
+// syncBuffer is a bytes.Buffer a running command (or process) writes
+// while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -116,10 +116,14 @@ func TestUsageErrorsHaveOneShape(t *testing.T) {
 		{"consume", "--url", "pulsar://", "-t", "x", "-s", "s"},
 		{"consume", "-t", "x", "-s", "s", "--retries", "-1"},
 		{"consume", "-t", "x"},
+		{"consume", "-t", "x", "-s", "s", "--token", "file:/nonexistent/token"},
+		{"consume", "-t", "x", "-s", "s", "--token", "env:STREAMRUN_TEST_UNSET_VARIABLE"},
+		{"produce", "-t", "x", "-m", "a", "--tls-ca", "/nonexistent/ca.pem"},
 		{"broker", "--listen", "nonsense"},
 		{"broker", "--http", "127.0.0.1:http-port"},
 		{"broker", "--advertised-host", "host:6650"},
 		{"broker", "--brokers", "0"},
+		{"broker", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"},
 		{"broker", "--log-format", "xml"},
 		{"broker", "--nope"},
 		{"broker", "extra"},
@@ -235,7 +239,8 @@ func TestAdvertisedHostElsewhereIsAnnounced(t *testing.T) {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(c.ServiceURL(), "pulsar://"))
 	r := start(t, "produce", "--url", "pulsar://127.0.0.1:"+port, "-t", "adv", "-m", "a")
 	r.waitFor(t, "create producer for persistent://public/default/adv: attempt 1 failed", "other-host.invalid:"+port, "--advertised-host", "next attempt in 5s")
-	if code := r.stop(); code != 1 {
+	// The same wording for an interrupt here as while connecting or sending.
+	if code := r.stop(); code != 1 || !strings.HasSuffix(r.stderr.String(), "streamrun produce: interrupted\n") {
 		t.Fatalf("exit %d:\n%s", code, r.stderr.String())
 	}
 }
@@ -336,5 +341,17 @@ func TestHealth(t *testing.T) {
 	}
 	if code, _, errs := runArgs("health", "--url", "http://"+closedPort(t)+"/"); code != 1 || !strings.HasPrefix(errs, "streamrun health: ") {
 		t.Fatalf("closed port: exit %d: %s", code, errs)
+	}
+}
+
+// An interrupt while sending says "interrupted" as one while connecting
+// does, and the summary still says what was produced.
+func TestProduceInterruptedWhileSending(t *testing.T) {
+	c := brokertest.Start(t)
+	r := start(t, "produce", "--url", c.ServiceURL(), "-t", "slow", "-m", "a", "-n", "100000", "--rate", "20")
+	r.waitFor(t, "sent ")
+	if code := r.stop(); code != 1 || !strings.Contains(r.stderr.String(), "streamrun produce: interrupted after ") ||
+		!strings.Contains(r.stdout.String(), " of 100000 messages to slow") {
+		t.Fatalf("exit %d:\n%s%s", code, r.stdout.String(), r.stderr.String())
 	}
 }

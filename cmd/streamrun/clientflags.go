@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,9 @@ func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
 	if err := checkServiceURL(f.url); err != nil {
 		return pool.Options{}, usagef("--url %q: %v", f.url, err)
 	}
+	if err := f.checkFiles(); err != nil {
+		return pool.Options{}, err
+	}
 	return pool.Options{
 		ServiceURL: f.url,
 		Token:      f.token,
@@ -81,6 +85,31 @@ func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
 		Logger:           log,
 		OnRetry:          retryNotice(notice, f.url),
 	}, nil
+}
+
+// checkFiles checks that the files and variables the flags name can be
+// read, so that a wrong path is a usage error before anything is dialed.
+func (f *clientFlags) checkFiles() error {
+	for _, fl := range []struct{ name, path string }{{"--tls-ca", f.tlsCA}, {"--tls-cert", f.tlsCert}, {"--tls-key", f.tlsKey}} {
+		if fl.path == "" {
+			continue
+		}
+		if _, err := os.ReadFile(fl.path); err != nil {
+			return usagef("%s: %v", fl.name, err)
+		}
+	}
+	switch tok := strings.TrimPrefix(f.token, "token:"); {
+	case strings.HasPrefix(tok, "file:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(tok, "file:"), "//")
+		if _, err := os.ReadFile(path); err != nil {
+			return usagef("--token: %v", err)
+		}
+	case strings.HasPrefix(tok, "env:"):
+		if v := os.Getenv(strings.TrimPrefix(tok, "env:")); v == "" {
+			return usagef("--token: environment variable %s is empty or unset", strings.TrimPrefix(tok, "env:"))
+		}
+	}
+	return nil
 }
 
 // checkServiceURL checks the shape of a service URL before anything is

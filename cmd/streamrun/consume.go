@@ -17,6 +17,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry"
 )
 
 // consumeFlags are the flags of `streamrun consume`.
@@ -144,6 +145,11 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 
 func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so subscribe.Options) int {
 	notice, _ := f.logger(cmd.stderr, f.level())
+	tr, _, err := startTracing(ctx, telemetry.Config{})
+	if err != nil {
+		return cmd.fail(err)
+	}
+	defer tr.shutdown(f.closeTimeout, cmd.stderr)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, po)
 	cancel()
@@ -190,21 +196,32 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 			}
 			return cmd.fail(err)
 		}
-		if err := w.write(m); err != nil {
-			return cmd.fail(fmt.Errorf("write: %w", err))
-		}
-		if !f.noAck {
-			if err := cons.Ack(ctx, m); err != nil {
-				if interrupted(ctx) {
-					return cmd.interrupted()
-				}
-				return cmd.fail(err)
+		if err := handleReceived(ctx, tr, cons, m, w, f.noAck); err != nil {
+			if interrupted(ctx) {
+				return cmd.interrupted()
 			}
+			return cmd.fail(err)
 		}
 		sum.n++
 		sum.last = m.ID
 	}
 	return exitOK
+}
+
+// handleReceived prints m and acknowledges it, under its "process" span
+// when traced.
+func handleReceived(ctx context.Context, tr *commandTracing, cons *subscribe.Consumer, m *subscribe.Message, w *lineWriter, noAck bool) error {
+	span := tr.process(m, cons.Subscription())
+	if span != nil {
+		defer span.End()
+	}
+	if err := w.write(m); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if !noAck {
+		return cons.Ack(ctx, m)
+	}
+	return nil
 }
 
 // consumeSummary is consume's closing line: count, rate, last id.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +15,7 @@ import (
 
 // consumeTarget is the broker the consume tests use: Apache Pulsar when
 // STREAMRUN_PULSAR_URL is set, else the embedded broker.
-func consumeTarget(t *testing.T) string {
-	if u := os.Getenv("STREAMRUN_PULSAR_URL"); u != "" {
-		return u
-	}
-	return brokertest.Start(t).ServiceURL()
-}
+func consumeTarget(t *testing.T) string { return brokertest.Target(t).URL }
 
 func publishFor(t *testing.T, url, topic string, n int) {
 	t.Helper()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/telemetry"
 )
 
 // produceFlags are the flags of `streamrun produce`.
@@ -46,9 +47,8 @@ broker (` + "`streamrun broker`" + `) and Apache Pulsar alike; --url defaults to
 stderr; the summary (count, rate, last message id) goes to stdout.
 
 A message fits when its payload is at most the broker's max_message_size
-(default 5242880 bytes); with batching its metadata (a few dozen bytes, more
-with a key or properties) counts too. --size is checked against the broker's
-limit once connected.
+(default 5242880 bytes), batched or not: one too large to share a batch goes
+alone. --size is checked against the broker's limit once connected.
 
 ` + waitsHelp + `
 Exit status: 0 all published, 1 some failed, the broker could not be reached
@@ -179,22 +179,16 @@ func (f *produceFlags) checkSize(ctx context.Context, c *pool.Client, tmpl pool.
 	if err != nil {
 		return err
 	}
-	most := pool.MaxPayload(limit, tmpl, !f.noBatching)
+	most := pool.MaxPayload(limit, tmpl)
 	if n <= most {
 		return nil
 	}
 	what := fmt.Sprintf("--size %d", n)
-	if !f.sizeSet() {
+	if f.message != "" {
 		what = fmt.Sprintf("--message of %d bytes", n)
 	}
-	if f.noBatching {
-		return usagef("%s: over the broker's max_message_size of %d bytes", what, limit)
-	}
-	return usagef("%s: with batching a message takes its payload plus %d bytes of metadata, and the broker's max_message_size is %d: at most %d bytes fit (%d with --no-batching)",
-		what, limit-most, limit, most, limit)
+	return usagef("%s: the broker takes messages of up to %d bytes (its max_message_size), batched or not", what, most)
 }
-
-func (f *produceFlags) sizeSet() bool { return f.message == "" }
 
 func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, tmpl pool.Message) int {
 	stdout, stderr := cmd.stdout, cmd.stderr
@@ -204,6 +198,11 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		}
 		return cmd.fail(err)
 	}
+	tr, _, err := startTracing(ctx, telemetry.Config{})
+	if err != nil {
+		return cmd.fail(err)
+	}
+	defer tr.shutdown(f.closeTimeout, stderr)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, opts)
 	cancel()
@@ -282,7 +281,8 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		m := tmpl
 		m.Payload = f.payloadFor(sent, fixed)
 		all.Add(1)
-		p.SendAsync(ctx, m, done)
+		m, mdone := tr.send(p.Topic(), m, done)
+		p.SendAsync(ctx, m, mdone)
 		prog.update(sent+1, acked.Load(), nfailed.Load())
 	}
 	wasInterrupted := interrupted(ctx)

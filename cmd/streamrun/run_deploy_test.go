@@ -4,6 +4,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,8 +121,15 @@ func TestDeployExample(t *testing.T) {
 		t.Fatalf("%d containers", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if len(c.Args) < 2 || c.Args[0] != "run" {
-		t.Fatalf("args %q: want run ... FILE", c.Args)
+	// The image's entry point is `streamrun run`: the args are its flags
+	// and the file.
+	if df, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile")); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(string(df), `ENTRYPOINT ["/usr/local/bin/streamrun", "run"]`) {
+		t.Fatal("the Dockerfile's entry point is no longer streamrun run: fix examples/deploy")
+	}
+	if len(c.Args) < 1 || strings.HasPrefix(c.Args[len(c.Args)-1], "-") || slices.Contains(c.Args, "run") {
+		t.Fatalf("args %q: want flags of run, then the FILE", c.Args)
 	}
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != secret.Metadata.Name {
 		t.Errorf("the container does not take its environment from Secret %s", secret.Metadata.Name)
@@ -145,7 +153,7 @@ func TestDeployExample(t *testing.T) {
 	var rc runConfig
 	fs := newRunFlags(&rc)
 	telemetryPort := ""
-	for _, a := range c.Args[1 : len(c.Args)-1] {
+	for _, a := range c.Args[:len(c.Args)-1] {
 		name, val, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		if name == "telemetry-addr" {
 			_, telemetryPort, _ = strings.Cut(val, ":")

@@ -162,6 +162,8 @@ type inputFeed struct {
 
 	sent atomic.Int64 // receipted
 	done atomic.Bool
+	// tr traces each line's publishing; nil when not traced.
+	tr *commandTracing
 }
 
 // openInput opens --input and picks its topic: --input-topic, or the one
@@ -208,51 +210,103 @@ func describeSource(topics []string, pattern string) string {
 const maxInputLine = pulsarwire.DefaultMaxMessageSize
 
 // feed publishes every non-empty line and waits for the receipts. Each
-// receipt counts the message as published to the topic.
+// receipt counts the message as published to the topic. It returns when
+// the input is published or ctx ends.
 func (f *inputFeed) feed(ctx context.Context, client *pool.Client, w *watch) error {
-	sc := bufio.NewScanner(f.r)
-	sc.Buffer(make([]byte, 64*1024), maxInputLine)
+	// The lines are read on a goroutine of their own, so that an input
+	// that blocks (a terminal on stdin) does not hold up a stop: it ends
+	// at the end of the input, or at its next line (or close) once ctx has
+	// ended.
+	lines := make(chan inputLine)
+	readErr := make(chan error, 1)
+	go f.read(ctx, lines, readErr)
+
 	var (
 		wg       sync.WaitGroup
-		errOnce  sync.Once
+		mu       sync.Mutex
 		firstErr error
-		line     int
 	)
-	for sc.Scan() {
-		line++
-		text := sc.Text()
-		if text == "" {
-			continue
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
 		}
-		m := pool.Message{Payload: []byte(text)}
+	}
+read:
+	for {
+		var l inputLine
+		select {
+		case <-ctx.Done():
+			fail(ctx.Err())
+			break read
+		case next, ok := <-lines:
+			if !ok {
+				if err := <-readErr; err != nil {
+					fail(err)
+				}
+				break read
+			}
+			l = next
+		}
+		m := pool.Message{Payload: []byte(l.text)}
 		if f.keySep != "" {
-			if k, v, ok := strings.Cut(text, f.keySep); ok {
+			if k, v, ok := strings.Cut(l.text, f.keySep); ok {
 				m.Key, m.Payload = k, []byte(v)
 			}
 		}
 		wg.Add(1)
-		client.PublishAsync(ctx, f.topic, m, func(_ pulsarwire.MessageID, err error) {
+		m, done := f.tr.send(f.topic, m, func(_ pulsarwire.MessageID, err error) {
 			defer wg.Done()
 			if err != nil {
-				errOnce.Do(func() { firstErr = fmt.Errorf("publish line %d of %s to %s: %w", line, f.name, f.topic, err) })
+				fail(fmt.Errorf("publish line %d of %s to %s: %w", l.n, f.name, f.topic, err))
 				return
 			}
 			f.sent.Add(1)
 			w.add(f.topic)
 		})
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if err := sc.Err(); err != nil {
-		errOnce.Do(func() { firstErr = fmt.Errorf("read %s (line %d): %w", f.name, line+1, err) })
+		client.PublishAsync(ctx, f.topic, m, done)
 	}
 	if err := client.Flush(ctx); err != nil {
-		errOnce.Do(func() { firstErr = fmt.Errorf("publish %s: %w", f.name, err) })
+		fail(fmt.Errorf("publish %s: %w", f.name, err))
 	}
 	wg.Wait()
 	f.done.Store(true)
+	mu.Lock()
+	defer mu.Unlock()
 	return firstErr
+}
+
+// inputLine is a non-empty line of the input and its number.
+type inputLine struct {
+	n    int
+	text string
+}
+
+// read sends the input's non-empty lines, then closes lines and sends
+// the read error (nil at the end of the input, or once ctx ended).
+func (f *inputFeed) read(ctx context.Context, lines chan<- inputLine, errc chan<- error) {
+	defer close(lines)
+	sc := bufio.NewScanner(f.r)
+	sc.Buffer(make([]byte, 64*1024), maxInputLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		if sc.Text() == "" {
+			continue
+		}
+		select {
+		case lines <- inputLine{n, sc.Text()}:
+		case <-ctx.Done():
+			errc <- nil
+			return
+		}
+	}
+	if err := sc.Err(); err != nil {
+		errc <- fmt.Errorf("read %s (line %d): %w", f.name, n+1, err)
+		return
+	}
+	errc <- nil
 }
 
 // finished reports whether every line was published.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/streamrun/streamrun/broker"
@@ -17,10 +19,13 @@ import (
 )
 
 // runner runs the pipelines of a set of files: load reads and checks
-// them (and can be called again to re-read them), run connects (or starts
-// the embedded broker) and runs what load returned.
+// them, run connects (or starts the embedded broker) and runs what load
+// returned. load has no side effects, so a reload (SIGHUP, a changed file)
+// calls it again and gets the same checks and errors as a start; a
+// handler package's change shows in runtime.HashPackage.
 type runner struct {
 	cfg       runConfig
+	cmd       cmdIO
 	log       *slog.Logger
 	stdout    io.Writer
 	stderr    io.Writer
@@ -38,6 +43,8 @@ type loaded struct {
 	pipelines []pipelines.Pipeline
 	// fileOf names the file each pipeline comes from, by name.
 	fileOf map[string]string
+	// telemetry is the files' telemetry section.
+	telemetry pipelines.Telemetry
 }
 
 // load reads every file and checks them together: each file on its own
@@ -46,7 +53,7 @@ type loaded struct {
 // retries) in every file that sets them.
 func (r *runner) load() (*loaded, error) {
 	l := &loaded{fileOf: map[string]string{}}
-	var connFrom string
+	var connFrom, telemetryFrom string
 	var errs []error
 	for _, path := range r.cfg.files {
 		f, err := loadPipelineFile(path, r.lookupEnv)
@@ -61,6 +68,9 @@ func (r *runner) load() (*loaded, error) {
 			}
 			l.fileOf[p.Name] = path
 			l.pipelines = append(l.pipelines, p)
+		}
+		if err := l.addTelemetry(f.Telemetry, path, &telemetryFrom); err != nil {
+			errs = append(errs, err)
 		}
 		conn := connSettings{f.ServiceURL, f.TLS, f.Auth, f.OperationRetries}
 		if conn == (connSettings{}) {
@@ -126,19 +136,22 @@ func (r *runner) run(ctx context.Context) int {
 	defer rl.close()
 	l, err := r.load()
 	if err != nil {
-		fmt.Fprintf(r.stderr, "%v\nstreamrun run: nothing started\n", err)
-		return 2
+		// FILE:LINE:COL: field: what is wrong, a line each, as validate.
+		fmt.Fprintf(r.stderr, "%v\n%s: nothing started\n", err, r.cmd.prefix())
+		return exitUsage
 	}
 	var in *inputFeed
 	if r.cfg.input != "" {
 		if in, err = openInput(r.cfg, l); err != nil {
-			fmt.Fprintf(r.stderr, "streamrun run: %v\nstreamrun run: nothing started\n", err)
-			return 2
+			return r.cmd.fail(usagef("%v", err))
 		}
 		defer in.close()
 	}
 
 	po := l.poolOptions()
+	if r.cfg.url != "" {
+		po.ServiceURL = r.cfg.url
+	}
 	if l.keyShared() {
 		// The broker dispatches an entry whole, by its first key: outputs
 		// (and --input) for KeyShared pipelines must not mix keys in one.
@@ -148,8 +161,7 @@ func (r *runner) run(ctx context.Context) int {
 	if po.ServiceURL == "" {
 		b, err := r.startBroker(ctx)
 		if err != nil {
-			r.log.Error("start the embedded broker", "err", err)
-			return 1
+			return r.cmd.fail(fmt.Errorf("start the embedded broker: %w", err))
 		}
 		defer func() {
 			if err := b.Close(); err != nil {
@@ -160,11 +172,10 @@ func (r *runner) run(ctx context.Context) int {
 	}
 	client, err := pool.New(ctx, po)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0
+		if interrupted(ctx) {
+			return r.cmd.interrupted()
 		}
-		r.log.Error("connect", "service_url", po.ServiceURL, "err", err)
-		return 1
+		return r.cmd.fail(fmt.Errorf("connect to %s: %w", po.ServiceURL, err))
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -178,24 +189,38 @@ func (r *runner) run(ctx context.Context) int {
 	var printer *outputPrinter
 	if r.cfg.print {
 		if printer, err = startPrinter(ctx, client, l, w, r.stdout, r.log); err != nil {
-			if ctx.Err() != nil {
-				return 0
+			if interrupted(ctx) {
+				return r.cmd.interrupted()
 			}
-			r.log.Error("subscribe to the outputs", "err", err)
-			return 1
+			return r.cmd.fail(fmt.Errorf("subscribe to the outputs: %w", err))
 		}
 		defer printer.close()
 	}
 
-	host, err := runtime.New(ctx, runtime.Options{
+	tel, err := startHostTelemetry(ctx, l.telemetry, r.cfg.telemetryAddr, r.log.With("component", "telemetry"))
+	if err != nil {
+		r.log.Error("set up telemetry", "err", err)
+		return 1
+	}
+	defer tel.close(10 * time.Second)
+	if in != nil {
+		in.tr = tel.tracing
+	}
+	ho := runtime.Options{
 		Client:          client,
 		Logger:          r.log.With("component", "runtime"),
 		ShutdownTimeout: r.cfg.shutdownTimeout,
 		Build:           runtime.BuildOptions{CacheDir: r.cfg.handlerCache},
 		Hooks:           runtime.Hooks{Output: w.output},
-	})
+	}
+	tel.apply(&ho)
+	host, err := runtime.New(ctx, ho)
 	if err != nil {
-		r.log.Error("start the host", "err", err)
+		return r.cmd.fail(fmt.Errorf("start the host: %w", err))
+	}
+	if err := tel.serve(host); err != nil {
+		r.log.Error("serve telemetry", "err", err)
+		_ = host.Close(ctx)
 		return 1
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -221,11 +246,13 @@ func (r *runner) run(ctx context.Context) int {
 		fmt.Fprintf(r.stdout, "streamrun: %d messages in, %d outputs printed\n", in.sent.Load(), printer.total())
 	}
 	if err != nil {
-		r.log.Error("stopped on a failure", "err", err)
-		return 1
+		return r.cmd.fail(err)
+	}
+	if interrupted(ctx) {
+		return r.cmd.interrupted()
 	}
 	r.log.Info("stopped")
-	return 0
+	return exitOK
 }
 
 // sideWork is what runs beside the host: the status lines, feeding
@@ -317,6 +344,13 @@ func (r *runner) startBroker(ctx context.Context) (*broker.Cluster, error) {
 		where = "data=" + opts.DataDir
 	}
 	b, err := broker.Start(ctx, opts)
+	if errors.Is(err, syscall.EADDRINUSE) && (!r.cfg.listenSet || !r.cfg.httpSet) {
+		// A Pulsar or a broker already running here does not stop a run:
+		// the default addresses give way to free ports.
+		opts.Listen = freePort(opts.Listen, r.cfg.listenSet)
+		opts.HTTP = freePort(opts.HTTP, r.cfg.httpSet)
+		b, err = broker.Start(ctx, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +361,19 @@ func (r *runner) startBroker(ctx context.Context) (*broker.Cluster, error) {
 	fmt.Fprintf(r.stdout, "streamrun: no service_url in %s: embedded broker started in this process, service_url=%s admin_url=%s %s\n",
 		strings.Join(r.cfg.files, ", "), b.ServiceURL(), admin, where)
 	return b, nil
+}
+
+// freePort is addr with port 0 (a free port), unless it was given or is
+// "-" (off).
+func freePort(addr string, given bool) string {
+	if given || addr == "-" {
+		return addr
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(host, "0")
 }
 
 // logTotals logs every pipeline's totals once the run is over.

@@ -94,12 +94,16 @@ func scaleShare(t *testing.T, bin, url string) {
 	a, b := startHosts(t, bin, file)
 	publishKeyed(t, client, in, n, keys)
 	waitFor(t, 3*time.Minute, fmt.Sprintf("%d outputs", n), func() bool { return outs.distinct() >= n })
-	for _, p := range []*proc{a, b} {
-		p.signal(t, syscall.SIGINT)
-	}
+	// SIGINT to one, SIGTERM (what Kubernetes sends) to the other: both
+	// drain and exit 0.
+	a.signal(t, syscall.SIGINT)
+	b.signal(t, syscall.SIGTERM)
 	for _, p := range []*proc{a, b} {
 		if code := p.wait(t, time.Minute); code != 0 {
-			t.Errorf("%s: exit %d after SIGINT", p.name, code)
+			t.Errorf("%s: exit %d after the signal", p.name, code)
+		}
+		if !strings.Contains(p.stderr.String(), "streamrun run: interrupted") {
+			t.Errorf("%s does not say it was interrupted", p.name)
 		}
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,16 +195,29 @@ pipelines:
 // the subscription's backlog (nothing acknowledged that was not
 // processed, nothing lost).
 func TestRunSIGINTDrains(t *testing.T) {
+	b := brokertest.Start(t)
+	sigintDrains(t, b.ServiceURL(), b.AdminURL())
+}
+
+// TestRunSIGINTDrainsPulsar is TestRunSIGINTDrains against Apache Pulsar.
+func TestRunSIGINTDrainsPulsar(t *testing.T) {
+	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
+	if url == "" || admin == "" {
+		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
+	}
+	sigintDrains(t, url, admin)
+}
+
+func sigintDrains(t *testing.T, url, adminURL string) {
 	const n, shutdown = 20000, 10 * time.Second
 	bin := buildStreamrun(t)
-	b := brokertest.Start(t)
-	client := newClient(t, b.ServiceURL())
+	client := newClient(t, url)
 	in, out := fmt.Sprintf("sigint-in-%d", time.Now().UnixNano()), fmt.Sprintf("sigint-out-%d", time.Now().UnixNano())
 	publishKeyed(t, client, in, n, 16)
 	outs := collect(t, client, out)
 
 	dir := t.TempDir()
-	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, b.ServiceURL(), in, out, "shared", 20, 2, "5ms"))
+	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, url, in, out, "shared", 20, 2, "5ms"))
 	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--shutdown-timeout", shutdown.String(), "--status-interval", "100ms", file)
 	waitFor(t, 2*time.Minute, "outputs to flow", func() bool { return outs.len() >= 1000 })
 	// Asked for, the status line comes though stderr is no terminal.
@@ -233,12 +247,12 @@ func TestRunSIGINTDrains(t *testing.T) {
 			missing = append(missing, k)
 		}
 	}
-	backlog := subscriptionBacklog(t, b.AdminURL(), in, "tag")
+	backlog := subscriptionBacklog(t, adminURL, in, "tag")
 	if len(missing) > 0 && backlog == 0 {
 		t.Fatalf("%d inputs have no output and the subscription's backlog is empty: acknowledged unprocessed, or lost", len(missing))
 	}
 	redelivered := receiveAll(t, client, in, "tag", missing)
-	t.Logf("SIGINT after %d outputs: %d inputs, %d distinct outputs, %d without output all still in the subscription (backlog %d entries, %d messages read back)",
+	t.Logf("SIGINT after %d outputs: %d inputs, %d distinct outputs, %d without output all still in the subscription (backlog %d as the admin API counts it, %d messages read back)",
 		outs.len(), n, len(got), len(missing), backlog, redelivered)
 	if !strings.Contains(p.stderr.String(), "handed_back=") {
 		t.Errorf("no pipeline totals in the log")
@@ -287,5 +301,91 @@ pipelines:
 	}
 	if !strings.Contains(out, "embedded broker started") {
 		t.Errorf("stdout: %q", out)
+	}
+}
+
+// TestRunStdinInterrupted: lines from a stdin that stays open flow
+// through, and SIGINT still stops the run at once (the read that waits
+// for more input does not hold up the drain).
+func TestRunStdinInterrupted(t *testing.T) {
+	bin := buildStreamrun(t)
+	p := &proc{name: "streamrun run", done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "run", "--memory", "--input", "-", "--print",
+		filepath.Join(repoRoot(t), "examples/pipelines/quickstart.yaml"))
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		if err := p.cmd.Wait(); err != nil {
+			p.code = p.cmd.ProcessState.ExitCode()
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", p.stdout.String(), tail(p.stderr.String(), 4000))
+		}
+	})
+	if _, err := io.WriteString(stdin, "one\ntwo\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "both lines through", func() bool {
+		out := p.stdout.String()
+		return strings.Contains(out, "quickstart-out ONE\n") && strings.Contains(out, "quickstart-out TWO\n")
+	})
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGINT", code)
+	}
+	if !strings.Contains(p.stderr.String(), "streamrun run: interrupted") {
+		t.Errorf("stderr does not say it was interrupted")
+	}
+}
+
+// TestRunChainUntilDrained runs the example chain of two pipelines: the
+// run stops only once the second pipeline has processed what the first
+// sent it, and prints the outputs of both final topics.
+func TestRunChainUntilDrained(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "orders.txt")
+	var lines strings.Builder
+	const n = 40
+	for i := range n {
+		amount := 5 // small
+		if i%2 == 0 {
+			amount = 5000 // large: through the second pipeline
+		}
+		fmt.Fprintf(&lines, `{"id":"o%d","country":"JP","amount":%d}`+"\n", i, amount)
+	}
+	if err := os.WriteFile(in, []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runArgs("run", "--memory", "--log-level", "warn", "--input", in, "--until-drained",
+		filepath.Join(repoRoot(t), "examples/pipelines/chain.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for i := range n {
+		want := fmt.Sprintf(`orders-small [o%d] {"id":"o%d"`, i, i)
+		if i%2 == 0 {
+			want = fmt.Sprintf(`orders-large-shouted [o%d] {"ID":"O%d"`, i, i)
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %s...", want)
+		}
+	}
+	if want := fmt.Sprintf("streamrun: %d messages in, %d outputs printed\n", n, n); !strings.Contains(out, want) {
+		t.Errorf("stdout lacks %q", want)
 	}
 }

@@ -263,6 +263,11 @@ func (a *adminClient) do(ctx context.Context, method, path string, body any) ([]
 	}
 	resp, err := a.http.Do(req)
 	if err != nil {
+		// net/http's error names the method and URL again.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("%s %s: %w", method, a.base+path, err)
 	}
 	defer resp.Body.Close()

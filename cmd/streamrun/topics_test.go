@@ -201,3 +201,41 @@ func publishIDs(t *testing.T, url, topic string, n int) []pulsarwire.MessageID {
 	}
 	return ids
 }
+
+// A topic name is refused by `streamrun topics create` (exit 2, with the
+// rule it breaks) exactly when the broker's admin API refuses it: tenant
+// and namespace characters are Pulsar's rule; Apache Pulsar 4.0.8 takes
+// spaces, "!", "%" and ":" in the local name, so streamrun does too.
+func TestTopicNamesAsTheBrokerJudgesThem(t *testing.T) {
+	for _, tg := range adminTargets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			n := time.Now().UnixNano()
+			for _, name := range []string{
+				fmt.Sprintf("persistent://public/default/bad topic! %d", n),
+				fmt.Sprintf("persistent://public/default/a%%b:%d", n),
+				fmt.Sprintf("persistent://public/default/été-%d", n),
+				fmt.Sprintf("persistent://bad tenant/default/x-%d", n),
+				fmt.Sprintf("persistent://public/bad ns!/x-%d", n),
+			} {
+				tp, parseErr := pulsarwire.ParseTopic(name)
+				var accepted bool
+				if parseErr != nil {
+					// Ask the broker with the name as it is, escaped.
+					rest := strings.TrimPrefix(name, "persistent://")
+					parts := strings.SplitN(rest, "/", 3)
+					tp = pulsarwire.Topic{Persistent: true, Tenant: parts[0], Namespace: parts[1], Local: parts[2]}
+				}
+				a := &adminClient{base: tg.admin, timeout: 30 * time.Second, http: httpClient()}
+				_, err := a.do(context.Background(), "PUT", topicPath(tp), nil)
+				accepted = err == nil
+				code, _, errs := runArgs("topics", "--admin-url", tg.admin, "create", name+"-cli")
+				switch {
+				case accepted && code != 0:
+					t.Errorf("%q: the broker takes it, streamrun exits %d: %s", name, code, errs)
+				case !accepted && (code != 2 || !strings.Contains(errs, "allowed: letters, digits")):
+					t.Errorf("%q: the broker refuses it (%v), streamrun exits %d: %s", name, err, code, errs)
+				}
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,36 +12,41 @@ import (
 	"github.com/streamrun/streamrun/pipelines"
 )
 
-// runValidate checks pipeline files as `streamrun run` would before
-// starting anything, without a broker.
+const validateHelp = `Usage: streamrun validate [flags] FILE...
+
+Checks pipeline files as 'streamrun run' does before it starts anything,
+without a broker: the YAML, every field's type and value, ${VAR}
+expansion from the environment, topic names, patterns, durations, and
+that each handler's binary, Go package directory, script and Python
+exist. A valid file is reported on stdout as "FILE: ok (its pipelines)";
+each problem goes to stderr as FILE:LINE:COL: field: what is wrong.
+Each file is checked on its own. docs/pipelines.md describes the format.
+
+Exit status: 0 every file is valid, 2 one is not (or bad usage).
+`
+
+// runValidate checks pipeline files without a broker.
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCmd("validate", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun validate", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	quiet := fs.BoolP("quiet", "q", false, "print nothing for valid files")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: streamrun validate [flags] FILE...\n\n"+
-			"Checks pipeline files without a broker: the YAML, every field's type\n"+
-			"and value, ${VAR} expansion from the environment, topic names, patterns,\n"+
-			"durations, and that each handler's binary, Go package directory or\n"+
-			"script exists. Problems go to stderr as FILE:LINE:COL: field: problem.\n"+
-			"Exit status: 0 all valid, 2 a file is not (or bad usage).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return validateUsage(stderr, "%v", err)
+	if code, done := c.parse(fs, args, validateHelp); done {
+		return code
 	}
 	if fs.NArg() == 0 {
-		return validateUsage(stderr, "no file given")
+		return c.fail(usagef("no file given"))
 	}
-	code := 0
+	code := exitOK
 	for _, path := range fs.Args() {
 		f, err := pipelines.Load(path, os.LookupEnv)
+		if err == nil {
+			err = checkTelemetry(f.Telemetry, path)
+		}
 		if err != nil {
+			// Already FILE:LINE:COL: ... lines, without the command's
+			// prefix, so that editors and terminals can jump to them.
 			fmt.Fprintln(stderr, err)
-			code = 2
+			code = exitUsage
 			continue
 		}
 		if !*quiet {
@@ -54,10 +58,4 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	return code
-}
-
-func validateUsage(stderr io.Writer, format string, a ...any) int {
-	fmt.Fprintf(stderr, "streamrun validate: "+format+"\n", a...)
-	fmt.Fprintln(stderr, "Run 'streamrun validate --help' for usage.")
-	return 2
 }

@@ -89,11 +89,14 @@ func TestValidateUsage(t *testing.T) {
 	if code, _, stderr := runArgs("validate"); code != 2 || stderr != "streamrun validate: no file given\nRun 'streamrun validate --help' for usage.\n" {
 		t.Errorf("no file: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := runArgs("validate", "--frobnicate", "x.yaml"); code != 2 || !strings.Contains(stderr, "unknown flag: --frobnicate") {
+	if code, _, stderr := runArgs("validate", "--frobnicate", "x.yaml"); code != 2 || stderr != "streamrun validate: unknown flag: --frobnicate\nRun 'streamrun validate --help' for usage.\n" {
 		t.Errorf("bad flag: exit %d, %q", code, stderr)
 	}
-	if code, _, stderr := runArgs("validate", "--help"); code != 0 || !strings.Contains(stderr, "Usage: streamrun validate") {
-		t.Errorf("--help: exit %d, %q", code, stderr)
+	if code, stdout, stderr := runArgs("validate", "--help"); code != 0 || stderr != "" || !strings.Contains(stdout, "Usage: streamrun validate") || !strings.Contains(stdout, "Flags:") {
+		t.Errorf("--help: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, stdout, _ := runArgs("help", "validate"); code != 0 || !strings.Contains(stdout, "Usage: streamrun validate") {
+		t.Errorf("help validate: exit %d, %q", code, stdout)
 	}
 }
 

@@ -128,14 +128,18 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
-	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String())
+	tlsConfig, certEnv, err := clientTLS()
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", name, err)
+	}
+	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String(), certEnv)
 	size := opts.MaxMessageSize
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  contract.Handshake(),
 		VersionedPlugins: contract.PluginSets(contract.Version, &contract.GRPCPlugin{Dial: dial}),
 		RunnerFunc:       proc.runnerFunc(env),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		TLSConfig:        tlsConfig, // AutoMTLS, done by clientTLS
 		StartTimeout:     opts.StartTimeout,
 		Logger:           contract.NewHCLog(log),
 		SyncStdout:       newLineWriter(log, "stdout"),

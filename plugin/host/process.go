@@ -153,8 +153,9 @@ func (p *process) getPid() int {
 }
 
 func (p *process) Diagnose(context.Context) string {
-	return fmt.Sprintf("Is %s a streamrun handler plugin, built for this machine (GOOS=%s GOARCH=%s), that calls plugin.Serve?",
-		p.cmd.Path, runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("Is %s a streamrun handler plugin: a Go program built for this machine (GOOS=%s GOARCH=%s) that calls plugin.Serve, "+
+		"or a script that calls streamrun.serve and writes nothing to stdout before it?",
+		strings.Join(p.cmd.Args, " "), runtime.GOOS, runtime.GOARCH)
 }
 
 func (p *process) PluginToHost(network, addr string) (string, string, error) {

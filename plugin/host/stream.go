@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,6 +17,7 @@ import (
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
 // batchStream is the host's end of the Batches stream: one long-lived
@@ -116,6 +118,8 @@ func (s *batchStream) fail(err error) {
 // are gRPC statuses or ctx's, for Instance.callError to classify.
 func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*resultsIn, error) {
 	wb := &batchOut{msgs: batch}
+	// The batch's span, if traced, is the parent of the handler's.
+	wb.traceParent, wb.traceState = msgtrace.Format(trace.SpanContextFromContext(ctx))
 	// Room for the seq and timeout, not known yet.
 	if n := wb.Size() + 2*binary.MaxVarintLen64; n > s.maxSize {
 		// gRPC would refuse it too, and end the stream with it: refused

@@ -21,6 +21,9 @@ type batchOut struct {
 	seq       uint64
 	timeoutMs int64
 	msgsSize  int // the encoded size of msgs once known, else 0
+	// traceParent and traceState are the trace context of the host's
+	// span for the batch, "" when it is not traced.
+	traceParent, traceState string
 }
 
 // resultsIn is a BatchResult as the host reads it.
@@ -46,13 +49,16 @@ func (b *batchOut) Size() int {
 	if b.msgsSize == 0 {
 		b.msgsSize = batchSize(b.msgs)
 	}
-	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs))
+	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs)) +
+		wire.SizeStr(b.traceParent) + wire.SizeStr(b.traceState)
 }
 
 func (b *batchOut) Append(buf []byte) []byte {
 	buf = appendBatch(buf, b.msgs)
 	buf = wire.AppendVarint(buf, wire.BatchSeq, b.seq)
-	return wire.AppendVarint(buf, wire.BatchTimeout, uint64(b.timeoutMs))
+	buf = wire.AppendVarint(buf, wire.BatchTimeout, uint64(b.timeoutMs))
+	buf = wire.AppendStr(buf, wire.BatchTraceParent, b.traceParent)
+	return wire.AppendStr(buf, wire.BatchTraceState, b.traceState)
 }
 
 func messageSize(m *plugin.Message) int {
@@ -213,6 +219,10 @@ func decodeOutput(o *plugin.Output, b []byte, topic *string) error {
 			}
 		case wire.OutPayload:
 			o.Payload = wire.Blob(fb)
+		case wire.OutTraceParent:
+			o.TraceParent = wire.Str(fb)
+		case wire.OutTraceState:
+			o.TraceState = wire.Str(fb)
 		}
 	}
 	return nil

@@ -15,11 +15,13 @@ import (
 // The host's end of the hand encoding is handler.proto's: the generated
 // code reads the Batch it writes, and it reads the BatchResult the
 // generated code writes. (package plugin tests the other two directions.)
+// Keys and properties are bytes in the contract: ones that are not UTF-8
+// cross too (generated code refuses a proto3 string that is not).
 func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 	c := wire.NewCodec()
 	batch := []*plugin.Message{
-		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k", OrderingKey: []byte("ok"),
-			Properties: map[string]string{"a": "1", "b": ""}, Payload: []byte("payload"),
+		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k\xff", OrderingKey: []byte("ok"),
+			Properties: map[string]string{"a": "1", "\xc3(": "\xa0"}, Payload: []byte("payload"),
 			PublishTime: time.UnixMilli(1_700_000_000_001), EventTime: time.UnixMilli(-5),
 			RedeliveryCount: 3, TraceParent: "tp", TraceState: "ts"},
 		{},
@@ -37,8 +39,8 @@ func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 		t.Fatalf("protobuf read %v", &pbBatch)
 	}
 	m0 := pbBatch.Messages[0]
-	if m0.Id != "1:2:-1:-1" || m0.Topic != "persistent://t/n/a" || m0.Key != "k" || string(m0.OrderingKey) != "ok" ||
-		m0.Properties["a"] != "1" || len(m0.Properties) != 2 || string(m0.Payload) != "payload" ||
+	if m0.Id != "1:2:-1:-1" || m0.Topic != "persistent://t/n/a" || string(m0.Key) != "k\xff" || string(m0.OrderingKey) != "ok" ||
+		prop(m0.Properties, "a") != "1" || prop(m0.Properties, "\xc3(") != "\xa0" || len(m0.Properties) != 2 || string(m0.Payload) != "payload" ||
 		m0.PublishTimeMs != 1_700_000_000_001 || m0.EventTimeMs != -5 || m0.RedeliveryCount != 3 ||
 		m0.Traceparent != "tp" || m0.Tracestate != "ts" || string(pbBatch.Messages[2].Payload) != "x" ||
 		!proto.Equal(pbBatch.Messages[1], &pb.Message{}) {
@@ -47,7 +49,7 @@ func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 
 	pbRes := &pb.BatchResult{Seq: 10, Results: []*pb.Result{
 		{Index: 0, Outcome: pb.Outcome_OUTCOME_ACK, Outputs: []*pb.Output{
-			{Topic: "o", Key: "k", Payload: []byte("p"), Properties: map[string]string{"x": "y"},
+			{Topic: "o", Key: []byte("k\x80"), Payload: []byte("p"), Properties: pbProps(map[string]string{"x": "y\xff"}),
 				OrderingKey: []byte("ok"), EventTimeMs: 7},
 			{Topic: "o2"}}},
 		{Index: 1, Outcome: pb.Outcome_OUTCOME_RETRY, RetryDelayMs: 1500, Reason: "later"},
@@ -73,9 +75,9 @@ func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 		}
 		for k, o := range r.outputs {
 			wo := w.Outputs[k]
-			if o.Topic != wo.Topic || o.Key != wo.Key || string(o.Payload) != string(wo.Payload) ||
+			if o.Topic != wo.Topic || o.Key != string(wo.Key) || string(o.Payload) != string(wo.Payload) ||
 				string(o.OrderingKey) != string(wo.OrderingKey) || wire.Millis(o.EventTime) != wo.EventTimeMs ||
-				len(o.Properties) != len(wo.Properties) || o.Properties["x"] != wo.Properties["x"] {
+				len(o.Properties) != len(wo.Properties) || (len(wo.Properties) > 0 && o.Properties["x"] != prop(wo.Properties, "x")) {
 				t.Fatalf("result %d output %d: got %+v, want %v", i, k, o, wo)
 			}
 		}
@@ -94,6 +96,25 @@ func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 			t.Errorf("% x decoded as results", bad)
 		}
 	}
+}
+
+// pbProps is m as the generated code holds properties.
+func pbProps(m map[string]string) []*pb.Property {
+	var ps []*pb.Property
+	for k, v := range m {
+		ps = append(ps, &pb.Property{Key: []byte(k), Value: []byte(v)})
+	}
+	return ps
+}
+
+// prop is the value of property k in ps, "<absent>" when there is none.
+func prop(ps []*pb.Property, k string) string {
+	for _, p := range ps {
+		if string(p.Key) == k {
+			return string(p.Value)
+		}
+	}
+	return "<absent>"
 }
 
 func memSlice(b []byte) mem.BufferSlice { return mem.BufferSlice{mem.SliceBuffer(b)} }

@@ -54,6 +54,8 @@ func generate(srcDir string) ([]byte, error) {
 	top["title"] = "streamrun pipeline file"
 	g.defs["variable"] = schema{"type": "string", "pattern": variable,
 		"description": "${VAR} or ${VAR:-default}: expanded from the environment when the file is read"}
+	top["patternProperties"] = schema{"^" + pipelines.ExtensionPrefix: schema{
+		"description": "ignored: a place for values repeated with anchors (&name) and aliases (*name)"}}
 	top["definitions"] = g.defs
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -142,6 +144,10 @@ func (g *generator) typeSchema(t reflect.Type) schema {
 		return schema{"type": "string"}
 	case t.Kind() == reflect.Int:
 		return schema{"anyOf": []any{schema{"type": "integer", "minimum": 0}, varRef()}}
+	case t.Kind() == reflect.Float64 || t.Kind() == reflect.Float32:
+		return schema{"anyOf": []any{schema{"type": "number"}, varRef()}}
+	case t.Kind() == reflect.Pointer:
+		return g.typeSchema(t.Elem())
 	case t.Kind() == reflect.Bool:
 		return schema{"anyOf": []any{schema{"type": "boolean"}, varRef()}}
 	case t.Kind() == reflect.Slice:

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/streamrun/streamrun/pipelines"
 )
 
 // The checked-in schema is the one the Go types make; regenerate it with
@@ -68,6 +71,9 @@ func TestSchemaChecksFiles(t *testing.T) {
 	if err := check("ok", []byte(ok)); err != nil {
 		t.Errorf("a valid file: %v", err)
 	}
+	if err := check("x-", []byte("x-defaults: &d {anything: 1}\n"+ok)); err != nil {
+		t.Errorf("a top-level x- key: %v", err)
+	}
 	for _, c := range []struct{ old, new string }{
 		{"name: p", "name: p\n    nme: q"},                 // unknown field
 		{"instances: \"${N:-2}\"", "instances: many"},      // wrong type
@@ -82,6 +88,60 @@ func TestSchemaChecksFiles(t *testing.T) {
 		bad := strings.Replace(ok, c.old, c.new, 1)
 		if err := check(c.new, []byte(bad)); err == nil {
 			t.Errorf("the schema accepts\n%s", bad)
+		}
+	}
+}
+
+// docs/pipelines.md has a row for every field, so a field added to the
+// types is documented for users, not only in the schema.
+func TestEveryFieldIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/pipelines.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var walk func(typ reflect.Type, prefix string)
+	walk = func(typ reflect.Type, prefix string) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch {
+			case ft == reflect.TypeFor[pipelines.Pipeline]() || ft == reflect.TypeFor[[]pipelines.Pipeline]():
+				paths = append(paths, prefix+name)
+				walk(reflect.TypeFor[pipelines.Pipeline](), "")
+			case ft.Kind() == reflect.Struct:
+				walk(ft, prefix+name+".")
+			default:
+				paths = append(paths, prefix+name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[pipelines.File](), "")
+	if len(paths) < 30 {
+		t.Fatalf("only %d fields: %v", len(paths), paths)
+	}
+	documented := func(p string) bool {
+		if bytes.Contains(doc, []byte("`"+p+"`")) {
+			return true
+		}
+		// A row "`section.*`" stands for a section documented elsewhere.
+		for i := strings.LastIndexByte(p, '.'); i > 0; i = strings.LastIndexByte(p[:i], '.') {
+			if bytes.Contains(doc, []byte("`"+p[:i]+".*`")) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range paths {
+		if !documented(p) {
+			t.Errorf("docs/pipelines.md does not document `%s` (a row, or `section.*` for a section documented elsewhere)", p)
 		}
 	}
 }

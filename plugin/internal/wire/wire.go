@@ -14,6 +14,12 @@
 // receives: the host a Batch out and a BatchResult in (plugin/host's
 // wire.go), the plugin the other way (plugin's wire.go).
 //
+// Text and bytes: handler.proto makes keys and properties bytes and the
+// other text fields strings; both are the same wire type, so the SDK's Go
+// strings carry either unchanged (a Go string holds any bytes). What the
+// contract asks of a sender, valid UTF-8 in its string fields, the SDK
+// ensures where a handler writes one (a reason, a panic report).
+//
 // Lifetime: a decoded batch or answer aliases one buffer that holds the
 // received gRPC message (a copy of it made by gRPC's Materialize, owned by
 // nobody else and never written to). Strings, payloads and keys point
@@ -33,6 +39,9 @@ const (
 	BatchMessages = 1
 	BatchSeq      = 2
 	BatchTimeout  = 3
+	// Batch 4 and 5, Output 7 and 8: the trace context (docs/telemetry.md).
+	BatchTraceParent = 4
+	BatchTraceState  = 5
 
 	MsgID          = 1
 	MsgTopic       = 2
@@ -62,6 +71,8 @@ const (
 	OutProperties  = 4
 	OutPayload     = 5
 	OutEventTime   = 6
+	OutTraceParent = 7
+	OutTraceState  = 8
 )
 
 // Millis is t in Unix milliseconds, 0 for the zero time (not sent).

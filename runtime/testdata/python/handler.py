@@ -1,0 +1,53 @@
+"""The Python twin of runtime's Go test handler (handler_test.go), for the
+tests that run pipelines on a Python handler. Its config is testConfig's.
+
+By default it echoes every message to "output", keeping its key and
+properties. A payload's prefix picks another outcome:
+
+    dead:...   dead-lettered with reason "asked to"
+    boom:...   the handler raises, every time
+
+With "panic_every" N, it raises once per message (across processes, by
+marker files in "marker_dir") on messages whose payload's trailing number
+is a multiple of N.
+"""
+
+import os
+
+import streamrun
+
+cfg = {}
+
+
+def init(info: streamrun.Info) -> None:
+    if not info.config or not info.config.get("output"):
+        raise ValueError('"output" is required')
+    cfg.update(info.config)
+
+
+def once(name: str) -> bool:
+    try:
+        fd = os.open(os.path.join(cfg["marker_dir"], name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def handle(m: streamrun.Message):
+    p = m.payload
+    if p.startswith(b"dead:"):
+        return streamrun.DeadLetter("asked to")
+    if p.startswith(b"boom:"):
+        raise RuntimeError(f"boom on {p!r}")
+    every = cfg.get("panic_every", 0)
+    if every:
+        head, _, num = p.rpartition(b"-")
+        if head and num.isdigit() and int(num) % every == 0 and once(p.decode()):
+            raise RuntimeError(f"told to raise on {p.decode()}")
+    if cfg.get("upper"):
+        p = p.upper()
+    return streamrun.Output(topic=cfg["output"], key=m.key, properties=m.properties, payload=p)
+
+
+streamrun.serve(handle, init=init)

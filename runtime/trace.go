@@ -1,0 +1,259 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
+)
+
+// tracing makes a pipeline's spans (docs/telemetry.md). A pipeline without
+// Options.TracerProvider has none (nil), and every method of a nil
+// *tracing does nothing: off costs a nil check.
+type tracing struct {
+	tr    trace.Tracer
+	attrs []attribute.KeyValue // on every span of the pipeline
+	dests sync.Map             // topic as given -> its full name, for span names
+	// unsampled holds the properties of the last unsampled context an
+	// output without properties of its own was published under: the
+	// outputs of a batch share one (pool only reads a message's map).
+	unsampled atomic.Pointer[sharedProps]
+}
+
+type sharedProps struct {
+	sc    trace.SpanContext
+	props map[string]string
+}
+
+func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing {
+	if tp == nil {
+		return nil
+	}
+	return &tracing{
+		tr: tp.Tracer(msgtrace.ScopeName),
+		attrs: []attribute.KeyValue{msgtrace.SystemPulsar, msgtrace.KeyPipeline.String(pipeline),
+			msgtrace.KeyConsumerGroup.String(subscription)},
+	}
+}
+
+// startProcess starts the CONSUMER span of b, handed to instance slot.
+// Its parent is the creation context of the batch's first message that
+// has one, so that the journey of a message (of every message, in a batch
+// of one) is one trace; it links to every message's creation context, as
+// far as the SDK's link limit (OTEL_SPAN_LINK_COUNT_LIMIT, default 128)
+// allows: links beyond it are dropped and counted in the span's
+// dropped_links_count.
+func (t *tracing) startProcess(b *batch, slot int) {
+	if t == nil || b.span != nil {
+		return
+	}
+	topic := b.items[0].m.Topic
+	ctx := context.Background()
+	traced := false
+	for _, it := range b.items {
+		if it.m.Topic != topic {
+			topic = "" // several topics: named after the subscription below
+		}
+		if !traced && it.pm.TraceParent != "" {
+			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
+				ctx, traced = trace.ContextWithRemoteSpanContext(ctx, sc), true
+			}
+		}
+	}
+	name := topic
+	if name == "" {
+		name = t.attrs[2].Value.AsString()
+	}
+	_, span := t.tr.Start(ctx, msgtrace.ProcessName(name), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(t.attrs...),
+		trace.WithAttributes(msgtrace.KeyOperationName.String("process"), msgtrace.KeyOperationType.String("process"),
+			msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
+			msgtrace.KeyInstance.Int(slot)))
+	if span.IsRecording() && traced {
+		for _, it := range b.items {
+			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.pm.ID)}})
+			}
+		}
+	}
+	b.span = span
+}
+
+// processCtx is ctx with b's span, which Instance.Process hands on to
+// the plugin as the parent of the handler's span.
+func (t *tracing) processCtx(ctx context.Context, b *batch) context.Context {
+	if t == nil || b.span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, b.span)
+}
+
+// handlerFailed records on b's span that the handler failed on it.
+func (t *tracing) handlerFailed(b *batch, slot int, err error) {
+	if t == nil || b.span == nil || !b.span.IsRecording() {
+		return
+	}
+	kind := errorType(err)
+	b.span.AddEvent(msgtrace.EventCrash, trace.WithAttributes(msgtrace.KeyErrorType.String(kind),
+		msgtrace.KeyInstance.Int(slot)))
+	b.span.RecordError(err)
+	b.span.SetAttributes(msgtrace.KeyErrorType.String(kind))
+	b.span.SetStatus(codes.Error, err.Error())
+}
+
+// errorType classifies a handler failure for error.type.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, host.ErrCrashed):
+		return "crash"
+	case errors.Is(err, errHung):
+		return "timeout"
+	case errors.Is(err, host.ErrBadResponse):
+		return "bad_response"
+	case errors.Is(err, host.ErrClosed):
+		return "instance_closed" // killed under it after another batch's failure
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "_OTHER"
+}
+
+// event records what became of it on its batch's span.
+func (t *tracing) event(it *item, name string, attrs ...attribute.KeyValue) {
+	if t == nil || it.b == nil || it.b.span == nil || !it.b.span.IsRecording() {
+		return
+	}
+	it.b.span.AddEvent(name, trace.WithAttributes(append(attrs, msgtrace.KeyMessageID.String(it.pm.ID))...))
+}
+
+func (t *tracing) retried(it *item, reason string, delayMs int64) {
+	t.event(it, msgtrace.EventRetry, msgtrace.KeyReason.String(reason), msgtrace.KeyDelay.Int64(delayMs))
+}
+
+func (t *tracing) deadLettered(it *item, reason string) {
+	t.event(it, msgtrace.EventDeadLetter, msgtrace.KeyReason.String(reason))
+}
+
+// endBatch ends b's span once every message of b is settled.
+func (t *tracing) endBatch(b *batch) {
+	if t == nil || b.span == nil {
+		return
+	}
+	b.span.End()
+}
+
+// parentOf is the context an output o of it is published under: the
+// one the plugin gave it (the handler's span), else the batch's span.
+func (t *tracing) parentOf(it *item, o *plugin.Output) trace.SpanContext {
+	if t == nil {
+		return trace.SpanContext{}
+	}
+	if sc := msgtrace.Parse(o.TraceParent, o.TraceState); sc.IsValid() {
+		return sc
+	}
+	if sc := msgtrace.Extract(o.Properties); sc.IsValid() {
+		return sc
+	}
+	return t.batchContext(it)
+}
+
+// batchContext is the context of it's batch span, else its creation
+// context.
+func (t *tracing) batchContext(it *item) trace.SpanContext {
+	if t == nil {
+		return trace.SpanContext{}
+	}
+	if it.b != nil && it.b.span != nil {
+		return it.b.span.SpanContext()
+	}
+	return msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState)
+}
+
+// publish publishes m to topic as p.client.PublishAsync does; traced, it
+// does so under a PRODUCER span, a child of parent, whose context goes
+// into m's properties and which ends with the receipt.
+func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Message, done func(pulsarwire.MessageID, error)) {
+	if p.met != nil {
+		inner := done
+		done = func(id pulsarwire.MessageID, err error) {
+			p.met.sent(topic, err)
+			inner(id, err)
+		}
+	}
+	t := p.tr
+	if t == nil {
+		p.client.PublishAsync(p.hard, topic, m, done)
+		return
+	}
+	if parent.IsValid() && !parent.IsSampled() && len(m.Properties) == 0 {
+		// Nothing of this trace is recorded: no span, only its context
+		// carried on (see msgtrace.StartSend), and the batch's outputs
+		// share the one map that says it.
+		m.Properties = t.unsampledProps(parent)
+		p.client.PublishAsync(p.hard, topic, m, done)
+		return
+	}
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
+	span, props := msgtrace.StartSend(ctx, t.tr, t.dest(topic), m.Properties, t.attrs...)
+	m.Properties = props
+	p.client.PublishAsync(p.hard, topic, m, func(id pulsarwire.MessageID, err error) {
+		endSend(span, id, err)
+		done(id, err)
+	})
+}
+
+// unsampledProps returns properties that carry only sc, shared: nobody
+// may change them.
+func (t *tracing) unsampledProps(sc trace.SpanContext) map[string]string {
+	if sp := t.unsampled.Load(); sp != nil && sp.sc.Equal(sc) {
+		return sp.props
+	}
+	sp := &sharedProps{sc: sc, props: msgtrace.Inject(nil, sc)}
+	t.unsampled.Store(sp)
+	return sp.props
+}
+
+// dest is topic's full name, as the consumers' spans name it.
+func (t *tracing) dest(topic string) string {
+	if d, ok := t.dests.Load(topic); ok {
+		return d.(string)
+	}
+	d := topic
+	if tn, err := pulsarwire.ParseTopic(topic); err == nil {
+		d = tn.String()
+	}
+	t.dests.Store(topic, d)
+	return d
+}
+
+// endSend ends a PRODUCER span with its receipt.
+func endSend(span trace.Span, id pulsarwire.MessageID, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetAttributes(msgtrace.KeyErrorType.String(sendErrorType(err)))
+		span.SetStatus(codes.Error, err.Error())
+	} else if span.IsRecording() {
+		span.SetAttributes(msgtrace.KeyMessageID.String(id.String()))
+	}
+	span.End()
+}
+
+func sendErrorType(err error) string {
+	if code, ok := pulsarwire.ServerCode(err); ok {
+		return code.String()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return "canceled"
+	}
+	return "_OTHER"
+}

@@ -1,0 +1,48 @@
+package subscribe_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// Permits count down as the broker pushes messages and Backlog is what
+// the broker reports: unacknowledged entries count, acknowledged ones not
+// (the messages here are published one per entry, as Pulsar counts the
+// backlog in entries).
+func TestPermitsAndBacklog(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := topicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "stats", ReceiverQueue: 100})
+	if got := cons.Permits(); got != 100 {
+		t.Fatalf("permits before any message: %d, want 100", got)
+	}
+	publish(ctx, t, c, topic, 0, 10, nil)
+	var ms []*subscribe.Message
+	for range 10 {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	// Fewer than half the queue taken: no FLOW yet, 10 permits used.
+	if got := cons.Permits(); got != 90 {
+		t.Errorf("permits after 10 messages: %d, want 90", got)
+	}
+	n, err := cons.Backlog(ctx)
+	if err != nil || n != 10 {
+		t.Errorf("backlog before acknowledging: %d, %v; want 10", n, err)
+	}
+	for _, m := range ms[:4] {
+		if err := cons.Ack(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	brokertest.Eventually(t, 30*time.Second, "the backlog to fall to 6", func() bool { n, err := cons.Backlog(ctx); return err == nil && n == 6 })
+}

@@ -1,0 +1,218 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	streamrun "github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry"
+	"github.com/streamrun/streamrun/telemetry/otlptest"
+	"github.com/streamrun/streamrun/telemetry/scrape"
+)
+
+// BenchmarkTelemetry measures what telemetry costs a pipeline: the same
+// pipeline (embedded broker, a plugin that echoes each 100-byte message to
+// the output topic, batches of 100, one instance) with telemetry off,
+// with traces sampled at 0 (the trace context carried, no span recorded),
+// 0.01 and 1.0 (parentbased_traceidratio,
+// exported by OTLP gRPC to a receiver in the test process that counts and
+// drops them; the plugin exports its spans too), and with metrics on (a
+// meter provider whose /metrics is scraped once a second). Report msg/s
+// as a ratio to off's, from interleaved runs, for example
+//
+//	go test ./telemetry -run '^$' -bench Telemetry -benchtime 200000x -count 5
+//
+// The input messages carry no trace context: each batch starts a trace,
+// as it does behind an untraced producer; with STREAMRUN_BENCH_TRACED_INPUT
+// set, each carries its own, one in 100 sampled. cpu-µs/msg is the CPU time of
+// the test process (broker, clients, host, receiver) and the plugin per
+// message: on a shared machine it varies less than msg/s.
+func BenchmarkTelemetry(b *testing.B) {
+	for _, mode := range []string{"off", "traces=0", "traces=0.01", "traces=1", "metrics"} {
+		b.Run(mode, func(b *testing.B) { benchTelemetry(b, mode) })
+	}
+}
+
+func benchTelemetry(b *testing.B, mode string) {
+	ctx := testContext(b)
+	c := cluster(b)
+	run := strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
+	in, out := "persistent://public/default/tbench-in-"+run, "persistent://public/default/tbench-out-"+run
+	h := selfHandler(out)
+	h.Config["plain"] = true
+	h.BatchSize = 100
+	opts := streamrun.Options{Logger: testLogger(b, slog.LevelError)}
+	var (
+		rcv   *otlptest.Receiver
+		flush = func() {}
+	)
+	switch mode {
+	case "traces=0", "traces=0.01", "traces=1":
+		rcv = otlptest.StartDiscarding(b, telemetry.ProtocolGRPC)
+		cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "parentbased_traceidratio", SamplerArg: mode[len("traces="):]}
+		tp, err := telemetry.NewTracerProvider(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tp.Shutdown(context.Background())
+		opts.TracerProvider, opts.PluginEnv = tp, cfg.Environ()
+		flush = func() { _ = tp.ForceFlush(ctx) }
+	case "metrics":
+		mp, handler, err := scrape.NewMeterProvider(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer mp.Shutdown(context.Background())
+		opts.MeterProvider = mp
+		srv, err := scrape.Listen(scrape.Options{Addr: ":0", Metrics: handler})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Close(context.Background())
+		stop := make(chan struct{})
+		scraped := make(chan struct{})
+		go func() {
+			defer close(scraped)
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if _, err := scrapeMetrics(ctx, "http://"+srv.Addr()); err != nil {
+						b.Errorf("scrape: %v", err)
+					}
+				}
+			}
+		}()
+		defer func() { close(stop); <-scraped }()
+	default:
+		opts.PluginEnv = []string{"OTEL_TRACES_EXPORTER=none"}
+	}
+	pub, sub := client(b, c), client(b, c)
+	cons, err := subscribe.New(ctx, sub, subscribe.Options{Topics: []string{out}, Subscription: "bench", ReceiverQueue: 5000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.Close(context.Background())
+	if _, err := pub.Producer(ctx, in); err != nil {
+		b.Fatal(err)
+	}
+	host := runHost(b, c, opts, pipelines.Pipeline{
+		Name:    "bench",
+		Source:  pipelines.Source{Topics: []string{in}, Subscription: "bench"},
+		Handler: h,
+		Outputs: []string{out},
+	})
+	waitReady(b, ctx, host)
+
+	// A closed loop: window messages in the system at most.
+	n, window := b.N, 2000
+	tokens := make(chan struct{}, window)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]*subscribe.Message, 1000)
+		for got := 0; got < n; {
+			k, err := cons.ReceiveBatch(ctx, buf)
+			if err != nil {
+				b.Errorf("receive outputs: %v", err)
+				return
+			}
+			for _, m := range buf[:k] {
+				cons.Ack(ctx, m)
+				<-tokens
+			}
+			got += k
+		}
+	}()
+	var pids []int
+	for _, ph := range host.Health() {
+		for _, ih := range ph.Instances {
+			pids = append(pids, ih.Pid)
+		}
+	}
+	cpu0 := cpuTime(pids)
+	payload := make([]byte, 100)
+	traced := os.Getenv(benchTracedInputEnv) != ""
+	b.ResetTimer()
+	start := time.Now()
+	for i := range n {
+		select {
+		case tokens <- struct{}{}:
+		case <-ctx.Done():
+			b.Fatal("timed out")
+		}
+		m := pool.Message{Payload: payload}
+		if traced {
+			// Each message its own trace, sampled upstream one in 100.
+			flags := "00"
+			if i%100 == 0 {
+				flags = "01"
+			}
+			m.Properties = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-%s", i+1, i+1, flags)}
+		}
+		pub.PublishAsync(ctx, in, m, func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				b.Errorf("publish: %v", err)
+			}
+		})
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		b.Fatal("timed out waiting for the outputs")
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := cpuTime(pids) - cpu0
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "msg/s")
+	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(n), "cpu-µs/msg")
+	b.ReportMetric(0, "ns/op")
+	if rcv != nil {
+		// The host's spans; the plugin's go when it is closed.
+		flush()
+		b.ReportMetric(float64(rcv.Count())/float64(n), "host-spans/msg")
+	}
+}
+
+// benchTracedInputEnv, when set, gives each input message a trace
+// context of its own, one in 100 sampled, as an instrumented producer
+// sampling at 0.01 would write it. (Off, the host carries each input's
+// context on to its outputs as it is.)
+const benchTracedInputEnv = "STREAMRUN_BENCH_TRACED_INPUT"
+
+// cpuTime is the CPU time (user and system) used so far by this process
+// (broker, clients, host, receiver) and by the processes pids (the
+// plugins).
+func cpuTime(pids []int) time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		// utime and stime, fields 14 and 15 of stat, in clock ticks (100
+		// a second on Linux).
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		d += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return d
+}
