@@ -145,6 +145,28 @@
 // to the subscription's next consumer. An in-process handler that
 // ignores its ctx cannot be interrupted, and the stop waits for it.
 //
+// # Change without a restart
+//
+// Host.Reload applies a new set of pipelines while Run runs: unchanged
+// ones are not touched, removed ones drain and stop, new ones start, and
+// changed ones change in place. A new handler (binary path or content,
+// args, env, config) is rolled out one instance at a time, the new
+// instance started and its Init answered before the old one takes no
+// more batches; the old one finishes what it has, then closes. A change
+// of batching, instances, outputs or error policy drains the pipeline's
+// batches and runs on with the same consumer and instances; a change of
+// source drains and subscribes anew. Everything that can fail is done
+// before anything changes, so a refused reload leaves the host as it
+// was. The broker connections are the client's and stay open.
+//
+// # Inside an instance slot
+//
+// Each instance slot has a supervisor (supervisor.go: starting,
+// restarting after the backoff, replacing on a swap, the record Health
+// reads), a dispatcher (worker.go: batches in flight, retries on a fresh
+// instance, settling in batch order) and the poison-message rule as a
+// pure step (bisect.go), each with unit tests against fake instances.
+//
 // # Goroutines
 //
 // Per pipeline: one receiving and forming batches, two per instance (one

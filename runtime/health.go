@@ -22,6 +22,9 @@ const (
 	// or in a row without answering a batch). Messages still flow where
 	// instances are up; the host goes on.
 	StateDegraded State = "degraded"
+	// StateReloading: draining its batches to take a new configuration
+	// (see Host.Reload); it runs again once they are settled.
+	StateReloading State = "reloading"
 	// StateStopping: draining after Run's ctx ended.
 	StateStopping State = "stopping"
 	// StateStopped: stopped after a drain.
@@ -57,6 +60,9 @@ type InstanceHealth struct {
 	Batches int64
 	// Restarts of the slot so far.
 	Restarts int
+	// Swaps: times the slot's handler was replaced by a new version of it
+	// while running (see Host.Reload).
+	Swaps int
 	// CrashesInARow: failures (crash, hang, wrong answer, failed restart)
 	// without a batch answered in between; 0 once the current handler
 	// answered one.
@@ -79,28 +85,15 @@ func (p *pipeline) health() PipelineHealth {
 	rp := p.h.opts.Restart
 	now := time.Now()
 	degraded := 0
-	for _, s := range p.slots {
-		s.mu.Lock()
-		ih := InstanceHealth{
-			Instance: s.id, Up: s.up, Pid: s.pid, Batches: s.batches, Restarts: s.restarts,
-			CrashesInARow: s.failures, LastError: s.lastErr, LastCrash: s.lastCrash,
-		}
-		if s.up {
-			ih.Since = s.started
-		} else {
-			ih.NextStart = s.nextStart
-		}
-		if s.answered {
-			ih.CrashesInARow = 0
-		}
-		if s.degradedLocked(now) {
+	for _, s := range p.supervisors() {
+		ih, bad, recent := s.health(now)
+		if bad {
 			degraded++
 			if out.Reason == "" {
 				out.Reason = fmt.Sprintf("instance %d keeps crashing (%d times in a row, %d in the last %v); last: %s",
-					s.id, ih.CrashesInARow, s.recentLocked(now), rp.DegradedWindow, ih.LastError)
+					s.id, ih.CrashesInARow, recent, rp.DegradedWindow, ih.LastError)
 			}
 		}
-		s.mu.Unlock()
 		out.Instances = append(out.Instances, ih)
 	}
 	switch out.State {
@@ -158,16 +151,4 @@ func (p *pipeline) snapshot() Stats {
 		Crashes:  c.crashes.Load(),
 		Restarts: c.restarts.Load(),
 	}
-}
-
-// recentLocked counts the slot's crashes within DegradedWindow (of the
-// last DegradedAfter). s.mu held.
-func (s *slot) recentLocked(now time.Time) int {
-	n := 0
-	for _, t := range s.recent {
-		if now.Sub(t) < s.p.h.opts.Restart.DegradedWindow {
-			n++
-		}
-	}
-	return n
 }

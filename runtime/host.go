@@ -28,6 +28,9 @@ type Host struct {
 	started bool
 	pipes   []*pipeline // sorted by name, once Run has them
 	closed  bool
+	live    *live // while Run runs its pipelines and takes reloads
+
+	reloadMu sync.Mutex // one Reload at a time, and none while Run stops
 }
 
 // New returns a Host. Without Options.Client it opens a pool.Client
@@ -105,34 +108,32 @@ func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
 			return p.err()
 		}
 	}
-	failed := make(chan *pipeline, len(pipes))
-	var watchers sync.WaitGroup
-	defer watchers.Wait()
+	lv := &live{ctx: ctx, failed: make(chan *pipeline)}
+	defer lv.watchers.Wait()
 	for _, p := range pipes {
 		p.run()
-		watchers.Go(func() {
-			select {
-			case <-p.failed:
-				failed <- p
-			case <-p.recvDone:
-				select {
-				case <-p.failed:
-					failed <- p
-				default:
-				}
-			}
-		})
+		lv.watch(p)
 	}
+	h.mu.Lock()
+	h.live = lv
+	h.mu.Unlock()
 	h.log.Info("host running", "pipelines", len(pipes))
 
 	var err error
 	select {
 	case <-ctx.Done():
 		h.log.Info("stopping", "timeout", h.opts.ShutdownTimeout)
-	case p := <-failed:
+	case p := <-lv.failed:
 		err = p.err()
 		h.log.Error("stopping: a pipeline failed", "pipeline", p.name, "err", err)
 	}
+	// A reload under way finishes first; none starts after this.
+	h.reloadMu.Lock()
+	h.mu.Lock()
+	h.live = nil
+	pipes = h.pipes
+	h.mu.Unlock()
+	h.reloadMu.Unlock()
 	h.stopAll(pipes)
 	for _, p := range pipes {
 		if p.err() != nil {

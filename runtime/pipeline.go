@@ -29,12 +29,18 @@ type pipeline struct {
 	client *pool.Client
 	start  starter
 	cons   *subscribe.Consumer
+	// binary is the handler's program, applied the configuration as
+	// last applied (with defaults), which a reload compares with the new
+	// one; both only change under Host.reloadMu.
+	binary  handlerID
+	applied pipelines.Pipeline
 
 	ordered bool // route by key to keep each key's order
 	running bool // run was called
 	lanes   []lane
 	queues  []chan *batch // one per slot when ordered, else one shared
-	slots   []*slot
+	supMu   sync.Mutex
+	sups    []*supervisor // one per instance slot; guarded by supMu (a reload changes it)
 	credits *credits
 	stats   counters
 	retries retryCounts
@@ -59,6 +65,9 @@ type pipeline struct {
 	failMu  sync.Mutex
 	failErr error
 	failed  chan struct{} // closed when the pipeline fails for good
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when stop has returned
 }
 
 // lane is a batch being formed. Messages of one key always go to the same
@@ -93,44 +102,52 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	p := &pipeline{
 		h:        h,
 		cfg:      cfg,
+		applied:  cfg,
 		name:     cfg.Name,
 		log:      h.log.With("pipeline", cfg.Name),
 		client:   h.client,
-		ordered:  cfg.Source.Type.KeepsOrder(),
-		credits:  newCredits(cfg.Handler.MaxInFlight),
-		recvDone: make(chan struct{}),
 		stopRedo: make(chan struct{}),
 		failed:   make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
 	p.state.Store(StateStarting)
 	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
 	p.met = h.met.forPipeline(p)
 	p.retries.m = map[retryKey]uint32{}
 	p.redo.kick = make(chan struct{}, 1)
-	n := cfg.Handler.Instances
+	p.hard, p.hardCancel = context.WithCancel(context.Background())
+	p.layout()
+	for i := range cfg.Handler.Instances {
+		p.sups = append(p.sups, p.newSupervisor(i))
+	}
+	return p
+}
+
+// layout makes what the batching of p.cfg needs: the lanes, the queues to
+// the workers, the credits, and the receive loop's context. A reload
+// lays it out again once the pipeline has drained.
+func (p *pipeline) layout() {
+	hc := &p.cfg.Handler
+	p.ordered = p.cfg.Source.Type.KeepsOrder()
+	p.credits = newCredits(hc.MaxInFlight)
 	nq := 1
 	if p.ordered {
-		nq = n
+		nq = hc.Instances
 	}
 	p.lanes = make([]lane, nq)
 	p.queues = make([]chan *batch, nq)
 	for i := range p.queues {
 		// Every batch holds at least one credit, so a queue this long
 		// never blocks the receive loop: credits are the bound.
-		p.queues[i] = make(chan *batch, cfg.Handler.MaxInFlight)
-	}
-	for i := range n {
-		p.slots = append(p.slots, &slot{p: p, id: i})
+		p.queues[i] = make(chan *batch, hc.MaxInFlight)
 	}
 	p.recvCtx, p.recvCancel = context.WithCancel(context.Background())
-	p.hard, p.hardCancel = context.WithCancel(context.Background())
-	return p
+	p.recvDone = make(chan struct{})
 }
 
-// open prepares the handler, opens the output producers, starts every
-// instance and subscribes, in that order, so that nothing is received
-// before the handler can take it.
-func (p *pipeline) open(ctx context.Context) error {
+// prepare resolves the handler: the binary its instances run (built
+// first when it is a Go package) and how to start one.
+func (p *pipeline) prepare(ctx context.Context) error {
 	cfg := &p.cfg
 	var config []byte
 	if len(cfg.Handler.Config) > 0 {
@@ -146,15 +163,27 @@ func (p *pipeline) open(ctx context.Context) error {
 			return fmt.Errorf("LocalHandlers[%q] is nil", p.name)
 		}
 		p.start = localStarter(cfg, newHandler, config)
+		p.binary = handlerID{}
 	case cfg.Handler.Plugin != "":
+		id, err := identify(cfg.Handler.Plugin)
+		if err != nil {
+			return err
+		}
 		p.start = pluginStarter(p.h, cfg, pluginCommand{path: cfg.Handler.Plugin}, config, p.log)
+		p.binary = id
 	case cfg.Handler.Script != "":
 		cmd, err := scriptCommand(cfg.Handler)
 		if err != nil {
 			return err
 		}
+		// A script's identity is its file's: an edited script is rolled out.
+		id, err := identify(cfg.Handler.Script)
+		if err != nil {
+			return err
+		}
 		p.log.Info("running the handler script", "script", cmd.args[0], "python", cmd.path)
 		p.start = pluginStarter(p.h, cfg, cmd, config, p.log)
+		p.binary = id
 	default:
 		bo := p.h.opts.Build
 		if bo.Logger == nil {
@@ -165,17 +194,65 @@ func (p *pipeline) open(ctx context.Context) error {
 			return err
 		}
 		p.start = pluginStarter(p.h, cfg, pluginCommand{path: b.Path}, config, p.log)
+		p.binary = handlerID{path: b.Path, hash: b.Hash}
 	}
 
+	return nil
+}
+
+// openOutputs opens the producers of the outputs the pipeline names.
+func (p *pipeline) openOutputs(ctx context.Context) error {
+	cfg := &p.cfg
 	for _, t := range cfg.Outputs {
 		if _, err := p.client.Producer(ctx, t); err != nil {
 			return fmt.Errorf("open producer for output %s: %w", t, err)
 		}
 	}
+	return nil
+}
 
-	errs := make([]error, len(p.slots))
+// newSupervisor makes the supervisor of instance slot i; open gives it
+// its starter.
+func (p *pipeline) newSupervisor(i int) *supervisor {
+	s := newSupervisor(i, p.start, p.h.opts.Restart, p.h.opts.PluginStartTimeout, p.hard, p.log)
+	s.crashed = func() { p.stats.crashes.Add(1) }
+	s.restarted = func(cause error) {
+		p.stats.restarts.Add(1)
+		if f := p.h.opts.Hooks.Restarted; f != nil {
+			f(p.name, i, cause)
+		}
+	}
+	return s
+}
+
+// newWorker makes the dispatcher of the instance slot s supervises.
+func (p *pipeline) newWorker(s *supervisor) *worker {
+	hc := &p.cfg.Handler
+	limit := max(hc.MaxBatchesInFlight, 1)
+	return &worker{
+		id: s.id, sup: s, out: p, log: p.log,
+		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes,
+		hard: p.hard, abort: p.recvCtx.Done(),
+		order: make(chan *sent, limit),
+	}
+}
+
+// open prepares the handler, opens the output producers, starts every
+// instance and subscribes, in that order, so that nothing is received
+// before the handler can take it.
+func (p *pipeline) open(ctx context.Context) error {
+	if err := p.prepare(ctx); err != nil {
+		return err
+	}
+	if err := p.openOutputs(ctx); err != nil {
+		return err
+	}
+	for _, s := range p.sups {
+		s.start = p.start
+	}
+	errs := make([]error, len(p.sups))
 	var wg sync.WaitGroup
-	for i, s := range p.slots {
+	for i, s := range p.sups {
 		wg.Go(func() { errs[i] = s.startFirst(ctx) })
 	}
 	wg.Wait()
@@ -198,23 +275,28 @@ func (p *pipeline) open(ctx context.Context) error {
 // run starts the pipeline's goroutines.
 func (p *pipeline) run() {
 	p.running = true
-	for i, s := range p.slots {
+	p.settler.Go(p.redoLoop)
+	p.flow()
+}
+
+// flow starts the receive loop and the workers, as laid out.
+func (p *pipeline) flow() {
+	for i, s := range p.supervisors() {
 		q := p.queues[0]
 		if p.ordered {
 			q = p.queues[i]
 		}
-		s.order = make(chan *sent, max(p.cfg.Handler.MaxBatchesInFlight, 1))
-		p.workers.Go(func() { s.run(q) })
-		p.workers.Go(s.publish)
+		w := p.newWorker(s)
+		p.workers.Go(func() { w.run(q) })
+		p.workers.Go(w.publish)
 	}
-	p.settler.Go(p.redoLoop)
 	go func() {
 		defer close(p.recvDone)
 		p.receive()
 	}()
 	p.state.Store(StateRunning)
 	p.log.Info("pipeline running", "topics", p.cons.Topics(), "subscription", p.cfg.Source.Subscription,
-		"type", p.cfg.Source.Type, "instances", len(p.slots), "batch_size", p.cfg.Handler.BatchSize)
+		"type", p.cfg.Source.Type, "instances", len(p.supervisors()), "batch_size", p.cfg.Handler.BatchSize)
 }
 
 // fail records that the pipeline cannot go on; Run stops the host.
@@ -417,6 +499,7 @@ func (p *pipeline) stop(deadline time.Time) {
 		}
 		p.closeInstances(deadline)
 		p.state.Store(StateStopped)
+		p.stopOnce.Do(func() { close(p.stopped) })
 		return
 	}
 	p.state.Store(StateStopping)
@@ -454,6 +537,14 @@ func (p *pipeline) stop(deadline time.Time) {
 	}
 	p.log.Info("pipeline stopped", "received", p.stats.received.Load(), "acked", p.stats.acked.Load(),
 		"handed_back", p.stats.handedBack.Load())
+	p.stopOnce.Do(func() { close(p.stopped) })
+}
+
+// supervisors are the pipeline's instance slots now.
+func (p *pipeline) supervisors() []*supervisor {
+	p.supMu.Lock()
+	defer p.supMu.Unlock()
+	return p.sups
 }
 
 // closeGrace is the least time closing the consumer and the instances
@@ -464,7 +555,7 @@ func (p *pipeline) closeInstances(deadline time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), closeGrace))
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, s := range p.slots {
+	for _, s := range p.supervisors() {
 		wg.Go(func() { s.close(ctx) })
 	}
 	wg.Wait()

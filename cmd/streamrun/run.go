@@ -50,6 +50,9 @@ type runConfig struct {
 	// telemetryAddr is where /metrics, /healthz and /readyz are served
 	// ("": the files' telemetry.http, else not served).
 	telemetryAddr string
+
+	// reload: SIGHUP and --watch (reload.go).
+	reload reloadConfig
 }
 
 // defaultRunDataDir is where the embedded broker of `streamrun run` keeps
@@ -83,6 +86,14 @@ admin URLs.
 Handlers given as a Go package are built once and cached by content.
 --input FILE --until-drained feeds a file's lines to the pipelines and stops
 once they are processed, printing what came out.
+
+On SIGHUP (and with --watch, when a file, a handler binary or a Go
+package handler's source changes) the files are read again and applied
+without a restart: unchanged pipelines go on untouched, changed ones are
+changed in place (a new handler rolled out one instance at a time),
+removed ones drain and stop, new ones start; the broker connections stay.
+A file that does not load is refused, its errors logged, and the run goes
+on unchanged (docs/reload.md).
 
 Exit status: 0 stopped cleanly, 1 a runtime failure, 2 bad usage or a bad
 file (nothing started).
@@ -154,6 +165,7 @@ func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
 	fs.StringVar(&c.telemetryAddr, "telemetry-addr", "", `serve /metrics, /healthz and /readyz here (":9464" is loopback; default: the files' telemetry.http, else off)`)
 	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
+	addReloadFlags(fs, &c.reload)
 	return fs
 }
 

@@ -132,6 +132,8 @@ func (l *loaded) keyShared() bool {
 // run runs the pipelines until ctx ends (or, with --until-drained, until
 // the input is processed) and returns the exit status.
 func (r *runner) run(ctx context.Context) int {
+	rl := r.newReloader()
+	defer rl.close()
 	l, err := r.load()
 	if err != nil {
 		// FILE:LINE:COL: field: what is wrong, a line each, as validate.
@@ -226,6 +228,7 @@ func (r *runner) run(ctx context.Context) int {
 	r.stop = stopRun
 	runErr := make(chan error, 1)
 	go func() { runErr <- host.Run(runCtx, l.pipelines...) }()
+	rl.start(runCtx, host, l)
 
 	// The host's goroutine ends Run; everything below ends with it.
 	done := make(chan struct{})

@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+)
+
+// The in-package tests run the supervisor, the dispatcher and the
+// bisection against fakes: an instance that answers as a test says, and
+// a sink that records what became of each message. No broker, no plugin
+// process.
+
+// fakeInstance is an instance whose calls answer with process (every
+// message acked when nil).
+type fakeInstance struct {
+	pid     int
+	process func(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error)
+	exited  chan struct{}
+	exitMu  sync.Once
+	closed  atomic.Bool
+	killed  atomic.Bool
+	calls   atomic.Int64
+}
+
+func (f *fakeInstance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
+	f.calls.Add(1)
+	if f.process != nil {
+		return f.process(ctx, batch)
+	}
+	return ackAll(batch), nil
+}
+
+func (f *fakeInstance) Close(context.Context) error { f.closed.Store(true); f.exit(); return nil }
+func (f *fakeInstance) Kill()                       { f.killed.Store(true); f.exit() }
+func (f *fakeInstance) Pid() int                    { return f.pid }
+func (f *fakeInstance) Exited() <-chan struct{}     { return f.exited }
+func (f *fakeInstance) ExitStatus() string          { return "exit status 3" }
+func (f *fakeInstance) exit()                       { f.exitMu.Do(func() { close(f.exited) }) }
+
+func ackAll(batch []*plugin.Message) []plugin.Result {
+	res := make([]plugin.Result, len(batch))
+	for i := range res {
+		res[i].Outcome = plugin.OutcomeAck
+	}
+	return res
+}
+
+// fakes starts fakeInstances, numbered from pid 100, each made by mk
+// (nil: one that acks all); fail makes the next starts fail.
+type fakes struct {
+	mu    sync.Mutex
+	all   []*fakeInstance
+	mk    func(n int) *fakeInstance
+	fail  int
+	start chan int // told each pid started, if not nil
+}
+
+func (fs *fakes) starter(ctx context.Context, slot int) (instance, error) {
+	fs.mu.Lock()
+	if fs.fail > 0 {
+		fs.fail--
+		fs.mu.Unlock()
+		return nil, errors.New("no such binary")
+	}
+	n := len(fs.all)
+	var f *fakeInstance
+	if fs.mk != nil {
+		f = fs.mk(n)
+	} else {
+		f = &fakeInstance{}
+	}
+	f.pid = 100 + n
+	f.exited = make(chan struct{})
+	fs.all = append(fs.all, f)
+	ch := fs.start
+	fs.mu.Unlock()
+	if ch != nil {
+		ch <- f.pid
+	}
+	return f, nil
+}
+
+func (fs *fakes) get(i int) *fakeInstance {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.all[i]
+}
+
+func (fs *fakes) count() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.all)
+}
+
+// quickRestarts restart at once, so the tests do not wait.
+var quickRestarts = RestartPolicy{Initial: time.Microsecond, Max: time.Millisecond, DegradedAfter: 3, DegradedWindow: time.Minute}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// testSupervisor is a supervisor of fs's instances, its first one
+// started; cancel is the hard stop.
+func testSupervisor(t *testing.T, fs *fakes) (*supervisor, context.CancelFunc) {
+	t.Helper()
+	stop, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s := newSupervisor(0, fs.starter, quickRestarts, time.Second, stop, discard())
+	if err := s.startFirst(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, cancel
+}
+
+// recorder is a sink that records what became of each message.
+type recorder struct {
+	mu      sync.Mutex
+	settled []string // ids, in the order settled
+	dead    map[string]string
+	back    []string
+}
+
+func (r *recorder) calling(ctx context.Context, _ *batch, _ int) context.Context { return ctx }
+
+func (r *recorder) called(*batch, int, int, time.Duration, error) {}
+
+func (r *recorder) settle(items []*item, res []plugin.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, it := range items {
+		r.settled = append(r.settled, it.pm.ID)
+	}
+}
+
+func (r *recorder) deadLetter(it *item, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dead == nil {
+		r.dead = map[string]string{}
+	}
+	r.dead[it.pm.ID] = reason
+}
+
+func (r *recorder) handBack(it *item) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.back = append(r.back, it.pm.ID)
+}
+
+// items makes n items with ids prefix-0 ... prefix-(n-1).
+func items(prefix string, n int) []*item {
+	out := make([]*item, n)
+	for i := range out {
+		out[i] = &item{pm: plugin.Message{ID: fmt.Sprintf("%s-%d", prefix, i)}}
+	}
+	return out
+}
+
+func ids(its []*item) []string {
+	var out []string
+	for _, it := range its {
+		out = append(out, it.pm.ID)
+	}
+	return out
+}
+
+// waitUntil polls cond until it holds, failing t after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
