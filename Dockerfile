@@ -11,7 +11,7 @@
 # The entry point is `streamrun run`; mount the pipeline file at
 # /pipelines/pipeline.yaml (or give other files as arguments). The image
 # has no Go toolchain, so handlers are binaries: the example plugins are in
-# /usr/local/lib/streamrun/plugins (handler: {binary: /usr/local/lib/streamrun/plugins/uppercase}).
+# /usr/local/lib/streamrun/plugins (handler: {plugin: /usr/local/lib/streamrun/plugins/uppercase}).
 #
 #   docker run -v $PWD/pipeline.yaml:/pipelines/pipeline.yaml:ro streamrun --url pulsar://pulsar:6650
 #
