@@ -95,6 +95,10 @@ type batch struct {
 	formed time.Time
 	left   atomic.Int32 // messages not settled yet
 	span   trace.Span   // its "process" span, nil when not traced
+	// untraced: no message of the batch carried a context and the
+	// sampler decided against a trace at this root, so nothing of it is
+	// traced or carried on (docs/telemetry.md, "Sampling and cost").
+	untraced bool
 }
 
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {

@@ -50,7 +50,8 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 						p.receipt(it, err)
 					}
 				}
-				p.publish(p.tr.parentOf(it, o), o.Topic, p.outputMessage(it, o), cb)
+				parent, traced := p.tr.parentOf(it, o)
+				p.publish(parent, traced, o.Topic, p.outputMessage(it, o), cb)
 			}
 		case plugin.OutcomeRetry:
 			p.retry(it, r.RetryDelay, r.Reason)
@@ -149,7 +150,8 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 	props[PropertyDeadLetterReason] = reason
 	p.log.Warn("dead-lettering a message", "id", it.pm.ID, "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
 	p.tr.deadLettered(it, reason)
-	p.publish(p.tr.batchContext(it), topic, pool.Message{
+	parent, traced := p.tr.batchContext(it)
+	p.publish(parent, traced, topic, pool.Message{
 		Payload:     m.Payload,
 		Key:         m.Key,
 		OrderingKey: m.OrderingKey,

@@ -52,9 +52,11 @@ func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing
 // of one) is one trace; it links to every message's creation context, as
 // far as the SDK's link limit (OTEL_SPAN_LINK_COUNT_LIMIT, default 128)
 // allows: links beyond it are dropped and counted in the span's
-// dropped_links_count.
+// dropped_links_count. A batch without any context whose root the
+// sampler does not sample is marked untraced and keeps no span: there is
+// no trace to carry on, and its outputs go out without a context.
 func (t *tracing) startProcess(b *batch, slot int) {
-	if t == nil || b.span != nil {
+	if t == nil || b.span != nil || b.untraced {
 		return
 	}
 	topic := b.items[0].m.Topic
@@ -79,6 +81,12 @@ func (t *tracing) startProcess(b *batch, slot int) {
 		trace.WithAttributes(msgtrace.KeyOperationName.String("process"), msgtrace.KeyOperationType.String("process"),
 			msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
 			msgtrace.KeyInstance.Int(slot)))
+	if !traced && !span.SpanContext().IsSampled() {
+		// A root not sampled: nothing is recorded (the span is a
+		// non-recording one, which needs no End).
+		b.untraced = true
+		return
+	}
 	if span.IsRecording() && traced {
 		for _, it := range b.items {
 			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
@@ -154,35 +162,42 @@ func (t *tracing) endBatch(b *batch) {
 
 // parentOf is the context an output o of it is published under: the
 // one the plugin gave it (the handler's span), else the batch's span.
-func (t *tracing) parentOf(it *item, o *plugin.Output) trace.SpanContext {
+// traced is false when the output is published without span or context:
+// tracing is off, or its batch is untraced and the plugin gave it none.
+func (t *tracing) parentOf(it *item, o *plugin.Output) (sc trace.SpanContext, traced bool) {
 	if t == nil {
-		return trace.SpanContext{}
+		return trace.SpanContext{}, false
 	}
 	if sc := msgtrace.Parse(o.TraceParent, o.TraceState); sc.IsValid() {
-		return sc
+		return sc, true
 	}
 	if sc := msgtrace.Extract(o.Properties); sc.IsValid() {
-		return sc
+		return sc, true
 	}
 	return t.batchContext(it)
 }
 
 // batchContext is the context of it's batch span, else its creation
-// context.
-func (t *tracing) batchContext(it *item) trace.SpanContext {
+// context; traced as parentOf's.
+func (t *tracing) batchContext(it *item) (sc trace.SpanContext, traced bool) {
 	if t == nil {
-		return trace.SpanContext{}
+		return trace.SpanContext{}, false
 	}
-	if it.b != nil && it.b.span != nil {
-		return it.b.span.SpanContext()
+	if it.b != nil {
+		if it.b.span != nil {
+			return it.b.span.SpanContext(), true
+		}
+		if it.b.untraced {
+			return trace.SpanContext{}, false
+		}
 	}
-	return msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState)
+	return msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState), true
 }
 
 // publish publishes m to topic as p.client.PublishAsync does; traced, it
 // does so under a PRODUCER span, a child of parent, whose context goes
 // into m's properties and which ends with the receipt.
-func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Message, done func(pulsarwire.MessageID, error)) {
+func (p *pipeline) publish(parent trace.SpanContext, traced bool, topic string, m pool.Message, done func(pulsarwire.MessageID, error)) {
 	if p.met != nil {
 		inner := done
 		done = func(id pulsarwire.MessageID, err error) {
@@ -191,7 +206,7 @@ func (p *pipeline) publish(parent trace.SpanContext, topic string, m pool.Messag
 		}
 	}
 	t := p.tr
-	if t == nil {
+	if t == nil || !traced {
 		p.client.PublishAsync(p.hard, topic, m, done)
 		return
 	}

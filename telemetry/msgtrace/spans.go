@@ -25,12 +25,18 @@ func ProcessName(topic string) string { return "process " + topic }
 // that is not sampled no span is made at all (a parent-based sampler, the
 // default, would make one that records nothing): the message carries the
 // parent's context, so its trace goes on, unsampled, and span is a
-// non-recording one holding that context.
+// non-recording one holding that context. Without a parent, a root the
+// sampler does not sample gives the message no context (properties are
+// returned as they are): there is no trace to join, and whoever reads
+// the message makes its own root decision.
 func StartSend(ctx context.Context, tr trace.Tracer, topic string, properties map[string]string, attrs ...attribute.KeyValue) (trace.Span, map[string]string) {
 	if parent := trace.SpanContextFromContext(ctx); parent.IsValid() && !parent.IsSampled() {
 		return trace.SpanFromContext(ctx), Inject(properties, parent)
 	}
 	_, span := tr.Start(ctx, SendName(topic), trace.WithSpanKind(trace.SpanKindProducer))
+	if !span.SpanContext().IsSampled() && !trace.SpanContextFromContext(ctx).IsValid() {
+		return span, properties
+	}
 	if span.IsRecording() {
 		span.SetAttributes(SystemPulsar, KeyOperationName.String("send"), KeyOperationType.String("send"),
 			KeyDestination.String(topic))
