@@ -23,7 +23,11 @@ import (
 type tracing struct {
 	tr    trace.Tracer
 	attrs []attribute.KeyValue // on every span of the pipeline
-	dests sync.Map             // topic as given -> its full name, for span names
+	// processOpts start every "process" span: made once, as a batch
+	// whose root is not sampled pays for little more than the decision.
+	processOpts []trace.SpanStartOption
+	names       sync.Map // topic -> its "process" span's name
+	dests       sync.Map // topic as given -> its full name, for span names
 	// unsampled holds the properties of the last unsampled context an
 	// output without properties of its own was published under: the
 	// outputs of a batch share one (pool only reads a message's map).
@@ -39,11 +43,25 @@ func newTracing(tp trace.TracerProvider, pipeline, subscription string) *tracing
 	if tp == nil {
 		return nil
 	}
-	return &tracing{
+	t := &tracing{
 		tr: tp.Tracer(msgtrace.ScopeName),
 		attrs: []attribute.KeyValue{msgtrace.SystemPulsar, msgtrace.KeyPipeline.String(pipeline),
 			msgtrace.KeyConsumerGroup.String(subscription)},
 	}
+	t.processOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(t.attrs...),
+		trace.WithAttributes(msgtrace.KeyOperationName.String("process"), msgtrace.KeyOperationType.String("process"))}
+	return t
+}
+
+// processName is the name of the "process" span of a batch from topic.
+func (t *tracing) processName(topic string) string {
+	if n, ok := t.names.Load(topic); ok {
+		return n.(string)
+	}
+	n := msgtrace.ProcessName(topic)
+	t.names.Store(topic, n)
+	return n
 }
 
 // startProcess starts the CONSUMER span of b, handed to instance slot.
@@ -76,16 +94,18 @@ func (t *tracing) startProcess(b *batch, slot int) {
 	if name == "" {
 		name = t.attrs[2].Value.AsString()
 	}
-	_, span := t.tr.Start(ctx, msgtrace.ProcessName(name), trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(t.attrs...),
-		trace.WithAttributes(msgtrace.KeyOperationName.String("process"), msgtrace.KeyOperationType.String("process"),
-			msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
-			msgtrace.KeyInstance.Int(slot)))
+	// The batch's own attributes are set once the span is known to
+	// record (the samplers streamrun configures do not look at them).
+	_, span := t.tr.Start(ctx, t.processName(name), t.processOpts...)
 	if !traced && !span.SpanContext().IsSampled() {
 		// A root not sampled: nothing is recorded (the span is a
 		// non-recording one, which needs no End).
 		b.untraced = true
 		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
+			msgtrace.KeyInstance.Int(slot))
 	}
 	if span.IsRecording() && traced {
 		for _, it := range b.items {
