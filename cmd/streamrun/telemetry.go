@@ -62,7 +62,8 @@ func (t *commandTracing) shutdown(timeout time.Duration, stderr io.Writer) {
 
 // send starts the "send" span of m, published to topic: a child of the
 // trace context m's properties carry (one given with --property, say),
-// else a trace of its own. It returns m carrying the span's context and
+// else a trace of its own. It returns m carrying the span's context (none
+// for a root the sampler does not sample: see msgtrace.StartSend) and
 // done wrapped to end the span with the receipt.
 func (t *commandTracing) send(topic string, m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
 	if t == nil {
