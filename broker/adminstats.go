@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // The admin API's statistics: /stats, /partitioned-stats and
@@ -157,15 +159,29 @@ func (s *subscription) stats(now time.Time) subscriptionStats {
 }
 
 func (c *Cluster) adminStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+	tp, err := c.adminTopic(r)
+	if err != nil {
+		return nil, err
+	}
+	return tp.stats(), nil
+}
+
+// adminTopic is the existing topic a request's path names; a topic that
+// does not exist is a 404, as Apache Pulsar answers.
+func (c *Cluster) adminTopic(r *http.Request) (*topic, error) {
 	t, err := topicName(r)
 	if err != nil {
 		return nil, err
 	}
+	return c.existingTopic(t)
+}
+
+func (c *Cluster) existingTopic(t pulsarwire.Topic) (*topic, error) {
 	tp, err := c.topicFor(t, false)
 	if err != nil {
 		return nil, herr(http.StatusNotFound, "Topic not found")
 	}
-	return tp.stats(), nil
+	return tp, nil
 }
 
 // add sums a partition's stats into a.
@@ -306,13 +322,9 @@ func (t *topic) internalStats() internalStats {
 }
 
 func (c *Cluster) adminInternalStats(_ http.ResponseWriter, r *http.Request) (any, error) {
-	t, err := topicName(r)
+	tp, err := c.adminTopic(r)
 	if err != nil {
 		return nil, err
-	}
-	tp, err := c.topicFor(t, false)
-	if err != nil {
-		return nil, herr(http.StatusNotFound, "Topic not found")
 	}
 	return tp.internalStats(), nil
 }
@@ -346,9 +358,9 @@ func (c *Cluster) adminResetCursorToID(_ http.ResponseWriter, r *http.Request) (
 		}
 		t = t.Partition(int(id.PartitionIndex))
 	}
-	tp, err := c.topicFor(t, false)
+	tp, err := c.existingTopic(t)
 	if err != nil {
-		return nil, herr(http.StatusNotFound, "Topic not found")
+		return nil, err
 	}
 	s := tp.subscription(r.PathValue("sub"))
 	if s == nil {

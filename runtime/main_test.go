@@ -7,7 +7,6 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
@@ -55,16 +54,11 @@ func TestMain(m *testing.M) {
 		childHost()
 		return
 	}
-	dir, err := os.MkdirTemp("", "streamrun-runtime-test-")
+	dir, err := brokertest.BuildPlugins()
 	if err != nil {
 		log.Fatal(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/plugins/...")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		log.Fatalf("build the example plugins: %v\n%s", err, out)
-	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {

@@ -264,7 +264,13 @@ func (p *pipeline) open(ctx context.Context) error {
 		return err
 	}
 
-	so, err := p.subscribeOptions()
+	return p.subscribeAs(ctx, p)
+}
+
+// subscribeAs opens the pipeline's consumer as src's source says (src is
+// p itself, or the pipeline a reload makes of it).
+func (p *pipeline) subscribeAs(ctx context.Context, src *pipeline) error {
+	so, err := src.subscribeOptions()
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/pipelines"
-	"github.com/streamrun/streamrun/subscribe"
 )
 
 // This file is change without a restart: Host.Reload applies a new set of
@@ -439,25 +438,13 @@ func (p *pipeline) resubscribe(ctx context.Context, to *pipeline) (srcErr, fatal
 		p.log.Warn("close consumer", "err", err)
 	}
 	cancel()
-	subscribeAs := func(q *pipeline) error {
-		so, err := q.subscribeOptions()
-		if err != nil {
-			return err
-		}
-		cons, err := subscribe.New(ctx, p.client, so)
-		if err != nil {
-			return err
-		}
-		p.cons = cons
-		return nil
-	}
-	err := subscribeAs(to)
+	err := p.subscribeAs(ctx, to)
 	if err == nil {
 		return nil, nil
 	}
 	p.log.Error("subscribing as the new source says failed; subscribing as before", "err", err)
 	srcErr = fmt.Errorf("pipeline %s: new source: %w", p.name, err)
-	if err := subscribeAs(p); err != nil {
+	if err := p.subscribeAs(ctx, p); err != nil {
 		return srcErr, fmt.Errorf("subscribe: %w", err)
 	}
 	return srcErr, nil
