@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,28 +25,10 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
-// logBuffer collects the broker's log lines for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Bad input closes (or is answered on) that one connection, with a logged
 // reason naming the peer; a bystander's connection keeps working.
 func TestBadInputAffectsOnlyItsConnection(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &brokertest.SyncBuffer{}
 	c := brokertest.Start(t, func(o *broker.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	bystander := dial(t, c.ServiceURL())
 	bcid := bystander.subscribe("calm", "s", pb.CommandSubscribe_Exclusive)
@@ -140,7 +121,7 @@ func TestBadInputAffectsOnlyItsConnection(t *testing.T) {
 				p.lookup("still-open") // the connection goes on
 			}
 			peerAddr := p.nc.LocalAddr().String()
-			eventually(t, "a log line with the reason and the peer", func() bool {
+			brokertest.Eventually(t, waitFor, "a log line with the reason and the peer", func() bool {
 				for _, l := range strings.Split(logs.String(), "\n") {
 					if strings.Contains(l, tc.log) && strings.Contains(l, peerAddr) {
 						return true

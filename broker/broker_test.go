@@ -80,7 +80,7 @@ func TestDurableSubscriptionKeepsWhatWasPublishedWhileAway(t *testing.T) {
 		}
 		cons.ack(cid, m.id)
 	}
-	eventually(t, "backlog 0", func() bool { return c.Backlog(topic, "s") == 0 })
+	brokertest.Eventually(t, waitFor, "backlog 0", func() bool { return c.Backlog(topic, "s") == 0 })
 }
 
 func TestBrokerNeverExceedsPermits(t *testing.T) {

@@ -119,7 +119,7 @@ func TestDropConnectionsAndRestartBroker(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		p.ack(cid, p.receive(cid).id)
 	}
-	eventually(t, "backlog 6", func() bool { return c.Backlog(topic, "s") == 6 })
+	brokertest.Eventually(t, waitFor, "backlog 6", func() bool { return c.Backlog(topic, "s") == 6 })
 	if n := len(c.Connections(owner)); n != 1 {
 		t.Fatalf("%d connections", n)
 	}
@@ -127,7 +127,7 @@ func TestDropConnectionsAndRestartBroker(t *testing.T) {
 	if !p.closedByBroker() {
 		t.Fatal("connection not dropped")
 	}
-	eventually(t, "no live connections", func() bool { return len(c.Connections(owner)) == 0 })
+	brokertest.Eventually(t, waitFor, "no live connections", func() bool { return len(c.Connections(owner)) == 0 })
 
 	if err := c.RestartBroker(owner); err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestDataSurvivesClose(t *testing.T) {
 	p.flow(cid, 2)
 	p.ack(cid, p.receive(cid).id)
 	p.receive(cid) // unacked: comes again
-	eventually(t, "backlog 4", func() bool { return c.Backlog("kept", "s") == 4 })
+	brokertest.Eventually(t, waitFor, "backlog 4", func() bool { return c.Backlog("kept", "s") == 4 })
 	p.close()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -255,6 +255,6 @@ func TestIdleConnectionsArePingedAndDeadOnesClosed(t *testing.T) {
 	if !dead.closedByBroker() {
 		t.Fatal("a connection that answers no PING stays open")
 	}
-	eventually(t, "three pings answered", func() bool { return alive.pings.Load() >= 3 })
+	brokertest.Eventually(t, waitFor, "three pings answered", func() bool { return alive.pings.Load() >= 3 })
 	alive.lookup("still-here")
 }

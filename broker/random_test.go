@@ -16,7 +16,7 @@ import (
 // Well-formed commands with arbitrary ids and values, in arbitrary order,
 // never crash the broker, and it keeps serving a bystander.
 func TestArbitraryCommandsNeverPanic(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &brokertest.SyncBuffer{}
 	c := brokertest.Start(t, func(o *broker.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	rng := rand.New(rand.NewPCG(7, 7))
 	u64 := func() uint64 {

@@ -92,7 +92,7 @@ func TestConsumersComingAndGoingLoseNothing(t *testing.T) {
 					t.Fatalf("message %d never delivered", i)
 				}
 			}
-			eventually(t, "backlog 0", func() bool { return c.Backlog(topic, "s") == 0 })
+			brokertest.Eventually(t, waitFor, "backlog 0", func() bool { return c.Backlog(topic, "s") == 0 })
 		})
 	}
 }

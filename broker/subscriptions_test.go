@@ -332,7 +332,7 @@ func TestSeekByIDAndByTime(t *testing.T) {
 		m := p.receive(cid)
 		p.ack(cid, m.id)
 	}
-	eventually(t, "backlog 0", func() bool { return c.Backlog(topic, "s") == 0 })
+	brokertest.Eventually(t, waitFor, "backlog 0", func() bool { return c.Backlog(topic, "s") == 0 })
 
 	seek := func(m *pb.CommandSeek) {
 		t.Helper()
@@ -384,7 +384,7 @@ func TestNonDurableSubscriptionStartsAtTheGivenMessage(t *testing.T) {
 		}
 	}
 	p.closeConsumer(cid)
-	eventually(t, "the non-durable subscription to go", func() bool { return len(c.Subscriptions(topic)) == 0 })
+	brokertest.Eventually(t, waitFor, "the non-durable subscription to go", func() bool { return len(c.Subscriptions(topic)) == 0 })
 }
 
 func TestGetLastMessageIDGivesTheLastBatchIndex(t *testing.T) {
@@ -445,7 +445,7 @@ func TestBatchIndexAcks(t *testing.T) {
 	}
 	part.AckSet = []int64{0}
 	p.ack(cid, part)
-	eventually(t, "backlog 0", func() bool { return c.Backlog("batchack", "s") == 0 })
+	brokertest.Eventually(t, waitFor, "backlog 0", func() bool { return c.Backlog("batchack", "s") == 0 })
 }
 
 func TestExclusiveHolderThatStopsAnsweringIsReplaced(t *testing.T) {

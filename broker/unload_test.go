@@ -41,7 +41,7 @@ func TestAdminUnloadClosesProducersAndConsumers(t *testing.T) {
 			p.ack(cid, m.id)
 		}
 	}
-	eventually(t, "two acks", func() bool { return c.Backlog(topic, "s") == 2 })
+	brokertest.Eventually(t, waitFor, "two acks", func() bool { return c.Backlog(topic, "s") == 2 })
 	if len(c.Consumers(topic, "s")) != 1 || len(c.Producers(topic)) != 1 {
 		t.Fatalf("before unload: consumers %v, producers %v", c.Consumers(topic, "s"), c.Producers(topic))
 	}

@@ -8,9 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -145,7 +143,7 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 			pids = append(pids, ih.Pid)
 		}
 	}
-	cpu0 := cpuTime(pids)
+	cpu0 := brokertest.CPUTime(pids...)
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -174,7 +172,7 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu := cpuTime(pids) - cpu0
+	cpu := brokertest.CPUTime(pids...) - cpu0
 
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
@@ -185,28 +183,6 @@ func benchPipeline(b *testing.B, mode string, batchSize int) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(n), "cpu-µs/msg")
 	b.ReportMetric(0, "ns/op")
-}
-
-// cpuTime is the CPU time (user and system) used so far by this process
-// (broker, clients and host) and by the processes pids (the plugins).
-func cpuTime(pids []int) time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		// utime and stime are fields 14 and 15 of stat, in clock ticks
-		// (100 a second on Linux).
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		d += time.Duration(ut+st) * 10 * time.Millisecond
-	}
-	return d
 }
 
 // benchRateEnv, when set, makes BenchmarkPipeline's load an open loop

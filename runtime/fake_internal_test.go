@@ -170,15 +170,3 @@ func ids(its []*item) []string {
 	}
 	return out
 }
-
-// waitUntil polls cond until it holds, failing t after 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -73,11 +73,8 @@ func TestMain(m *testing.M) {
 // testTimeout bounds every wait of a test.
 const testTimeout = 90 * time.Second
 
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testContext ends after testTimeout, or with the test.
+func testContext(t testing.TB) context.Context { return brokertest.Context(t, testTimeout) }
 
 // example is the path of a built example plugin.
 func example(name string) string { return filepath.Join(bin, name) }
@@ -96,24 +93,11 @@ func self(cfg testConfig) pipelines.Handler {
 	}
 }
 
-// testLogger logs through t.Log at level and above.
+// testLogger logs at level and above into a log kept with the test and
+// shown if it fails (brokertest.LogWriter); writing after the test ended
+// is harmless.
 func testLogger(t testing.TB, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: level}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
+	return slog.New(slog.NewTextHandler(brokertest.LogWriter(t, "log"), &slog.HandlerOptions{Level: level}))
 }
 
 // cluster starts an embedded broker for t, logging warnings only.
@@ -244,16 +228,10 @@ func (r *running) health(name string) streamrun.PipelineHealth {
 	return streamrun.PipelineHealth{}
 }
 
-// waitFor polls cond until it holds, failing t after testTimeout.
+// waitFor waits until cond holds, failing t after testTimeout.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	brokertest.Eventually(t, testTimeout, what, cond)
 }
 
 // publish publishes payloads to topic with keys from key (nil: none) and
@@ -308,6 +286,12 @@ func collect(t testing.TB, cl *pool.Client, topic string) *collector {
 	if err != nil {
 		t.Fatalf("collect %s: %v", topic, err)
 	}
+	return startCollector(t, cons, true)
+}
+
+// startCollector reads what cons receives into a collector until the
+// test ends, acknowledging it if ack.
+func startCollector(t testing.TB, cons *subscribe.Consumer, ack bool) *collector {
 	rctx, cancel := context.WithCancel(context.Background())
 	c := &collector{cons: cons, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	go func() {
@@ -322,7 +306,9 @@ func collect(t testing.TB, cl *pool.Client, topic string) *collector {
 			c.msgs = append(c.msgs, buf[:n]...)
 			c.mu.Unlock()
 			for _, m := range buf[:n] {
-				cons.Ack(rctx, m)
+				if ack {
+					cons.Ack(rctx, m)
+				}
 			}
 			select {
 			case c.wake <- struct{}{}:

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	streamrun "github.com/streamrun/streamrun/runtime"
@@ -73,7 +74,7 @@ func TestNoOrphansWhenTheHostIsKilled(t *testing.T) {
 		"STREAMRUN_TEST_IN="+topic(t, "in"),
 		"STREAMRUN_TEST_OUT="+topic(t, "out"),
 	)
-	cmd.Stderr = &tWriter{t: t}
+	cmd.Stderr = brokertest.LogWriter(t, "host process")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 )
 
@@ -58,7 +59,7 @@ func TestSupervisorReplaceLetsTheOldInstanceFinish(t *testing.T) {
 	fresh, _ := fs.starter(context.Background(), 0)
 	replaced := make(chan int)
 	go func() { replaced <- s.replace(context.Background(), fs.starter, fresh) }()
-	waitUntil(t, "the new instance in the slot", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the new instance in the slot", func() bool {
 		l, err := s.acquire()
 		if err != nil {
 			t.Fatal(err)

@@ -256,23 +256,7 @@ func takeOver(t *testing.T, cl *pool.Client, topic, sub string) *collector {
 	if err != nil {
 		t.Fatalf("subscribe %s: %v", sub, err)
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	c := &collector{cons: cons, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	go func() {
-		defer close(c.done)
-		buf := make([]*subscribe.Message, 1000)
-		for {
-			n, err := cons.ReceiveBatch(rctx, buf)
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.msgs = append(c.msgs, buf[:n]...)
-			c.mu.Unlock()
-		}
-	}()
-	t.Cleanup(c.close)
-	return c
+	return startCollector(t, cons, false)
 }
 
 // buildMarked builds a handler plugin from the uppercase example's

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/host"
 )
@@ -156,7 +157,7 @@ func TestWorkerRestartsAnInstanceThatDiesIdle(t *testing.T) {
 	fs := &fakes{}
 	tw := startWorker(t, fs, 1)
 	fs.get(0).exit()
-	waitUntil(t, "a second instance", func() bool { return fs.count() == 2 })
+	brokertest.Eventually(t, 10*time.Second, "a second instance", func() bool { return fs.count() == 2 })
 	ih, _, _ := tw.w.sup.health(time.Now())
 	if ih.Restarts != 1 || !ih.Up || ih.Pid != 101 {
 		t.Errorf("health %+v", ih)

@@ -7,11 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -79,7 +78,7 @@ func benchTelemetry(b *testing.B, mode string) {
 	tokens := make(chan struct{}, window)
 	done := receiveOutputs(ctx, b, cons, n, tokens)
 	pids := pluginPids(host)
-	cpu0 := cpuTime(pids)
+	cpu0 := brokertest.CPUTime(pids...)
 	payload := make([]byte, 100)
 	traced := os.Getenv(benchTracedInputEnv) != ""
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -104,7 +103,7 @@ func benchTelemetry(b *testing.B, mode string) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu := cpuTime(pids) - cpu0
+	cpu := brokertest.CPUTime(pids...) - cpu0
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "msg/s")
 	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(n), "cpu-µs/msg")
 	b.ReportMetric(0, "ns/op")
@@ -237,26 +236,3 @@ func benchInput(i int, payload []byte, traced bool, rng *rand.Rand) pool.Message
 // sampling at 0.01 would write it. (Off, the host carries each input's
 // context on to its outputs as it is.)
 const benchTracedInputEnv = "STREAMRUN_BENCH_TRACED_INPUT"
-
-// cpuTime is the CPU time (user and system) used so far by this process
-// (broker, clients, host, receiver) and by the processes pids (the
-// plugins).
-func cpuTime(pids []int) time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		// utime and stime, fields 14 and 15 of stat, in clock ticks (100
-		// a second on Linux).
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		d += time.Duration(ut+st) * 10 * time.Millisecond
-	}
-	return d
-}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,11 +84,7 @@ func selfHandler(output string) pipelines.Handler {
 
 const testTimeout = 90 * time.Second
 
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testContext(t testing.TB) context.Context { return brokertest.Context(t, testTimeout) }
 
 func cluster(t testing.TB) *broker.Cluster {
 	return brokertest.Start(t, func(o *broker.Options) { o.Logger = testLogger(t, slog.LevelWarn) })
@@ -157,27 +152,9 @@ func waitReady(t testing.TB, ctx context.Context, h *streamrun.Host) {
 	}
 }
 
+// testLogger logs at level and above into a log kept with the test and
+// shown if it fails (brokertest.LogWriter); writing after the test ended
+// is harmless.
 func testLogger(t testing.TB, level slog.Level) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
+	return slog.New(slog.NewTextHandler(brokertest.LogWriter(t, "log"), &slog.HandlerOptions{Level: level}))
 }

@@ -1,8 +1,8 @@
 // Package brokertest is the test kit: it starts embedded brokers for
 // tests (Start), picks the broker a test runs against, embedded or Apache
 // Pulsar (Target, Embedded), waits on conditions (Eventually, Context),
-// keeps logs to show when a test fails (LogWriter) and builds the example
-// plugins (BuildPlugins).
+// keeps logs to show when a test fails (LogWriter), builds the example
+// plugins (BuildPlugins) and reads a benchmark's CPU time (CPUTime).
 package brokertest
 
 import (

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,28 +14,9 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// syncBuffer is a bytes.Buffer a running command (or process) writes
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is a command run in the background.
 type running struct {
-	stdout, stderr syncBuffer
+	stdout, stderr brokertest.SyncBuffer
 	cancel         context.CancelFunc
 	done           chan int
 }

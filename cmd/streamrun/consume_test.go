@@ -17,15 +17,27 @@ import (
 // STREAMRUN_PULSAR_URL is set, else the embedded broker.
 func consumeTarget(t *testing.T) string { return brokertest.Target(t).URL }
 
-func publishFor(t *testing.T, url, topic string, n int) {
+// dialPool connects a pool client to url, with a context of a minute for
+// what the caller does with it; closeAll closes the client and ends the
+// context.
+func dialPool(t *testing.T, url string) (ctx context.Context, c *pool.Client, closeAll func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	c, err := pool.New(ctx, pool.Options{ServiceURL: url})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	defer c.Close(ctx)
+	return ctx, c, func() {
+		c.Close(ctx)
+		cancel()
+	}
+}
+
+func publishFor(t *testing.T, url, topic string, n int) {
+	t.Helper()
+	ctx, c, closeAll := dialPool(t, url)
+	defer closeAll()
 	for i := 0; i < n; i++ {
 		m := pool.Message{Payload: []byte(fmt.Sprint("hello ", i)), Key: fmt.Sprint("k", i), Properties: map[string]string{"i": fmt.Sprint(i)}}
 		if _, err := c.Publish(ctx, topic, m); err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
-	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -88,13 +87,8 @@ func TestProduceReportsAnUnreachableBroker(t *testing.T) {
 // subscription from the earliest message, as `streamrun consume` does.
 func readTopic(t *testing.T, url, topic string, n int) []*subscribe.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pool.New(ctx, pool.Options{ServiceURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c, closeAll := dialPool(t, url)
+	defer closeAll()
 	cons, err := subscribe.New(ctx, c, subscribe.Options{
 		Topics: []string{topic}, Subscription: fmt.Sprint("check-", time.Now().UnixNano()),
 		Type: subscribe.Exclusive, InitialPosition: subscribe.Earliest,

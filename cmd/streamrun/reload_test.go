@@ -111,7 +111,7 @@ func (s *publishStream) wait(t *testing.T) {
 // how many outputs it holds.
 func seqs(t *testing.T, o *outputs, n int, strip func(string) string) int {
 	t.Helper()
-	waitFor(t, 2*time.Minute, fmt.Sprintf("all %d outputs (have %d)", n, o.len()), func() bool {
+	brokertest.Eventually(t, 2*time.Minute, fmt.Sprintf("all %d outputs (have %d)", n, o.len()), func() bool {
 		seen := map[string]bool{}
 		for _, m := range o.all() {
 			seen[strip(string(m.Payload))] = true
@@ -172,11 +172,11 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	head := "service_url: " + c.ServiceURL() + "\npipelines:"
 	file := writePipelineFile(t, dir, "reload.yaml", head+pipe("keep", 100)+pipe("resize", 100)+pipe("gone", 100))
 	p := startProc(t, "streamrun", dir, bin, nil, "run", "--log-format", "json", file)
-	waitFor(t, time.Minute, "6 plugin processes", func() bool {
+	brokertest.Eventually(t, time.Minute, "6 plugin processes", func() bool {
 		ch := children(p.cmd.Process.Pid)
 		return len(ch["keep"]) == 2 && len(ch["resize"]) == 2 && len(ch["gone"]) == 2
 	})
-	waitFor(t, time.Minute, "the pipelines subscribed", func() bool {
+	brokertest.Eventually(t, time.Minute, "the pipelines subscribed", func() bool {
 		return len(c.Consumers("persistent://public/default/rl-gone-in", "gone")) == 1
 	})
 	before := children(p.cmd.Process.Pid)
@@ -187,12 +187,12 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		streamTo(pub, "rl-resize-in", "resize", nResize, 8*time.Second),
 		streamTo(pub, "rl-gone-in", "gone", nGone, 8*time.Second),
 	}
-	waitFor(t, time.Minute, "a fifth of the stream through", func() bool { return got["keep"].len() >= nKeep/5 })
+	brokertest.Eventually(t, time.Minute, "a fifth of the stream through", func() bool { return got["keep"].len() >= nKeep/5 })
 
 	writePipelineFile(t, dir, "reload.yaml", head+pipe("keep", 100)+pipe("resize", 10)+pipe("fresh", 100))
 	t0 := time.Now()
 	p.signal(t, syscall.SIGHUP)
-	waitFor(t, time.Minute, "the reload", func() bool { return strings.Contains(p.stderr.String(), `"msg":"reloaded"`) })
+	brokertest.Eventually(t, time.Minute, "the reload", func() bool { return strings.Contains(p.stderr.String(), `"msg":"reloaded"`) })
 	t.Logf("SIGHUP to reloaded: %v", time.Since(t0))
 	after := children(p.cmd.Process.Pid)
 	for _, name := range []string{"keep", "resize"} {
@@ -209,7 +209,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	// changes.
 	writePipelineFile(t, dir, "reload.yaml", head+pipe("keep", 100)+pipe("resize", 10)+pipe("fresh", 100)+"    batch_sise: 3\n")
 	p.signal(t, syscall.SIGHUP)
-	waitFor(t, time.Minute, "the refusal", func() bool { return strings.Contains(p.stderr.String(), "reload refused") })
+	brokertest.Eventually(t, time.Minute, "the refusal", func() bool { return strings.Contains(p.stderr.String(), "reload refused") })
 	if s := p.stderr.String(); !strings.Contains(s, "reload.yaml:") || !strings.Contains(s, "batch_sise") {
 		t.Errorf("the refusal does not give the file's error:\n%s", tail(s, 2000))
 	}
@@ -328,21 +328,21 @@ pipelines:
 	got := collect(t, newClient(t, c.ServiceURL()), "sw-out")
 	p := startProc(t, "streamrun", dir, bin, env, "run", "--log-format", "json", "--watch", "--watch-interval", "200ms",
 		"--handler-cache", filepath.Join(dir, "cache"), file)
-	waitFor(t, 2*time.Minute, "3 plugin processes", func() bool { return len(children(p.cmd.Process.Pid)["swap"]) == 3 })
-	waitFor(t, time.Minute, "the pipeline subscribed", func() bool {
+	brokertest.Eventually(t, 2*time.Minute, "3 plugin processes", func() bool { return len(children(p.cmd.Process.Pid)["swap"]) == 3 })
+	brokertest.Eventually(t, time.Minute, "the pipeline subscribed", func() bool {
 		return len(c.Consumers("persistent://public/default/sw-in", "swap")) == 1
 	})
 	old := children(p.cmd.Process.Pid)["swap"]
 	accepted, conns := c.AcceptedConnections(0), brokerConns(c)
 
 	s := streamTo(pub, "sw-in", "m", n, 15*time.Second)
-	waitFor(t, time.Minute, "a fifth of the stream through", func() bool { return got.len() >= n/5 })
+	brokertest.Eventually(t, time.Minute, "a fifth of the stream through", func() bool { return got.len() >= n/5 })
 	t0 := time.Now()
 	if err := os.WriteFile(filepath.Join(dir, "h", "main.go"), marked("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var swapped int64
-	waitFor(t, 2*time.Minute, "the old plugin processes to stop", func() bool {
+	brokertest.Eventually(t, 2*time.Minute, "the old plugin processes to stop", func() bool {
 		now := children(p.cmd.Process.Pid)["swap"]
 		for _, pid := range now {
 			if slices.Contains(old, pid) {

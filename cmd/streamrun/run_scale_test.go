@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // TestRunScaleOutEmbedded runs two `streamrun run` hosts with one file
@@ -22,7 +24,7 @@ func TestRunScaleOutEmbedded(t *testing.T) {
 		"broker", "--memory", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "warn")
 	var url string
 	re := regexp.MustCompile(`service_url=(\S+)`)
-	waitFor(t, time.Minute, "the broker's ready line", func() bool {
+	brokertest.Eventually(t, time.Minute, "the broker's ready line", func() bool {
 		m := re.FindStringSubmatch(b.stdout.String())
 		if m != nil {
 			url = m[1]
@@ -55,7 +57,7 @@ func startHosts(t *testing.T, bin, file string) (a, b *proc) {
 	a = startProc(t, "host a", dir, bin, []string{"STREAMRUN_TEST_HOST=a"}, "run", "--shutdown-timeout", "20s", file)
 	b = startProc(t, "host b", dir, bin, []string{"STREAMRUN_TEST_HOST=b"}, "run", "--shutdown-timeout", "20s", file)
 	for _, p := range []*proc{a, b} {
-		waitFor(t, 2*time.Minute, p.name+" running", func() bool {
+		brokertest.Eventually(t, 2*time.Minute, p.name+" running", func() bool {
 			select {
 			case <-p.done:
 				t.Fatalf("%s exited with %d before running", p.name, p.code)
@@ -93,7 +95,7 @@ func scaleShare(t *testing.T, bin, url string) {
 	outs := collect(t, client, out)
 	a, b := startHosts(t, bin, file)
 	publishKeyed(t, client, in, n, keys)
-	waitFor(t, 3*time.Minute, fmt.Sprintf("%d outputs", n), func() bool { return outs.distinct() >= n })
+	brokertest.Eventually(t, 3*time.Minute, fmt.Sprintf("%d outputs", n), func() bool { return outs.distinct() >= n })
 	// SIGINT to one, SIGTERM (what Kubernetes sends) to the other: both
 	// drain and exit 0.
 	a.signal(t, syscall.SIGINT)
@@ -138,7 +140,7 @@ func scaleKill(t *testing.T, bin, url string) {
 	outs := collect(t, client, out)
 	a, b := startHosts(t, bin, file)
 	publishKeyed(t, client, in, n, keys)
-	waitFor(t, 3*time.Minute, "both hosts to take work", func() bool {
+	brokertest.Eventually(t, 3*time.Minute, "both hosts to take work", func() bool {
 		seen := map[string]bool{}
 		for _, m := range outs.all() {
 			seen[m.Properties["host"]] = true
@@ -153,7 +155,7 @@ func scaleKill(t *testing.T, bin, url string) {
 		t.Fatal(err)
 	}
 	a.wait(t, time.Minute)
-	waitFor(t, 3*time.Minute, fmt.Sprintf("host b to finish all %d", n), func() bool { return outs.distinct() >= n })
+	brokertest.Eventually(t, 3*time.Minute, fmt.Sprintf("host b to finish all %d", n), func() bool { return outs.distinct() >= n })
 	b.signal(t, syscall.SIGINT)
 	if code := b.wait(t, time.Minute); code != 0 {
 		t.Errorf("host b: exit %d after SIGINT", code)

@@ -53,7 +53,7 @@ func TestRunQuickstartAsInREADME(t *testing.T) {
 	root := repoRoot(t)
 	cmd := exec.Command("bash", "-c", line)
 	cmd.Dir = root
-	var stdout, stderr syncBuffer
+	var stdout, stderr brokertest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -219,9 +219,9 @@ func sigintDrains(t *testing.T, url, adminURL string) {
 	dir := t.TempDir()
 	file := writePipelineFile(t, dir, "p.yaml", taggerPipeline(t, url, in, out, "shared", 20, 2, "5ms"))
 	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--shutdown-timeout", shutdown.String(), "--status-interval", "100ms", file)
-	waitFor(t, 2*time.Minute, "outputs to flow", func() bool { return outs.len() >= 1000 })
+	brokertest.Eventually(t, 2*time.Minute, "outputs to flow", func() bool { return outs.len() >= 1000 })
 	// Asked for, the status line comes though stderr is no terminal.
-	waitFor(t, time.Minute, "a status line", func() bool {
+	brokertest.Eventually(t, time.Minute, "a status line", func() bool {
 		return regexp.MustCompile(`msg=status pipeline=tag received=\d+ acked=\d+ retried=0 dead_lettered=0 msg_per_s=\d+ instances_up=2/2`).MatchString(p.stderr.String())
 	})
 	if outs.len() >= n {
@@ -341,7 +341,7 @@ func TestRunStdinInterrupted(t *testing.T) {
 	if _, err := io.WriteString(stdin, "one\ntwo\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Minute, "both lines through", func() bool {
+	brokertest.Eventually(t, 2*time.Minute, "both lines through", func() bool {
 		out := p.stdout.String()
 		return strings.Contains(out, "quickstart-out ONE\n") && strings.Contains(out, "quickstart-out TWO\n")
 	})

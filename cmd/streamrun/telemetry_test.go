@@ -151,11 +151,11 @@ func TestRunServesTelemetry(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	waitFor(t, 2*time.Minute, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
+	brokertest.Eventually(t, 2*time.Minute, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == http.StatusOK })
 	publishKeyed(t, client, in, 50, 5)
-	waitFor(t, time.Minute, "50 outputs", func() bool { return outs.len() >= 50 })
+	brokertest.Eventually(t, time.Minute, "50 outputs", func() bool { return outs.len() >= 50 })
 	const want = `streamrun_messages_settled_total{messaging_consumer_group_name="tag",messaging_system="pulsar",streamrun_outcome="acked",streamrun_pipeline="tag"} 50`
-	waitFor(t, time.Minute, "/metrics to count 50 acked", func() bool {
+	brokertest.Eventually(t, time.Minute, "/metrics to count 50 acked", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, want)
 	})

@@ -63,13 +63,8 @@ func backlogOf(t *testing.T, tg adminTarget, topic, sub string) int64 {
 // subscribeAndLeave creates a durable subscription at the earliest message.
 func subscribeAndLeave(t *testing.T, url, topic, sub string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := pool.New(ctx, pool.Options{ServiceURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c, closeAll := dialPool(t, url)
+	defer closeAll()
 	cons, err := subscribe.New(ctx, c, subscribe.Options{Topics: []string{topic}, Subscription: sub, Type: subscribe.Shared, InitialPosition: subscribe.Earliest})
 	if err != nil {
 		t.Fatal(err)
@@ -233,13 +228,8 @@ func TestTopicsRefusesBadUsage(t *testing.T) {
 // publishIDs publishes n messages one at a time and returns their ids.
 func publishIDs(t *testing.T, url, topic string, n int) []pulsarwire.MessageID {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := pool.New(ctx, pool.Options{ServiceURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c, closeAll := dialPool(t, url)
+	defer closeAll()
 	var ids []pulsarwire.MessageID
 	for i := 0; i < n; i++ {
 		id, err := c.Publish(ctx, topic, pool.Message{Payload: []byte(fmt.Sprint("m", i))})
