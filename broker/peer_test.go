@@ -190,56 +190,17 @@ func (p *peer) response(rid uint64) *pb.BaseCommand {
 	}).Cmd
 }
 
+// responseID is the request id an answer carries (the command table
+// knows which kinds answer and where their id is).
 func responseID(c *pb.BaseCommand) (uint64, bool) {
-	switch c.GetType() {
-	case pb.BaseCommand_SUCCESS:
-		return c.GetSuccess().GetRequestId(), true
-	case pb.BaseCommand_ERROR:
-		return c.GetError().GetRequestId(), true
-	case pb.BaseCommand_PRODUCER_SUCCESS:
-		return c.GetProducerSuccess().GetRequestId(), true
-	case pb.BaseCommand_LOOKUP_RESPONSE:
-		return c.GetLookupTopicResponse().GetRequestId(), true
-	case pb.BaseCommand_PARTITIONED_METADATA_RESPONSE:
-		return c.GetPartitionMetadataResponse().GetRequestId(), true
-	case pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE:
-		return c.GetGetLastMessageIdResponse().GetRequestId(), true
-	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE:
-		return c.GetGetTopicsOfNamespaceResponse().GetRequestId(), true
-	case pb.BaseCommand_CONSUMER_STATS_RESPONSE:
-		return c.GetConsumerStatsResponse().GetRequestId(), true
-	case pb.BaseCommand_GET_SCHEMA_RESPONSE:
-		return c.GetGetSchemaResponse().GetRequestId(), true
-	case pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE:
-		return c.GetGetOrCreateSchemaResponse().GetRequestId(), true
-	case pb.BaseCommand_ACK_RESPONSE:
-		return c.GetAckResponse().GetRequestId(), true
+	if !pulsarwire.Describe(c.GetType()).IsAnswer {
+		return 0, false
 	}
-	return 0, false
+	return pulsarwire.RequestID(c)
 }
 
 // errOf returns the server error in a response, nil for success.
-func errOf(c *pb.BaseCommand) error {
-	switch c.GetType() {
-	case pb.BaseCommand_ERROR:
-		return pulsarwire.NewServerError(c.GetError().GetError(), c.GetError().GetMessage())
-	case pb.BaseCommand_LOOKUP_RESPONSE:
-		if r := c.GetLookupTopicResponse(); r.GetResponse() == pb.CommandLookupTopicResponse_Failed {
-			return pulsarwire.NewServerError(r.GetError(), r.GetMessage())
-		}
-	case pb.BaseCommand_PARTITIONED_METADATA_RESPONSE:
-		if r := c.GetPartitionMetadataResponse(); r.GetResponse() == pb.CommandPartitionedTopicMetadataResponse_Failed {
-			return pulsarwire.NewServerError(r.GetError(), r.GetMessage())
-		}
-	case pb.BaseCommand_SEND_ERROR:
-		return pulsarwire.NewServerError(c.GetSendError().GetError(), c.GetSendError().GetMessage())
-	case pb.BaseCommand_ACK_RESPONSE:
-		if r := c.GetAckResponse(); r.Error != nil {
-			return pulsarwire.NewServerError(r.GetError(), r.GetMessage())
-		}
-	}
-	return nil
-}
+func errOf(c *pb.BaseCommand) error { return pulsarwire.Refused(c) }
 
 // ---------------------------------------------------------------- helpers
 
