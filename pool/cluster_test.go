@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -52,7 +53,7 @@ func TestOneConnectionPerBrokerHoweverManyTopicsAndProducers(t *testing.T) {
 	if len(owners) != 3 {
 		t.Fatalf("topics owned by brokers %v only", owners)
 	}
-	conns := c.BrokerConns()
+	conns := c.conns().BrokerConns()
 	slices.Sort(conns)
 	want := tg.cluster.BrokerURLs()
 	slices.Sort(want)
@@ -89,7 +90,7 @@ func TestLookupFollowsRedirectsToTheOwner(t *testing.T) {
 		if h.Fired() != 1 {
 			t.Fatalf("the owner answered %d lookups, want 1 (the redirected one)", h.Fired())
 		}
-		conn, err := c.Conn(ctx, topic)
+		conn, err := c.conns().Conn(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +235,7 @@ func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.
 		t.Fatalf("%d errors, e.g. %v", len(col.errs), col.errs)
 	}
 	checkStream(t, subscribeRaw(t, c, topic), n)
-	if got := len(c.BrokerConns()); got > 2 {
+	if got := len(c.conns().BrokerConns()); got > 2 {
 		t.Fatalf("%d connections for 2 brokers after reconnecting", got)
 	}
 }
@@ -300,8 +301,8 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 	if err := publish(c); err != nil {
 		t.Fatal(err)
 	}
-	for _, conn := range c.BrokerConns() {
-		if u, _ := parseServiceURL(conn); !u.tls {
+	for _, conn := range c.conns().BrokerConns() {
+		if u, _ := connpool.ParseServiceURL(conn); !u.TLS {
 			t.Fatalf("connection %s is not TLS", conn)
 		}
 	}
@@ -409,13 +410,13 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 		t.Skip("Apache Pulsar only (STREAMRUN_PULSAR_URL): the embedded broker does not answer with proxy_through_service_url")
 	}
 	tg := newTarget(t)
-	u, err := parseServiceURL(tg.URL)
+	u, err := connpool.ParseServiceURL(tg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca := newTestCA(t, "good")
 	cert, _, _ := ca.issue("relay", []string{"127.0.0.1"}, false)
-	relay := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
+	relay := newTCPProxy(t, u.Hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
 	url := "pulsar+ssl://" + relay.Addr()
 	ctx := brokertest.Context(t, time.Minute)
 
@@ -431,7 +432,7 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	if conns := c.BrokerConns(); len(conns) > 2 {
+	if conns := c.conns().BrokerConns(); len(conns) > 2 {
 		t.Fatalf("connections %v", conns)
 	}
 
@@ -441,7 +442,7 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 		t.Fatalf("untrusted relay: %v", err)
 	}
 	wrong, _, _ := ca.issue("wrong", []string{"broker.example.com"}, false)
-	relay2 := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{wrong}})
+	relay2 := newTCPProxy(t, u.Hosts[0], &tls.Config{Certificates: []tls.Certificate{wrong}})
 	var hostname x509.HostnameError
 	if _, err := New(ctx, Options{ServiceURL: "pulsar+ssl://" + relay2.Addr(), TLS: TLSOptions{CAFile: ca.File}}); !errors.As(err, &hostname) {
 		t.Fatalf("relay with another host's certificate: %v", err)

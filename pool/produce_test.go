@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -435,7 +436,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 		t.Fatalf("past the memory limit: %v, want to block until the deadline", err)
 	}
 	go c.PublishAsync(ctx, a, Message{Payload: make([]byte, 10)}, col.cb(2))
-	brokertest.Eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.blocked() == 1 })
+	brokertest.Eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.own().memory.blocked() == 1 })
 	px.Thaw()
 	col.wait(t, 30*time.Second)
 	if len(col.errs) > 0 {
@@ -716,8 +717,8 @@ func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("late")}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("publish after Close: %v", err)
 	}
-	if len(c.BrokerConns()) != 0 {
-		t.Fatalf("connections left: %v", c.BrokerConns())
+	if len(c.conns().BrokerConns()) != 0 {
+		t.Fatalf("connections left: %v", c.conns().BrokerConns())
 	}
 	// goleak in TestMain checks the goroutines.
 }
@@ -725,11 +726,11 @@ func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 func TestServiceURLHostListSkipsDeadHosts(t *testing.T) {
 	tg := newTarget(t)
 	dead := deadAddr(t)
-	u, err := parseServiceURL(tg.URL)
+	u, err := connpool.ParseServiceURL(tg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + dead + "," + u.hosts[0]})
+	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + dead + "," + u.Hosts[0]})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -781,7 +782,7 @@ func TestConnCarriesARawProducerBuiltOnItsAPI(t *testing.T) {
 	c := newClient(t, tg, Options{})
 	topic := topicName(t)
 	ctx := brokertest.Context(t, time.Minute)
-	conn, err := c.Conn(ctx, topic)
+	conn, err := c.conns().Conn(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
