@@ -29,11 +29,11 @@ func TestOneConnectionPerBrokerHoweverManyTopicsAndProducers(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
 	ctx := brokertest.Context(t, time.Minute)
-	part := topicName(t)
-	tg.createPartitioned(t, part, 6)
+	part := brokertest.TopicName(t)
+	tg.CreatePartitioned(t, part, 6)
 	topics := []string{part}
 	for i := 0; i < 30; i++ {
-		topics = append(topics, topicName(t))
+		topics = append(topics, brokertest.TopicName(t))
 	}
 	col := newCollector(len(topics) * 20)
 	for i, topic := range topics {
@@ -103,7 +103,7 @@ func TestLookupFollowsRedirectsToTheOwner(t *testing.T) {
 // topicOwnedBy finds a fresh topic that broker i owns.
 func topicOwnedBy(t *testing.T, tg *target, i int) string {
 	for {
-		topic := topicName(t)
+		topic := brokertest.TopicName(t)
 		if tg.cluster.OwnerOf(topic) == i {
 			return topic
 		}
@@ -114,8 +114,8 @@ func TestEachPartitionGoesToItsOwner(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
 	ctx := brokertest.Context(t, time.Minute)
-	topic := topicName(t)
-	tg.createPartitioned(t, topic, 8)
+	topic := brokertest.TopicName(t)
+	tg.CreatePartitioned(t, topic, 8)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestEachPartitionGoesToItsOwner(t *testing.T) {
 func TestLookupRefusedWithServiceNotReadyIsRetriedUntilItWorks(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 5})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestLookupRefusedWithServiceNotReadyIsRetriedUntilItWorks(t *testing.T) {
 func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: OperationRetries{Attempts: 3, Delay: 10 * time.Millisecond}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
 	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
@@ -186,7 +186,7 @@ func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 func TestFinalErrorsAreNotRetried(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_AuthorizationError})
 	defer h.Remove()
 	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
@@ -198,7 +198,7 @@ func TestFinalErrorsAreNotRetried(t *testing.T) {
 func TestProducerCreationRefusedForNowIsRetried(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_ProducerBusy, Count: 3})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestProducerCreationRefusedForNowIsRetried(t *testing.T) {
 func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.T) {
 	tg := embeddedTarget(t, brokers(2))
 	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 100}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
@@ -243,7 +243,7 @@ func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.
 func TestSendErrorMakesTheProducerResendOnANewConnection(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 10}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	if _, err := c.Producer(ctx, topic); err != nil {
 		t.Fatal(err)
@@ -339,7 +339,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 		t.Fatalf("wrong host name: %v", err)
 	}
 	c2 := newClient(t, tg2, Options{ServiceURL: tg2.TLS, TLS: TLSOptions{CAFile: ca.File, SkipHostnameVerification: true}})
-	if _, err := c2.Publish(ctx, topicName(t), Message{Payload: []byte("x")}); err != nil {
+	if _, err := c2.Publish(ctx, brokertest.TopicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	// ... but the chain is still checked.
@@ -347,7 +347,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 		t.Fatal("SkipHostnameVerification accepted an untrusted certificate")
 	}
 	c3 := newClient(t, tg2, Options{ServiceURL: tg2.TLS, TLS: TLSOptions{InsecureSkipVerify: true}})
-	if _, err := c3.Publish(ctx, topicName(t), Message{Payload: []byte("x")}); err != nil {
+	if _, err := c3.Publish(ctx, brokertest.TopicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -384,7 +384,7 @@ func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
 	errc := make(chan error, 1)
@@ -421,7 +421,7 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 	ctx := brokertest.Context(t, time.Minute)
 
 	c := newClient(t, tg, Options{ServiceURL: url, TLS: TLSOptions{CAFile: ca.File}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	b, err := c.Lookup(ctx, topic)
 	if err != nil {
 		t.Fatal(err)

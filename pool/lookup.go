@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
@@ -17,12 +18,8 @@ type Broker struct {
 	Proxy string
 }
 
-func (b Broker) String() string {
-	if b.Proxy != "" {
-		return b.URL + " via " + b.Proxy
-	}
-	return b.URL
-}
+// String is the URL, with " via <proxy>" when proxied.
+func (b Broker) String() string { return connpool.Broker(b).String() }
 
 // Lookup asks the service URL which broker owns topic, following
 // redirects (carrying `authoritative`) up to 20 times, as Apache Pulsar's

@@ -224,7 +224,7 @@ func TestLookupGivesUpAfterTwentyRedirects(t *testing.T) {
 	proxy := newPulsarProxy(t, u.Hosts[0])
 	proxy.loop = true
 	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + proxy.Addr()})
-	_, err := c.Publish(brokertest.Context(t, time.Minute), topicName(t), Message{Payload: []byte("x")})
+	_, err := c.Publish(brokertest.Context(t, time.Minute), brokertest.TopicName(t), Message{Payload: []byte("x")})
 	if err == nil || !strings.Contains(err.Error(), "redirects") || Retryable(err) {
 		t.Fatalf("endless redirects: %v", err)
 	}

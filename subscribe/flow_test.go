@@ -15,7 +15,7 @@ func TestPermitsBoundWhatTheBrokerSends(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, total, nil)
 	cons := newConsumer(ctx, t, c, subscribe.Options{
 		Topics: []string{topic}, Subscription: "permits",
@@ -59,7 +59,7 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 	ctx := testContext(t)
 	rec := &recorder{}
 	c := tg.newClient(t, clientConfig{rec: rec})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, total, nil)
 	cons := newConsumer(ctx, t, c, subscribe.Options{
 		Topics: []string{topic}, Subscription: "reconnect",

@@ -3,15 +3,11 @@ package subscribe_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -170,25 +166,6 @@ func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 	return c
 }
 
-var nonTopicChars = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-
-// topicName is a fresh topic named after the test, with a random suffix
-// so that runs against a long-lived Apache Pulsar never meet old state.
-func topicName(t *testing.T) string {
-	return "persistent://public/default/" + shortName(t)
-}
-
-func shortName(t *testing.T) string {
-	name := strings.ToLower(nonTopicChars.ReplaceAllString(t.Name(), "-"))
-	name = strings.Trim(name, "-")
-	if len(name) > 50 {
-		name = name[len(name)-50:]
-	}
-	var b [4]byte
-	rand.Read(b[:])
-	return name + "-" + hex.EncodeToString(b[:])
-}
-
 func payload(i int) []byte { return []byte(fmt.Sprintf("message-%06d", i)) }
 
 // publish sends n messages payload(from)..payload(from+n-1) to topic and
@@ -279,41 +256,8 @@ func checkSequence(t *testing.T, msgs []*subscribe.Message, from int) {
 	}
 }
 
-// adminDo calls the admin REST API.
-func (tg *target) adminDo(t *testing.T, method, path, body string) {
-	t.Helper()
-	req, err := http.NewRequest(method, tg.Admin+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, b)
-	}
-}
-
-func adminPath(topic string) string {
-	return "/admin/v2/" + strings.Replace(topic, "://", "/", 1)
-}
-
-func (tg *target) createPartitioned(t *testing.T, topic string, n int) {
-	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/partitions", fmt.Sprint(n))
-}
-
-func (tg *target) updatePartitions(t *testing.T, topic string, n int) {
-	tg.adminDo(t, http.MethodPost, adminPath(topic)+"/partitions", fmt.Sprint(n))
-}
-
 func (tg *target) deleteTopic(t *testing.T, topic string) {
-	tg.adminDo(t, http.MethodDelete, adminPath(topic)+"?force=true", "")
+	tg.AdminDo(t, http.MethodDelete, brokertest.AdminPath(topic)+"?force=true", "")
 }
 
 // consumerState is what the broker says about the one consumer of a
@@ -343,7 +287,7 @@ func (tg *target) consumerState(t *testing.T, topic, sub string) consumerState {
 			} `json:"consumers"`
 		} `json:"subscriptions"`
 	}
-	tg.adminGet(t, adminPath(topic)+"/stats", &st)
+	tg.adminGet(t, brokertest.AdminPath(topic)+"/stats", &st)
 	cs := st.Subscriptions[sub].Consumers
 	if len(cs) != 1 {
 		return consumerState{}
@@ -363,7 +307,7 @@ func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
 			MsgBacklog int64 `json:"msgBacklog"`
 		} `json:"subscriptions"`
 	}
-	tg.adminGet(t, adminPath(topic)+"/stats", &st)
+	tg.adminGet(t, brokertest.AdminPath(topic)+"/stats", &st)
 	s, ok := st.Subscriptions[sub]
 	if !ok {
 		return -1
@@ -373,16 +317,7 @@ func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
 
 func (tg *target) adminGet(t *testing.T, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(tg.Admin + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := json.Unmarshal(tg.AdminDo(t, http.MethodGet, path, ""), v); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 }
@@ -391,5 +326,5 @@ func (tg *target) adminGet(t *testing.T, path string, v any) {
 // one) closes its consumers with CLOSE_CONSUMER and they subscribe again.
 func (tg *target) disconnect(t *testing.T, topic string) {
 	t.Helper()
-	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/unload", "")
+	tg.AdminDo(t, http.MethodPut, brokertest.AdminPath(topic)+"/unload", "")
 }

@@ -14,16 +14,13 @@ import (
 // giving up, as Apache Pulsar's clients do.
 const MaxLookupRedirects = 20
 
-// Broker is where a lookup found a topic.
-type Broker struct {
-	// URL is the owner's service URL, pulsar://host:port or
-	// pulsar+ssl://host:port.
-	URL string
-	// Proxy is the service URL host (host:port) to connect through, when
-	// the lookup said proxy_through_service_url; "" to connect directly.
-	Proxy string
-}
+// Broker is where a lookup found a topic: the owner's URL, and the
+// service URL host to connect through when the answer said
+// proxy_through_service_url. pool.Broker is the same, documented for
+// pool's users.
+type Broker struct{ URL, Proxy string }
 
+// String is the URL, with " via <proxy>" when proxied.
 func (b Broker) String() string {
 	if b.Proxy != "" {
 		return b.URL + " via " + b.Proxy

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
 )
 
@@ -515,7 +516,7 @@ func TestPluginsDieWithAKilledHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = host.Wait()
-	waitFor(t, 10*time.Second, "the plugin to die with its host", func() bool { return !running(pid) })
+	testkit.Eventually(t, 10*time.Second, "the plugin to die with its host", func() bool { return !running(pid) })
 }
 
 // running reports whether pid is a live process (a zombie is not).

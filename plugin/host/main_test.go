@@ -8,7 +8,6 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
@@ -63,16 +63,11 @@ func TestMain(m *testing.M) {
 	}
 
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	dir, err := os.MkdirTemp("", "streamrun-plugin-test-")
+	dir, err := testkit.BuildPlugins()
 	if err != nil {
 		log.Fatal(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/plugins/...")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		log.Fatalf("build the example plugins: %v\n%s", err, out)
-	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
@@ -312,18 +307,6 @@ func msgs(payloads ...string) []*plugin.Message {
 		}
 	}
 	return out
-}
-
-// waitFor waits until cond holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // logs collects slog records for tests to look at.
