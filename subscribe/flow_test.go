@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -57,7 +58,7 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 	const total = 3000
 	tg := newTarget(t)
 	ctx := testContext(t)
-	rec := &recorder{}
+	rec := &testkit.Records{}
 	c := tg.newClient(t, clientConfig{rec: rec})
 	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, total, nil)
@@ -86,7 +87,7 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 			t.Fatalf("%s never arrived", payload(i))
 		}
 	}
-	if n := rec.count("consumer disconnected") + rec.count("consumer closed by the broker"); n < 2 {
+	if n := rec.Count("consumer disconnected") + rec.Count("consumer closed by the broker"); n < 2 {
 		t.Fatalf("the consumer reconnected %d times, want 2", n)
 	}
 	st := tg.consumerState(t, topic, "reconnect")

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -62,70 +62,10 @@ func (tg *target) embedded(t *testing.T, why string) *broker.Cluster {
 
 func testContext(t *testing.T) context.Context { return brokertest.Context(t, testTimeout) }
 
-// recorder is a slog handler that keeps the messages of its records, so
-// a test can wait for an event (a retry, a reconnect) instead of sleeping.
-type recorder struct {
-	slog.Handler
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *recorder) Handle(ctx context.Context, rec slog.Record) error {
-	var b strings.Builder
-	b.WriteString(rec.Message)
-	rec.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	r.mu.Lock()
-	r.msgs = append(r.msgs, b.String())
-	r.mu.Unlock()
-	return r.Handler.Handle(ctx, rec)
-}
-
-func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recordWith{r: r, h: r.Handler.WithAttrs(as), attrs: as}
-}
-
-type recordWith struct {
-	r     *recorder
-	h     slog.Handler
-	attrs []slog.Attr
-}
-
-func (w *recordWith) Enabled(ctx context.Context, l slog.Level) bool { return w.h.Enabled(ctx, l) }
-func (w *recordWith) Handle(ctx context.Context, rec slog.Record) error {
-	rec = rec.Clone()
-	rec.AddAttrs(w.attrs...)
-	w.r.Handle(ctx, rec)
-	return nil
-}
-func (w *recordWith) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recordWith{r: w.r, h: w.h.WithAttrs(as), attrs: append(append([]slog.Attr(nil), w.attrs...), as...)}
-}
-func (w *recordWith) WithGroup(string) slog.Handler { return w }
-
-// count returns how many records contain all of parts.
-func (r *recorder) count(parts ...string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-next:
-	for _, m := range r.msgs {
-		for _, p := range parts {
-			if !strings.Contains(m, p) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
-}
-
 type clientConfig struct {
 	noBatching bool
 	retryDelay time.Duration
-	rec        *recorder
+	rec        *testkit.Records // keeps the client's log records when set
 	opts       func(*pool.Options)
 }
 
@@ -136,8 +76,7 @@ func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 	h := slog.NewTextHandler(brokertest.LogWriter(t, "client"), &slog.HandlerOptions{Level: slog.LevelDebug})
 	var handler slog.Handler = h
 	if cfg.rec != nil {
-		cfg.rec.Handler = h
-		handler = cfg.rec
+		handler = cfg.rec.Handler(h)
 	}
 	delay := cfg.retryDelay
 	if delay == 0 {

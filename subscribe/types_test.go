@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -23,7 +24,7 @@ import (
 func TestSecondExclusiveConsumerWaitsThenStarts(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
-	rec := &recorder{}
+	rec := &testkit.Records{}
 	// Not batched: a batch is acknowledged on the broker only whole.
 	c := tg.newClient(t, clientConfig{rec: rec, retryDelay: 100 * time.Millisecond, noBatching: true})
 	topic := brokertest.TopicName(t)
@@ -40,7 +41,7 @@ func TestSecondExclusiveConsumerWaitsThenStarts(t *testing.T) {
 		started <- result{second, err}
 	}()
 	brokertest.Eventually(t, testTimeout, "the second consumer to be refused as busy, three times", func() bool {
-		return rec.count("retrying", "ConsumerBusy") >= 3
+		return rec.Count("retrying", "ConsumerBusy") >= 3
 	})
 	select {
 	case r := <-started:

@@ -1,7 +1,8 @@
 // Package testkit holds the test helpers that need no broker: waiting on
 // a condition (Eventually, Context), logs shown only when a test fails
-// (LogWriter, SyncBuffer), fresh names for topics (Name, TopicName) and
-// the example plugins built once (BuildPlugins).
+// (LogWriter, SyncBuffer), log records kept to wait on (Records), fresh
+// names for topics (Name, TopicName) and the example plugins built once
+// (BuildPlugins).
 //
 // It is internal and imports nothing of the module, so that any package's
 // tests can use it, plugin/host's included, without pulling a broker in.
