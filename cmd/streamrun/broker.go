@@ -62,6 +62,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tokenFile = fs.String("token-file", "", "file of valid auth tokens, one per line")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
+		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
 	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
@@ -135,7 +136,17 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return cmd.fail(err)
 	}
-	fmt.Fprintln(stdout, readyLine(c, opts))
+	line := readyLine(c, opts)
+	if *pprofAddr != "" {
+		url, stop, err := servePprof(ctx, *pprofAddr)
+		if err != nil {
+			c.Close()
+			return cmd.fail(err)
+		}
+		defer stop()
+		line += " pprof_url=" + url
+	}
+	fmt.Fprintln(stdout, line)
 	<-ctx.Done()
 	cmd.interrupted()
 	if err := c.Close(); err != nil {
@@ -150,9 +161,9 @@ func checkBrokerFlags(fs *pflag.FlagSet) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	for _, name := range []string{"listen", "tls-listen", "http"} {
+	for _, name := range []string{"listen", "tls-listen", "http", "pprof"} {
 		v, _ := fs.GetString(name)
-		if name == "http" && v == "-" {
+		if (name == "http" && v == "-") || (name == "pprof" && v == "") {
 			continue
 		}
 		if err := checkListen("--"+name, v); err != nil {
