@@ -124,10 +124,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*memory && opts.DataDir == "" {
 		opts.DataDir = defaultDataDir()
 	}
-	if opts.DataDir != "" {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return cmd.fail(fmt.Errorf("data directory: %w", err))
-		}
+	if err := makeDataDir(opts.DataDir); err != nil {
+		return cmd.fail(err)
 	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {
@@ -136,23 +134,30 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return cmd.fail(err)
 	}
-	line := readyLine(c, opts)
-	if *pprofAddr != "" {
-		url, stop, err := servePprof(ctx, *pprofAddr)
-		if err != nil {
-			c.Close()
-			return cmd.fail(err)
-		}
-		defer stop()
-		line += " pprof_url=" + url
+	pprofField, stopPprof, err := servePprof(ctx, *pprofAddr)
+	if err != nil {
+		c.Close()
+		return cmd.fail(err)
 	}
-	fmt.Fprintln(stdout, line)
+	defer stopPprof()
+	fmt.Fprintln(stdout, readyLine(c, opts)+pprofField)
 	<-ctx.Done()
 	cmd.interrupted()
 	if err := c.Close(); err != nil {
 		return cmd.fail(err)
 	}
 	return exitOK
+}
+
+// makeDataDir creates the data directory if there is one.
+func makeDataDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	return nil
 }
 
 // checkBrokerFlags checks the addresses and arguments before anything

@@ -10,12 +10,16 @@ import (
 	"time"
 )
 
-// servePprof serves Go's profiler (net/http/pprof) on addr until ctx ends,
-// for `streamrun broker --pprof`: it is how the broker's CPU per message
-// was found and is measured (docs/benchmarks.md). It has its own mux, so
-// the profiler never shows up on the admin API. The returned function
-// stops the server and waits for it.
+// servePprof serves Go's profiler (net/http/pprof) on addr, for
+// `streamrun broker --pprof`: it is how the broker's CPU per message was
+// found and is measured (docs/benchmarks.md). It has its own mux, so the
+// profiler never shows up on the admin API. It returns the field the ready
+// line gets (" pprof_url=URL") and a function that stops the server and
+// waits for it; with addr "" nothing is served and the field is "".
 func servePprof(ctx context.Context, addr string) (string, func(), error) {
+	if addr == "" {
+		return "", func() {}, nil
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("--pprof %s: %w", addr, err)
@@ -42,5 +46,5 @@ func servePprof(ctx context.Context, addr string) (string, func(), error) {
 		}
 		<-done
 	}
-	return "http://" + ln.Addr().String() + "/debug/pprof/", stop, nil
+	return " pprof_url=http://" + ln.Addr().String() + "/debug/pprof/", stop, nil
 }
