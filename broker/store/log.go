@@ -443,10 +443,21 @@ func (rb *ReadBuffer) block(n int) []byte {
 // ReadInto is ReadAppend reading the entries that come from segment files
 // into rb (nil: fresh memory): their Data is then valid only until the next
 // call with the same rb. Entries from the tail cache are shared as always.
+// A read that needs no file lets go of rb's memory: a reader that has caught
+// up with the tail holds none.
 func (l *Log) ReadInto(dst []Entry, rb *ReadBuffer, from uint64, maxEntries, maxBytes int) ([]Entry, error) {
-	if rb != nil {
-		rb.reset()
+	if rb == nil {
+		return l.readInto(dst, nil, from, maxEntries, maxBytes)
 	}
+	rb.reset()
+	res, err := l.readInto(dst, rb, from, maxEntries, maxBytes)
+	if rb.used == 0 {
+		rb.buf = nil
+	}
+	return res, err
+}
+
+func (l *Log) readInto(dst []Entry, rb *ReadBuffer, from uint64, maxEntries, maxBytes int) ([]Entry, error) {
 	lim := readLimits{maxEntries: maxEntries, maxBytes: maxBytes}
 	res := dst
 	for {

@@ -49,4 +49,12 @@ func TestReadIntoReusesItsBuffer(t *testing.T) {
 	if n := testing.AllocsPerRun(20, noBuf); n < 2 {
 		t.Fatalf("Read without a buffer: %.0f allocations, expected blocks and a result slice (the test would prove nothing)", n)
 	}
+	// Caught up with the tail (the cache serves it), the reader holds no
+	// buffer any more.
+	if rb.buf == nil {
+		t.Fatal("the buffer was dropped after a read from the files")
+	}
+	if ents, err := l.ReadInto(ents[:0], &rb, l.Next()-1, 1, 0); err != nil || len(ents) != 1 || rb.buf != nil {
+		t.Fatalf("read of the tail: %d entries, %v, buffer of %d bytes kept", len(ents), err, len(rb.buf))
+	}
 }

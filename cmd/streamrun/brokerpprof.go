@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,9 +33,9 @@ func servePprof(ctx context.Context, addr string) (string, func(), error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener failed; the broker goes on without a profiler
-		}
+		// Serve ends with ErrServerClosed from stop, or with the
+		// listener's error; either way the broker goes on without it.
+		_ = srv.Serve(ln)
 	}()
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
