@@ -60,6 +60,9 @@ type benchFlags struct {
 	sync     bool
 
 	topic      string
+	topics     int
+	pattern    bool
+	pipelines  int
 	partitions int
 	size       int
 	rate       float64
@@ -110,7 +113,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.BoolVar(&f.memory, "memory", false, "embedded broker: keep messages in memory only")
 	fs.BoolVar(&f.sync, "sync", false, "embedded broker: fsync every message before its receipt")
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>)")
-	fs.IntVar(&f.partitions, "partitions", 1, "partitions of the new topic (1: not partitioned)")
+	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
 	fs.IntVarP(&f.size, "size", "s", 1024, "message size in bytes")
 	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow)")
 	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration)")
@@ -124,6 +127,9 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.StringVarP(&f.output, "output", "o", "text", "summary format: text or json")
 	fs.DurationVar(&f.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
+	if sub != "pipeline" {
+		fs.IntVar(&f.topics, "topics", 1, "spread the messages round-robin over this many topics, TOPIC-0 to TOPIC-(N-1)")
+	}
 	if sub == "produce" {
 		return
 	}
@@ -134,6 +140,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	if sub == "consume" {
 		fs.BoolVar(&f.produce, "produce", true, "publish the messages in this process (false: receive what another process publishes, e.g. `streamrun bench produce`)")
 		fs.StringVar(&f.position, "position", "latest", "where a new subscription starts: latest or earliest")
+		fs.BoolVar(&f.pattern, "pattern", false, "subscribe to the --topics by a pattern, TOPIC-[0-9]+, not by their names")
 		return
 	}
 	fs.BoolVar(&f.inProcess, "in-process", false, "run the identity handler in this process, not as a plugin")
@@ -141,6 +148,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.StringVar(&f.pkg, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase)")
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most messages in a batch to the handler")
 	fs.IntVar(&f.instances, "instances", 1, "handler instances")
+	fs.IntVar(&f.pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
 }
 
 // check validates the flags; every error is a usage error.
@@ -156,6 +164,9 @@ func (f *benchFlags) check(fs *pflag.FlagSet, sub string) error {
 		{fs.Changed("count") && fs.Changed("duration"), "--count and --duration exclude each other"},
 		{f.partitions < 1 || f.partitions > 10000, fmt.Sprintf("--partitions must be from 1 to 10000, got %d", f.partitions)},
 		{f.keys < 0, fmt.Sprintf("--keys must not be negative, got %d", f.keys)},
+		{f.topics < 1 && sub != "pipeline", fmt.Sprintf("--topics must be at least 1, got %d", f.topics)},
+		{f.pattern && f.topics < 2, "--pattern needs --topics 2 or more"},
+		{f.pipelines < 1 && sub == "pipeline", fmt.Sprintf("--pipelines must be at least 1, got %d", f.pipelines)},
 		{f.batchMessages < 1, fmt.Sprintf("--batch-max-messages must be at least 1, got %d", f.batchMessages)},
 		{f.batchBytes < 1, fmt.Sprintf("--batch-max-bytes must be at least 1, got %d", f.batchBytes)},
 		{f.batchDelay <= 0, fmt.Sprintf("--batch-max-delay must be positive, got %s", f.batchDelay)},
@@ -330,9 +341,11 @@ func newBench(ctx context.Context, cmd cmdIO, f *benchFlags, urlSet bool) (*benc
 	if f.topic == "" {
 		f.topic = "persistent://public/default/bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
-	if err := b.createTopic(ctx, f.topic); err != nil {
-		b.close()
-		return nil, err
+	for _, t := range f.topicNames() {
+		if err := b.createTopic(ctx, t); err != nil {
+			b.close()
+			return nil, err
+		}
 	}
 	b.conditions(ctx, urlSet)
 	return b, nil
@@ -360,6 +373,20 @@ func (b *bench) startEmbedded(ctx context.Context) error {
 	b.cluster = c
 	b.f.adminURL = c.AdminURL()
 	return nil
+}
+
+// topicNames are the topics the run publishes to: --topic, or with
+// --topics or --pipelines N > 1, TOPIC-0 to TOPIC-(N-1).
+func (f *benchFlags) topicNames() []string {
+	n := max(f.topics, f.pipelines)
+	if n <= 1 {
+		return []string{f.topic}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = f.topic + "-" + strconv.Itoa(i)
+	}
+	return out
 }
 
 // createTopic creates topic with --partitions partitions, when more than
@@ -396,6 +423,7 @@ func (b *bench) conditions(ctx context.Context, external bool) {
 	c := &b.cond
 	c.FillHost(readVersion().String())
 	c.URL, c.Topic, c.Partitions = f.url, f.topic, f.partitions
+	c.Topics, c.Pattern, c.Pipelines = max(f.topics, f.pipelines, 1), f.pattern, f.pipelines
 	c.MessageSize, c.Keys, c.Rate, c.Count = f.size, f.keys, f.rate, f.count
 	c.DurationSeconds = f.duration.Seconds()
 	c.Batching = benchrun.Batching{Enabled: !f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelayMs: float64(f.batchDelay) / float64(time.Millisecond)}
@@ -410,7 +438,7 @@ func (b *bench) conditions(ctx context.Context, external bool) {
 	default:
 		c.BrokerDurability = "write"
 	}
-	t := f.topic
+	t := f.topicNames()[0]
 	if f.partitions > 1 {
 		t += "-partition-0"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/streamrun/streamrun/internal/benchrun"
 	"github.com/streamrun/streamrun/subscribe"
@@ -14,8 +15,23 @@ import (
 // With --produce it publishes them too, from this process.
 func (b *bench) consume(ctx context.Context) (*benchrun.Result, error) {
 	f := b.f
+	m := benchrun.NewMeter()
+	// The producers first: they create the topics, which a pattern
+	// subscription finds when it subscribes.
+	var pub *publisher
+	var err error
+	if f.produce {
+		if pub, err = b.newPublisher(ctx, f.topicNames(), m); err != nil {
+			return nil, err
+		}
+	} else {
+		b.cond.Rate, b.cond.MessageSize = 0, 0 // what arrives, not what this process publishes
+	}
 	typ, _ := subscribe.ParseType(f.subType) // checked
-	so := subscribe.Options{Topics: []string{f.topic}, Subscription: f.subscription, Type: typ, ReceiverQueue: f.receiverQueue}
+	so := subscribe.Options{Topics: f.topicNames(), Subscription: f.subscription, Type: typ, ReceiverQueue: f.receiverQueue}
+	if f.pattern {
+		so.Topics, so.Pattern = nil, regexp.QuoteMeta(f.topic)+"-[0-9]+"
+	}
 	if f.position == "earliest" {
 		so.InitialPosition = subscribe.Earliest
 	}
@@ -24,16 +40,10 @@ func (b *bench) consume(ctx context.Context) (*benchrun.Result, error) {
 		return nil, fmt.Errorf("subscribe to %s: %w", f.topic, err)
 	}
 	defer b.closeConsumer(cons)
-	b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.subscription, typ.String(), f.receiverQueue
-	m := benchrun.NewMeter()
-	var pub *publisher
-	if f.produce {
-		if pub, err = b.newPublisher(ctx, f.topic, m); err != nil {
-			return nil, err
-		}
-	} else {
-		b.cond.Rate, b.cond.MessageSize = 0, 0 // what arrives, not what this process publishes
+	if f.pattern && len(cons.Topics()) < f.topics {
+		return nil, fmt.Errorf("the pattern %s found %d of the %d topics", so.Pattern, len(cons.Topics()), f.topics)
 	}
+	b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.subscription, typ.String(), f.receiverQueue
 	return b.measureReceiving(ctx, "consume", m, pub, cons)
 }
 

@@ -8,18 +8,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/streamrun/streamrun/internal/benchrun"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// publisher publishes the run's messages to one topic: --count of them,
-// or for --duration, at --rate, each payload stamped with its publish
-// time (benchrun.Payload), keys round-robin over --keys.
+// publisher publishes the run's messages: --count of them, or for
+// --duration, at --rate, each payload stamped with its publish time
+// (benchrun.Payload), round-robin over its topics, keys round-robin over
+// --keys.
 type publisher struct {
 	f     *benchFlags
-	p     *pool.Producer
+	ps    []*pool.Producer
 	meter *benchrun.Meter
 	keys  []string
 
@@ -29,12 +32,25 @@ type publisher struct {
 	wg           sync.WaitGroup
 }
 
-func (b *bench) newPublisher(ctx context.Context, topic string, m *benchrun.Meter) (*publisher, error) {
-	p, err := b.client.Producer(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("producer on %s: %w", topic, err)
+// newPublisher opens a producer per topic, some at a time: thousands of
+// topics one after the other would take a round trip each.
+func (b *bench) newPublisher(ctx context.Context, topics []string, m *benchrun.Meter) (*publisher, error) {
+	pub := &publisher{f: b.f, ps: make([]*pool.Producer, len(topics)), meter: m}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	for i, t := range topics {
+		g.Go(func() error {
+			p, err := b.client.Producer(gctx, t)
+			if err != nil {
+				return fmt.Errorf("producer on %s: %w", t, err)
+			}
+			pub.ps[i] = p
+			return nil
+		})
 	}
-	pub := &publisher{f: b.f, p: p, meter: m}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	for i := range b.f.keys {
 		pub.keys = append(pub.keys, "key-"+strconv.Itoa(i))
 	}
@@ -70,7 +86,7 @@ func (pub *publisher) run(ctx context.Context, onReceipt func(sent time.Time)) (
 			msg.Key = pub.keys[n%int64(len(pub.keys))]
 		}
 		pub.wg.Add(1)
-		pub.p.SendAsync(ctx, msg, func(_ pulsarwire.MessageID, err error) {
+		pub.ps[n%int64(len(pub.ps))].SendAsync(ctx, msg, func(_ pulsarwire.MessageID, err error) {
 			defer pub.wg.Done()
 			if err != nil {
 				pub.meter.Failed(err)
@@ -92,8 +108,10 @@ func (pub *publisher) run(ctx context.Context, onReceipt func(sent time.Time)) (
 func (pub *publisher) wait(n int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), pub.f.closeTimeout)
 	defer cancel()
-	if err := pub.p.Flush(ctx); err != nil {
-		return fmt.Errorf("flush %s: %w", pub.p.Topic(), err)
+	for _, p := range pub.ps {
+		if err := p.Flush(ctx); err != nil {
+			return fmt.Errorf("flush %s: %w", p.Topic(), err)
+		}
 	}
 	done := make(chan struct{})
 	go func() { pub.wg.Wait(); close(done) }()
@@ -101,7 +119,7 @@ func (pub *publisher) wait(n int64) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%d of %d receipts from %s within --close-timeout %s", pub.receipts.Load(), n, pub.p.Topic(), pub.f.closeTimeout)
+		return fmt.Errorf("%d of %d receipts from %s within --close-timeout %s", pub.receipts.Load(), n, pub.f.url, pub.f.closeTimeout)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // each send call to its receipt.
 func (b *bench) produce(ctx context.Context) (*benchrun.Result, error) {
 	m := benchrun.NewMeter()
-	pub, err := b.newPublisher(ctx, b.f.topic, m)
+	pub, err := b.newPublisher(ctx, b.f.topicNames(), m)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,10 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"consume", "--position", "middle"}, `--position "middle"`},
 		{[]string{"consume", "--produce=false"}, "--produce=false needs --count or --duration"},
 		{[]string{"consume", "--receiver-queue", "0"}, "--receiver-queue must be at least 1"},
+		{[]string{"consume", "--topics", "0"}, "--topics must be at least 1"},
+		{[]string{"consume", "--pattern"}, "--pattern needs --topics 2 or more"},
+		{[]string{"produce", "--pattern"}, "unknown flag: --pattern"},
+		{[]string{"pipeline", "--pipelines", "0"}, "--pipelines must be at least 1"},
 		{[]string{"pipeline", "--in-process", "--package", "./x"}, "exclude each other"},
 		{[]string{"pipeline", "--batch-size", "0"}, "--batch-size must be at least 1"},
 		{[]string{"pipeline", "--instances", "0"}, "--instances must be at least 1"},
@@ -64,11 +68,12 @@ func TestBenchFlagErrors(t *testing.T) {
 var (
 	benchJSONFields = []string{
 		"schema", "command", "messages", "bytes", "sent", "failed", "elapsed_seconds", "msg_per_sec",
-		"mib_per_sec", "latency_from", "latency_ms", "cpu_seconds", "cpu_us_per_message", "max_rss_bytes", "conditions",
+		"mib_per_sec", "latency_from", "latency_ms", "cpu_seconds", "cpu_us_per_message", "max_rss_bytes",
+		"handler_rss_bytes", "setup_seconds", "conditions",
 	}
 	benchLatencyFields    = []string{"count", "p50", "p99", "p99_9", "max", "mean"}
 	benchConditionsFields = []string{
-		"url", "broker", "broker_version", "broker_durability", "topic", "partitions", "message_size", "keys",
+		"url", "broker", "broker_version", "broker_durability", "topic", "topics", "pattern", "partitions", "message_size", "keys",
 		"rate", "count", "duration_seconds", "batching", "gomaxprocs", "num_cpu", "go_version", "os", "arch",
 		"streamrun_version", "load_average_start", "load_average_end", "started_at",
 	}
@@ -188,6 +193,21 @@ func TestBenchConsumeEmbedded(t *testing.T) {
 	}
 }
 
+// TestBenchManyTopics spreads the messages over topics, received by
+// their names and by a pattern.
+func TestBenchManyTopics(t *testing.T) {
+	r := runBenchJSON(t, "produce", "--count", "900", "--size", "50", "--topics", "30", "--memory")
+	checkBenchCounts(t, r, "produce", 900, 50, 1, 0)
+	if r.Conditions.Topics != 30 || r.Conditions.Pattern {
+		t.Errorf("topics %d pattern %v, want 30 false", r.Conditions.Topics, r.Conditions.Pattern)
+	}
+	r = runBenchJSON(t, "consume", "--count", "1000", "--size", "50", "--topics", "40", "--pattern", "--memory")
+	checkBenchCounts(t, r, "consume", 1000, 50, 1, 0)
+	if r.Conditions.Topics != 40 || !r.Conditions.Pattern {
+		t.Errorf("topics %d pattern %v, want 40 true", r.Conditions.Topics, r.Conditions.Pattern)
+	}
+}
+
 func TestBenchPipelineInProcess(t *testing.T) {
 	r := runBenchJSON(t, "pipeline", "--in-process", "--count", "2000", "--size", "100", "--partitions", "2",
 		"--batch-size", "50", "--instances", "2", "--memory")
@@ -198,6 +218,14 @@ func TestBenchPipelineInProcess(t *testing.T) {
 	}
 	if r.Conditions.OutputTopic != r.Conditions.Topic+"-out" {
 		t.Errorf("output topic %q for topic %q", r.Conditions.OutputTopic, r.Conditions.Topic)
+	}
+	if r.HandlerRSSBytes != 0 {
+		t.Errorf("handler processes' RSS %d in process", r.HandlerRSSBytes)
+	}
+	r = runBenchJSON(t, "pipeline", "--in-process", "--count", "1500", "--size", "100", "--pipelines", "3", "--memory")
+	checkBenchCounts(t, r, "pipeline", 1500, 100, 1, 0)
+	if r.Conditions.Pipelines != 3 || r.Conditions.Topics != 3 {
+		t.Errorf("pipelines %d topics %d, want 3 and 3", r.Conditions.Pipelines, r.Conditions.Topics)
 	}
 }
 
@@ -234,6 +262,9 @@ func TestBenchPipelinePlugins(t *testing.T) {
 	checkBenchCounts(t, r, "pipeline", 1000, 100, 1, 0)
 	if h := r.Conditions.Handler; h == nil || h.Kind != "plugin" || h.Plugin != bin {
 		t.Errorf("handler %+v, want the plugin %s", h, bin)
+	}
+	if r.HandlerRSSBytes <= 0 {
+		t.Errorf("handler processes' RSS %d, want their sum", r.HandlerRSSBytes)
 	}
 }
 

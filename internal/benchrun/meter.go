@@ -18,9 +18,11 @@ type Meter struct {
 	messages, bytes, sent, failed atomic.Int64
 	from                          atomic.Value // string: where latencies start
 
-	start time.Time
-	end   atomic.Int64 // Unix ns of the last message measured; 0: now
-	usage Usage
+	created time.Time
+	setup   time.Duration
+	start   time.Time
+	end     atomic.Int64 // Unix ns of the last message measured; 0: now
+	usage   Usage
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -31,13 +33,16 @@ type Meter struct {
 
 // NewMeter returns a meter whose clock starts now.
 func NewMeter() *Meter {
-	return &Meter{Latency: NewRecorder(), start: time.Now(), usage: SelfUsage()}
+	now := time.Now()
+	return &Meter{Latency: NewRecorder(), created: now, start: now, usage: SelfUsage()}
 }
 
 // Restart starts the clock and the CPU count again: for work before the
-// measured part (subscribing, connecting) that should not count.
+// measured part (subscribing, connecting) that should not count. The
+// time since NewMeter is the result's SetupSeconds.
 func (m *Meter) Restart() {
 	m.start = time.Now()
+	m.setup = m.start.Sub(m.created)
 	m.usage = SelfUsage()
 }
 
@@ -149,6 +154,7 @@ func (m *Meter) Result(command string, c Conditions) *Result {
 		Latency:        m.Latency.Summary(),
 		CPUSeconds:     (u.CPU - m.usage.CPU).Seconds(),
 		MaxRSSBytes:    u.MaxRSS,
+		SetupSeconds:   m.setup.Seconds(),
 		Conditions:     c,
 	}
 	if from, ok := m.from.Load().(string); ok {

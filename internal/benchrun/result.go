@@ -48,8 +48,15 @@ type Result struct {
 	// CPUMicrosPerMessage is CPUSeconds per message measured, in µs.
 	CPUMicrosPerMessage float64 `json:"cpu_us_per_message"`
 	// MaxRSSBytes is the process's peak resident set size.
-	MaxRSSBytes int64      `json:"max_rss_bytes"`
-	Conditions  Conditions `json:"conditions"`
+	MaxRSSBytes int64 `json:"max_rss_bytes"`
+	// HandlerRSSBytes is the resident set size of the handler plugin
+	// processes together at the end (pipeline with plugins; 0 otherwise).
+	HandlerRSSBytes int64 `json:"handler_rss_bytes"`
+	// SetupSeconds is the time from connected to measuring: opening
+	// producers, subscribing (a pattern's discovery included), starting
+	// the pipelines.
+	SetupSeconds float64    `json:"setup_seconds"`
+	Conditions   Conditions `json:"conditions"`
 }
 
 // Latency is a latency distribution, in milliseconds.
@@ -72,9 +79,16 @@ type Conditions struct {
 	BrokerVersion string `json:"broker_version"`
 	// BrokerDurability: for the embedded broker "memory", "write" (each
 	// entry written before its receipt) or "fsync"; "" when external.
-	BrokerDurability string   `json:"broker_durability"`
-	Topic            string   `json:"topic"`
-	OutputTopic      string   `json:"output_topic,omitempty"`
+	BrokerDurability string `json:"broker_durability"`
+	// Topic is the topic, or with Topics > 1 the prefix of TOPIC-0 to
+	// TOPIC-(Topics-1).
+	Topic       string `json:"topic"`
+	OutputTopic string `json:"output_topic,omitempty"`
+	Topics      int    `json:"topics"`
+	// Pattern: the consumer subscribed to the topics by a pattern.
+	Pattern bool `json:"pattern"`
+	// Pipelines in the host (pipeline only).
+	Pipelines        int      `json:"pipelines,omitempty"`
 	Partitions       int      `json:"partitions"`
 	MessageSize      int      `json:"message_size"`
 	Keys             int      `json:"keys"`
@@ -122,12 +136,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	c := &r.Conditions
 	_, err := fmt.Fprintf(w, `%s: %d messages (%d bytes each) in %.3fs: %.0f msg/s, %.2f MiB/s, %d failed
 latency (ms, from %s): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (%d samples)
-cpu: %.3fs (%.2f µs/msg, this process), max rss %.1f MiB
-broker: %s %s %s, topic %s, %d partition(s); GOMAXPROCS %d, load %v -> %v
+cpu: %.3fs (%.2f µs/msg, this process), max rss %.1f MiB, handler processes' rss %.1f MiB, setup %.3fs
+broker: %s %s %s, topic %s (%d topic(s), %d partition(s) each); GOMAXPROCS %d, load %v -> %v
 `,
 		r.Command, r.Messages, c.MessageSize, r.ElapsedSeconds, r.MsgPerSec, r.MiBPerSec, r.Failed,
 		r.LatencyFrom, r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Max, r.Latency.Count,
-		r.CPUSeconds, r.CPUMicrosPerMessage, float64(r.MaxRSSBytes)/(1<<20),
-		c.Broker, c.URL, c.BrokerVersion, c.Topic, max(c.Partitions, 1), c.GOMAXPROCS, c.LoadAverageStart, c.LoadAverageEnd)
+		r.CPUSeconds, r.CPUMicrosPerMessage, float64(r.MaxRSSBytes)/(1<<20), float64(r.HandlerRSSBytes)/(1<<20), r.SetupSeconds,
+		c.Broker, c.URL, c.BrokerVersion, c.Topic, c.Topics, c.Partitions, c.GOMAXPROCS, c.LoadAverageStart, c.LoadAverageEnd)
 	return err
 }
