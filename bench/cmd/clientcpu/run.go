@@ -29,7 +29,7 @@ func runMain(args []string) int {
 		streamrunBin = fs.String("streamrun", "", "streamrun binary, to run the embedded broker (`streamrun broker`) in its own process")
 		pulsarURL    = fs.String("pulsar", "", "Apache Pulsar's service URL (empty: the embedded broker only)")
 		pulsarAdmin  = fs.String("pulsar-admin", "", "Apache Pulsar's admin URL: the topics made there are deleted at the end (empty: they stay)")
-		n            = fs.Int("n", 500000, "messages per measurement")
+		n            = fs.Int("n", 300000, "messages per measurement")
 		sizesFlag    = fs.String("sizes", "100,1024", "payload sizes in bytes, comma separated")
 		verbose      = fs.Bool("v", false, "print each child's JSON line to stderr")
 	)
@@ -237,7 +237,10 @@ func startEmbedded(ctx context.Context, bin string) (stop func(), url string, er
 		return nil, "", err
 	}
 	cmd := exec.CommandContext(ctx, bin, "broker", "--listen", "127.0.0.1:0", "--http", "-", "--data", dir, "--log-level", "warn")
-	cmd.Stderr = os.Stderr
+	// Its log (and its "interrupted" at the end) is shown only if it fails
+	// to start: it would break the table on stdout's terminal.
+	var logs strings.Builder
+	cmd.Stderr = &logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err
@@ -254,7 +257,7 @@ func startEmbedded(ctx context.Context, bin string) (stop func(), url string, er
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		stop()
-		return nil, "", fmt.Errorf("no ready line: %w", err)
+		return nil, "", fmt.Errorf("no ready line: %w; its log: %s", err, logs.String())
 	}
 	go io.Copy(io.Discard, out)
 	for _, f := range strings.Fields(line) {
