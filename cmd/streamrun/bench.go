@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,7 +49,11 @@ json, as one JSON object whose fields docs/benchmarks.md describes.
 Runs for --count messages, else for --duration (default 10s).
 
 Exit status: 0 done, 1 failed (a send failed, a broker could not be
-reached, not every message arrived, interrupted), 2 bad flags.
+reached, not every message arrived, interrupted: the result of the part
+that ran is still printed), 2 bad flags.
+
+(` + "`streamrun bench handler`" + ` is the identity handler plugin that pipeline
+starts; it is not run by hand.)
 `
 
 // benchFlags are the flags every bench subcommand shares.
@@ -292,11 +297,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			err = werr
 		}
 	}
-	if err != nil {
-		if interrupted(ctx) {
-			return cmd.fail(fmt.Errorf("%s: %w", interruptedMsg, err))
-		}
+	switch {
+	case err != nil && interrupted(ctx):
+		return cmd.fail(fmt.Errorf("%s: %w", interruptedMsg, err))
+	case err != nil:
 		return cmd.fail(err)
+	case interrupted(ctx):
+		// The result printed is of the part that ran.
+		return cmd.fail(errors.New(interruptedMsg))
 	}
 	return exitOK
 }

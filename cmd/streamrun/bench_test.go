@@ -301,3 +301,35 @@ func TestBenchApachePulsar(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchInterrupted: an interrupt ends the run with exit status 1,
+// saying so, and the result of the part that ran is still printed.
+func TestBenchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"bench", "produce", "--duration", "10m", "--size", "100", "--memory", "--output", "json", "--progress", "10ms"}, &out, &errb)
+	}()
+	// Interrupt once publishing is measured: the first progress line.
+	deadline := time.After(2 * time.Minute)
+	for !strings.Contains(errb.String(), "msg/s") {
+		select {
+		case code := <-done:
+			t.Fatalf("a 10 minute run ended by itself: exit %d, %s", code, errb.String())
+		case <-deadline:
+			t.Fatalf("no progress line within 2 minutes: %s", errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	code := <-done
+	if code != 1 || !strings.Contains(errb.String(), "streamrun bench produce: interrupted") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the interrupt", code, errb.String())
+	}
+	r := decodeBenchJSON(t, []byte(out.String()))
+	if r.Sent == 0 || r.Messages+r.Failed != r.Sent {
+		t.Errorf("sent %d, measured %d, failed %d: want some sent, each measured or failed", r.Sent, r.Messages, r.Failed)
+	}
+}
