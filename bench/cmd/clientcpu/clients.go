@@ -49,6 +49,16 @@ func usage() (user, sys time.Duration, maxRSS int64) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Maxrss * 1024
 }
 
+// writeHeapProfile writes the allocations so far to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
 // measured runs work between two getrusage readings; with profile set,
 // it writes a CPU profile of work there.
 func measured(profile string, work func() error) (measurement, error) {

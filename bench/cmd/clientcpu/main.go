@@ -72,6 +72,7 @@ func measureMain(args []string) int {
 		n      = fs.Int("n", 0, "messages")
 		size   = fs.Int("size", 100, "produce: payload bytes")
 		prof   = fs.String("cpuprofile", "", "write a CPU profile of the measured part to this file")
+		mprof  = fs.String("memprofile", "", "write an allocation profile to this file at the end")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -104,6 +105,12 @@ func measureMain(args []string) int {
 	m.Client, m.Mode, m.N = *client, *mode, *n
 	if *mode == "produce" {
 		m.Size = *size
+	}
+	if *mprof != "" {
+		if err := writeHeapProfile(*mprof); err != nil {
+			fmt.Fprintf(os.Stderr, "clientcpu measure: -memprofile: %v\n", err)
+			return 1
+		}
 	}
 	b, _ := json.Marshal(m)
 	fmt.Println(string(b))
