@@ -112,7 +112,8 @@ const (
 
 func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	f.clientFlags.register(fs)
-	fs.Lookup("url").Usage = "service URL of the broker to measure (default: an embedded broker started in this process)"
+	u := fs.Lookup("url")
+	u.Usage, u.DefValue = "service URL of the broker to measure (default: an embedded broker started in this process)", ""
 	f.logFlags.register(fs, "also log connections and reconnections")
 	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API of --url's cluster, to create a partitioned topic (--partitions > 1)")
 	fs.BoolVar(&f.memory, "memory", false, "embedded broker: keep messages in memory only")
