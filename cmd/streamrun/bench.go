@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/internal/benchrun"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -447,11 +448,8 @@ func (b *bench) conditions(ctx context.Context, external bool) {
 	default:
 		c.BrokerDurability = "write"
 	}
-	t := f.topicNames()[0]
-	if f.partitions > 1 {
-		t += "-partition-0"
-	}
-	if conn, err := b.client.Conn(ctx, t); err == nil {
+	// A *pool.Client is the connection pool (see internal/connpool).
+	if conn, err := (*connpool.Pool)(b.client).ServiceConn(ctx); err == nil {
 		c.BrokerVersion = conn.ServerVersion()
 	}
 }
