@@ -112,7 +112,7 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 	// All servers exist before any accepts: c.brokers never changes after.
 	brokers := make([]*server, c.opts.Brokers)
 	for i := range brokers {
-		s := &server{c: c, index: i, advHost: adv, conns: make(map[*conn]struct{})}
+		s := &server{c: c, index: i, advHost: adv, conns: make(map[*conn]struct{}), perIP: make(map[string]int)}
 		s.addr = net.JoinHostPort(host, strconv.Itoa(portPlus(port, i)))
 		if c.tlsCfg != nil {
 			s.tlsAddr = net.JoinHostPort(tlsHost, strconv.Itoa(portPlus(tlsPort, i)))

@@ -63,7 +63,10 @@ func frameOf(tb testing.TB, m proto.Message) []byte {
 	return b
 }
 
-var fuzzConnect = &pb.CommandConnect{ClientVersion: proto.String("fuzz"), ProtocolVersion: proto.Int32(20)}
+var (
+	fuzzConnect     = &pb.CommandConnect{ClientVersion: proto.String("fuzz"), ProtocolVersion: proto.Int32(20)}
+	connectFrame, _ = pulsarwire.AppendCommand(nil, pulsarwire.Wrap(fuzzConnect))
+)
 
 // connSeeds are conversations a client really has, for the fuzzer to bend.
 func connSeeds(f *testing.F) [][]byte {
@@ -278,4 +281,17 @@ func FuzzAdmin(f *testing.F) {
 			t.Fatalf("after %s %q: GET clusters: %d", method, path, resp.StatusCode)
 		}
 	})
+}
+
+// first reads the broker's first frame and returns its type, -1 when the
+// connection ended or timed out before one came.
+func (p *rawPeer) first() pb.BaseCommand_Type {
+	if p.r == nil {
+		p.r = pulsarwire.NewReader(bufio.NewReaderSize(p.nc, 4<<10), pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	}
+	f, err := p.r.Next()
+	if err != nil {
+		return -1
+	}
+	return f.Cmd.GetType()
 }
