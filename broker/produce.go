@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/broker/store"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -182,9 +184,13 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	}
 	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
 	if err != nil {
-		code := errorCode(err)
+		code, msg := errorCode(err), err.Error()
+		if errors.Is(err, store.ErrNoSpace) {
+			// The client gets no server path, and a reason it can act on.
+			msg = "Disk full: the broker has no space left to store messages of " + p.topic.name + "; retry once space is freed"
+		}
 		cn.log.Error("append failed", "topic", p.topic.name, "err", err)
-		cn.sendFailed(s, code, err.Error())
+		cn.sendFailed(s, code, msg)
 		return true
 	}
 	p.msgs.Add(int64(s.GetNumMessages()))
