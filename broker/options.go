@@ -92,6 +92,15 @@ type Options struct {
 	Tokens       []string
 	Authenticate func(ctx context.Context, method string, data []byte) (principal string, err error)
 
+	// Retention is how long entries are kept once no subscription needs
+	// them: acknowledged by every subscription or, on a topic without
+	// subscriptions, published (a topic nobody subscribes to keeps no
+	// backlog, as in Apache Pulsar without a retention policy). It lets a
+	// seek or reset-cursor to a recent time find them. Trimming runs every
+	// CursorFlush; disk space returns a segment at a time, memory (with
+	// Memory) at once. Default 1 minute; negative: keep everything.
+	Retention time.Duration
+
 	// Connection limits, per broker (docs/admin.md "Limits"). A
 	// connection over MaxConnections, or over MaxConnectionsPerIP from one
 	// remote IP address, is answered with an ERROR (NotAllowedError,
@@ -120,6 +129,7 @@ const (
 	defaultFailover    = time.Second
 	defaultCluster     = "standalone"
 	defaultHandshake   = 10 * time.Second
+	defaultRetention   = time.Minute
 )
 
 func (o Options) withDefaults() Options {
@@ -152,6 +162,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "") {
 		o.TLSListen = defaultTLSListen
+	}
+	if o.Retention == 0 {
+		o.Retention = defaultRetention
 	}
 	if o.HandshakeTimeout == 0 {
 		o.HandshakeTimeout = defaultHandshake

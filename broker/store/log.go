@@ -215,10 +215,14 @@ func (l *Log) Next() uint64 {
 }
 
 // Size returns the bytes the log's segments hold: its entries with their
-// record and segment headers.
+// record and segment headers. In memory mode: the bytes of the entries not
+// trimmed, with record headers.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.dir == "" {
+		return l.cache.bytes
+	}
 	var n int64
 	for _, sg := range l.segs {
 		n += sg.size
