@@ -268,7 +268,10 @@ func FuzzAdmin(f *testing.F) {
 		if resp.StatusCode >= 500 {
 			t.Fatalf("%s %q: %d %s", method, path, resp.StatusCode, b)
 		}
-		if resp.StatusCode >= 400 && method != http.MethodHead && !bytes.Contains(b, []byte(`"reason"`)) {
+		// net/http answers a request it cannot parse itself ("400 Bad
+		// Request", plain text) before any handler runs.
+		byServer := resp.StatusCode == http.StatusBadRequest && string(b) == "400 Bad Request"
+		if resp.StatusCode >= 400 && method != http.MethodHead && !byServer && !bytes.Contains(b, []byte(`"reason"`)) {
 			t.Fatalf("%s %q: %d without a reason: %q", method, path, resp.StatusCode, b)
 		}
 		bugs.check(t, method+" "+path)
