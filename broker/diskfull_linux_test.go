@@ -5,13 +5,20 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
@@ -32,7 +39,8 @@ func smallFS(t *testing.T, size int) string {
 
 // On a full data directory a producer gets SEND_ERROR PersistenceError
 // saying the disk is full; every message receipted before is kept (also
-// across a restart), and once space is freed the same producer goes on.
+// across a restart), and once space is freed the producer, made again,
+// goes on.
 func TestDiskFullRefusesSendsAndResumes(t *testing.T) {
 	mnt := smallFS(t, 4<<20)
 	// Leave about 512 KiB for the broker.
@@ -71,13 +79,25 @@ func TestDiskFullRefusesSendsAndResumes(t *testing.T) {
 	}
 	t.Logf("%d messages receipted, then: %v %q", len(sent), refusal.GetError(), refusal.GetMessage())
 
-	// Space comes back: the same producer goes on.
+	// Space comes back. The refused producer stays refused, so that
+	// nothing it sent after the refusal lands before what the client
+	// resends; the client's producer made again (on a new connection, as
+	// clients do after a SEND_ERROR) goes on.
 	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
 		t.Fatal(err)
 	}
+	p.write(sendFrame(pid, uint64(len(sent)+1), msg{payload: "after the refusal"}))
+	if f := p.expect("an error", func(c *pb.BaseCommand) bool {
+		return c.GetType() == pb.BaseCommand_SEND_RECEIPT || c.GetType() == pb.BaseCommand_SEND_ERROR
+	}); f.Cmd.GetSendError() == nil {
+		t.Fatalf("a message of the refused producer was stored after the refusal: %v", f.Cmd)
+	}
+	p.close()
+	p = dial(t, c.ServiceURL())
+	pid = p.producer("full")
 	for i := range 10 {
 		m := fmt.Sprintf("after %d", i)
-		p.publish(pid, uint64(len(sent)+1+i), msg{payload: m})
+		p.publish(pid, uint64(len(sent)+i), msg{payload: m})
 		sent = append(sent, m)
 	}
 	p.close()
@@ -101,4 +121,84 @@ func TestDiskFullRefusesSendsAndResumes(t *testing.T) {
 		}
 		q.close()
 	}
+}
+
+// With streamrun's client, a full disk holds the producer up instead of
+// failing it: each SEND_ERROR makes it resend on a new connection, and once
+// space is freed every message is published, none lost, in order.
+func TestDiskFullHoldsAPoolProducerUntilSpaceReturns(t *testing.T) {
+	mnt := smallFS(t, 4<<20)
+	filler := filepath.Join(mnt, "filler")
+	if err := os.WriteFile(filler, make([]byte, 3<<20+512<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refusals := &countingLog{want: "append failed"}
+	c, err := broker.Start(context.Background(), broker.Options{Listen: "127.0.0.1:0", HTTP: "-", DataDir: filepath.Join(mnt, "data"),
+		Logger: slog.New(slog.NewTextHandler(refusals, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := dial(t, c.ServiceURL())
+	p.subscribe("full-pool", "keep", pb.CommandSubscribe_Exclusive, earliest)
+	p.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := pool.New(ctx, pool.Options{ServiceURL: c.ServiceURL(), Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(context.Background())
+	const n = 1000 // 1 MB: twice what fits
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	body := strings.Repeat("x", 1000)
+	for i := range n {
+		wg.Add(1)
+		cl.PublishAsync(ctx, "full-pool", pool.Message{Payload: fmt.Appendf(nil, "%05d %s", i, body)}, func(_ pulsarwire.MessageID, err error) {
+			defer wg.Done()
+			if err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	brokertest.Eventually(t, time.Minute, "the broker refusing sends for a full disk", func() bool { return refusals.n.Load() >= 3 })
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d publishes failed; a full disk must hold them up, not fail them", failed.Load(), n)
+	}
+	q := dial(t, c.ServiceURL())
+	cid := q.subscribe("full-pool", "keep", pb.CommandSubscribe_Exclusive)
+	q.flow(cid, n)
+	var got []string
+	for len(got) < n {
+		m := q.receive(cid) // the client batches: an entry may hold many
+		if m.batch != nil {
+			got = append(got, m.batch...)
+		} else {
+			got = append(got, m.payload)
+		}
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("%05d ", i); !strings.HasPrefix(m, want) {
+			t.Fatalf("message %d is %.10q, want %q...", i, m, want)
+		}
+	}
+	t.Logf("%d messages published through a full disk; the broker refused %d sends meanwhile", n, refusals.n.Load())
+}
+
+// countingLog counts log lines holding want.
+type countingLog struct {
+	want string
+	n    atomic.Int64
+}
+
+func (l *countingLog) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), l.want) {
+		l.n.Add(1)
+	}
+	return len(p), nil
 }

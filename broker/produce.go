@@ -25,6 +25,12 @@ type producer struct {
 	msgs, bytes atomic.Int64
 	rate        meter // of msgs and bytes, for the admin API
 	closed      atomic.Bool
+
+	// broken holds the refusal of a failed append (a full disk): every
+	// later SEND of this producer gets it too, unstored, so that what the
+	// client resends on its new connection lands in order and once. Only
+	// the connection's read loop touches it.
+	broken *pb.CommandSendError
 }
 
 func (cn *conn) handleProducer(m *pb.CommandProducer) {
@@ -182,6 +188,12 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
 		return true
 	}
+	if p.broken != nil {
+		// A later message may fit where an earlier one did not: storing it
+		// would put it before the one the client is about to resend.
+		cn.sendFailed(s, p.broken.GetError(), p.broken.GetMessage())
+		return true
+	}
 	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
 	if err != nil {
 		code, msg := errorCode(err), err.Error()
@@ -189,7 +201,8 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 			// The client gets no server path, and a reason it can act on.
 			msg = "Disk full: the broker has no space left to store messages of " + p.topic.name + "; retry once space is freed"
 		}
-		cn.log.Error("append failed", "topic", p.topic.name, "err", err)
+		cn.log.Error("append failed; refusing this producer's messages until it reconnects", "topic", p.topic.name, "producer", p.name, "err", err)
+		p.broken = &pb.CommandSendError{Error: code.Enum(), Message: proto.String(msg)}
 		cn.sendFailed(s, code, msg)
 		return true
 	}
