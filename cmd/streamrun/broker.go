@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -63,15 +62,13 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tokenFile = fs.String("token-file", "", "file of valid auth tokens, one per line")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
-		maxConns  = fs.Int("max-connections", 0, "most connections each broker serves at once; more are refused with an error (0: no limit)")
-		maxPerIP  = fs.Int("max-connections-per-ip", 0, "most connections each broker serves from one remote IP address (0: no limit)")
-		handshake = fs.Duration("handshake-timeout", 10*time.Second, "close a connection that has not sent CONNECT by then (0: no limit)")
 	)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
+	limits := registerConnLimits(fs)
 	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
 		return code
 	}
-	if err := checkBrokerFlags(fs); err != nil {
+	if err := errors.Join(checkBrokerFlags(fs), limits.check()); err != nil {
 		return cmd.fail(err)
 	}
 	switch {
@@ -81,8 +78,6 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(usagef("--memory and --data exclude each other"))
 	case (*tlsCert == "") != (*tlsKey == ""):
 		return cmd.fail(usagef("--tls-cert and --tls-key go together"))
-	case *maxConns < 0 || *maxPerIP < 0 || *handshake < 0:
-		return cmd.fail(usagef("--max-connections, --max-connections-per-ip and --handshake-timeout must not be negative"))
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -122,14 +117,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		TLSKeyFile:     *tlsKey,
 		Tokens:         toks,
 		Logger:         logger,
-
-		MaxConnections:      *maxConns,
-		MaxConnectionsPerIP: *maxPerIP,
-		HandshakeTimeout:    *handshake,
 	}
-	if *handshake == 0 {
-		opts.HandshakeTimeout = -1 // the flag's 0 means none; the option's 0 means the default
-	}
+	limits.apply(&opts)
 	if *tlsCert != "" {
 		opts.TLSListen = *tlsListen
 	}
