@@ -430,8 +430,12 @@ func (t *topic) trim() {
 		lowest = min(lowest, recent)
 	}
 	if lowest > t.log.First() {
+		before := t.log.Size()
 		if err := t.log.Trim(lowest); err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrDeleted) {
 			t.c.log.Warn("trim failed", "topic", t.name, "err", err)
+		}
+		if t.c.opts.Memory {
+			t.c.trimmed.Add(before - t.log.Size())
 		}
 	}
 }
