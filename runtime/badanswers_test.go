@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
@@ -34,7 +35,8 @@ func TestAnAnswerAboutAnotherMessageRetriesTheBatch(t *testing.T) {
 	}
 	publish(t, cl, in, n, payload, nil)
 	outs, dead := collect(t, cl, out), collect(t, cl, dlq)
-	r := runHost(t, c, streamrun.Options{Logger: testLogger(t, slog.LevelError)}, pipelines.Pipeline{
+	logs := &brokertest.SyncBuffer{}
+	r := runHost(t, c, streamrun.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, pipelines.Pipeline{
 		Name:    "stale",
 		Source:  pipelines.Source{Topics: []string{in}, Subscription: "stale", InitialPosition: pipelines.Earliest},
 		Handler: self(testConfig{Output: out, MarkerDir: t.TempDir()}),
@@ -55,6 +57,9 @@ func TestAnAnswerAboutAnotherMessageRetriesTheBatch(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("outputs %q\nwant %q", got, want)
+	}
+	if !strings.Contains(logs.String(), "which is not in this batch") {
+		t.Errorf("the logs do not say why the batch was retried:\n%s", logs.String())
 	}
 	s := r.stats("stale")
 	if s.Retried < n/10 || s.DeadLettered != 0 || len(dead.all()) != 0 {
