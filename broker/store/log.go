@@ -215,10 +215,14 @@ func (l *Log) Next() uint64 {
 }
 
 // Size returns the bytes the log's segments hold: its entries with their
-// record and segment headers.
+// record and segment headers. In memory mode: the bytes of the entries not
+// trimmed, with record headers.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.dir == "" {
+		return l.cache.bytes
+	}
 	var n int64
 	for _, sg := range l.segs {
 		n += sg.size
@@ -273,7 +277,7 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 		if a.size > segHeaderSize && a.size+int64(recLen) > l.s.opts.SegmentBytes {
 			if err := l.roll(); err != nil {
 				l.mu.Unlock()
-				return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
+				return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 			}
 			a = l.segs[len(l.segs)-1]
 		}
@@ -292,12 +296,14 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 		putRecordHeader(rec, publishTime, rec[recHeaderSize:])
 		// One write per record: a process killed mid-append leaves the
 		// record whole or not at all in the page cache.
-		if _, err := a.f.WriteAt(rec, a.size); err != nil {
+		if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
+			// Cut what part of the record was written (a full disk writes
+			// what fits), so the next append starts clean.
 			if terr := a.f.Truncate(a.size); terr != nil {
 				l.fail(terr)
 			}
 			l.mu.Unlock()
-			return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
+			return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 		}
 		stored = rec[recHeaderSize:]
 	}

@@ -65,10 +65,11 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
+	limits := registerConnLimits(fs)
 	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
 		return code
 	}
-	if err := checkBrokerFlags(fs); err != nil {
+	if err := errors.Join(checkBrokerFlags(fs), limits.check()); err != nil {
 		return cmd.fail(err)
 	}
 	switch {
@@ -118,6 +119,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Tokens:         toks,
 		Logger:         logger,
 	}
+	limits.apply(&opts)
 	if *tlsCert != "" {
 		opts.TLSListen = *tlsListen
 	}
