@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/internal/benchrun"
 )
 
@@ -307,7 +308,7 @@ func TestBenchApachePulsar(t *testing.T) {
 func TestBenchInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb brokertest.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"bench", "produce", "--duration", "10m", "--size", "100", "--memory", "--output", "json", "--progress", "10ms"}, &out, &errb)
