@@ -47,6 +47,12 @@ func (s *server) serveChannel(conn net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fr := wire.NewFrameReader(conn, s.maxSize)
 	var out []byte // the answer being written, reused: sends are serialized
+	// A batch that does not decode ends the channel: the host sees the
+	// plugin's end, a crash, and retries its batches elsewhere.
+	bad := func(err error) {
+		slog.Error("a batch from the host does not decode; the batch channel ends", "error", err)
+		_ = conn.Close()
+	}
 	err := s.serveBatches(ctx,
 		func(in *batchIn) error {
 			frame, err := fr.Next()
@@ -54,7 +60,9 @@ func (s *server) serveChannel(conn net.Conn) {
 				cancel() // the host is gone: so is the work for it
 				return err
 			}
-			return in.Decode(frame)
+			// Decoded by the worker that takes it, into its arrays.
+			in.frame, in.fail = frame, bad
+			return nil
 		},
 		func(r *resultsOut) error {
 			var err error

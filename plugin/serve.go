@@ -160,7 +160,7 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 
 // run has the handler work on a batch, holding a slot. A handler that
 // panics now or did before gives p instead of results.
-func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanContext) (res []Result, p *pb.Panic) {
+func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanContext, sc *scratch) (res []Result, p *pb.Panic) {
 	if p := s.crashed.Load(); p != nil {
 		return nil, p
 	}
@@ -169,7 +169,7 @@ func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanCon
 		tr = s.tracing.tr
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, s.info.Load(), len(batch))
-	res, herr, p := handle(ctx, s.h, batch)
+	res, herr, p := handle(ctx, s.h, batch, sc)
 	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		// The process exits soon: its spans go first, briefly.
@@ -209,8 +209,9 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 	work := make(chan *batchIn)
 	for range cap(s.slots) {
 		wg.Go(func() {
+			sc := new(scratch)
 			for in := range work {
-				out := s.answer(ctx, in)
+				out := s.answer(ctx, in, sc)
 				if out == nil {
 					continue
 				}
@@ -241,13 +242,22 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 }
 
 // answer has the handler work on in, holding a slot it was given, and
-// returns the answer to send, nil for none. It gives the slot back.
-func (s *server) answer(ctx context.Context, in *batchIn) *resultsOut {
+// returns the answer to send, nil for none. It gives the slot back. The
+// batch's messages and results are in sc's arrays (the worker's) when in
+// comes undecoded (in.frame).
+func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsOut {
+	if in.frame != nil {
+		if err := in.decode(in.frame, sc); err != nil {
+			<-s.slots
+			in.fail(fmt.Errorf("batch: %w", err))
+			return nil
+		}
+	}
 	hctx, cancel := ctx, context.CancelFunc(func() {})
 	if in.timeoutMs > 0 {
 		hctx, cancel = context.WithTimeout(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
 	}
-	res, p := s.run(hctx, in.msgs, msgtrace.Parse(in.traceParent, in.traceState))
+	res, p := s.run(hctx, in.msgs, msgtrace.Parse(in.traceParent, in.traceState), sc)
 	late := in.timeoutMs > 0 && hctx.Err() != nil
 	cancel()
 	<-s.slots
@@ -291,8 +301,8 @@ func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseR
 
 // handle runs h over batch: the one place where a Handler is called, for
 // the plugin process and for ProcessLocal. A panic comes back as p.
-func handle(ctx context.Context, h Handler, batch []*Message) (res []Result, herr error, p *pb.Panic) {
-	w := newBatchWriter(batch)
+func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res []Result, herr error, p *pb.Panic) {
+	w := newBatchWriter(batch, sc)
 	defer func() {
 		if r := recover(); r != nil {
 			p = panicOf(r, w.handlingIndex())
@@ -352,7 +362,7 @@ func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, e
 		tr = trace.SpanFromContext(ctx).TracerProvider().Tracer(msgtrace.ScopeName)
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, nil, len(batch))
-	res, herr, p := handle(ctx, h, batch)
+	res, herr, p := handle(ctx, h, batch, nil)
 	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		pe := &PanicError{Value: p.Value, Stack: p.Stack, Index: int(p.Index)}
