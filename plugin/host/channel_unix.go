@@ -17,7 +17,15 @@ import (
 // child has started). Both ends are close-on-exec in the host, so no
 // other child of the host inherits them.
 func newChannel() (conn net.Conn, child *os.File, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// Close-on-exec set under ForkLock, so no child started meanwhile
+	// inherits them (not every Unix has SOCK_CLOEXEC).
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, nil, fmt.Errorf("batch channel: %w", err)
 	}
