@@ -267,6 +267,9 @@ func (cn *conn) readLoop() {
 		}
 	}()
 	r := pulsarwire.NewReader(bufio.NewReaderSize(cn.nc, 64<<10), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	// Every command is handled before the next is read, and SEND's entry
+	// is copied by the store's append: one buffer serves all frames.
+	r.ReuseMessageBuffers()
 	for {
 		f, err := r.Next()
 		if err != nil {

@@ -62,6 +62,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tokenFile = fs.String("token-file", "", "file of valid auth tokens, one per line")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
+		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
 	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
@@ -123,10 +124,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*memory && opts.DataDir == "" {
 		opts.DataDir = defaultDataDir()
 	}
-	if opts.DataDir != "" {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return cmd.fail(fmt.Errorf("data directory: %w", err))
-		}
+	if err := makeDataDir(opts.DataDir); err != nil {
+		return cmd.fail(err)
 	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {
@@ -135,7 +134,13 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return cmd.fail(err)
 	}
-	fmt.Fprintln(stdout, readyLine(c, opts))
+	pprofField, stopPprof, err := servePprof(ctx, *pprofAddr)
+	if err != nil {
+		c.Close()
+		return cmd.fail(err)
+	}
+	defer stopPprof()
+	fmt.Fprintln(stdout, readyLine(c, opts)+pprofField)
 	<-ctx.Done()
 	cmd.interrupted()
 	if err := c.Close(); err != nil {
@@ -144,15 +149,26 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
+// makeDataDir creates the data directory if there is one.
+func makeDataDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	return nil
+}
+
 // checkBrokerFlags checks the addresses and arguments before anything
 // listens.
 func checkBrokerFlags(fs *pflag.FlagSet) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	for _, name := range []string{"listen", "tls-listen", "http"} {
+	for _, name := range []string{"listen", "tls-listen", "http", "pprof"} {
 		v, _ := fs.GetString(name)
-		if name == "http" && v == "-" {
+		if (name == "http" && v == "-") || (name == "pprof" && v == "") {
 			continue
 		}
 		if err := checkListen("--"+name, v); err != nil {
