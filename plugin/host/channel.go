@@ -36,6 +36,8 @@ func newChannelCarrier(conn net.Conn, maxSize int) *channelCarrier {
 func (c *channelCarrier) send(b *batchOut) error {
 	frame, err := wire.AppendFrame(c.out[:0], b)
 	if err != nil {
+		// A failed send ends the carrier, as it ends a gRPC stream.
+		c.close()
 		return status.Error(codes.Internal, err.Error())
 	}
 	c.out = frame
