@@ -39,21 +39,25 @@ type plan struct {
 	gap       time.Duration // most time between a recovery and the next fault
 	slowFor   time.Duration // a slow consumer lasts this long
 	answerFor time.Duration // ServiceNotReady, TooManyRequests, a broker down
+	burst     int           // messages per pipeline published at once during a slow consumer
 }
+
+// burstSize is the size of a burst's messages.
+const burstSize = 1024
 
 func planFor(t *testing.T, pulsar bool) plan {
 	v := os.Getenv(campaignEnv)
 	if v == "" {
 		t.Skipf("the fault campaign runs only with %s=short|long|<duration> (scripts/campaign)", campaignEnv)
 	}
-	p := plan{duration: 2 * time.Minute, rate: 100, gap: 2 * time.Second, slowFor: 6 * time.Second, answerFor: 2 * time.Second}
+	p := plan{duration: 2 * time.Minute, rate: 100, gap: 2 * time.Second, slowFor: 6 * time.Second, answerFor: 2 * time.Second, burst: 5000}
 	switch v {
 	case "short":
 		if pulsar {
 			p.duration = time.Minute
 		}
 	case "long":
-		p.duration, p.slowFor, p.answerFor = 30*time.Minute, 15*time.Second, 3*time.Second
+		p.duration, p.slowFor, p.answerFor, p.burst = 30*time.Minute, 15*time.Second, 3*time.Second, 20000
 		if pulsar {
 			t.Skip("the long campaign runs on the embedded broker only; the short one covers Apache Pulsar")
 		}
@@ -64,7 +68,7 @@ func planFor(t *testing.T, pulsar bool) plan {
 		}
 		p.duration = d
 		if d >= 10*time.Minute {
-			p.slowFor, p.answerFor = 15*time.Second, 3*time.Second
+			p.slowFor, p.answerFor, p.burst = 15*time.Second, 3*time.Second, 20000
 		}
 		if pulsar {
 			t.Skip("a campaign of a given duration runs on the embedded broker only; the short one covers Apache Pulsar")
@@ -90,6 +94,7 @@ type env struct {
 	pipes      []*pipe
 	kinds      []faultKind
 	http       *http.Client
+	client     *pool.Client // the campaign's own: publishes and collects
 
 	errMu sync.Mutex
 	errs  []string // collector trouble, logged in the report
@@ -213,6 +218,7 @@ func (e *env) run(t *testing.T, target string) {
 	if err != nil {
 		t.Fatalf("pool.New: %v", err)
 	}
+	e.client = cl
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer ccancel()
@@ -322,7 +328,9 @@ type faultRecord struct {
 	Over      time.Time     `json:"over"`
 	Recovery  time.Duration `json:"recovery_ns"`
 	Recovered bool          `json:"recovered"`
-	Err       string        `json:"error,omitempty"`
+	// ByPipeline is each pipeline's own recovery (absent: not recovered).
+	ByPipeline map[string]time.Duration `json:"recovery_by_pipeline_ns"`
+	Err        string                   `json:"error,omitempty"`
 }
 
 // recoveryLimit bounds the wait for recovery after a fault; a pipeline
@@ -353,7 +361,7 @@ func (e *env) faultPhase(t *testing.T, ctx context.Context, end time.Time) []fau
 			r.Err = err.Error()
 			t.Errorf("fault %s: %v", k.name, err)
 		}
-		r.Recovery, r.Recovered = e.waitRecovery(ctx, r.Over)
+		r.Recovery, r.ByPipeline, r.Recovered = e.waitRecovery(ctx, r.Over)
 		if !r.Recovered {
 			t.Errorf("fault %s (%s) at %s: the pipelines did not recover within %s", k.name, detail, r.At.UTC().Format(time.TimeOnly), recoveryLimit)
 		}
@@ -371,22 +379,24 @@ func (e *env) faultPhase(t *testing.T, ctx context.Context, end time.Time) []fau
 
 // waitRecovery waits until each pipeline caught up (pipe.caughtUp): every
 // message published before over came out, and one published after; it
-// returns how long after over that took.
-func (e *env) waitRecovery(ctx context.Context, over time.Time) (time.Duration, bool) {
+// returns how long after over each pipeline and the last one took.
+func (e *env) waitRecovery(ctx context.Context, over time.Time) (time.Duration, map[string]time.Duration, bool) {
 	want := make([]int64, len(e.pipes))
 	for i, p := range e.pipes {
 		want[i] = p.next()
 	}
+	took := map[string]time.Duration{}
 	for deadline := over.Add(recoveryLimit); ; {
-		ok := true
 		for i, p := range e.pipes {
-			ok = ok && p.caughtUp(want[i])
+			if _, ok := took[p.name]; !ok && p.caughtUp(want[i]) {
+				took[p.name] = time.Since(over)
+			}
 		}
-		if ok {
-			return time.Since(over), true
+		if len(took) == len(e.pipes) {
+			return time.Since(over), took, true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return time.Since(over), false
+			return time.Since(over), took, false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

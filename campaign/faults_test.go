@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -82,20 +83,28 @@ func order(what string) func(context.Context, *env) (string, error) {
 	}
 }
 
-// slowConsumer makes every pipeline's handler slow for e.slowFor: the
-// backlog grows on the broker, and the hosts must hold no more than their
-// in-flight limit.
+// slowConsumer makes every pipeline's handler slow for e.slowFor while a
+// burst of e.burst messages of burstSize bytes per pipeline lands on top
+// of the steady load: the backlog grows on the broker, and the hosts must
+// hold no more than their in-flight limit. Recovery is the backlog
+// drained.
 func slowConsumer(ctx context.Context, e *env) (string, error) {
 	for _, p := range e.pipes {
 		if err := os.WriteFile(filepath.Join(e.control, "slow."+p.name), nil, 0o644); err != nil {
 			return "", err
 		}
 	}
+	var wg sync.WaitGroup
+	for _, p := range e.pipes {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.burst(ctx, e.client, e.burst, burstSize) }()
+	}
 	sleepCtx(ctx, e.slowFor)
+	wg.Wait()
 	for _, p := range e.pipes {
 		os.Remove(filepath.Join(e.control, "slow."+p.name))
 	}
-	return fmt.Sprintf("all pipelines for %s", e.slowFor), nil
+	return fmt.Sprintf("all pipelines for %s, %d×%d B burst each", e.slowFor, e.burst, burstSize), nil
 }
 
 // killHost is kill -9 of one host process: the other host on the same

@@ -1,6 +1,7 @@
 package campaign_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -72,53 +73,72 @@ func (p *pipe) publish(ctx context.Context, cl *pool.Client, rate int) {
 		case <-tk.C:
 		}
 		for range per {
-			p.mu.Lock()
-			seq := len(p.pubAt)
-			p.pubAt = append(p.pubAt, time.Now().UnixNano())
-			p.receipt = append(p.receipt, receiptPending)
-			p.outs = append(p.outs, 0)
-			p.mu.Unlock()
-			p.wg.Add(1)
-			cl.PublishAsync(ctx, p.in, pool.Message{
-				Key:     "k" + strconv.Itoa(seq%64),
-				Payload: []byte(p.name + ":" + strconv.Itoa(seq)),
-			}, func(_ pulsarwire.MessageID, err error) {
-				p.mu.Lock()
-				if err != nil {
-					p.receipt[seq] = receiptFailed
-					if p.pubErr == "" {
-						p.pubErr = err.Error()
-					}
-				} else {
-					p.receipt[seq] = receiptOK
-				}
-				p.mu.Unlock()
-				p.wg.Done()
-			})
+			p.send(ctx, cl, 0)
 		}
 	}
+}
+
+// burst publishes n messages of about size bytes as fast as the producer
+// takes them: a backlog for the slow consumer.
+func (p *pipe) burst(ctx context.Context, cl *pool.Client, n, size int) {
+	for range n {
+		if ctx.Err() != nil {
+			return
+		}
+		p.send(ctx, cl, size)
+	}
+}
+
+// send publishes the next seq, padded to about size bytes ("name:seq|...").
+func (p *pipe) send(ctx context.Context, cl *pool.Client, size int) {
+	p.mu.Lock()
+	seq := len(p.pubAt)
+	p.pubAt = append(p.pubAt, time.Now().UnixNano())
+	p.receipt = append(p.receipt, receiptPending)
+	p.outs = append(p.outs, 0)
+	p.mu.Unlock()
+	payload := []byte(p.name + ":" + strconv.Itoa(seq))
+	if pad := size - len(payload) - 1; pad > 0 {
+		payload = append(append(payload, '|'), bytes.Repeat([]byte{'x'}, pad)...)
+	}
+	p.wg.Add(1)
+	cl.PublishAsync(ctx, p.in, pool.Message{Key: "k" + strconv.Itoa(seq%64), Payload: payload},
+		func(_ pulsarwire.MessageID, err error) {
+			p.mu.Lock()
+			if err != nil {
+				p.receipt[seq] = receiptFailed
+				if p.pubErr == "" {
+					p.pubErr = err.Error()
+				}
+			} else {
+				p.receipt[seq] = receiptOK
+			}
+			p.mu.Unlock()
+			p.wg.Done()
+		})
 }
 
 // record takes one message from the output topic. A redelivery to the
 // collector (same message id) is not a duplicate; the same seq under a
 // new message id is.
 func (p *pipe) record(m *subscribe.Message, at time.Time) {
-	name, s, ok := strings.Cut(string(m.Payload), ":")
+	id, _, _ := strings.Cut(string(m.Payload), "|")
+	name, s, ok := strings.Cut(id, ":")
 	seq, err := strconv.Atoi(s)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !ok || err != nil || name != p.name || seq < 0 || seq >= len(p.pubAt) {
 		if len(p.unknown) < 10 {
-			p.unknown = append(p.unknown, fmt.Sprintf("%q", m.Payload))
+			p.unknown = append(p.unknown, fmt.Sprintf("%.60q", m.Payload))
 		}
 		return
 	}
-	id := m.ID
-	id.BatchSize = 0
-	if _, dup := p.outIDs[id]; dup {
+	mid := m.ID
+	mid.BatchSize = 0
+	if _, dup := p.outIDs[mid]; dup {
 		return
 	}
-	p.outIDs[id] = struct{}{}
+	p.outIDs[mid] = struct{}{}
 	p.processed++
 	p.outs[seq]++
 	if p.outs[seq] > 1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -20,8 +21,10 @@ type report struct {
 	Duration      string         `json:"duration"`
 	RatePerPipe   int            `json:"rate_per_pipeline"`
 	LoadAvg       string         `json:"loadavg_at_end"`
+	Conditions    string         `json:"conditions"`
 	Pipelines     []pipeCounts   `json:"pipelines"`
 	Kinds         []kindSummary  `json:"faults"`
+	PipeNames     []string       `json:"-"`
 	DupsNoFault   int            `json:"duplicates_before_any_fault"`
 	DupBound      int            `json:"duplicate_bound"`
 	PeakHostRSS   int64          `json:"peak_host_rss_bytes"`
@@ -34,12 +37,14 @@ type report struct {
 }
 
 type kindSummary struct {
-	Kind           string `json:"kind"`
-	Injected       int    `json:"injected"`
-	NotRecovered   int    `json:"not_recovered"`
-	Duplicates     int    `json:"duplicates_after"`
-	RecoveryMedian string `json:"recovery_median"`
-	RecoveryMax    string `json:"recovery_max"`
+	Kind string `json:"kind"`
+	// ByPipeline is "median / max" of each pipeline's own recovery.
+	ByPipeline     map[string]string `json:"recovery_by_pipeline"`
+	Injected       int               `json:"injected"`
+	NotRecovered   int               `json:"not_recovered"`
+	Duplicates     int               `json:"duplicates_after"`
+	RecoveryMedian string            `json:"recovery_median"`
+	RecoveryMax    string            `json:"recovery_max"`
 }
 
 // dupBound is how many duplicates one fault may cause at most: what the
@@ -61,10 +66,20 @@ func (e *env) dupBound(k faultKind) int {
 func (e *env) report(target string, took time.Duration, recs []faultRecord) report {
 	r := report{Target: target, Duration: took.Round(time.Second).String(), RatePerPipe: e.rate, Records: recs,
 		PeakHostRSS: e.peakHost.Load(), PeakBrokerRSS: e.peakBroker.Load(), Totals: map[string]int{}, Started: time.Now().Add(-took).UTC()}
+	r.Conditions = fmt.Sprintf("%d hosts (`streamrun run`), %d pipelines of the chaos handler × 2 instances, batches of 50, "+
+		"batch timeout %s, receiver queue %d, operation retry delay %s; slow consumer %s at %s a message with a burst of %d × %d B per pipeline; "+
+		"ServiceNotReady, TooManyRequests and a broker down last %s; %d CPUs",
+		len(e.hosts), len(e.pipes), batchTimeout, receiverQueue, retryDelay, e.slowFor, slowSleep, e.burst, burstSize, e.answerFor, goruntime.NumCPU())
+	if target == "embedded" {
+		r.Conditions += "; broker: `streamrun broker --data --brokers 3 --fault-api` (no --sync)"
+	} else {
+		r.Conditions += "; broker: Apache Pulsar standalone, shared with other tests"
+	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	for _, p := range e.pipes {
+		r.PipeNames = append(r.PipeNames, p.name)
 		c := p.counts()
 		r.Pipelines = append(r.Pipelines, c)
 		r.Totals["published"] += c.Published
@@ -107,10 +122,18 @@ func (e *env) report(target string, took time.Duration, recs []faultRecord) repo
 			}
 			ds = append(ds, rec.Recovery)
 		}
-		if len(ds) > 0 {
-			slices.Sort(ds)
-			s.RecoveryMedian = ds[len(ds)/2].Round(time.Millisecond).String()
-			s.RecoveryMax = ds[len(ds)-1].Round(time.Millisecond).String()
+		s.RecoveryMedian, s.RecoveryMax = medianMax(ds)
+		s.ByPipeline = map[string]string{}
+		for _, p := range e.pipes {
+			var pd []time.Duration
+			for _, rec := range rs {
+				if d, ok := rec.ByPipeline[p.name]; ok {
+					pd = append(pd, d)
+				}
+			}
+			if med, mx := medianMax(pd); med != "" {
+				s.ByPipeline[p.name] = med + " / " + mx
+			}
 		}
 		r.Kinds = append(r.Kinds, s)
 	}
@@ -184,6 +207,7 @@ func (e *env) checkAndWrite(t *testing.T, r report, target string) {
 func (r report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Campaign on %s: %s, %d messages/s per pipeline, load average %s at the end\n\n", r.Target, r.Duration, r.RatePerPipe, r.LoadAvg)
+	fmt.Fprintf(&b, "Conditions: %s.\n\n", r.Conditions)
 	b.WriteString("| pipeline | type | partitions | published | receipted | processed | output | duplicated | lost |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Pipelines {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", c.Pipeline, c.Type, c.Partitions, c.Published, c.Receipted, c.Processed, c.Output, c.Duplicated, c.Lost)
@@ -196,6 +220,19 @@ func (r report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %s |\n", k.Kind, k.Injected, k.NotRecovered, k.Duplicates, k.RecoveryMedian, k.RecoveryMax)
 	}
 	fmt.Fprintf(&b, "| **all** | %d | | %d | | |\n\n", n, r.Totals["duplicated"]-r.DupsNoFault)
+	b.WriteString("Recovery by pipeline, median / max:\n\n| fault |")
+	for _, p := range r.PipeNames {
+		fmt.Fprintf(&b, " %s |", p)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.PipeNames)) + "\n")
+	for _, k := range r.Kinds {
+		fmt.Fprintf(&b, "| %s |", k.Kind)
+		for _, p := range r.PipeNames {
+			fmt.Fprintf(&b, " %s |", k.ByPipeline[p])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 	broker := "broker"
 	if r.Target == "pulsar" {
 		broker = "Apache Pulsar standalone's JVM (shared with the other tests, heap sized at its start)"
@@ -203,6 +240,16 @@ func (r report) markdown() string {
 	fmt.Fprintf(&b, "Peak RSS: host %.0f MiB, %s %s. Duplicates allowed by what was in flight at the faults: %d; before any fault: %d.\n",
 		float64(r.PeakHostRSS)/(1<<20), broker, mib(r.PeakBrokerRSS), r.DupBound, r.DupsNoFault)
 	return b.String()
+}
+
+// medianMax formats the median and the maximum of ds ("" when empty).
+func medianMax(ds []time.Duration) (string, string) {
+	if len(ds) == 0 {
+		return "", ""
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[len(ds)/2].Round(time.Millisecond).String(), ds[len(ds)-1].Round(time.Millisecond).String()
 }
 
 func mib(v int64) string {
