@@ -91,6 +91,7 @@ type env struct {
 	adminURL   string
 	hosts      []*proc
 	restart    []*proc // hosts killed, to start again after recovery
+	hostKills  int
 	pipes      []*pipe
 	kinds      []faultKind
 	http       *http.Client

@@ -110,13 +110,63 @@ func slowConsumer(ctx context.Context, e *env) (string, error) {
 // killHost is kill -9 of one host process: the other host on the same
 // subscriptions must finish its work (an Exclusive consumer waiting takes
 // over). It is started again once the campaign saw recovery.
+//
+// Every other time, the first included, it kills the host whose consumer
+// holds the Exclusive subscription, so that the waiting one must take over.
 func killHost(_ context.Context, e *env) (string, error) {
 	h := e.hosts[e.rng.IntN(len(e.hosts))]
+	why := ""
+	if e.hostKills%2 == 0 {
+		why = " (the Exclusive subscription's holder not found)"
+		if x := e.exclusiveHolder(); x != nil {
+			h, why = x, " (held the Exclusive subscription)"
+		}
+	}
+	e.hostKills++
 	if err := h.signal(syscall.SIGKILL); err != nil {
 		return "", err
 	}
 	e.restart = append(e.restart, h)
-	return h.name, nil
+	return h.name + why, nil
+}
+
+// exclusiveHolder is the host whose consumer is the exclusive pipeline's
+// (nil when not found): the broker's stats give the consumer's address,
+// the host is the process holding that socket.
+func (e *env) exclusiveHolder() *proc {
+	for _, p := range e.pipes {
+		if p.typ != "exclusive" {
+			continue
+		}
+		var st struct {
+			Subscriptions map[string]struct {
+				Consumers []struct {
+					Address string `json:"address"`
+				} `json:"consumers"`
+			} `json:"subscriptions"`
+		}
+		if err := e.admin(http.MethodGet, "/admin/v2/persistent/"+strings.TrimPrefix(p.in, "persistent://")+"/stats", &st); err != nil {
+			return nil
+		}
+		for _, c := range st.Subscriptions["campaign"].Consumers {
+			_, port, _ := strings.Cut(strings.TrimPrefix(c.Address, "/"), ":")
+			n, err := strconv.Atoi(port)
+			if err != nil {
+				continue
+			}
+			var pids []int
+			for _, h := range e.hosts {
+				pids = append(pids, h.pid())
+			}
+			pid := ownerOfPort(n, pids)
+			for _, h := range e.hosts {
+				if pid != 0 && h.pid() == pid {
+					return h
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // unloadTopic unloads one input or output topic (a partition of a

@@ -251,3 +251,38 @@ func pidOf(s string) int {
 	}
 	return 0
 }
+
+// ownerOfPort finds which of pids holds the TCP socket whose local port is
+// port (from /proc/net/tcp and the processes' descriptors); 0: none.
+func ownerOfPort(port int, pids []int) int {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0
+	}
+	inode := ""
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) < 10 {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(p) == port {
+			inode = f[9]
+			break
+		}
+	}
+	if inode == "" {
+		return 0
+	}
+	want := "socket:[" + inode + "]"
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == want {
+				return pid
+			}
+		}
+	}
+	return 0
+}

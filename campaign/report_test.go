@@ -26,6 +26,8 @@ type report struct {
 	Kinds         []kindSummary  `json:"faults"`
 	PipeNames     []string       `json:"-"`
 	DupsNoFault   int            `json:"duplicates_before_any_fault"`
+	Takeovers     int            `json:"exclusive_takeovers"`
+	TakeoverTime  string         `json:"exclusive_takeover_median_max,omitempty"`
 	DupBound      int            `json:"duplicate_bound"`
 	PeakHostRSS   int64          `json:"peak_host_rss_bytes"`
 	PeakBrokerRSS int64          `json:"peak_broker_rss_bytes"`
@@ -137,6 +139,19 @@ func (e *env) report(target string, took time.Duration, recs []faultRecord) repo
 		}
 		r.Kinds = append(r.Kinds, s)
 	}
+	// Kills of the host that held the Exclusive subscription: the waiting
+	// consumer on the other host took over within the exclusive
+	// pipeline's recovery.
+	var takeovers []time.Duration
+	for _, rec := range recs {
+		if d, ok := rec.ByPipeline["exclusive"]; ok && strings.Contains(rec.Detail, "held the Exclusive") {
+			takeovers = append(takeovers, d)
+		}
+	}
+	r.Takeovers = len(takeovers)
+	if med, mx := medianMax(takeovers); med != "" {
+		r.TakeoverTime = med + " / " + mx
+	}
 	hosts := e.hosts
 	if e.broker != nil {
 		hosts = append(hosts[:len(hosts):len(hosts)], e.broker)
@@ -233,6 +248,7 @@ func (r report) markdown() string {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	fmt.Fprintf(&b, "Exclusive takeovers (kill -9 of the host holding the subscription; the other host's waiting consumer took over): %d, the exclusive pipeline recovered in %s (median / max).\n\n", r.Takeovers, r.TakeoverTime)
 	broker := "broker"
 	if r.Target == "pulsar" {
 		broker = "Apache Pulsar standalone's JVM (shared with the other tests, heap sized at its start)"
