@@ -39,6 +39,7 @@ var faultKinds = []faultKind{
 	{name: "host-kill-9", inject: killHost},
 	{name: "topic-unload", inject: unloadTopic},
 	{name: "connections-dropped", embedded: true, inject: dropConnections},
+	{name: "connection-dropped-at-ack", embedded: true, inject: dropAtAck},
 	{name: "broker-kill-9", embedded: true, ackWindow: true, inject: killBroker},
 	{name: "service-not-ready", embedded: true, inject: answerFor("ServiceNotReady")},
 	{name: "too-many-requests", embedded: true, inject: answerFor("TooManyRequests")},
@@ -207,6 +208,31 @@ func unloadTopic(_ context.Context, e *env) (string, error) {
 // dropConnections closes every client connection of every broker.
 func dropConnections(_ context.Context, e *env) (string, error) {
 	return "all brokers", e.admin(http.MethodPost, "/admin/v2/streamrun/brokers/-1/drop-connections", nil)
+}
+
+// dropAtAck closes the connection of the next ACK the brokers receive
+// instead of handling it: the acknowledgements on their way are lost with
+// it, so their messages come again.
+func dropAtAck(ctx context.Context, e *env) (string, error) {
+	var r struct{ ID int }
+	if err := e.adminBody(http.MethodPost, "/admin/v2/streamrun/faults", `{"command":"ACK","drop":true,"count":1}`, &r); err != nil {
+		return "", err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var fired map[string]int
+		if err := e.admin(http.MethodGet, "/admin/v2/streamrun/faults", &fired); err != nil {
+			return "", err
+		}
+		if fired[strconv.Itoa(r.ID)] >= 1 {
+			_ = e.admin(http.MethodDelete, fmt.Sprintf("/admin/v2/streamrun/faults/%d", r.ID), nil)
+			return "one connection", nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = e.admin(http.MethodDelete, fmt.Sprintf("/admin/v2/streamrun/faults/%d", r.ID), nil)
+			return "", fmt.Errorf("no ACK reached the brokers within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // killBroker is kill -9 of the broker process and its restart on the same
