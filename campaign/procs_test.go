@@ -93,7 +93,7 @@ func (p *proc) start(ready string) error {
 func (p *proc) pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil || p.running() == false {
+	if p.cmd == nil || p.cmd.Process == nil || !p.running() {
 		return 0
 	}
 	return p.cmd.Process.Pid
