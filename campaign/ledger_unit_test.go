@@ -57,3 +57,26 @@ func TestLedgerCounts(t *testing.T) {
 		t.Errorf("unknown %v, duplicates at %v; want 2 and 1", p.unknown, p.dupAt)
 	}
 }
+
+func TestMedianMax(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		in       []time.Duration
+		med, max string
+	}{
+		{nil, "", ""},
+		{ms(5), "5ms", "5ms"},
+		{ms(9, 1), "5ms", "9ms"},
+		{ms(3, 1, 2), "2ms", "3ms"},
+	} {
+		if med, mx := medianMax(c.in); med != c.med || mx != c.max {
+			t.Errorf("medianMax(%v) = %q, %q; want %q, %q", c.in, med, mx, c.med, c.max)
+		}
+	}
+}

@@ -265,7 +265,11 @@ func medianMax(ds []time.Duration) (string, string) {
 	}
 	ds = slices.Clone(ds)
 	slices.Sort(ds)
-	return ds[len(ds)/2].Round(time.Millisecond).String(), ds[len(ds)-1].Round(time.Millisecond).String()
+	med := ds[len(ds)/2]
+	if len(ds)%2 == 0 {
+		med = (ds[len(ds)/2-1] + med) / 2
+	}
+	return med.Round(time.Millisecond).String(), ds[len(ds)-1].Round(time.Millisecond).String()
 }
 
 func mib(v int64) string {
