@@ -157,6 +157,9 @@ func (c *Cluster) adminHandler() http.Handler {
 	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
 	h("GET "+tp+"/internalStats", c.adminInternalStats)
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
+	if c.opts.FaultAPI {
+		c.faultRoutes(h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"reason": "Not supported by the streamrun broker: " + r.Method + " " + r.URL.Path})
 	})
@@ -605,7 +608,8 @@ func (c *Cluster) adminDeleteSubscription(_ http.ResponseWriter, r *http.Request
 // partition of a partitioned one, as Apache Pulsar does: its producers
 // and consumers get CLOSE_PRODUCER / CLOSE_CONSUMER and look it up again;
 // the cursors are saved first. A topic that exists but is not loaded has
-// nothing to close.
+// nothing to close. With ?destinationBroker= (an index or a broker's
+// host:port) the topic moves to that broker (MoveTopic).
 func (c *Cluster) adminUnload(_ http.ResponseWriter, r *http.Request) (any, error) {
 	t, err := topicName(r)
 	if err != nil {
@@ -613,13 +617,20 @@ func (c *Cluster) adminUnload(_ http.ResponseWriter, r *http.Request) (any, erro
 	}
 	found := false
 	for _, p := range c.partitionsOf(t) {
-		if c.topicExists(p) {
-			found = true
-			c.unloadTopic(p.String())
-		}
+		found = found || c.topicExists(p)
 	}
 	if !found {
 		return nil, herr(http.StatusNotFound, "Topic %s not found", t.String())
+	}
+	if dest := r.URL.Query().Get("destinationBroker"); dest != "" {
+		i := c.brokerIndex(dest)
+		if i < 0 {
+			return nil, herr(http.StatusBadRequest, "destinationBroker %q: no such broker (want an index or one of %v)", dest, c.BrokerURLs())
+		}
+		return nil, c.MoveTopic(t.String(), i)
+	}
+	for _, p := range c.partitionsOf(t) {
+		c.unloadTopic(p.String())
 	}
 	return nil, nil
 }

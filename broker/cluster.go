@@ -48,6 +48,8 @@ type Cluster struct {
 
 	httpSrv  *http.Server
 	adminURL string
+
+	moves topicMoves // owners set by an unload with a destination broker
 }
 
 // Start opens the store and starts the brokers and the admin API. ctx bounds
@@ -181,14 +183,19 @@ func (c *Cluster) broker(i int) *server {
 func (c *Cluster) Brokers() int { return c.opts.Brokers }
 
 // OwnerOf returns the index of the broker that owns a topic (a partition is
-// a topic of its own): fnv32a of the full name modulo the broker count.
+// a topic of its own): fnv32a of the full name modulo the broker count,
+// unless an unload moved it (MoveTopic).
 // Short names are accepted.
 func (c *Cluster) OwnerOf(topic string) int {
 	if c.opts.Brokers == 1 {
 		return 0
 	}
+	name := fullName(topic)
+	if i, ok := c.moves.owner(name); ok {
+		return i
+	}
 	h := fnv.New32a()
-	h.Write([]byte(fullName(topic)))
+	h.Write([]byte(name))
 	return int(h.Sum32() % uint32(c.opts.Brokers))
 }
 
@@ -225,6 +232,31 @@ func (c *Cluster) RestartBroker(i int) error {
 	c.mu.Unlock()
 	s.stop()
 	c.unloadTopics(func(t *topic) bool { return t.owner == i })
+	return s.start(context.Background())
+}
+
+// restartBroker is RestartBroker with the broker down for a while between
+// stop and start: lookups of its topics still name it, so clients are
+// sent to a broker that is down.
+func (c *Cluster) restartBroker(ctx context.Context, i int, down time.Duration) error {
+	if down == 0 {
+		return c.RestartBroker(i)
+	}
+	c.mu.Lock()
+	if c.closed || i < 0 || i >= len(c.brokers) {
+		c.mu.Unlock()
+		return fmt.Errorf("broker: no broker %d to restart", i)
+	}
+	s := c.brokers[i]
+	c.mu.Unlock()
+	s.stop()
+	c.unloadTopics(func(t *topic) bool { return t.owner == i })
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+	case <-c.ctx.Done():
+		return errors.New("broker: cluster closed")
+	}
 	return s.start(context.Background())
 }
 

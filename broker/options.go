@@ -118,6 +118,12 @@ type Options struct {
 	// KeepAlive intervals).
 	HandshakeTimeout time.Duration
 
+	// FaultAPI serves the fault-injection routes under
+	// /admin/v2/streamrun/ on the admin API (broker/faultapi.go), for
+	// fault campaigns that run the broker in a process of its own.
+	// Default false; never turn it on for a broker that serves real work.
+	FaultAPI bool
+
 	// Logger receives the broker's logs. Default: slog.Default().
 	Logger *slog.Logger
 }

@@ -61,6 +61,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tokens    = fs.StringArray("token", nil, "a valid auth token (repeatable); any token flag turns token authentication on")
 		tokenFile = fs.String("token-file", "", "file of valid auth tokens, one per line")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
+		faultAPI  = fs.Bool("fault-api", false, "serve the fault-injection routes under /admin/v2/streamrun/ on the admin API, for fault campaigns (docs/reliability.md); never on a broker that serves real work")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
 		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
@@ -118,6 +119,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		TLSKeyFile:     *tlsKey,
 		Tokens:         toks,
 		Logger:         logger,
+		FaultAPI:       *faultAPI,
 	}
 	limits.apply(&opts)
 	if *tlsCert != "" {

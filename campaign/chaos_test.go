@@ -1,0 +1,76 @@
+package campaign_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+)
+
+// The chaos handler is the campaign's plugin: it copies each message to
+// its output (same key, same payload: the ledger's id), and misbehaves
+// when the campaign drops an order file into its control directory. The
+// one-shot orders are claimed by removing the file, so exactly one batch
+// of one instance obeys:
+//
+//	panic.<pipeline>    panic while handling the batch
+//	hang.<pipeline>     never answer (the host's batch timeout kills it)
+//	garbage.<pipeline>  answer with outputs that name no topic
+//
+// and a standing one holds while its file exists:
+//
+//	slow.<pipeline>     sleep slowSleep per message: a slow consumer
+type chaosConfig struct {
+	Output   string `json:"output"`
+	Control  string `json:"control"`
+	Pipeline string `json:"pipeline"`
+}
+
+// slowSleep is the slow consumer's pause per message: an instance then
+// handles about 16 messages a second (a batch of 50 takes 3 s, within the
+// batch timeout), four instances well below the campaign's publish rate,
+// so a backlog builds.
+const slowSleep = 60 * time.Millisecond
+
+type chaos struct{ cfg chaosConfig }
+
+func newChaos(_ context.Context, cfg chaosConfig) (plugin.Handler, error) {
+	if cfg.Output == "" || cfg.Control == "" || cfg.Pipeline == "" {
+		return nil, errors.New("chaos: config needs output, control and pipeline")
+	}
+	return &chaos{cfg: cfg}, nil
+}
+
+// claim takes a one-shot order: true for the one caller whose remove won.
+func (c *chaos) claim(order string) bool {
+	return os.Remove(filepath.Join(c.cfg.Control, order+"."+c.cfg.Pipeline)) == nil
+}
+
+func (c *chaos) Process(ctx context.Context, w plugin.ResultWriter, batch []*plugin.Message) error {
+	switch {
+	case c.claim("panic"):
+		panic("chaos: told to panic")
+	case c.claim("hang"):
+		<-ctx.Done() // the host kills the process at its batch timeout
+		return ctx.Err()
+	case c.claim("garbage"):
+		for _, m := range batch {
+			w.Output(m, plugin.Output{Key: m.Key, Payload: m.Payload}) // no topic: the host must refuse it
+		}
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(c.cfg.Control, "slow."+c.cfg.Pipeline)); err == nil {
+		select {
+		case <-time.After(time.Duration(len(batch)) * slowSleep):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, m := range batch {
+		w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: m.Payload})
+	}
+	return nil
+}

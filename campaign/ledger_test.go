@@ -1,0 +1,267 @@
+package campaign_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// pipe is one pipeline of the campaign and its ledger: every message
+// published to its input carries the id "<pipeline>:<seq>" as payload,
+// and the ledger follows each seq from publish to receipt to output.
+type pipe struct {
+	name       string
+	typ        string // the pipeline file's source.type
+	partitions int    // of the input topic; 0: not partitioned
+	in, out    string
+
+	mu        sync.Mutex
+	pubAt     []int64 // unix ns of each publish call, by seq
+	receipt   []uint8 // receiptPending, receiptOK, receiptFailed
+	outs      []int32 // distinct output messages seen, by seq
+	dupAt     []time.Time
+	outIDs    map[pulsarwire.MessageID]struct{}
+	processed int64 // output messages seen, duplicates included
+	unknown   []string
+	pubErr    string // the first publish error, for the report
+
+	maxSeq atomic.Int64 // highest seq seen at the output; -1 before any
+	done   int          // every seq below is settled: out, or its publish failed
+	wg     sync.WaitGroup
+}
+
+const (
+	receiptPending = iota
+	receiptOK
+	receiptFailed
+)
+
+func newPipe(name, typ string, partitions int, in, out string) *pipe {
+	p := &pipe{name: name, typ: typ, partitions: partitions, in: in, out: out, outIDs: make(map[pulsarwire.MessageID]struct{})}
+	p.maxSeq.Store(-1)
+	return p
+}
+
+// next is the seq the next publish gets.
+func (p *pipe) next() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int64(len(p.pubAt))
+}
+
+// publish sends rate messages a second until ctx ends. A publish that
+// blocks (the producer reconnecting) holds the loop; missed ticks are
+// skipped, not made up.
+func (p *pipe) publish(ctx context.Context, cl *pool.Client, rate int) {
+	const tick = 20 * time.Millisecond
+	per := max(rate*int(tick)/int(time.Second), 1)
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		for range per {
+			p.send(ctx, cl, 0)
+		}
+	}
+}
+
+// burst publishes n messages of about size bytes as fast as the producer
+// takes them: a backlog for the slow consumer.
+func (p *pipe) burst(ctx context.Context, cl *pool.Client, n, size int) {
+	for range n {
+		if ctx.Err() != nil {
+			return
+		}
+		p.send(ctx, cl, size)
+	}
+}
+
+// send publishes the next seq, padded to about size bytes ("name:seq|...").
+func (p *pipe) send(ctx context.Context, cl *pool.Client, size int) {
+	p.mu.Lock()
+	seq := len(p.pubAt)
+	p.pubAt = append(p.pubAt, time.Now().UnixNano())
+	p.receipt = append(p.receipt, receiptPending)
+	p.outs = append(p.outs, 0)
+	p.mu.Unlock()
+	payload := []byte(p.name + ":" + strconv.Itoa(seq))
+	if pad := size - len(payload) - 1; pad > 0 {
+		payload = append(append(payload, '|'), bytes.Repeat([]byte{'x'}, pad)...)
+	}
+	p.wg.Add(1)
+	cl.PublishAsync(ctx, p.in, pool.Message{Key: "k" + strconv.Itoa(seq%64), Payload: payload},
+		func(_ pulsarwire.MessageID, err error) {
+			p.mu.Lock()
+			if err != nil {
+				p.receipt[seq] = receiptFailed
+				if p.pubErr == "" {
+					p.pubErr = err.Error()
+				}
+			} else {
+				p.receipt[seq] = receiptOK
+			}
+			p.mu.Unlock()
+			p.wg.Done()
+		})
+}
+
+// record takes one message from the output topic. A redelivery to the
+// collector (same message id) is not a duplicate; the same seq under a
+// new message id is.
+func (p *pipe) record(m *subscribe.Message, at time.Time) {
+	id, _, _ := strings.Cut(string(m.Payload), "|")
+	name, s, ok := strings.Cut(id, ":")
+	seq, err := strconv.Atoi(s)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !ok || err != nil || name != p.name || seq < 0 || seq >= len(p.pubAt) {
+		if len(p.unknown) < 10 {
+			p.unknown = append(p.unknown, fmt.Sprintf("%.60q", m.Payload))
+		}
+		return
+	}
+	mid := m.ID
+	mid.BatchSize = 0
+	if _, dup := p.outIDs[mid]; dup {
+		return
+	}
+	p.outIDs[mid] = struct{}{}
+	p.processed++
+	p.outs[seq]++
+	if p.outs[seq] > 1 {
+		p.dupAt = append(p.dupAt, at)
+	}
+	if int64(seq) > p.maxSeq.Load() {
+		p.maxSeq.Store(int64(seq))
+	}
+}
+
+// caughtUp reports whether every seq below want is settled (came out, or
+// its publish failed) and one at or above want came out: the pipeline
+// repaired what a fault did and carries new messages.
+func (p *pipe) caughtUp(want int64) bool {
+	if p.maxSeq.Load() < want {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.done < len(p.pubAt) && (p.outs[p.done] > 0 || p.receipt[p.done] == receiptFailed) {
+		p.done++
+	}
+	return int64(p.done) >= want
+}
+
+// missing lists receipted seqs with no output yet (at most limit of them)
+// and counts them all.
+func (p *pipe) missing(limit int) ([]int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []int
+	n := 0
+	for seq, r := range p.receipt {
+		if r == receiptOK && p.outs[seq] == 0 {
+			n++
+			if len(out) < limit {
+				out = append(out, seq)
+			}
+		}
+	}
+	return out, n
+}
+
+// pipeCounts is a pipeline's line of the ledger.
+type pipeCounts struct {
+	Pipeline       string `json:"pipeline"`
+	Type           string `json:"type"`
+	Partitions     int    `json:"partitions"`
+	Published      int    `json:"published"`
+	Receipted      int    `json:"receipted"`
+	PublishFailed  int    `json:"publish_failed"`
+	Processed      int64  `json:"processed"`
+	Output         int    `json:"output"`
+	Duplicated     int64  `json:"duplicated"`
+	Lost           int    `json:"lost"`
+	UnreceiptedOut int    `json:"unreceipted_output"`
+	FirstPubError  string `json:"first_publish_error,omitempty"`
+}
+
+func (p *pipe) counts() pipeCounts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := pipeCounts{Pipeline: p.name, Type: p.typ, Partitions: p.partitions, Published: len(p.pubAt), Processed: p.processed, FirstPubError: p.pubErr}
+	for seq, r := range p.receipt {
+		switch r {
+		case receiptOK:
+			c.Receipted++
+			if p.outs[seq] == 0 {
+				c.Lost++
+			}
+		case receiptFailed:
+			c.PublishFailed++
+		}
+		if p.outs[seq] > 0 {
+			c.Output++
+			if r != receiptOK {
+				c.UnreceiptedOut++
+			}
+		}
+	}
+	c.Duplicated = c.Processed - int64(c.Output)
+	return c
+}
+
+// collect reads p's output topic from its start into the ledger until ctx
+// ends. A consumer that fails is replaced: the collector must outlive
+// every fault, or the ledger would call messages lost that are not.
+func (p *pipe) collect(ctx context.Context, cl *pool.Client, errs func(string)) {
+	buf := make([]*subscribe.Message, 500)
+	for ctx.Err() == nil {
+		cons, err := subscribe.New(ctx, cl, subscribe.Options{
+			Topics: []string{p.out}, Subscription: "ledger", InitialPosition: subscribe.Earliest, ReceiverQueue: 2000,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				errs(fmt.Sprintf("collector %s: subscribe: %v", p.name, err))
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		for {
+			n, err := cons.ReceiveBatch(ctx, buf)
+			if err != nil {
+				if ctx.Err() == nil {
+					errs(fmt.Sprintf("collector %s: receive: %v", p.name, err))
+				}
+				break
+			}
+			now := time.Now()
+			for _, m := range buf[:n] {
+				p.record(m, now)
+				cons.Ack(ctx, m)
+			}
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cons.Close(cctx)
+		cancel()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,82 @@
+package campaign_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// The ledger's arithmetic, without a broker: a receipted message that
+// never came out is lost, the same id under a new message id is a
+// duplicate, a redelivery to the campaign's reader (same message id) is
+// not, and an id no one published is reported.
+func TestLedgerCounts(t *testing.T) {
+	p := newPipe("p", "shared", 0, "in", "out")
+	for range 5 {
+		p.mu.Lock()
+		p.pubAt = append(p.pubAt, time.Now().UnixNano())
+		p.receipt = append(p.receipt, receiptOK)
+		p.outs = append(p.outs, 0)
+		p.mu.Unlock()
+	}
+	p.receipt[4] = receiptFailed
+	out := func(entry uint64, payload string) *subscribe.Message {
+		return &subscribe.Message{ID: pulsarwire.MessageID{Ledger: 1, Entry: entry}, Payload: []byte(payload)}
+	}
+	now := time.Now()
+	p.record(out(1, "p:0"), now)
+	p.record(out(1, "p:0"), now)         // redelivered to the reader: not a duplicate
+	p.record(out(2, "p:0|padding"), now) // published twice: a duplicate
+	p.record(out(3, "p:1"), now)
+	p.record(out(4, "p:2"), now)
+	p.record(out(5, "p:9"), now) // never published
+	p.record(out(6, "q:1"), now) // another pipeline's
+
+	// Caught up at 2: 0 and 1 came out, and 2 (not below 2). Not at 3:
+	// nothing at or above 3 came out.
+	if !p.caughtUp(2) || p.caughtUp(3) {
+		t.Errorf("caughtUp(2), caughtUp(3) = %v, %v; want true, false", p.caughtUp(2), p.caughtUp(3))
+	}
+	// Seq 4's publish failed, yet it came out (the broker stored it): it
+	// counts, unreceipted; seq 3, receipted, still holds recovery back.
+	p.record(out(7, "p:4"), now)
+	if p.caughtUp(4) {
+		t.Errorf("caughtUp(4) with seq 3 receipted and not out")
+	}
+	c := p.counts()
+	want := pipeCounts{Pipeline: "p", Type: "shared", Published: 5, Receipted: 4, PublishFailed: 1, Processed: 5, Output: 4, Duplicated: 1, Lost: 1, UnreceiptedOut: 1}
+	if c != want {
+		t.Errorf("counts:\n got %+v\nwant %+v", c, want)
+	}
+	if miss, n := p.missing(10); n != 1 || len(miss) != 1 || miss[0] != 3 {
+		t.Errorf("missing = %v, %d; want [3], 1", miss, n)
+	}
+	if len(p.unknown) != 2 || len(p.dupAt) != 1 {
+		t.Errorf("unknown %v, duplicates at %v; want 2 and 1", p.unknown, p.dupAt)
+	}
+}
+
+func TestMedianMax(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		in       []time.Duration
+		med, max string
+	}{
+		{nil, "", ""},
+		{ms(5), "5ms", "5ms"},
+		{ms(9, 1), "5ms", "9ms"},
+		{ms(3, 1, 2), "2ms", "3ms"},
+	} {
+		if med, mx := medianMax(c.in); med != c.med || mx != c.max {
+			t.Errorf("medianMax(%v) = %q, %q; want %q, %q", c.in, med, mx, c.med, c.max)
+		}
+	}
+}
