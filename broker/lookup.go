@@ -17,6 +17,10 @@ func (cn *conn) handleLookup(m *pb.CommandLookupTopic) {
 		cn.lookupFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
+	if code, reason, ok := cn.authorizeLookup(t); !ok {
+		cn.lookupFailed(rid, code, reason)
+		return
+	}
 	owner := cn.c.OwnerOf(t.String())
 	s := cn.c.broker(owner)
 	resp := &pb.CommandLookupTopicResponse{
@@ -42,6 +46,10 @@ func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata)
 	t, err := pulsarwire.ParseTopic(m.GetTopic())
 	if err != nil {
 		cn.metadataFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
+		return
+	}
+	if code, reason, ok := cn.authorizeLookup(t); !ok {
+		cn.metadataFailed(rid, code, reason)
 		return
 	}
 	n := 0

@@ -15,8 +15,10 @@ import (
 // picks a directory under the user's cache directory).
 type Options struct {
 	// Listen is the address of broker 0's Pulsar port. Default
-	// "127.0.0.1:6650". Broker i listens on its port + i; with port 0
-	// every broker takes a free port of its own.
+	// "127.0.0.1:6650" (loopback: other hosts reach it only when told).
+	// Broker i listens on its port + i; with port 0 every broker takes a
+	// free port of its own. "-" turns the plain-text port off (TLS only:
+	// needs a certificate).
 	Listen string
 	// AdvertisedHost is the host put in service URLs and lookup answers.
 	// Default: Listen's host, or 127.0.0.1 when that is empty, 0.0.0.0
@@ -25,6 +27,10 @@ type Options struct {
 	// HTTP is the address of the admin REST API. Default "127.0.0.1:8080";
 	// "-" turns it off. Port 0 takes a free port.
 	HTTP string
+	// HTTPS is the address of the admin REST API over TLS, with the TLS
+	// certificate (TLSConfig or the files). Default "": off. Port 0 takes a
+	// free port. The same authentication and authorization apply.
+	HTTPS string
 	// DataDir holds the topics and cursors. Required unless Memory is set.
 	DataDir string
 	// Memory keeps everything in memory (for tests): nothing survives
@@ -85,12 +91,32 @@ type Options struct {
 	TLSKeyFile  string
 	TLSListen   string
 
-	// Tokens are the valid tokens for token authentication (CONNECT with
-	// auth_method_name "token"; admin API: "Authorization: Bearer ...").
-	// Authenticate, when set, decides instead, returning the principal.
-	// With neither, authentication is off and anything connects.
-	Tokens       []string
+	// TokenSecretKey turns token authentication on (CONNECT with
+	// auth_method_name "token"; admin API: "Authorization: Bearer ..."):
+	// a JWT signed HS256, HS384 or HS512 with this key, as Apache
+	// Pulsar's tokenSecretKey (the raw bytes `pulsar tokens
+	// create-secret-key` writes). Default: none.
+	TokenSecretKey []byte
+	// TokenPublicKey turns token authentication on for JWTs signed with
+	// the private half of this RSA (RS*, PS*) or EC (ES*) key, PEM or DER,
+	// as Apache Pulsar's tokenPublicKey. Excludes TokenSecretKey. Default:
+	// none.
+	TokenPublicKey []byte
+	// TokenAuthClaim is the claim naming a token's role. Default "sub", as
+	// Apache Pulsar's tokenAuthClaim.
+	TokenAuthClaim string
+	// Authenticate, when set, decides instead of the token key, returning
+	// the role. With no key and no Authenticate, authentication is off and
+	// anything connects (as role "").
 	Authenticate func(ctx context.Context, method string, data []byte) (principal string, err error)
+
+	// Authorization turns permission checks on (Apache Pulsar's
+	// authorizationEnabled; needs authentication): a role produces or
+	// consumes only where its namespace's permissions allow, and only
+	// SuperUserRoles use the admin API. Default false.
+	Authorization bool
+	// SuperUserRoles may do everything. Default none.
+	SuperUserRoles []string
 
 	// Logger receives the broker's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -134,7 +160,7 @@ func (o Options) withDefaults() Options {
 	if o.KeySharedReplicaPoints <= 0 {
 		o.KeySharedReplicaPoints = 100
 	}
-	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "") {
+	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "" || o.Listen == "-") {
 		o.TLSListen = defaultTLSListen
 	}
 	if o.Logger == nil {
