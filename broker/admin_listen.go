@@ -18,7 +18,7 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 	}
 	c.httpSrv = &http.Server{Handler: c.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	if c.opts.HTTP != "-" {
-		ln, u, err := listenAdmin(ctx, c.opts.HTTP, "http")
+		ln, u, err := listenAdmin(ctx, c.opts.HTTP, "http", c.opts.AdvertisedHost)
 		if err != nil {
 			return err
 		}
@@ -26,7 +26,7 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 		c.serveAdmin(ln, u)
 	}
 	if c.opts.HTTPS != "" {
-		ln, u, err := listenAdmin(ctx, c.opts.HTTPS, "https")
+		ln, u, err := listenAdmin(ctx, c.opts.HTTPS, "https", c.opts.AdvertisedHost)
 		if err != nil {
 			return err
 		}
@@ -36,16 +36,19 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 	return nil
 }
 
-// listenAdmin listens on addr and returns the URL clients use: a
-// wildcard host is named 127.0.0.1.
-func listenAdmin(ctx context.Context, addr, scheme string) (net.Listener, string, error) {
+// listenAdmin listens on addr and returns the URL clients use: named by
+// the advertised host when there is one (a certificate names it), else by
+// addr's host, a wildcard one as 127.0.0.1.
+func listenAdmin(ctx context.Context, addr, scheme, advertised string) (net.Listener, string, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("broker: admin API: listen on %s: %w", addr, err)
 	}
 	host, _, _ := net.SplitHostPort(addr)
-	if host == "" || host == "0.0.0.0" || host == "::" {
+	if advertised != "" {
+		host = advertised
+	} else if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
