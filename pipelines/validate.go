@@ -148,6 +148,9 @@ func (p *Pipeline) validate(prefix string) []error {
 	case len(kinds) > 1:
 		bad("handler", "%s exclude each other: set one", strings.Join(kinds, " and "))
 	}
+	if msg := h.checkPin(); msg != "" {
+		bad("handler.sha256", "%s", msg)
+	}
 	if h.Python != "" && h.Script == "" {
 		bad("handler.python", "only for a script handler")
 	}
