@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -16,7 +18,10 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 	if c.opts.HTTP == "-" && c.opts.HTTPS == "" {
 		return nil
 	}
-	c.httpSrv = &http.Server{Handler: c.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	// Failed handshakes and the like go to the broker's log at debug, not
+	// to the process's standard logger.
+	c.httpSrv = &http.Server{Handler: c.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)}
 	if c.opts.HTTP != "-" {
 		ln, u, err := listenAdmin(ctx, c.opts.HTTP, "http", c.opts.AdvertisedHost)
 		if err != nil {
@@ -80,8 +85,20 @@ func (c *Cluster) adminAuth(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if !c.adminAuthorized(r, role) {
 		c.log.Info("admin request refused: not authorized", "method", r.Method, "path", r.URL.Path, "role", role)
-		writeJSON(w, http.StatusForbidden, map[string]string{"reason": fmt.Sprintf("Role %q is not authorized for %s %s", role, r.Method, r.URL.Path)})
+		writeJSON(w, refusedStatus(r.URL.Path), map[string]string{"reason": fmt.Sprintf("Unauthorized: role %q may not %s %s", role, r.Method, r.URL.Path)})
 		return false
 	}
 	return true
+}
+
+// refusedStatus is the status Apache Pulsar answers an authenticated role
+// that may not do a request: 403 for a namespace's or a topic's
+// operations, 401 for the others (tenants, clusters, brokers, lookups).
+func refusedStatus(path string) int {
+	for _, p := range []string{"/admin/v2/namespaces/", "/admin/v2/persistent/", "/admin/v2/non-persistent/"} {
+		if rest, ok := strings.CutPrefix(path, p); ok && strings.Contains(rest, "/") {
+			return http.StatusForbidden
+		}
+	}
+	return http.StatusUnauthorized
 }

@@ -123,7 +123,8 @@ func (c *Cluster) adminGrant(_ http.ResponseWriter, r *http.Request) (any, error
 			return nil, herr(http.StatusBadRequest, "unknown action %q: want one of %s", a, strings.Join(knownActions, ", "))
 		}
 	}
-	slices.Sort(actions)
+	// Listed in AuthAction's order, as Apache Pulsar lists them.
+	slices.SortFunc(actions, func(a, b string) int { return slices.Index(knownActions, a) - slices.Index(knownActions, b) })
 	return nil, c.updatePermissions(nsName(r), func(p map[string][]string) { p[r.PathValue("role")] = slices.Compact(actions) })
 }
 
