@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -15,7 +16,9 @@ import (
 // picks a directory under the user's cache directory).
 type Options struct {
 	// Listen is the address of broker 0's Pulsar port. Default
-	// "127.0.0.1:6650" (loopback: other hosts reach it only when told).
+	// "127.0.0.1:6650". Here and in HTTP, HTTPS and TLSListen an address
+	// without a host (":6650") is loopback too: only "0.0.0.0:6650" or a
+	// host's address listens beyond the machine.
 	// Broker i listens on its port + i; with port 0 every broker takes a
 	// free port of its own. "-" turns the plain-text port off (TLS only:
 	// needs a certificate).
@@ -166,5 +169,16 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Listen, o.HTTP, o.TLSListen, o.HTTPS = loopbackHost(o.Listen), loopbackHost(o.HTTP), loopbackHost(o.TLSListen), loopbackHost(o.HTTPS)
 	return o
+}
+
+// loopbackHost gives an address without a host (":6650") the loopback
+// one, so that nothing listens beyond the machine unless its address says
+// so ("0.0.0.0:6650"). "" and "-" are left as they are.
+func loopbackHost(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
@@ -76,6 +77,12 @@ func TestHandlerPinIsCheckedAtStartAndRestart(t *testing.T) {
 	r := runHost(t, c, streamrun.Options{Restart: streamrun.RestartPolicy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}}, pipe(strings.ToUpper(good)))
 	publish(t, cl, in, 1, func(int) string { return "a" }, nil)
 	got.waitLen(t, 1)
+	// The plugin channel listens on nothing beyond the machine.
+	for _, ip := range brokertest.ListeningIPs(t, r.health("pinned").Instances[0].Pid) {
+		if !ip.IsLoopback() {
+			t.Errorf("the plugin listens on %s", ip)
+		}
+	}
 
 	// The file changes under the running pipeline and its process dies:
 	// the restart is refused, saying why.
