@@ -160,77 +160,32 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, depth int) {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return // null, ~ or nothing: the zero value, whatever the type
 	}
+	d.into(n, v, path, depth)
+}
+
+// into decodes n, neither an alias nor null, into v, by v's type.
+func (d *decoder) into(n *yaml.Node, v reflect.Value, path string, depth int) {
 	switch {
 	case v.Type() == durationType:
-		s, ok := d.scalar(n, path, "a duration such as 5s or 250ms")
-		if !ok {
-			return
-		}
-		dur, err := time.ParseDuration(s)
-		if err != nil {
-			if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
-				d.fail(n, path, "%s: a duration needs a unit, such as %ss or %sms", s, s, s)
-			} else {
-				d.fail(n, path, "%q: want a duration such as 5s, 250ms or 1m30s", s)
-			}
-			return
-		}
-		v.SetInt(int64(dur))
+		d.duration(n, v, path)
 	case v.Kind() == reflect.String:
 		if s, ok := d.scalar(n, path, "a string"); ok {
 			v.SetString(s)
 		}
 	case v.Kind() == reflect.Int:
-		s, ok := d.scalar(n, path, "an integer")
-		if !ok {
-			return
-		}
-		i, err := strconv.ParseInt(s, 0, 64)
-		if err != nil || i != int64(int(i)) {
-			d.fail(n, path, "%q: want an integer", s)
-			return
-		}
-		v.SetInt(i)
+		d.integer(n, v, path)
 	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
-		s, ok := d.scalar(n, path, "a number")
-		if !ok {
-			return
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			d.fail(n, path, "%q: want a number", s)
-			return
-		}
-		v.SetFloat(f)
+		d.number(n, v, path)
 	case v.Kind() == reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
 		d.value(n, p.Elem(), path, depth)
 		v.Set(p)
 	case v.Kind() == reflect.Bool:
-		s, ok := d.scalar(n, path, "true or false")
-		if !ok {
-			return
-		}
-		switch s {
-		case "true", "True", "TRUE":
-			v.SetBool(true)
-		case "false", "False", "FALSE":
-			v.SetBool(false)
-		default:
-			d.fail(n, path, "%q: want true or false", s)
-		}
+		d.boolean(n, v, path)
 	case v.Kind() == reflect.Struct:
 		d.structure(n, v, path, depth)
 	case v.Kind() == reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.fail(n, path, "want a list, got %s", kindName(n))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			d.value(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
-		}
-		v.Set(s)
+		d.list(n, v, path, depth)
 	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String:
 		d.mapping(n, v, path, depth)
 	case v.Kind() == reflect.Interface:
@@ -242,6 +197,82 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, depth int) {
 		// every field, so this is a bug, not bad input.
 		d.fail(n, path, "cannot decode into %s", v.Type())
 	}
+}
+
+// duration decodes a time.Duration, which needs its unit: a bare number
+// is refused with the units it might have meant.
+func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
+	s, ok := d.scalar(n, path, "a duration such as 5s or 250ms")
+	if !ok {
+		return
+	}
+	dur, err := time.ParseDuration(s)
+	if err != nil {
+		if _, numErr := strconv.ParseFloat(s, 64); numErr == nil {
+			d.fail(n, path, "%s: a duration needs a unit, such as %ss or %sms", s, s, s)
+		} else {
+			d.fail(n, path, "%q: want a duration such as 5s, 250ms or 1m30s", s)
+		}
+		return
+	}
+	v.SetInt(int64(dur))
+}
+
+// integer decodes an int (decimal, 0x, 0o or 0b) that fits in one.
+func (d *decoder) integer(n *yaml.Node, v reflect.Value, path string) {
+	s, ok := d.scalar(n, path, "an integer")
+	if !ok {
+		return
+	}
+	i, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || i != int64(int(i)) {
+		d.fail(n, path, "%q: want an integer", s)
+		return
+	}
+	v.SetInt(i)
+}
+
+// number decodes a finite float.
+func (d *decoder) number(n *yaml.Node, v reflect.Value, path string) {
+	s, ok := d.scalar(n, path, "a number")
+	if !ok {
+		return
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		d.fail(n, path, "%q: want a number", s)
+		return
+	}
+	v.SetFloat(f)
+}
+
+// boolean decodes true or false, in the three spellings YAML 1.2 allows.
+func (d *decoder) boolean(n *yaml.Node, v reflect.Value, path string) {
+	s, ok := d.scalar(n, path, "true or false")
+	if !ok {
+		return
+	}
+	switch s {
+	case "true", "True", "TRUE":
+		v.SetBool(true)
+	case "false", "False", "FALSE":
+		v.SetBool(false)
+	default:
+		d.fail(n, path, "%q: want true or false", s)
+	}
+}
+
+// list decodes a sequence into a slice, an item a level deeper.
+func (d *decoder) list(n *yaml.Node, v reflect.Value, path string, depth int) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "want a list, got %s", kindName(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		d.value(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1)
+	}
+	v.Set(s)
 }
 
 // checkTag refuses explicit tags other than YAML's core ones: a custom

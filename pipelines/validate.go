@@ -25,51 +25,60 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Validate checks every pipeline of the file and that their names are
 // distinct. The error joins a *FieldError for each problem found.
 func (f *File) Validate() error {
-	var errs []error
+	c := &checker{}
 	if len(f.Pipelines) == 0 {
-		errs = append(errs, &FieldError{"pipelines", errors.New("no pipeline")})
+		c.bad("pipelines", "no pipeline")
 	}
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, &FieldError{path, fmt.Errorf(format, args...)})
-	}
-	if f.ServiceURL != "" {
-		if err := checkServiceURL(f.ServiceURL); err != nil {
-			bad("service_url", "%v", err)
-		}
-	}
-	if (f.TLS.CertFile == "") != (f.TLS.KeyFile == "") {
-		bad("tls", "cert_file and key_file go together: set both or neither")
-	}
-	if f.OperationRetries.Attempts < 0 {
-		bad("operation_retries.attempts", "must not be negative")
-	}
-	if f.OperationRetries.Delay < 0 {
-		bad("operation_retries.delay", "must not be negative")
-	}
-	if f.OperationRetries.Timeout < 0 {
-		bad("operation_retries.timeout", "must not be negative")
-	}
-	if a := f.Telemetry.HTTP; a != "" {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			bad("telemetry.http", "%q: want host:port, such as 127.0.0.1:9090 or :9090", a)
-		}
-	}
-	if t := f.Auth.Token; strings.HasPrefix(t, "file:") && strings.TrimPrefix(strings.TrimPrefix(t, "file:"), "//") == "" {
-		bad("auth.token", "file: without a path")
-	} else if strings.HasPrefix(t, "env:") && !validVarName(strings.TrimPrefix(t, "env:")) {
-		bad("auth.token", "%q: env: names a variable (letters, digits and '_')", t)
-	}
+	c.fileSettings(f)
 	seen := map[string]int{}
 	for i := range f.Pipelines {
 		p := &f.Pipelines[i]
 		prefix := fmt.Sprintf("pipelines[%d]", i)
 		if j, dup := seen[p.Name]; dup && p.Name != "" {
-			errs = append(errs, &FieldError{prefix + ".name", fmt.Errorf("%q is also the name of pipelines[%d]", p.Name, j)})
+			c.bad(prefix+".name", "%q is also the name of pipelines[%d]", p.Name, j)
 		}
 		seen[p.Name] = i
-		errs = append(errs, p.validate(prefix)...)
+		c.errs = append(c.errs, p.validate(prefix)...)
 	}
-	return errors.Join(errs...)
+	return errors.Join(c.errs...)
+}
+
+// fileSettings checks what the file sets for all its pipelines: the
+// broker to reach, how, and where telemetry is served.
+func (c *checker) fileSettings(f *File) {
+	if f.ServiceURL != "" {
+		if err := checkServiceURL(f.ServiceURL); err != nil {
+			c.bad("service_url", "%v", err)
+		}
+	}
+	if (f.TLS.CertFile == "") != (f.TLS.KeyFile == "") {
+		c.bad("tls", "cert_file and key_file go together: set both or neither")
+	}
+	if f.OperationRetries.Attempts < 0 {
+		c.bad("operation_retries.attempts", "must not be negative")
+	}
+	if f.OperationRetries.Delay < 0 {
+		c.bad("operation_retries.delay", "must not be negative")
+	}
+	if f.OperationRetries.Timeout < 0 {
+		c.bad("operation_retries.timeout", "must not be negative")
+	}
+	if a := f.Telemetry.HTTP; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			c.bad("telemetry.http", "%q: want host:port, such as 127.0.0.1:9090 or :9090", a)
+		}
+	}
+	c.authToken(f.Auth.Token)
+}
+
+// authToken checks the token's source: file: needs a path, env: a
+// variable name; anything else is the token itself.
+func (c *checker) authToken(t string) {
+	if strings.HasPrefix(t, "file:") && strings.TrimPrefix(strings.TrimPrefix(t, "file:"), "//") == "" {
+		c.bad("auth.token", "file: without a path")
+	} else if strings.HasPrefix(t, "env:") && !validVarName(strings.TrimPrefix(t, "env:")) {
+		c.bad("auth.token", "%q: env: names a variable (letters, digits and '_')", t)
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
@@ -80,62 +89,128 @@ func (p *Pipeline) Validate() error {
 	return errors.Join(p.validate("")...)
 }
 
+// validate checks the pipeline one field group at a time, in the order
+// the file lists them, so that the problems come out in that order too.
 func (p *Pipeline) validate(prefix string) []error {
-	var errs []error
-	bad := func(field string, format string, args ...any) {
-		path := field
-		if prefix != "" {
-			path = prefix + "." + field
-		}
-		errs = append(errs, &FieldError{path, fmt.Errorf(format, args...)})
+	c := &checker{prefix: prefix}
+	c.name(p.Name)
+	c.source(&p.Source)
+	c.handler(&p.Handler, p.Source.Type)
+	for i, t := range p.Outputs {
+		c.topic(fmt.Sprintf("outputs[%d]", i), t)
 	}
-	topic := func(field, t string) {
-		if err := checkTopic(t); err != nil {
-			bad(field, "%v", err)
-		}
-	}
+	c.errorPolicy(&p.ErrorPolicy)
+	return c.errs
+}
 
+// checker collects the problems of one pipeline, each a *FieldError at a
+// path under prefix.
+type checker struct {
+	prefix string
+	errs   []error
+}
+
+func (c *checker) bad(field string, format string, args ...any) {
+	path := field
+	if c.prefix != "" {
+		path = c.prefix + "." + field
+	}
+	c.errs = append(c.errs, &FieldError{path, fmt.Errorf(format, args...)})
+}
+
+func (c *checker) topic(field, t string) {
+	if err := checkTopic(t); err != nil {
+		c.bad(field, "%v", err)
+	}
+}
+
+func (c *checker) name(name string) {
 	switch {
-	case p.Name == "":
-		bad("name", "is required")
-	case !nameRE.MatchString(p.Name):
-		bad("name", "%q: use letters, digits, '-', '_' and '.'", p.Name)
+	case name == "":
+		c.bad("name", "is required")
+	case !nameRE.MatchString(name):
+		c.bad("name", "%q: use letters, digits, '-', '_' and '.'", name)
 	}
+}
 
-	s := &p.Source
+// source checks where the messages come from: topics or a pattern, and
+// how the subscription reads them.
+func (c *checker) source(s *Source) {
 	switch {
 	case len(s.Topics) == 0 && s.Pattern == "":
-		bad("source", "set topics or pattern")
+		c.bad("source", "set topics or pattern")
 	case len(s.Topics) > 0 && s.Pattern != "":
-		bad("source", "topics and pattern exclude each other")
+		c.bad("source", "topics and pattern exclude each other")
 	}
 	for i, t := range s.Topics {
-		topic(fmt.Sprintf("source.topics[%d]", i), t)
+		c.topic(fmt.Sprintf("source.topics[%d]", i), t)
 	}
 	if s.Pattern != "" {
 		if err := checkPattern(s.Pattern); err != nil {
-			bad("source.pattern", "pattern %v", err)
+			c.bad("source.pattern", "pattern %v", err)
 		}
 	}
 	if s.Subscription == "" {
-		bad("source.subscription", "is required")
+		c.bad("source.subscription", "is required")
 	}
 	if _, err := ParseSubscriptionType(string(s.Type)); err != nil {
-		bad("source.type", "subscription type %v", err)
+		c.bad("source.type", "subscription type %v", err)
 	}
 	if _, err := ParseInitialPosition(string(s.InitialPosition)); err != nil {
-		bad("source.initial_position", "%v", err)
+		c.bad("source.initial_position", "%v", err)
 	}
-	if pos, err := ParsePosition(s.Rewind); err != nil {
-		bad("source.rewind", "%v", err)
-	} else if pos.Kind == AtMessageID && len(s.Topics) != 1 {
-		bad("source.rewind", "a message id needs exactly one topic")
-	}
+	c.rewind(s)
 	if s.ReceiverQueue < 0 {
-		bad("source.receiver_queue", "must not be negative")
+		c.bad("source.receiver_queue", "must not be negative")
 	}
+}
 
-	h := &p.Handler
+// rewind checks source.rewind: a position, and a message id only where
+// there is one topic for it to belong to.
+func (c *checker) rewind(s *Source) {
+	if pos, err := ParsePosition(s.Rewind); err != nil {
+		c.bad("source.rewind", "%v", err)
+	} else if pos.Kind == AtMessageID && len(s.Topics) != 1 {
+		c.bad("source.rewind", "a message id needs exactly one topic")
+	}
+}
+
+// handler checks what runs the messages and how many at a time; typ is
+// the source's subscription type, which bounds the batches in flight.
+func (c *checker) handler(h *Handler, typ SubscriptionType) {
+	c.handlerKind(h)
+	for k := range h.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			c.bad("handler.env", "%q is not a variable name", k)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"batch_size", h.BatchSize}, {"instances", h.Instances}, {"max_in_flight", h.MaxInFlight}, {"max_batches_in_flight", h.MaxBatchesInFlight}} {
+		if f.v < 0 {
+			c.bad("handler."+f.name, "must not be negative")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"batch_wait", h.BatchWait}, {"timeout", h.Timeout}} {
+		if f.v < 0 {
+			c.bad("handler."+f.name, "must not be negative")
+		}
+	}
+	if h.MaxInFlight > 0 && h.MaxInFlight < h.BatchSize {
+		c.bad("handler.max_in_flight", "%d is less than batch_size %d", h.MaxInFlight, h.BatchSize)
+	}
+	if h.MaxBatchesInFlight > 1 && typ.KeepsOrder() {
+		c.bad("handler.max_batches_in_flight", "%d on a %s subscription: it keeps each key's order, so one batch at a time (1)", h.MaxBatchesInFlight, typ)
+	}
+}
+
+// handlerKind checks that exactly one of plugin, package and script is
+// set, and that python goes only with a script.
+func (c *checker) handlerKind(h *Handler) {
 	var kinds []string
 	for _, k := range []struct{ name, v string }{{"plugin", h.Plugin}, {"package", h.Package}, {"script", h.Script}} {
 		if k.v != "" {
@@ -144,66 +219,35 @@ func (p *Pipeline) validate(prefix string) []error {
 	}
 	switch {
 	case len(kinds) == 0:
-		bad("handler", "set one of plugin (a binary), package (a Go package to build) and script (a Python script)")
+		c.bad("handler", "set one of plugin (a binary), package (a Go package to build) and script (a Python script)")
 	case len(kinds) > 1:
-		bad("handler", "%s exclude each other: set one", strings.Join(kinds, " and "))
+		c.bad("handler", "%s exclude each other: set one", strings.Join(kinds, " and "))
 	}
 	if msg := h.checkPin(); msg != "" {
-		bad("handler.sha256", "%s", msg)
+		c.bad("handler.sha256", "%s", msg)
 	}
 	if h.Python != "" && h.Script == "" {
-		bad("handler.python", "only for a script handler")
+		c.bad("handler.python", "only for a script handler")
 	}
-	for k := range h.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			bad("handler.env", "%q is not a variable name", k)
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"batch_size", h.BatchSize}, {"instances", h.Instances}, {"max_in_flight", h.MaxInFlight}, {"max_batches_in_flight", h.MaxBatchesInFlight}} {
-		if f.v < 0 {
-			bad("handler."+f.name, "must not be negative")
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"batch_wait", h.BatchWait}, {"timeout", h.Timeout}} {
-		if f.v < 0 {
-			bad("handler."+f.name, "must not be negative")
-		}
-	}
-	if h.MaxInFlight > 0 && h.MaxInFlight < h.BatchSize {
-		bad("handler.max_in_flight", "%d is less than batch_size %d", h.MaxInFlight, h.BatchSize)
-	}
+}
 
-	if h.MaxBatchesInFlight > 1 && s.Type.KeepsOrder() {
-		bad("handler.max_batches_in_flight", "%d on a %s subscription: it keeps each key's order, so one batch at a time (1)", h.MaxBatchesInFlight, s.Type)
-	}
-
-	for i, t := range p.Outputs {
-		topic(fmt.Sprintf("outputs[%d]", i), t)
-	}
-
-	e := &p.ErrorPolicy
+// errorPolicy checks the retry, crash and dead-letter settings.
+func (c *checker) errorPolicy(e *ErrorPolicy) {
 	if e.MaxRetries < 0 {
-		bad("error_policy.max_retries", "must not be negative (0 means no limit)")
+		c.bad("error_policy.max_retries", "must not be negative (0 means no limit)")
 	}
 	if e.MaxCrashes < 0 {
-		bad("error_policy.max_crashes", "must not be negative")
+		c.bad("error_policy.max_crashes", "must not be negative")
 	}
 	if e.Backoff.Initial < 0 {
-		bad("error_policy.backoff.initial", "must not be negative")
+		c.bad("error_policy.backoff.initial", "must not be negative")
 	}
 	if e.Backoff.Max < 0 {
-		bad("error_policy.backoff.max", "must not be negative")
+		c.bad("error_policy.backoff.max", "must not be negative")
 	}
 	if e.DeadLetterTopic != "" {
-		topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
+		c.topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
 	}
-	return errs
 }
 
 // checkServiceURL reports why s is not a service URL:

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -63,21 +64,16 @@ type crashCase struct {
 	panics     int
 }
 
+// The crash test's fixed shape: keys of the stream, and the pipeline's
+// batch size and instances.
+const (
+	crashKeys      = 64
+	crashBatchSize = 100
+	crashInstances = 2
+)
+
 func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
-	n := cc.messages
-	if s := os.Getenv(crashMessagesEnv); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("%s=%q: want a positive number", crashMessagesEnv, s)
-		}
-		n = v
-	}
-	minKills := int64(cc.minKills)
-	const (
-		keys      = 64
-		batchSize = 100
-		instances = 2
-	)
+	n := crashMessages(t, cc.messages)
 	produceFor := cc.produceFor // the stream lasts this long
 	if produceFor == 0 {
 		produceFor = 10 * time.Second
@@ -86,42 +82,107 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 	if panics == 0 {
 		panics = 25
 	}
-	panicEvery := max(n/panics, 1)
+	r := startCrashRun(t, typ, cc, n, max(n/panics, 1))
 
-	tail := &logTail{}
+	ctx := testContext(t)
+	produced := r.produce(ctx, produceFor)
+	stopKiller := r.killer()
+	<-produced
+	if err := r.pubErr.Load(); err != nil {
+		t.Fatalf("publish: %v", *err)
+	}
+	r.waitForEveryMessage()
+	stopKiller()
+	waitFor(t, "every input settled", func() bool { return r.c.Backlog(r.in, "crashy") == 0 })
+
+	r.checkCrashesLostNothing()
+	r.checkBrokerConnectionsUnchanged()
+	if !typ.KeepsOrder() {
+		return
+	}
+	r.checkEachKeyInOrder()
+	if h := r.host.health("crashy"); h.State != streamrun.StateHealthy && h.State != streamrun.StateDegraded {
+		t.Errorf("health %+v", h)
+	}
+}
+
+// crashMessages is the size of the stream: def, or STREAMRUN_CRASH_MESSAGES.
+func crashMessages(t *testing.T, def int) int {
+	s := os.Getenv(crashMessagesEnv)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		t.Fatalf("%s=%q: want a positive number", crashMessagesEnv, s)
+	}
+	return v
+}
+
+// crashRun is one run of the crash test: the broker, the host running the
+// "crashy" pipeline from in to out, what reached out, and what the broker
+// had when the run began.
+type crashRun struct {
+	t        *testing.T
+	n        int   // messages in the stream
+	minKills int64 // kills the stream waits for before it ends
+	c        *broker.Cluster
+	pub      *pool.Client
+	in, out  string
+	got      *collector
+	host     *running
+	tail     *logTail // the host's log, shown only if the test fails
+
+	maxInFlight int64    // messages a crash may have in flight
+	accepted    int64    // broker connections accepted when the run began
+	conns       []uint64 // the broker's live connections then
+
+	kills  atomic.Int64
+	pubErr atomic.Pointer[error]
+}
+
+// startCrashRun starts the broker, the collector of the output and a host
+// running the pipeline, whose handler panics on every panicEvery-th
+// message, and notes the broker's connections once every client is in.
+func startCrashRun(t *testing.T, typ pipelines.SubscriptionType, cc crashCase, n, panicEvery int) *crashRun {
 	c := cluster(t)
-	pub := client(t, c)
-	in, out := topic(t, "in"), topic(t, "out")
-	got := collect(t, client(t, c), out)
-	key := func(i int) string { return fmt.Sprintf("key-%d", i%keys) }
+	r := &crashRun{t: t, n: n, minKills: int64(cc.minKills), c: c, pub: client(t, c), tail: &logTail{}}
+	r.in, r.out = topic(t, "in"), topic(t, "out")
+	r.got = collect(t, client(t, c), r.out)
 
-	host := runHost(t, c, streamrun.Options{
+	r.host = runHost(t, c, streamrun.Options{
 		// Kept, and shown only if the test fails: every crash logs the
 		// handler's stack.
-		Logger: slog.New(slog.NewTextHandler(tail, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger: slog.New(slog.NewTextHandler(r.tail, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}, pipelines.Pipeline{
 		Name:   "crashy",
-		Source: pipelines.Source{Topics: []string{in}, Subscription: "crashy", Type: typ, InitialPosition: pipelines.Earliest},
+		Source: pipelines.Source{Topics: []string{r.in}, Subscription: "crashy", Type: typ, InitialPosition: pipelines.Earliest},
 		Handler: func() pipelines.Handler {
-			h := cc.handler(testConfig{Output: out, PanicEvery: panicEvery, MarkerDir: t.TempDir()})
-			h.BatchSize, h.Instances = batchSize, instances
+			h := cc.handler(testConfig{Output: r.out, PanicEvery: panicEvery, MarkerDir: t.TempDir()})
+			h.BatchSize, h.Instances = crashBatchSize, crashInstances
 			return h
 		}(),
-		Outputs: []string{out},
+		Outputs: []string{r.out},
 	})
-	maxInFlight := int64(max(4*batchSize*instances, pipelines.DefaultMinInFlight))
+	r.maxInFlight = int64(max(4*crashBatchSize*crashInstances, pipelines.DefaultMinInFlight))
 
 	// Every client is connected now: from here on the broker must see no
 	// new connection and lose none.
-	accepted := c.AcceptedConnections(0)
-	conns := connIDs(c)
-	t.Logf("broker connections at start: %d accepted, live %v", accepted, conns)
+	r.accepted = c.AcceptedConnections(0)
+	r.conns = connIDs(c)
+	t.Logf("broker connections at start: %d accepted, live %v", r.accepted, r.conns)
+	return r
+}
 
-	// The stream: n messages over produceFor, in steps of 10 ms.
-	ctx := testContext(t)
-	var kills atomic.Int64
+func crashKey(i int) string { return fmt.Sprintf("key-%d", i%crashKeys) }
+
+// produce publishes the stream on a goroutine of its own: four fifths of
+// it over produceFor in steps of 10 ms, the rest in a trickle while the
+// kills are not all in (a stream that stopped would leave the killer
+// nothing to kill), then at once. The channel closes when every publish
+// has been answered; the first error is in pubErr.
+func (r *crashRun) produce(ctx context.Context, produceFor time.Duration) <-chan struct{} {
 	produced := make(chan struct{})
-	var pubErr atomic.Pointer[error]
 	go func() {
 		defer close(produced)
 		var wg sync.WaitGroup
@@ -129,16 +190,16 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 		send := func(end int) {
 			for ; i < end; i++ {
 				wg.Add(1)
-				pub.PublishAsync(ctx, in, pool.Message{Key: key(i), Payload: fmt.Appendf(nil, "%s-%d", key(i), i)},
+				r.pub.PublishAsync(ctx, r.in, pool.Message{Key: crashKey(i), Payload: fmt.Appendf(nil, "%s-%d", crashKey(i), i)},
 					func(_ pulsarwire.MessageID, err error) {
 						if err != nil {
-							pubErr.CompareAndSwap(nil, &err)
+							r.pubErr.CompareAndSwap(nil, &err)
 						}
 						wg.Done()
 					})
 			}
 		}
-		// Four fifths over produceFor, in steps of 10 ms.
+		n := r.n
 		steps := int(produceFor / (10 * time.Millisecond))
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
@@ -146,20 +207,21 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 			send(n * 4 / 5 * s / steps)
 			<-tick.C
 		}
-		// The rest in a trickle while the kills are not all in (a stream
-		// that stopped would leave the killer nothing to kill), then at
-		// once.
-		for i < n && kills.Load() < minKills && ctx.Err() == nil {
+		for i < n && r.kills.Load() < r.minKills && ctx.Err() == nil {
 			send(min(i+max(n/1000, 1), n))
 			<-tick.C
 		}
 		send(n)
 		wg.Wait()
 	}()
+	return produced
+}
 
-	// The killer: every 150-400 ms, SIGKILL one plugin process, at
-	// random, among those that have been up 200 ms and answered a batch,
-	// so that no batch is killed twice in a row.
+// killer starts the killer: every 150-400 ms it SIGKILLs one plugin
+// process, at random, among those that have been up 200 ms and answered
+// a batch, so that no batch is killed twice in a row. The function it
+// returns stops the killer and waits for it.
+func (r *crashRun) killer() (stop func()) {
 	stopKiller := make(chan struct{})
 	killerDone := make(chan struct{})
 	go func() {
@@ -170,52 +232,68 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 				return
 			case <-time.After(150*time.Millisecond + rand.N(250*time.Millisecond)):
 			}
-			var victims []int
-			for _, ih := range host.health("crashy").Instances {
-				if ih.Up && ih.Pid != 0 && ih.Batches > 0 && time.Since(ih.Since) >= 200*time.Millisecond {
-					victims = append(victims, ih.Pid)
-				}
-			}
+			victims := r.victims()
 			if len(victims) == 0 {
 				continue
 			}
 			if err := syscall.Kill(victims[rand.N(len(victims))], syscall.SIGKILL); err == nil {
-				kills.Add(1)
+				r.kills.Add(1)
 			}
 		}
 	}()
-
-	<-produced
-	if err := pubErr.Load(); err != nil {
-		t.Fatalf("publish: %v", *err)
+	return func() {
+		close(stopKiller)
+		<-killerDone
 	}
+}
+
+// victims are the pids of the plugin processes that are up, have been
+// for 200 ms, and have answered a batch.
+func (r *crashRun) victims() []int {
+	var victims []int
+	for _, ih := range r.host.health("crashy").Instances {
+		if ih.Up && ih.Pid != 0 && ih.Batches > 0 && time.Since(ih.Since) >= 200*time.Millisecond {
+			victims = append(victims, ih.Pid)
+		}
+	}
+	return victims
+}
+
+// waitForEveryMessage waits until every sequence number of the stream has
+// reached the output, failing with what is missing and the host's last
+// log lines after testTimeout.
+func (r *crashRun) waitForEveryMessage() {
+	t, n := r.t, r.n
 	seen := make([]int, n)
-	for deadline := time.Now().Add(testTimeout); !(got.len() >= n && distinct(t, got, seen) == n); {
+	for deadline := time.Now().Add(testTimeout); !(r.got.len() >= n && distinct(t, r.got, seen) == n); {
 		if time.Now().After(deadline) {
-			distinct(t, got, seen)
+			distinct(t, r.got, seen)
 			var missing []int
 			for i, k := range seen {
 				if k == 0 && len(missing) < 20 {
 					missing = append(missing, i)
 				}
 			}
-			t.Logf("the host's last log lines:\n%s", tail)
+			t.Logf("the host's last log lines:\n%s", r.tail)
 			t.Fatalf("timed out waiting for all %d messages at the output: %d arrived, missing %v...; stats %+v; health %+v; backlog %d; consumers %+v",
-				n, got.len(), missing, host.stats("crashy"), host.health("crashy"), c.Backlog(in, "crashy"), c.Consumers(in, "crashy"))
+				n, r.got.len(), missing, r.host.stats("crashy"), r.host.health("crashy"), r.c.Backlog(r.in, "crashy"), r.c.Consumers(r.in, "crashy"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(stopKiller)
-	<-killerDone
-	waitFor(t, "every input settled", func() bool { return c.Backlog(in, "crashy") == 0 })
+}
 
-	s := host.stats("crashy")
-	k := kills.Load()
-	dups := got.len() - n
+// checkCrashesLostNothing checks the host's side: every kill was seen as a
+// crash, enough kills happened, duplicates stay within what the crashes
+// had in flight, and nothing was dead-lettered or retried.
+func (r *crashRun) checkCrashesLostNothing() {
+	t, n := r.t, r.n
+	s := r.host.stats("crashy")
+	k := r.kills.Load()
+	dups := r.got.len() - n
 	t.Logf("%d messages; %d kills, %d crashes in all (kills and panics), %d restarts; %d duplicates at the output; %d broker connections accepted since the start; stats %+v",
-		n, k, s.Crashes, s.Restarts, dups, c.AcceptedConnections(0)-accepted, s)
-	if k < minKills {
-		t.Errorf("%d kills, want at least %d (the stream ended first)", k, minKills)
+		n, k, s.Crashes, s.Restarts, dups, r.c.AcceptedConnections(0)-r.accepted, s)
+	if k < r.minKills {
+		t.Errorf("%d kills, want at least %d (the stream ended first)", k, r.minKills)
 	}
 	if s.Crashes < k {
 		t.Errorf("%d crashes seen by the host, fewer than the %d kills", s.Crashes, k)
@@ -223,40 +301,42 @@ func testCrashes(t *testing.T, typ pipelines.SubscriptionType, cc crashCase) {
 	// A crash loses at most what was in flight: its batch and those behind
 	// it. (A crash publishes nothing of the batch it interrupts, so in
 	// practice there are none.)
-	if bound := s.Crashes * maxInFlight; int64(dups) > bound {
-		t.Errorf("%d duplicates, more than %d crashes × %d in flight", dups, s.Crashes, maxInFlight)
+	if bound := s.Crashes * r.maxInFlight; int64(dups) > bound {
+		t.Errorf("%d duplicates, more than %d crashes × %d in flight", dups, s.Crashes, r.maxInFlight)
 	}
 	if s.DeadLettered != 0 || s.Retried != 0 {
 		t.Errorf("%d dead-lettered, %d retried; want none", s.DeadLettered, s.Retried)
 	}
-	// The broker side: the same connections, none accepted since (on
-	// every subscription type).
-	if a := c.AcceptedConnections(0); a != accepted {
-		t.Errorf("the broker accepted %d connections during the test", a-accepted)
+}
+
+// checkBrokerConnectionsUnchanged checks the broker's side: the same
+// connections, none accepted since the start (on every subscription
+// type).
+func (r *crashRun) checkBrokerConnectionsUnchanged() {
+	if a := r.c.AcceptedConnections(0); a != r.accepted {
+		r.t.Errorf("the broker accepted %d connections during the test", a-r.accepted)
 	}
-	if now := connIDs(c); !slices.Equal(now, conns) {
-		t.Errorf("live connections changed: %v at start, %v at the end", conns, now)
+	if now := connIDs(r.c); !slices.Equal(now, r.conns) {
+		r.t.Errorf("live connections changed: %v at start, %v at the end", r.conns, now)
 	}
-	if !typ.KeepsOrder() {
-		return
-	}
-	// Each key's messages in order (a message seen again may repeat an
-	// older one: only first appearances count).
+}
+
+// checkEachKeyInOrder checks each key's messages arrived in order (a
+// message seen again may repeat an older one: only first appearances
+// count).
+func (r *crashRun) checkEachKeyInOrder() {
 	last := map[string]int{}
-	first := make([]bool, n)
-	for _, m := range got.all() {
-		seq := seqOf(t, string(m.Payload))
+	first := make([]bool, r.n)
+	for _, m := range r.got.all() {
+		seq := seqOf(r.t, string(m.Payload))
 		if first[seq] {
 			continue
 		}
 		first[seq] = true
 		if prev, ok := last[m.Key]; ok && seq < prev {
-			t.Fatalf("key %s: %d after %d", m.Key, seq, prev)
+			r.t.Fatalf("key %s: %d after %d", m.Key, seq, prev)
 		}
 		last[m.Key] = seq
-	}
-	if h := host.health("crashy"); h.State != streamrun.StateHealthy && h.State != streamrun.StateDegraded {
-		t.Errorf("health %+v", h)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -149,42 +150,9 @@ func TestReload(t *testing.T) {
 	}
 	reloaded.Store(true)
 	t.Logf("reload applied in %v", time.Since(t0))
-	if got := pids(r, "keep"); !slices.Equal(got, keepPids) {
-		t.Errorf("the unchanged pipeline's plugins are %v, were %v", got, keepPids)
-	}
-	if got := pids(r, "resize"); !slices.Equal(got, resizePids) {
-		t.Errorf("the resized pipeline's plugins are %v, were %v", got, resizePids)
-	}
-	for _, pid := range gonePids {
-		if alive(pid) {
-			t.Errorf("plugin %d of the removed pipeline still runs", pid)
-		}
-	}
-	var names []string
-	for _, h := range r.host.Health() {
-		names = append(names, h.Pipeline)
-	}
-	if want := []string{"fresh", "keep", "resize"}; !slices.Equal(names, want) {
-		t.Errorf("pipelines after the reload: %v, want %v", names, want)
-	}
+	checkReloadApplied(t, r, keepPids, resizePids, gonePids)
 	publish(t, pub, in["fresh"], nFresh, func(i int) string { return fmt.Sprintf("fresh-%d", i) }, nil)
-
-	// Bad edits are refused; nothing changes.
-	bad := pipe("keep", 100)
-	bad.Source.Subscription = ""
-	err := r.host.Reload(ctx, bad, resized, pipe("fresh", 100))
-	var fe *pipelines.FieldError
-	if !errors.As(err, &fe) || fe.Path != "pipelines[0].source.subscription" {
-		t.Errorf("Reload of an invalid pipeline: %v", err)
-	}
-	missing := pipe("keep", 100)
-	missing.Handler.Plugin = filepath.Join(t.TempDir(), "nonesuch")
-	if err := r.host.Reload(ctx, missing, resized, pipe("fresh", 100)); err == nil || !strings.Contains(err.Error(), "nonesuch") {
-		t.Errorf("Reload with a missing handler: %v", err)
-	}
-	if got := pids(r, "keep"); !slices.Equal(got, keepPids) {
-		t.Errorf("after the refused reloads the plugins are %v, were %v", got, keepPids)
-	}
+	checkBadEditsRefused(ctx, t, r, pipe, resized, keepPids)
 
 	for _, s := range streams {
 		s.wait(t)
@@ -209,22 +177,71 @@ func TestReload(t *testing.T) {
 	if now := connIDs(c); !slices.Equal(now, conns) {
 		t.Errorf("live connections changed: %v before, %v after", conns, now)
 	}
-	// The removed pipeline: what it acknowledged reached its output; the
-	// rest waits in its subscription, where a consumer that takes it over
-	// finds it.
-	seen := make([]int, nGone)
-	outs := distinct(t, got["gone"], seen)
+	checkRemovedPipelineLostNothing(t, c, r, got["gone"], in["gone"], nGone)
+}
+
+// checkReloadApplied checks the processes and pipelines after the reload:
+// the unchanged and resized pipelines keep their plugins, the removed
+// one's have stopped, and the new one runs.
+func checkReloadApplied(t *testing.T, r *running, keepPids, resizePids, gonePids []int) {
+	if got := pids(r, "keep"); !slices.Equal(got, keepPids) {
+		t.Errorf("the unchanged pipeline's plugins are %v, were %v", got, keepPids)
+	}
+	if got := pids(r, "resize"); !slices.Equal(got, resizePids) {
+		t.Errorf("the resized pipeline's plugins are %v, were %v", got, resizePids)
+	}
+	for _, pid := range gonePids {
+		if alive(pid) {
+			t.Errorf("plugin %d of the removed pipeline still runs", pid)
+		}
+	}
+	var names []string
+	for _, h := range r.host.Health() {
+		names = append(names, h.Pipeline)
+	}
+	if want := []string{"fresh", "keep", "resize"}; !slices.Equal(names, want) {
+		t.Errorf("pipelines after the reload: %v, want %v", names, want)
+	}
+}
+
+// checkBadEditsRefused reloads an invalid pipeline and one whose handler
+// does not exist: both are refused, and nothing changes.
+func checkBadEditsRefused(ctx context.Context, t *testing.T, r *running, pipe func(string, int) pipelines.Pipeline, resized pipelines.Pipeline, keepPids []int) {
+	bad := pipe("keep", 100)
+	bad.Source.Subscription = ""
+	err := r.host.Reload(ctx, bad, resized, pipe("fresh", 100))
+	var fe *pipelines.FieldError
+	if !errors.As(err, &fe) || fe.Path != "pipelines[0].source.subscription" {
+		t.Errorf("Reload of an invalid pipeline: %v", err)
+	}
+	missing := pipe("keep", 100)
+	missing.Handler.Plugin = filepath.Join(t.TempDir(), "nonesuch")
+	if err := r.host.Reload(ctx, missing, resized, pipe("fresh", 100)); err == nil || !strings.Contains(err.Error(), "nonesuch") {
+		t.Errorf("Reload with a missing handler: %v", err)
+	}
+	if got := pids(r, "keep"); !slices.Equal(got, keepPids) {
+		t.Errorf("after the refused reloads the plugins are %v, were %v", got, keepPids)
+	}
+}
+
+// checkRemovedPipelineLostNothing checks the removed pipeline: what it
+// acknowledged reached its output (got); the rest of its n inputs waits
+// in its subscription on topic in, where a consumer that takes it over
+// finds it; and its stats are no longer reported.
+func checkRemovedPipelineLostNothing(t *testing.T, c *broker.Cluster, r *running, got *collector, in string, n int) {
+	seen := make([]int, n)
+	outs := distinct(t, got, seen)
 	if a := r.stats("gone").Acked; a != 0 {
 		t.Errorf("the removed pipeline's stats are still reported: %d acked", a)
 	}
-	rest := takeOver(t, client(t, c), in["gone"], "gone")
+	rest := takeOver(t, client(t, c), in, "gone")
 	waitFor(t, fmt.Sprintf("every message of the removed pipeline at its output or in its subscription (%d outputs)", outs), func() bool {
 		for _, m := range rest.all() {
 			seen[seqOf(t, string(m.Payload))]++
 		}
 		missing := slices.Index(seen, 0)
 		if missing >= 0 {
-			distinct(t, got["gone"], seen)
+			distinct(t, got, seen)
 		}
 		return missing < 0
 	})
@@ -339,24 +356,7 @@ func TestLiveHandlerSwap(t *testing.T) {
 	// The change: the binary is rebuilt in place (a new file renamed over
 	// the old path, as a build does), and the host told to reload.
 	ctx := testContext(t)
-	stopWatch := make(chan struct{})
-	var down atomic.Int64
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		for {
-			select {
-			case <-stopWatch:
-				return
-			default:
-			}
-			for _, ih := range r.health("swap").Instances {
-				if !ih.Up {
-					down.Add(1)
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
+	stopWatch := watchSlotsDown(r, "swap")
 	t0 := time.Now()
 	if err := os.Rename(next, bin); err != nil {
 		t.Fatal(err)
@@ -366,24 +366,9 @@ func TestLiveHandlerSwap(t *testing.T) {
 	}
 	took := time.Since(t0)
 	after := s.sent.Load() // every message submitted from here on goes to v2
-	close(stopWatch)
-	watch.Wait()
+	down := stopWatch()
 	t.Logf("from the change to the last old instance stopping: %v (3 instances, batches of 100, %d of %d messages submitted)", took, after, n)
-
-	for _, pid := range old {
-		if alive(pid) {
-			t.Errorf("old plugin %d still runs after the roll-out", pid)
-		}
-	}
-	h := r.health("swap")
-	for _, ih := range h.Instances {
-		if ih.Swaps != 1 || ih.Restarts != 0 || slices.Contains(old, ih.Pid) {
-			t.Errorf("instance after the roll-out: %+v", ih)
-		}
-	}
-	if d := down.Load(); d != 0 {
-		t.Errorf("an instance slot was seen down %d times during the roll-out", d)
-	}
+	checkRolledOut(t, r, old, down)
 
 	s.wait(t)
 	total := everyOne(t, got, n)
@@ -391,26 +376,7 @@ func TestLiveHandlerSwap(t *testing.T) {
 	if st := r.stats("swap"); st.Received != n || st.Acked != n || st.Crashes != 0 || total != n {
 		t.Errorf("stats %+v, %d outputs: want %d received, acknowledged and output once each", st, total, n)
 	}
-	v1, v2 := 0, 0
-	for _, m := range got.all() {
-		payload := string(m.Payload)
-		seq := seqOf(t, payload)
-		switch {
-		case strings.HasPrefix(payload, "v1:"):
-			v1++
-			if int64(seq) >= after {
-				t.Fatalf("output %q from the old version, submitted after the roll-out", payload)
-			}
-		case strings.HasPrefix(payload, "v2:"):
-			v2++
-		default:
-			t.Fatalf("output %q from neither version", payload)
-		}
-	}
-	t.Logf("%d outputs from v1, %d from v2", v1, v2)
-	if v1 == 0 || v2 == 0 {
-		t.Errorf("%d outputs from v1, %d from v2: want both", v1, v2)
-	}
+	checkOutputsByVersion(t, got, after)
 	if a := c.AcceptedConnections(0); a != accepted {
 		t.Errorf("the broker accepted %d connections during the test", a-accepted)
 	}
@@ -476,5 +442,78 @@ func TestReloadChangesSourceInstancesAndConfig(t *testing.T) {
 	got.waitLen(t, 25) // a's late messages, now read again
 	if s := r.stats("move"); s.Crashes != 0 || s.Restarts != 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// watchSlotsDown counts, every millisecond on a goroutine, the instance
+// slots of pipeline that are down. The function it returns stops the
+// watch and returns the count.
+func watchSlotsDown(r *running, pipeline string) (stop func() int64) {
+	stopWatch := make(chan struct{})
+	var down atomic.Int64
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		for {
+			select {
+			case <-stopWatch:
+				return
+			default:
+			}
+			for _, ih := range r.health(pipeline).Instances {
+				if !ih.Up {
+					down.Add(1)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	return func() int64 {
+		close(stopWatch)
+		watch.Wait()
+		return down.Load()
+	}
+}
+
+// checkRolledOut checks the roll-out replaced every old plugin process
+// by a swap, not a restart, and no slot was ever seen down.
+func checkRolledOut(t *testing.T, r *running, old []int, down int64) {
+	for _, pid := range old {
+		if alive(pid) {
+			t.Errorf("old plugin %d still runs after the roll-out", pid)
+		}
+	}
+	h := r.health("swap")
+	for _, ih := range h.Instances {
+		if ih.Swaps != 1 || ih.Restarts != 0 || slices.Contains(old, ih.Pid) {
+			t.Errorf("instance after the roll-out: %+v", ih)
+		}
+	}
+	if down != 0 {
+		t.Errorf("an instance slot was seen down %d times during the roll-out", down)
+	}
+}
+
+// checkOutputsByVersion checks every output came from v1 or v2, none from
+// v1 for a message submitted from after on, and some from each.
+func checkOutputsByVersion(t *testing.T, got *collector, after int64) {
+	v1, v2 := 0, 0
+	for _, m := range got.all() {
+		payload := string(m.Payload)
+		seq := seqOf(t, payload)
+		switch {
+		case strings.HasPrefix(payload, "v1:"):
+			v1++
+			if int64(seq) >= after {
+				t.Fatalf("output %q from the old version, submitted after the roll-out", payload)
+			}
+		case strings.HasPrefix(payload, "v2:"):
+			v2++
+		default:
+			t.Fatalf("output %q from neither version", payload)
+		}
+	}
+	t.Logf("%d outputs from v1, %d from v2", v1, v2)
+	if v1 == 0 || v2 == 0 {
+		t.Errorf("%d outputs from v1, %d from v2: want both", v1, v2)
 	}
 }

@@ -55,54 +55,8 @@ func benchTelemetry(b *testing.B, mode string) {
 	h.Config["plain"] = true
 	h.BatchSize = 100
 	opts := streamrun.Options{Logger: testLogger(b, slog.LevelError)}
-	var (
-		rcv   *otlptest.Receiver
-		flush = func() {}
-	)
-	switch mode {
-	case "traces=0", "traces=0.01", "traces=1":
-		rcv = otlptest.StartDiscarding(b, telemetry.ProtocolGRPC)
-		cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "parentbased_traceidratio", SamplerArg: mode[len("traces="):]}
-		tp, err := telemetry.NewTracerProvider(ctx, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer tp.Shutdown(context.Background())
-		opts.TracerProvider, opts.PluginEnv = tp, cfg.Environ()
-		flush = func() { _ = tp.ForceFlush(ctx) }
-	case "metrics":
-		mp, handler, err := scrape.NewMeterProvider(nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer mp.Shutdown(context.Background())
-		opts.MeterProvider = mp
-		srv, err := scrape.Listen(scrape.Options{Addr: ":0", Metrics: handler})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer srv.Close(context.Background())
-		stop := make(chan struct{})
-		scraped := make(chan struct{})
-		go func() {
-			defer close(scraped)
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					if _, err := scrapeMetrics(ctx, "http://"+srv.Addr()); err != nil {
-						b.Errorf("scrape: %v", err)
-					}
-				}
-			}
-		}()
-		defer func() { close(stop); <-scraped }()
-	default:
-		opts.PluginEnv = []string{"OTEL_TRACES_EXPORTER=none"}
-	}
+	rcv, flush, stop := benchTelemetryMode(ctx, b, mode, &opts)
+	defer stop()
 	pub, sub := client(b, c), client(b, c)
 	cons, err := subscribe.New(ctx, sub, subscribe.Options{Topics: []string{out}, Subscription: "bench", ReceiverQueue: 5000})
 	if err != nil {
@@ -123,29 +77,8 @@ func benchTelemetry(b *testing.B, mode string) {
 	// A closed loop: window messages in the system at most.
 	n, window := b.N, 2000
 	tokens := make(chan struct{}, window)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]*subscribe.Message, 1000)
-		for got := 0; got < n; {
-			k, err := cons.ReceiveBatch(ctx, buf)
-			if err != nil {
-				b.Errorf("receive outputs: %v", err)
-				return
-			}
-			for _, m := range buf[:k] {
-				cons.Ack(ctx, m)
-				<-tokens
-			}
-			got += k
-		}
-	}()
-	var pids []int
-	for _, ph := range host.Health() {
-		for _, ih := range ph.Instances {
-			pids = append(pids, ih.Pid)
-		}
-	}
+	done := receiveOutputs(ctx, b, cons, n, tokens)
+	pids := pluginPids(host)
 	cpu0 := cpuTime(pids)
 	payload := make([]byte, 100)
 	traced := os.Getenv(benchTracedInputEnv) != ""
@@ -158,19 +91,7 @@ func benchTelemetry(b *testing.B, mode string) {
 		case <-ctx.Done():
 			b.Fatal("timed out")
 		}
-		m := pool.Message{Payload: payload}
-		if traced {
-			// Each message its own trace, sampled upstream one in 100,
-			// at random: a batch's first message, whose context the
-			// batch continues, is sampled one time in 100 too (i%100
-			// would line up with the batches).
-			flags := "00"
-			if rng.IntN(100) == 0 {
-				flags = "01"
-			}
-			m.Properties = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-%s", i+1, i+1, flags)}
-		}
-		pub.PublishAsync(ctx, in, m, func(_ pulsarwire.MessageID, err error) {
+		pub.PublishAsync(ctx, in, benchInput(i, payload, traced, rng), func(_ pulsarwire.MessageID, err error) {
 			if err != nil {
 				b.Errorf("publish: %v", err)
 			}
@@ -192,6 +113,123 @@ func benchTelemetry(b *testing.B, mode string) {
 		flush()
 		b.ReportMetric(float64(rcv.Count())/float64(n), "host-spans/msg")
 	}
+}
+
+// benchTelemetryMode sets up mode's telemetry in opts: a tracer provider
+// exporting to a discarding receiver (rcv; flush exports what is
+// pending), a scraped meter provider, or nothing (the plugin exports no
+// traces either). stop undoes it.
+func benchTelemetryMode(ctx context.Context, b *testing.B, mode string, opts *streamrun.Options) (rcv *otlptest.Receiver, flush, stop func()) {
+	flush, stop = func() {}, func() {}
+	switch mode {
+	case "traces=0", "traces=0.01", "traces=1":
+		rcv = otlptest.StartDiscarding(b, telemetry.ProtocolGRPC)
+		cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "parentbased_traceidratio", SamplerArg: mode[len("traces="):]}
+		tp, err := telemetry.NewTracerProvider(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts.TracerProvider, opts.PluginEnv = tp, cfg.Environ()
+		flush = func() { _ = tp.ForceFlush(ctx) }
+		stop = func() { tp.Shutdown(context.Background()) }
+	case "metrics":
+		stop = benchMetrics(ctx, b, opts)
+	default:
+		opts.PluginEnv = []string{"OTEL_TRACES_EXPORTER=none"}
+	}
+	return rcv, flush, stop
+}
+
+// benchMetrics gives opts a meter provider whose /metrics a goroutine
+// scrapes once a second; the function it returns stops the scraper and
+// the server, and shuts the provider down.
+func benchMetrics(ctx context.Context, b *testing.B, opts *streamrun.Options) (stop func()) {
+	mp, handler, err := scrape.NewMeterProvider(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.MeterProvider = mp
+	srv, err := scrape.Listen(scrape.Options{Addr: ":0", Metrics: handler})
+	if err != nil {
+		mp.Shutdown(context.Background())
+		b.Fatal(err)
+	}
+	stopScraper := make(chan struct{})
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopScraper:
+				return
+			case <-t.C:
+				if _, err := scrapeMetrics(ctx, "http://"+srv.Addr()); err != nil {
+					b.Errorf("scrape: %v", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(stopScraper)
+		<-scraped
+		srv.Close(context.Background())
+		mp.Shutdown(context.Background())
+	}
+}
+
+// receiveOutputs receives and acknowledges n outputs on a goroutine,
+// taking a token back for each; the channel closes when all came (or
+// receiving failed).
+func receiveOutputs(ctx context.Context, b *testing.B, cons *subscribe.Consumer, n int, tokens <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]*subscribe.Message, 1000)
+		for got := 0; got < n; {
+			k, err := cons.ReceiveBatch(ctx, buf)
+			if err != nil {
+				b.Errorf("receive outputs: %v", err)
+				return
+			}
+			for _, m := range buf[:k] {
+				cons.Ack(ctx, m)
+				<-tokens
+			}
+			got += k
+		}
+	}()
+	return done
+}
+
+// pluginPids are the pids of the host's plugin processes.
+func pluginPids(host *streamrun.Host) []int {
+	var pids []int
+	for _, ph := range host.Health() {
+		for _, ih := range ph.Instances {
+			pids = append(pids, ih.Pid)
+		}
+	}
+	return pids
+}
+
+// benchInput is input message i: payload, and with traced a trace
+// context of its own.
+func benchInput(i int, payload []byte, traced bool, rng *rand.Rand) pool.Message {
+	m := pool.Message{Payload: payload}
+	if traced {
+		// Each message its own trace, sampled upstream one in 100,
+		// at random: a batch's first message, whose context the
+		// batch continues, is sampled one time in 100 too (i%100
+		// would line up with the batches).
+		flags := "00"
+		if rng.IntN(100) == 0 {
+			flags = "01"
+		}
+		m.Properties = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-%s", i+1, i+1, flags)}
+	}
+	return m
 }
 
 // benchTracedInputEnv, when set, gives each input message a trace

@@ -96,21 +96,44 @@ func TestTraceEvents(t *testing.T) {
 		}
 	}
 	dlq := in + "-events-sub-DLQ"
-	var got map[string]otlptest.Span
+	checkPoisonTrace(t, waitForTrace(ctx, t, rcv, flush, poisonTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq), "handle events"),
+		msgtrace.ProcessName(in), msgtrace.SendName(dlq), parentSpan)
+	waitForRetryEvents(ctx, t, rcv, flush, retryTrace, msgtrace.ProcessName(in))
+
+	// The crash: an event and the error on its process span, which
+	// dead-letters it (MaxCrashes 1).
+	got := waitForTrace(ctx, t, rcv, flush, crashTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq))
+	ps := got[msgtrace.ProcessName(in)]
+	e := hasEvent(ps, msgtrace.EventCrash, "error.type=crash")
+	if e == nil || ps.Attr("error.type") != "crash" ||
+		ps.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || hasEvent(ps, msgtrace.EventDeadLetter) == nil {
+		t.Errorf("crash's process span: status %v, attributes %v, events %v", ps.Status, ps.Attributes, ps.Events)
+	}
+}
+
+// waitForTrace flushes and waits, 2s at a time until ctx ends, for the
+// spans called names in trace.
+func waitForTrace(ctx context.Context, t *testing.T, rcv *otlptest.Receiver, flush func(), trace string, names ...string) map[string]otlptest.Span {
 	for {
 		flush()
-		var err error
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		got, err = rcv.WaitFor(wctx, poisonTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq), "handle events")
+		got, err := rcv.WaitFor(wctx, trace, names...)
 		cancel()
 		if err == nil {
-			break
+			return got
 		}
 		if ctx.Err() != nil {
 			t.Fatal(err)
 		}
 	}
-	ps := got[msgtrace.ProcessName(in)]
+}
+
+// checkPoisonTrace checks the dead-lettered message's trace: its process
+// span is the other client's span's child and links to it, has the
+// dead-letter event with the reason, and is the parent of the dead
+// letter's send span.
+func checkPoisonTrace(t *testing.T, got map[string]otlptest.Span, process, sendDLQ, parentSpan string) {
+	ps := got[process]
 	if hex.EncodeToString(ps.ParentSpanId) != parentSpan {
 		t.Errorf("process span's parent %x, want the other client's %s", ps.ParentSpanId, parentSpan)
 	}
@@ -120,51 +143,33 @@ func TestTraceEvents(t *testing.T) {
 	if e := hasEvent(ps, msgtrace.EventDeadLetter); e == nil || otlptest.AttrOf(e.Attributes, "streamrun.reason") != "poison" {
 		t.Errorf("process span has no dead-letter event with the reason: %v", ps.Events)
 	}
-	if s := got[msgtrace.SendName(dlq)]; hex.EncodeToString(s.ParentSpanId) != hex.EncodeToString(ps.SpanId) ||
+	if s := got[sendDLQ]; hex.EncodeToString(s.ParentSpanId) != hex.EncodeToString(ps.SpanId) ||
 		s.Kind != tracepb.Span_SPAN_KIND_PRODUCER {
 		t.Errorf("dead letter's send span %v is not a PRODUCER child of %v", s, ps)
 	}
+}
 
-	// The retried message: its first process span has the retry event; the
-	// last, the dead letter (MaxRetries 1).
+// waitForRetryEvents waits until the retried message's process spans in
+// trace show the retry event (its first) and the dead letter (its last,
+// MaxRetries 1), failing when ctx ends.
+func waitForRetryEvents(ctx context.Context, t *testing.T, rcv *otlptest.Receiver, flush func(), trace, process string) {
 	for {
 		flush()
 		var retried, dead bool
 		for _, s := range rcv.Spans() {
-			if hex.EncodeToString(s.TraceId) == retryTrace && s.Name == msgtrace.ProcessName(in) {
+			if hex.EncodeToString(s.TraceId) == trace && s.Name == process {
 				retried = retried || hasEvent(s, msgtrace.EventRetry) != nil
 				dead = dead || hasEvent(s, msgtrace.EventDeadLetter) != nil
 			}
 		}
 		if retried && dead {
-			break
+			return
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("retry events never came: retry %v, dead letter %v", retried, dead)
 		case <-rcv.Changed():
 		case <-time.After(100 * time.Millisecond):
-		}
-	}
-
-	// The crash: an event and the error on its process span, which
-	// dead-letters it (MaxCrashes 1).
-	for {
-		flush()
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		got, err := rcv.WaitFor(wctx, crashTrace, msgtrace.ProcessName(in), msgtrace.SendName(dlq))
-		cancel()
-		if err == nil {
-			ps := got[msgtrace.ProcessName(in)]
-			e := hasEvent(ps, msgtrace.EventCrash, "error.type=crash")
-			if e == nil || ps.Attr("error.type") != "crash" ||
-				ps.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || hasEvent(ps, msgtrace.EventDeadLetter) == nil {
-				t.Errorf("crash's process span: status %v, attributes %v, events %v", ps.Status, ps.Attributes, ps.Events)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
 		}
 	}
 }

@@ -69,7 +69,46 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 		t.Fatal(err)
 	}
 	span.End()
+	outCtx := receiveTracedOutput(ctx, t, cl, out, traceID)
 
+	if err := tp.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sendIn, process, handle, user, sendOut := msgtrace.SendName(in), msgtrace.ProcessName(in), "handle upper", "uppercase", msgtrace.SendName(out)
+	got, err := rcv.WaitFor(ctx, traceID, sendIn, process, handle, user, sendOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range got {
+		t.Logf("%s: %v", name, s)
+	}
+	checkSpanTree(t, got, upstream, []spanWant{
+		{sendIn, tracepb.Span_SPAN_KIND_PRODUCER, ""},
+		{process, tracepb.Span_SPAN_KIND_CONSUMER, sendIn},
+		{handle, tracepb.Span_SPAN_KIND_INTERNAL, process},
+		{user, tracepb.Span_SPAN_KIND_INTERNAL, handle},
+		{sendOut, tracepb.Span_SPAN_KIND_PRODUCER, handle},
+	})
+	// The plugin's spans come from the plugin process, exported with the
+	// settings the host passed down.
+	if got[handle].Service != "trace-test" || got[user].Service != "trace-test" {
+		t.Errorf("plugin spans' service.name: %q, %q", got[handle].Service, got[user].Service)
+	}
+	// The output's traceparent is its send span's.
+	if outCtx.SpanID().String() != hex.EncodeToString(got[sendOut].SpanId) {
+		t.Errorf("output's span %s, its send span %x", outCtx.SpanID(), got[sendOut].SpanId)
+	}
+	checkProcessSpan(t, got[process], got[sendIn], in, traceID)
+	checkSendSpans(t, got, sendIn, sendOut, out)
+	if g := got[handle].Attr("streamrun.pipeline"); g != "upper" {
+		t.Errorf("handle span: streamrun.pipeline %q", g)
+	}
+}
+
+// receiveTracedOutput receives the pipeline's output from topic out: the
+// message upper-cased, carrying a traceparent of trace traceID, whose
+// context it returns.
+func receiveTracedOutput(ctx context.Context, t *testing.T, cl *pool.Client, out, traceID string) trace.SpanContext {
 	cons, err := subscribe.New(ctx, cl, subscribe.Options{Topics: []string{out}, Subscription: "check",
 		InitialPosition: subscribe.Earliest})
 	if err != nil {
@@ -87,29 +126,19 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 	if outCtx.TraceID().String() != traceID {
 		t.Fatalf("output's traceparent %q is not of trace %s", m.Properties[msgtrace.PropertyTraceParent], traceID)
 	}
+	return outCtx
+}
 
-	if err := tp.ForceFlush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sendIn, process, handle, user, sendOut := msgtrace.SendName(in), msgtrace.ProcessName(in), "handle upper", "uppercase", msgtrace.SendName(out)
-	got, err := rcv.WaitFor(ctx, traceID, sendIn, process, handle, user, sendOut)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, s := range got {
-		t.Logf("%s: %v", name, s)
-	}
-	want := []struct {
-		name   string
-		kind   tracepb.Span_SpanKind
-		parent string
-	}{
-		{sendIn, tracepb.Span_SPAN_KIND_PRODUCER, ""},
-		{process, tracepb.Span_SPAN_KIND_CONSUMER, sendIn},
-		{handle, tracepb.Span_SPAN_KIND_INTERNAL, process},
-		{user, tracepb.Span_SPAN_KIND_INTERNAL, handle},
-		{sendOut, tracepb.Span_SPAN_KIND_PRODUCER, handle},
-	}
+// spanWant is a span's expected kind and parent ("": the upstream
+// context).
+type spanWant struct {
+	name   string
+	kind   tracepb.Span_SpanKind
+	parent string
+}
+
+// checkSpanTree checks each wanted span's kind and parent.
+func checkSpanTree(t *testing.T, got map[string]otlptest.Span, upstream trace.SpanContext, want []spanWant) {
 	for _, w := range want {
 		s := got[w.name]
 		if s.Kind != w.kind {
@@ -123,17 +152,12 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 			t.Errorf("%s: parent %x, want %s (%s)", w.name, s.ParentSpanId, parent, w.parent)
 		}
 	}
-	// The plugin's spans come from the plugin process, exported with the
-	// settings the host passed down.
-	if got[handle].Service != "trace-test" || got[user].Service != "trace-test" {
-		t.Errorf("plugin spans' service.name: %q, %q", got[handle].Service, got[user].Service)
-	}
-	// The output's traceparent is its send span's.
-	if outCtx.SpanID().String() != hex.EncodeToString(got[sendOut].SpanId) {
-		t.Errorf("output's span %s, its send span %x", outCtx.SpanID(), got[sendOut].SpanId)
-	}
+}
 
-	ps := got[process]
+// checkProcessSpan checks the host's process span: its messaging and
+// streamrun attributes, and one link to the message's send span with
+// the message's id.
+func checkProcessSpan(t *testing.T, ps, sendIn otlptest.Span, in, traceID string) {
 	for k, v := range map[string]string{
 		"messaging.system":              "pulsar",
 		"messaging.operation.type":      "process",
@@ -147,12 +171,17 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 			t.Errorf("process span: %s = %q, want %q", k, g, v)
 		}
 	}
-	if len(ps.Links) != 1 || hex.EncodeToString(ps.Links[0].SpanId) != hex.EncodeToString(got[sendIn].SpanId) ||
+	if len(ps.Links) != 1 || hex.EncodeToString(ps.Links[0].SpanId) != hex.EncodeToString(sendIn.SpanId) ||
 		hex.EncodeToString(ps.Links[0].TraceId) != traceID {
 		t.Errorf("process span's links %v, want the message's send span", ps.Links)
 	} else if id := otlptest.AttrOf(ps.Links[0].Attributes, "messaging.message.id"); id == "" {
 		t.Errorf("process span's link has no messaging.message.id")
 	}
+}
+
+// checkSendSpans checks both send spans are Pulsar sends, and the
+// output's names its topic and the message's id.
+func checkSendSpans(t *testing.T, got map[string]otlptest.Span, sendIn, sendOut, out string) {
 	for _, name := range []string{sendIn, sendOut} {
 		s := got[name]
 		if s.Attr("messaging.system") != "pulsar" || s.Attr("messaging.operation.type") != "send" {
@@ -164,8 +193,5 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 	}
 	if id := got[sendOut].Attr("messaging.message.id"); id == "" {
 		t.Errorf("output send span has no messaging.message.id")
-	}
-	if g := got[handle].Attr("streamrun.pipeline"); g != "upper" {
-		t.Errorf("handle span: streamrun.pipeline %q", g)
 	}
 }

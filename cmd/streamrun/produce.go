@@ -215,17 +215,7 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return c.Close(cctx)
 	}
 
-	// The payload, unless "{n}" makes each message's its own.
-	var fixed []byte
-	switch {
-	case f.size > 0 || f.message == "":
-		fixed = make([]byte, f.size)
-		for i := range fixed {
-			fixed[i] = byte('a' + i%26)
-		}
-	case !strings.Contains(f.message, "{n}"):
-		fixed = []byte(f.message)
-	}
+	fixed := f.fixedPayload()
 	if fixed != nil {
 		if err := f.checkSize(ctx, c, tmpl, len(fixed)); err != nil {
 			closeClient()
@@ -238,62 +228,109 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return failed(err)
 	}
 
-	var (
-		acked, nfailed atomic.Int64
-		mu             sync.Mutex
-		lastID         pulsarwire.MessageID
-		firstErr       error
-		all            sync.WaitGroup
-	)
-	done := func(id pulsarwire.MessageID, err error) {
-		if err != nil {
-			nfailed.Add(1)
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		} else {
-			acked.Add(1)
-			mu.Lock()
-			lastID = id
-			mu.Unlock()
-		}
-		all.Done()
-	}
-
+	var r receipts
 	prog := newProgress(stderr, f.quiet, f.count)
 	start := time.Now()
+	sent := f.sendAll(ctx, p, tr, tmpl, fixed, &r, prog, start)
+	wasInterrupted := interrupted(ctx)
+	closeErr := closeClient() // flushes and waits for receipts
+	r.all.Wait()
+	elapsed := time.Since(start)
+	prog.finish(sent, r.acked.Load(), r.failed.Load())
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f.summary(stdout, &r, elapsed)
+	switch {
+	case r.failed.Load() > 0 && !wasInterrupted:
+		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(r.failed.Load(), "message"), r.firstErr))
+	case wasInterrupted:
+		return cmd.fail(fmt.Errorf("%s after %s were sent", interruptedMsg, plural(int64(sent), "message")))
+	case closeErr != nil:
+		return cmd.fail(closeErr)
+	}
+	return exitOK
+}
+
+// fixedPayload is the payload every message shares: --size bytes of
+// a-z, or --message when it has no "{n}"; nil when "{n}" makes each
+// message's its own.
+func (f *produceFlags) fixedPayload() []byte {
+	switch {
+	case f.size > 0 || f.message == "":
+		fixed := make([]byte, f.size)
+		for i := range fixed {
+			fixed[i] = byte('a' + i%26)
+		}
+		return fixed
+	case !strings.Contains(f.message, "{n}"):
+		return []byte(f.message)
+	}
+	return nil
+}
+
+// receipts counts the broker's answers to the messages sent; all waits
+// for every one.
+type receipts struct {
+	acked, failed atomic.Int64
+	all           sync.WaitGroup
+	mu            sync.Mutex
+	lastID        pulsarwire.MessageID // guarded by mu
+	firstErr      error                // guarded by mu
+}
+
+// done is the receipt callback of one message.
+func (r *receipts) done(id pulsarwire.MessageID, err error) {
+	if err != nil {
+		r.failed.Add(1)
+		r.mu.Lock()
+		if r.firstErr == nil {
+			r.firstErr = err
+		}
+		r.mu.Unlock()
+	} else {
+		r.acked.Add(1)
+		r.mu.Lock()
+		r.lastID = id
+		r.mu.Unlock()
+	}
+	r.all.Done()
+}
+
+// sendAll sends the --count messages, at --rate if set, until ctx ends,
+// and returns how many it sent.
+func (f *produceFlags) sendAll(ctx context.Context, p *pool.Producer, tr *commandTracing, tmpl pool.Message, fixed []byte, r *receipts, prog *progress, start time.Time) int {
 	sent := 0
 	for ; sent < f.count && ctx.Err() == nil; sent++ {
-		if f.rate > 0 {
-			due := start.Add(time.Duration(float64(sent) / f.rate * float64(time.Second)))
-			if wait := time.Until(due); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-ctx.Done():
-				}
-				if ctx.Err() != nil {
-					break
-				}
-			}
+		if f.rate > 0 && !waitUntil(ctx, start.Add(time.Duration(float64(sent)/f.rate*float64(time.Second)))) {
+			break
 		}
 		m := tmpl
 		m.Payload = f.payloadFor(sent, fixed)
-		all.Add(1)
-		m, mdone := tr.send(p.Topic(), m, done)
+		r.all.Add(1)
+		m, mdone := tr.send(p.Topic(), m, r.done)
 		p.SendAsync(ctx, m, mdone)
-		prog.update(sent+1, acked.Load(), nfailed.Load())
+		prog.update(sent+1, r.acked.Load(), r.failed.Load())
 	}
-	wasInterrupted := interrupted(ctx)
-	closeErr := closeClient() // flushes and waits for receipts
-	all.Wait()
-	elapsed := time.Since(start)
-	prog.finish(sent, acked.Load(), nfailed.Load())
+	return sent
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	n := acked.Load()
+// waitUntil waits until due; false when ctx ended first.
+func waitUntil(ctx context.Context, due time.Time) bool {
+	if wait := time.Until(due); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		return ctx.Err() == nil
+	}
+	return true
+}
+
+// summary writes the result line: how many of how many were produced,
+// the rate, and the last message id. r.mu is held.
+func (f *produceFlags) summary(stdout io.Writer, r *receipts, elapsed time.Duration) {
+	n := r.acked.Load()
 	if n == int64(f.count) {
 		fmt.Fprintf(stdout, "produced %s to %s", plural(n, "message"), f.topic)
 	} else {
@@ -301,18 +338,9 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 	}
 	fmt.Fprintf(stdout, " in %s (%.0f msg/s)", elapsed.Round(time.Millisecond), float64(n)/max(elapsed.Seconds(), 1e-9))
 	if n > 0 {
-		fmt.Fprintf(stdout, "; last message id %s", lastID)
+		fmt.Fprintf(stdout, "; last message id %s", r.lastID)
 	}
 	fmt.Fprintln(stdout)
-	switch {
-	case nfailed.Load() > 0 && !wasInterrupted:
-		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(nfailed.Load(), "message"), firstErr))
-	case wasInterrupted:
-		return cmd.fail(fmt.Errorf("%s after %s were sent", interruptedMsg, plural(int64(sent), "message")))
-	case closeErr != nil:
-		return cmd.fail(closeErr)
-	}
-	return exitOK
 }
 
 // progress writes a status line to stderr: rewritten in place on a

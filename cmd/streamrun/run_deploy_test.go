@@ -25,38 +25,44 @@ type k8sObject struct {
 	Spec       struct {
 		Replicas int `yaml:"replicas"`
 		Template struct {
-			Spec struct {
-				Containers []struct {
-					Args    []string `yaml:"args"`
-					EnvFrom []struct {
-						SecretRef struct {
-							Name string `yaml:"name"`
-						} `yaml:"secretRef"`
-					} `yaml:"envFrom"`
-					Ports []struct {
-						Name          string `yaml:"name"`
-						ContainerPort int    `yaml:"containerPort"`
-					} `yaml:"ports"`
-					ReadinessProbe struct {
-						HTTPGet struct {
-							Path string `yaml:"path"`
-							Port any    `yaml:"port"`
-						} `yaml:"httpGet"`
-					} `yaml:"readinessProbe"`
-					VolumeMounts []struct {
-						Name      string `yaml:"name"`
-						MountPath string `yaml:"mountPath"`
-					} `yaml:"volumeMounts"`
-				} `yaml:"containers"`
-				Volumes []struct {
-					Name      string `yaml:"name"`
-					ConfigMap struct {
-						Name string `yaml:"name"`
-					} `yaml:"configMap"`
-				} `yaml:"volumes"`
-			} `yaml:"spec"`
+			Spec k8sPodSpec `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
+}
+
+// k8sPodSpec is the part of a pod's spec the test reads.
+type k8sPodSpec struct {
+	Containers []k8sContainer `yaml:"containers"`
+	Volumes    []struct {
+		Name      string `yaml:"name"`
+		ConfigMap struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+	} `yaml:"volumes"`
+}
+
+// k8sContainer is the part of a container the test reads.
+type k8sContainer struct {
+	Args    []string `yaml:"args"`
+	EnvFrom []struct {
+		SecretRef struct {
+			Name string `yaml:"name"`
+		} `yaml:"secretRef"`
+	} `yaml:"envFrom"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	ReadinessProbe struct {
+		HTTPGet struct {
+			Path string `yaml:"path"`
+			Port any    `yaml:"port"`
+		} `yaml:"httpGet"`
+	} `yaml:"readinessProbe"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
 }
 
 // TestDeployExample checks examples/deploy against itself and streamrun:
@@ -64,7 +70,18 @@ type k8sObject struct {
 // plugins are example plugins the image holds, and the Deployment runs
 // that file with flags `streamrun run` has, ready on the telemetry port.
 func TestDeployExample(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "examples/deploy")
+	byKind := readManifests(t, filepath.Join(repoRoot(t), "examples/deploy"))
+	secret, cm, dep := byKind["Secret"], byKind["ConfigMap"], byKind["Deployment"]
+	if secret == nil || cm == nil || dep == nil {
+		t.Fatalf("want a Secret, a ConfigMap and a Deployment; have %v", byKind)
+	}
+	checkDeployedPipelineFile(t, secret, cm)
+	c := checkDeploymentRunsTheFile(t, dep, secret, cm)
+	checkDeployedFlagsAndProbe(t, c)
+}
+
+// readManifests reads the manifests in dir, by kind.
+func readManifests(t *testing.T, dir string) map[string]*k8sObject {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", dir, err)
@@ -81,11 +98,13 @@ func TestDeployExample(t *testing.T) {
 		}
 		byKind[o.Kind] = &o
 	}
-	secret, cm, dep := byKind["Secret"], byKind["ConfigMap"], byKind["Deployment"]
-	if secret == nil || cm == nil || dep == nil {
-		t.Fatalf("want a Secret, a ConfigMap and a Deployment; have %v", byKind)
-	}
+	return byKind
+}
 
+// checkDeployedPipelineFile checks the ConfigMap's pipeline file parses
+// with the Secret's variables, takes the URL and token from them, and
+// runs plugins the image holds: example plugins.
+func checkDeployedPipelineFile(t *testing.T, secret, cm *k8sObject) {
 	env := func(k string) (string, bool) { v, ok := secret.StringData[k]; return v, ok }
 	text, ok := cm.Data["pipeline.yaml"]
 	if !ok {
@@ -112,7 +131,13 @@ func TestDeployExample(t *testing.T) {
 			t.Errorf("pipeline %s: no example plugin %s to build into the image", p.Name, path.Base(bin))
 		}
 	}
+}
 
+// checkDeploymentRunsTheFile checks the Deployment runs several hosts of
+// one container whose args are `streamrun run`'s flags and the
+// ConfigMap's file, with the Secret as its environment. It returns the
+// container.
+func checkDeploymentRunsTheFile(t *testing.T, dep, secret, cm *k8sObject) k8sContainer {
 	if dep.Spec.Replicas < 2 {
 		t.Errorf("replicas %d: the example is about several hosts", dep.Spec.Replicas)
 	}
@@ -134,9 +159,19 @@ func TestDeployExample(t *testing.T) {
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != secret.Metadata.Name {
 		t.Errorf("the container does not take its environment from Secret %s", secret.Metadata.Name)
 	}
+	mount := configMapMount(pod, c, cm.Metadata.Name)
+	if want := path.Join(mount, "pipeline.yaml"); mount == "" || c.Args[len(c.Args)-1] != want {
+		t.Errorf("the container runs %q, not the ConfigMap's file %q", c.Args[len(c.Args)-1], want)
+	}
+	return c
+}
+
+// configMapMount is where container c mounts the volume of ConfigMap
+// name, or "".
+func configMapMount(pod k8sPodSpec, c k8sContainer, name string) string {
 	mount := ""
 	for _, v := range pod.Volumes {
-		if v.ConfigMap.Name == cm.Metadata.Name {
+		if v.ConfigMap.Name == name {
 			for _, m := range c.VolumeMounts {
 				if m.Name == v.Name {
 					mount = m.MountPath
@@ -144,11 +179,13 @@ func TestDeployExample(t *testing.T) {
 			}
 		}
 	}
-	if want := path.Join(mount, "pipeline.yaml"); mount == "" || c.Args[len(c.Args)-1] != want {
-		t.Errorf("the container runs %q, not the ConfigMap's file %q", c.Args[len(c.Args)-1], want)
-	}
+	return mount
+}
 
-	// Every flag is one `streamrun run` has.
+// checkDeployedFlagsAndProbe checks every flag of c is one `streamrun
+// run` has, and the readiness probe asks /readyz on --telemetry-addr's
+// port.
+func checkDeployedFlagsAndProbe(t *testing.T, c k8sContainer) {
 	var rc runConfig
 	fs := newRunFlags(&rc)
 	telemetryPort := ""

@@ -82,6 +82,31 @@ func statsWorkload(t *testing.T, tg adminTarget) (statsView, internalView) {
 	drained, partial, idle := sub("drained", subscribe.Exclusive), sub("partial", subscribe.Exclusive), sub("idle", subscribe.Shared)
 	idle.Close(ctx)
 
+	publishBatched(ctx, t, c, topic, 1000)
+	publishUnbatched(ctx, t, tg.service, topic, 50)
+	receiveAndAck(ctx, t, drained, "drained", 1050)
+	receiveAndAck(ctx, t, partial, "partial", 200)
+	// Closing flushes the acknowledgements; what partial received past
+	// them goes back to its backlog.
+	drained.Close(ctx)
+	partial.Close(ctx)
+	c.Close(ctx)
+
+	st := waitForAckedStats(ctx, t, tg, a, topic)
+	var in internalView
+	b, err := a.do(ctx, "GET", topicPath(mustTopic(topic))+"/internalStats", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	return st, in
+}
+
+// publishBatched sends n messages through c's producer for topic, whose
+// batches hold 100 and wait for no timer, and waits for every receipt.
+func publishBatched(ctx context.Context, t *testing.T, c *pool.Client, topic string, n int) {
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +114,7 @@ func statsWorkload(t *testing.T, tg adminTarget) (statsView, internalView) {
 	var wg sync.WaitGroup
 	var sendErr error
 	var mu sync.Mutex
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		p.SendAsync(ctx, pool.Message{Payload: []byte(fmt.Sprintf("batched %04d", i))}, func(_ pulsarwire.MessageID, err error) {
 			if err != nil {
@@ -107,43 +132,42 @@ func statsWorkload(t *testing.T, tg adminTarget) (statsView, internalView) {
 	if sendErr != nil {
 		t.Fatal(sendErr)
 	}
-	c2, err := pool.New(ctx, pool.Options{ServiceURL: tg.service, Producer: pool.ProducerOptions{Batching: pool.BatchingOptions{Disabled: true}}})
+}
+
+// publishUnbatched publishes n messages to topic, each an entry of its
+// own, from a client of its own.
+func publishUnbatched(ctx context.Context, t *testing.T, url, topic string, n int) {
+	c2, err := pool.New(ctx, pool.Options{ServiceURL: url, Producer: pool.ProducerOptions{Batching: pool.BatchingOptions{Disabled: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 50; i++ {
+	for i := 0; i < n; i++ {
 		if _, err := c2.Publish(ctx, topic, pool.Message{Payload: []byte(fmt.Sprintf("single %04d", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c2.Close(ctx)
+}
 
-	for i := 0; i < 1050; i++ {
-		m, err := drained.Receive(ctx)
+// receiveAndAck receives and acknowledges n messages on cons, the
+// subscription name.
+func receiveAndAck(ctx context.Context, t *testing.T, cons *subscribe.Consumer, name string, n int) {
+	for i := 0; i < n; i++ {
+		m, err := cons.Receive(ctx)
 		if err != nil {
-			t.Fatalf("drained, message %d: %v", i, err)
+			t.Fatalf("%s, message %d: %v", name, i, err)
 		}
-		if err := drained.Ack(ctx, m); err != nil {
+		if err := cons.Ack(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := 0; i < 200; i++ {
-		m, err := partial.Receive(ctx)
-		if err != nil {
-			t.Fatalf("partial, message %d: %v", i, err)
-		}
-		if err := partial.Ack(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Closing flushes the acknowledgements; what partial received past
-	// them goes back to its backlog.
-	drained.Close(ctx)
-	partial.Close(ctx)
-	c.Close(ctx)
+}
 
+// waitForAckedStats polls topic's stats until the acknowledgements show
+// (drained has no backlog, partial 58 entries) and no publisher is left,
+// failing after a minute.
+func waitForAckedStats(ctx context.Context, t *testing.T, tg adminTarget, a *adminClient, topic string) statsView {
 	var st statsView
-	var in internalView
 	deadline := time.Now().Add(time.Minute)
 	for {
 		b, err := a.do(ctx, "GET", topicPath(mustTopic(topic))+"/stats", nil)
@@ -155,21 +179,13 @@ func statsWorkload(t *testing.T, tg adminTarget) (statsView, internalView) {
 			t.Fatal(err)
 		}
 		if st.Subscriptions["drained"].MsgBacklog == 0 && st.Subscriptions["partial"].MsgBacklog == 58 && len(st.Publishers) == 0 {
-			break
+			return st
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: acknowledgements never showed: %s", tg.name, b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	b, err := a.do(ctx, "GET", topicPath(mustTopic(topic))+"/internalStats", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		t.Fatal(err)
-	}
-	return st, in
 }
 
 // The same workload on the embedded broker and on Apache Pulsar gives the

@@ -83,76 +83,125 @@ func TestTopicsCommand(t *testing.T) {
 	for _, tg := range adminTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			base := fmt.Sprintf("persistent://public/default/topics-%d", time.Now().UnixNano())
-			parted, plain := base+"-p", base+"-np"
-			cli := func(args ...string) (int, string, string) {
-				return runArgs(append([]string{"topics", "--admin-url", tg.admin}, args...)...)
-			}
-			if code, out, errs := cli("create", parted, "--partitions", "2"); code != 0 || out != "created "+parted+" with 2 partitions\n" {
-				t.Fatalf("create --partitions 2: exit %d: %s%s", code, out, errs)
-			}
-			if code, out, errs := cli("create", plain); code != 0 || out != "created "+plain+"\n" {
-				t.Fatalf("create: exit %d: %s%s", code, out, errs)
-			}
-			if code, _, errs := cli("create", plain); code != 1 || !strings.Contains(errs, "409") {
-				t.Fatalf("create twice: exit %d: %s", code, errs)
-			}
-			var list []string
-			topicsJSON(t, tg, &list, "list")
-			if !slices.Contains(list, parted) || !slices.Contains(list, plain) || slices.Contains(list, parted+"-partition-0") {
-				t.Fatalf("list: %v", list)
-			}
-
-			subscribeAndLeave(t, tg.service, parted, "s")
-			subscribeAndLeave(t, tg.service, plain, "s")
-			publishFor(t, tg.service, parted, 10)
-			ids := publishIDs(t, tg.service, plain, 5)
-			var subs []string
-			topicsJSON(t, tg, &subs, "subscriptions", parted)
-			if !slices.Equal(subs, []string{"s"}) {
-				t.Fatalf("subscriptions: %v", subs)
-			}
-			// Sent one at a time: one entry per message.
-			if b := backlogOf(t, tg, parted, "s"); b != 10 {
-				t.Fatalf("backlog of the partitioned topic: %d", b)
-			}
-			for _, tc := range []struct {
-				to   string
-				want int64
-			}{{"latest", 0}, {"earliest", 5}, {ids[2].String(), 3}, {"1h", 5}} {
-				if code, out, errs := cli("reset-cursor", plain, "-s", "s", "--to", tc.to); code != 0 || !strings.HasPrefix(out, "reset s on "+plain) {
-					t.Fatalf("reset-cursor --to %s: exit %d: %s%s", tc.to, code, out, errs)
-				}
-				if b := backlogOf(t, tg, plain, "s"); b != tc.want {
-					t.Fatalf("backlog after reset-cursor --to %s: %d, want %d", tc.to, b, tc.want)
-				}
-			}
-			code, out, errs := cli("stats", parted)
-			if code != 0 || !strings.Contains(out, "in:  10 messages") || !strings.Contains(out, "s (Shared): backlog 10 entries") {
-				t.Fatalf("stats: exit %d: %s%s", code, out, errs)
-			}
-			var internal struct {
-				NumberOfEntries int64 `json:"numberOfEntries"`
-				Cursors         map[string]struct {
-					MarkDeletePosition string `json:"markDeletePosition"`
-				} `json:"cursors"`
-			}
-			topicsJSON(t, tg, &internal, "internal-stats", plain)
-			if internal.NumberOfEntries != 5 || len(internal.Cursors) != 1 {
-				t.Fatalf("internal-stats: %+v", internal)
-			}
-			for _, tp := range []string{parted, plain} {
-				if code, out, errs := cli("delete", tp); code != 0 || out != "deleted "+tp+"\n" {
-					t.Fatalf("delete %s: exit %d: %s%s", tp, code, out, errs)
-				}
-			}
-			topicsJSON(t, tg, &list, "list")
-			if slices.Contains(list, parted) || slices.Contains(list, plain) {
-				t.Fatalf("list after delete: %v", list)
-			}
-			if code, _, errs := cli("stats", plain); code != 1 || !strings.Contains(errs, "404") {
-				t.Fatalf("stats of a deleted topic: exit %d: %s", code, errs)
-			}
+			r := topicsRun{t: t, tg: tg, parted: base + "-p", plain: base + "-np"}
+			r.createAndList()
+			ids := r.fill()
+			r.checkSubscriptionsAndBacklog()
+			r.checkResetCursor(ids)
+			r.checkStats()
+			r.deleteBoth()
 		})
+	}
+}
+
+// topicsRun is TestTopicsCommand's run against one broker: a partitioned
+// topic of 2 and a plain one, each with subscription "s".
+type topicsRun struct {
+	t             *testing.T
+	tg            adminTarget
+	parted, plain string
+}
+
+// cli runs `streamrun topics --admin-url ADMIN ARGS`.
+func (r *topicsRun) cli(args ...string) (int, string, string) {
+	return runArgs(append([]string{"topics", "--admin-url", r.tg.admin}, args...)...)
+}
+
+// createAndList creates both topics, refuses the plain one again (409),
+// and lists them, the partitioned one without its partitions.
+func (r *topicsRun) createAndList() {
+	t, parted, plain := r.t, r.parted, r.plain
+	if code, out, errs := r.cli("create", parted, "--partitions", "2"); code != 0 || out != "created "+parted+" with 2 partitions\n" {
+		t.Fatalf("create --partitions 2: exit %d: %s%s", code, out, errs)
+	}
+	if code, out, errs := r.cli("create", plain); code != 0 || out != "created "+plain+"\n" {
+		t.Fatalf("create: exit %d: %s%s", code, out, errs)
+	}
+	if code, _, errs := r.cli("create", plain); code != 1 || !strings.Contains(errs, "409") {
+		t.Fatalf("create twice: exit %d: %s", code, errs)
+	}
+	var list []string
+	topicsJSON(t, r.tg, &list, "list")
+	if !slices.Contains(list, parted) || !slices.Contains(list, plain) || slices.Contains(list, parted+"-partition-0") {
+		t.Fatalf("list: %v", list)
+	}
+}
+
+// fill subscribes "s" to both topics and publishes 10 messages to the
+// partitioned one and 5 to the plain one, returning the plain one's ids.
+func (r *topicsRun) fill() []pulsarwire.MessageID {
+	subscribeAndLeave(r.t, r.tg.service, r.parted, "s")
+	subscribeAndLeave(r.t, r.tg.service, r.plain, "s")
+	publishFor(r.t, r.tg.service, r.parted, 10)
+	return publishIDs(r.t, r.tg.service, r.plain, 5)
+}
+
+func (r *topicsRun) checkSubscriptionsAndBacklog() {
+	var subs []string
+	topicsJSON(r.t, r.tg, &subs, "subscriptions", r.parted)
+	if !slices.Equal(subs, []string{"s"}) {
+		r.t.Fatalf("subscriptions: %v", subs)
+	}
+	// Sent one at a time: one entry per message.
+	if b := backlogOf(r.t, r.tg, r.parted, "s"); b != 10 {
+		r.t.Fatalf("backlog of the partitioned topic: %d", b)
+	}
+}
+
+// checkResetCursor moves "s" on the plain topic to the latest, the
+// earliest, its third message and an hour ago, checking the backlog each
+// leaves.
+func (r *topicsRun) checkResetCursor(ids []pulsarwire.MessageID) {
+	t, plain := r.t, r.plain
+	for _, tc := range []struct {
+		to   string
+		want int64
+	}{{"latest", 0}, {"earliest", 5}, {ids[2].String(), 3}, {"1h", 5}} {
+		if code, out, errs := r.cli("reset-cursor", plain, "-s", "s", "--to", tc.to); code != 0 || !strings.HasPrefix(out, "reset s on "+plain) {
+			t.Fatalf("reset-cursor --to %s: exit %d: %s%s", tc.to, code, out, errs)
+		}
+		if b := backlogOf(t, r.tg, plain, "s"); b != tc.want {
+			t.Fatalf("backlog after reset-cursor --to %s: %d, want %d", tc.to, b, tc.want)
+		}
+	}
+}
+
+// checkStats checks stats of the partitioned topic and internal-stats of
+// the plain one.
+func (r *topicsRun) checkStats() {
+	t := r.t
+	code, out, errs := r.cli("stats", r.parted)
+	if code != 0 || !strings.Contains(out, "in:  10 messages") || !strings.Contains(out, "s (Shared): backlog 10 entries") {
+		t.Fatalf("stats: exit %d: %s%s", code, out, errs)
+	}
+	var internal struct {
+		NumberOfEntries int64 `json:"numberOfEntries"`
+		Cursors         map[string]struct {
+			MarkDeletePosition string `json:"markDeletePosition"`
+		} `json:"cursors"`
+	}
+	topicsJSON(t, r.tg, &internal, "internal-stats", r.plain)
+	if internal.NumberOfEntries != 5 || len(internal.Cursors) != 1 {
+		t.Fatalf("internal-stats: %+v", internal)
+	}
+}
+
+// deleteBoth deletes both topics: the list no longer has them, and stats
+// of the plain one is a 404.
+func (r *topicsRun) deleteBoth() {
+	t, parted, plain := r.t, r.parted, r.plain
+	for _, tp := range []string{parted, plain} {
+		if code, out, errs := r.cli("delete", tp); code != 0 || out != "deleted "+tp+"\n" {
+			t.Fatalf("delete %s: exit %d: %s%s", tp, code, out, errs)
+		}
+	}
+	var list []string
+	topicsJSON(t, r.tg, &list, "list")
+	if slices.Contains(list, parted) || slices.Contains(list, plain) {
+		t.Fatalf("list after delete: %v", list)
+	}
+	if code, _, errs := r.cli("stats", plain); code != 1 || !strings.Contains(errs, "404") {
+		t.Fatalf("stats of a deleted topic: exit %d: %s", code, errs)
 	}
 }
 
