@@ -52,12 +52,17 @@ func (c *Cluster) permissions(ns string) (map[string][]string, error) {
 
 // allowed reports whether role may do action on topic t.
 func (c *Cluster) allowed(role string, t pulsarwire.Topic, action string) bool {
+	return c.allowedIn(role, t.NamespaceName(), action)
+}
+
+// allowedIn reports whether role may do action in namespace ns.
+func (c *Cluster) allowedIn(role, ns, action string) bool {
 	if !c.authzOn() || c.superUser(role) {
 		return true
 	}
-	perms, err := c.permissions(t.NamespaceName())
+	perms, err := c.permissions(ns)
 	if err != nil {
-		c.log.Warn("permissions unreadable: refusing", "namespace", t.NamespaceName(), "err", err)
+		c.log.Warn("permissions unreadable: refusing", "namespace", ns, "err", err)
 		return false
 	}
 	return slices.Contains(perms[role], action)

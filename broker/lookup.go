@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -71,6 +73,13 @@ func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata)
 // handleTopicsOfNamespace lists a namespace's topics. The pattern is left
 // to the client (filtered=false): Java regular expressions are not Go's.
 func (cn *conn) handleTopicsOfNamespace(m *pb.CommandGetTopicsOfNamespace) {
+	// Listing a namespace's topics is a consumer's operation (pattern
+	// subscriptions), as in Apache Pulsar.
+	if !cn.c.allowedIn(cn.principal, m.GetNamespace(), actionConsume) {
+		cn.sendError(m.GetRequestId(), pb.ServerError_AuthorizationError,
+			fmt.Sprintf("Client with role %q is not authorized to list the topics of %s", cn.principal, m.GetNamespace()))
+		return
+	}
 	var topics []string
 	if m.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
 		topics = cn.c.listTopics(m.GetNamespace())

@@ -90,6 +90,11 @@ func TestNamespaceAuthorization(t *testing.T) {
 		if _, err := c.Publish(ctx, tp, pool.Message{Payload: []byte("x")}); !errors.Is(err, pulsarwire.ErrAuthorizationError) {
 			t.Fatalf("publish without a grant: %v, want AuthorizationError", err)
 		}
+		// Listing the namespace's topics (a pattern subscription) needs consume.
+		_, err = subscribe.New(ctx, c, subscribe.Options{Pattern: "persistent://" + ns + "/authz-.*", Subscription: "p"})
+		if !errors.Is(err, pulsarwire.ErrAuthorizationError) {
+			t.Fatalf("pattern subscription without a grant: %v, want AuthorizationError", err)
+		}
 		// A non-superuser may not grant itself anything, nor use the admin
 		// API; Apache Pulsar answers 403 for a namespace's operations, 401
 		// for the others.
