@@ -24,6 +24,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
@@ -46,14 +47,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// noAdmin leaves the benchmarks' broker without an admin API.
+func noAdmin(o *broker.Options) { o.HTTP = "-" }
+
 // brokerChild runs the embedded broker in this process for a parent
 // benchmark (so the parent's allocation counts are the client's alone):
 // it prints the service URL and runs until stdin closes.
 func brokerChild() int {
-	c, err := broker.Start(context.Background(), broker.Options{
-		Listen: "127.0.0.1:0", HTTP: "-", Memory: true,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	c, err := brokertest.StartMain(context.Background(), os.Stderr, slog.LevelWarn, noAdmin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -101,10 +102,7 @@ func serviceURL(tb testing.TB) string {
 			stopTarget = func() { stdin.Close(); cmd.Wait() }
 			return
 		}
-		c, err := broker.Start(context.Background(), broker.Options{
-			Listen: "127.0.0.1:0", HTTP: "-", Memory: true,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
+		c, err := brokertest.StartMain(context.Background(), os.Stderr, slog.LevelWarn, noAdmin)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -121,7 +121,7 @@ func (c *Cluster) adminHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"reason": "Not supported by the streamrun broker: " + r.Method + " " + r.URL.Path})
 	})
-	return mux
+	return limitBody(mux)
 }
 
 // errWritten: the handler wrote its own response.
@@ -215,8 +215,21 @@ func (c *Cluster) adminGetTenant(_ http.ResponseWriter, r *http.Request) (any, e
 	return map[string]any{"adminRoles": []string{}, "allowedClusters": []string{c.opts.ClusterName}}, nil
 }
 
+// tenantInfo is the body of a tenant's PUT or POST, as Pulsar's TenantInfo.
+type tenantInfo struct {
+	AdminRoles      []string `json:"adminRoles"`
+	AllowedClusters []string `json:"allowedClusters"`
+}
+
 func (c *Cluster) adminPutTenant(_ http.ResponseWriter, r *http.Request) (any, error) {
 	t := r.PathValue("tenant")
+	if err := checkName("tenant", t, true); err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := decodeJSON("tenant info", body, &tenantInfo{}); err != nil {
+		return nil, err
+	}
 	if r.Method == http.MethodPut && slices.Contains(c.tenantList(), t) {
 		return nil, herr(http.StatusConflict, "Tenant already exists")
 	}
@@ -256,6 +269,16 @@ func (c *Cluster) adminGetNamespace(_ http.ResponseWriter, r *http.Request) (any
 }
 
 func (c *Cluster) adminPutNamespace(_ http.ResponseWriter, r *http.Request) (any, error) {
+	if err := checkName("tenant", r.PathValue("tenant"), true); err != nil {
+		return nil, err
+	}
+	if err := checkName("namespace", r.PathValue("ns"), true); err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := decodeJSON("namespace policies", body, &map[string]any{}); err != nil {
+		return nil, err
+	}
 	if slices.Contains(c.namespaceList(""), nsName(r)) {
 		return nil, herr(http.StatusConflict, "Namespace already exists")
 	}
@@ -275,8 +298,23 @@ func (c *Cluster) adminDeleteNamespace(_ http.ResponseWriter, r *http.Request) (
 
 // ---------------------------------------------------------------- topics
 
+// topicName is the topic a request's path names; a name that is a path
+// step ("." or ".."), over-long or otherwise invalid gets 412.
 func topicName(r *http.Request) (pulsarwire.Topic, error) {
-	t, err := pulsarwire.ParseTopic("persistent://" + nsName(r) + "/" + r.PathValue("topic"))
+	full := "persistent://" + nsName(r) + "/" + r.PathValue("topic")
+	if len(full) > maxTopicNameBytes {
+		return pulsarwire.Topic{}, herr(http.StatusPreconditionFailed, "Invalid topic name: %d bytes, the limit is %d", len(full), maxTopicNameBytes)
+	}
+	if err := checkName("tenant", r.PathValue("tenant"), true); err != nil {
+		return pulsarwire.Topic{}, err
+	}
+	if err := checkName("namespace", r.PathValue("ns"), true); err != nil {
+		return pulsarwire.Topic{}, err
+	}
+	if l := r.PathValue("topic"); l == "." || l == ".." {
+		return pulsarwire.Topic{}, herr(http.StatusPreconditionFailed, "Invalid topic name %q", l)
+	}
+	t, err := pulsarwire.ParseTopic(full)
 	if err != nil {
 		return t, herr(http.StatusPreconditionFailed, "Invalid topic name: %v", err)
 	}
@@ -466,7 +504,13 @@ func (c *Cluster) adminCreateSubscription(_ http.ResponseWriter, r *http.Request
 		return nil, err
 	}
 	sub := r.PathValue("sub")
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<12))
+	if err := checkName("subscription", sub, false); err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := checkJSON("message id", body); err != nil {
+		return nil, err
+	}
 	earliest := strings.Contains(string(body), "earliest") || strings.Contains(string(body), `"ledgerId":-1`)
 	for _, p := range c.partitionsOf(t) {
 		tp, err := c.topicFor(p, true)

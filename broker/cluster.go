@@ -46,6 +46,7 @@ type Cluster struct {
 	topics  map[string]*topic
 
 	connIDs   atomic.Uint64
+	trimmed   atomic.Int64  // bytes trimmed from memory since memory was last given back
 	producers atomic.Uint64 // for generated producer names
 
 	httpSrv     *http.Server
@@ -131,7 +132,7 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 	// All servers exist before any accepts: c.brokers never changes after.
 	brokers := make([]*server, c.opts.Brokers)
 	for i := range brokers {
-		s := &server{c: c, index: i, advHost: adv, conns: make(map[*conn]struct{})}
+		s := &server{c: c, index: i, advHost: adv, conns: make(map[*conn]struct{}), perIP: make(map[string]int)}
 		if c.opts.Listen != "-" {
 			s.addr = net.JoinHostPort(host, strconv.Itoa(portPlus(port, i)))
 		}
@@ -286,6 +287,7 @@ func (c *Cluster) flushLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.CursorFlush)
 	defer t.Stop()
+	var lastRelease time.Time
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -296,6 +298,7 @@ func (c *Cluster) flushLoop() {
 			tp.flushCursors()
 			tp.trim()
 		}
+		lastRelease = c.releaseMemory(lastRelease)
 	}
 }
 

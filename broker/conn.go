@@ -30,6 +30,8 @@ const (
 	// stops at a channel that is not writable): permits bound what a
 	// consumer may be sent, not how fast its client reads.
 	dispatchHighWater = 4 << 20
+	// readBufferSize is each connection's read buffer.
+	readBufferSize = 16 << 10
 )
 
 // conn is one client connection. Its read loop runs the commands in order;
@@ -41,6 +43,7 @@ type conn struct {
 	nc    net.Conn
 	id    uint64
 	peer  string
+	ip    string // peer without the port: the per-IP limit's key
 	since time.Time
 	isTLS bool
 	log   *slog.Logger
@@ -79,6 +82,7 @@ func newConn(s *server, nc net.Conn, isTLS bool) *conn {
 		nc:              nc,
 		id:              id,
 		peer:            peer,
+		ip:              remoteIP(nc.RemoteAddr()),
 		since:           time.Now(),
 		isTLS:           isTLS,
 		log:             s.c.log.With("broker", s.index, "conn", id, "peer", peer),
@@ -266,9 +270,26 @@ func (cn *conn) readLoop() {
 			cn.abort("panic")
 		}
 	}()
-	r := pulsarwire.NewReader(bufio.NewReaderSize(cn.nc, 64<<10), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	// 16 KiB holds many small frames per read; a larger frame is read
+	// straight into its own buffer anyway, so a bigger one would only cost
+	// memory on every idle connection.
+	r := pulsarwire.NewReader(bufio.NewReaderSize(cn.nc, readBufferSize), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	// Every command is handled before the next is read, and SEND's entry
+	// is copied by the store's append: one buffer serves all frames.
+	r.ReuseMessageBuffers()
+	// Until CONNECT, reads have a deadline: a connection that never speaks
+	// is closed (Options.HandshakeTimeout).
+	handshaking := cn.c.opts.HandshakeTimeout > 0
+	if handshaking {
+		cn.nc.SetReadDeadline(time.Now().Add(cn.c.opts.HandshakeTimeout))
+	}
 	for {
 		f, err := r.Next()
+		if handshaking && isTimeout(err) {
+			cn.log.Warn("closing connection: no CONNECT in time", "timeout", cn.c.opts.HandshakeTimeout)
+			cn.abort("handshake timeout")
+			return
+		}
 		if err != nil {
 			if errors.Is(err, pulsarwire.ErrChecksum) && f.Cmd != nil {
 				cn.lastRead.Store(time.Now().UnixNano())
@@ -281,6 +302,10 @@ func (cn *conn) readLoop() {
 		cn.lastRead.Store(time.Now().UnixNano())
 		if !cn.handle(f) {
 			return
+		}
+		if handshaking && cn.connected.Load() {
+			handshaking = false
+			cn.nc.SetReadDeadline(time.Time{})
 		}
 		if !cn.waitDrained() {
 			return

@@ -86,7 +86,8 @@ func (s *subscription) planRound() (roundPlan, bool) {
 	return p, true
 }
 
-// readRound reads the round's entries from the store, without s.mu.
+// readRound reads the round's entries from the store, without s.mu. Only
+// the run goroutine calls it, so it owns readBuf and readEnts.
 func (s *subscription) readRound(p roundPlan) (roundRead, error) {
 	r := roundRead{fresh: p.fresh}
 	for _, id := range p.replayIDs {
@@ -102,9 +103,10 @@ func (s *subscription) readRound(p roundPlan) (roundRead, error) {
 	}
 	if p.readNew {
 		var err error
-		if r.fresh, err = s.t.log.Read(p.from, p.n, maxReadBytes); err != nil {
+		if r.fresh, err = s.t.log.ReadInto(s.readEnts[:0], &s.readBuf, p.from, p.n, maxReadBytes); err != nil {
 			return r, err
 		}
+		s.readEnts = r.fresh
 	}
 	return r, nil
 }

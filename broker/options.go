@@ -121,6 +121,32 @@ type Options struct {
 	// SuperUserRoles may do everything. Default none.
 	SuperUserRoles []string
 
+	// Retention is how long entries are kept once no subscription needs
+	// them: acknowledged by every subscription or, on a topic without
+	// subscriptions, published (a topic nobody subscribes to keeps no
+	// backlog, as in Apache Pulsar without a retention policy). It lets a
+	// seek or reset-cursor to a recent time find them. Trimming runs every
+	// CursorFlush; disk space returns a segment at a time, memory (with
+	// Memory) at once, and after 64 MiB trimmed the broker asks the Go
+	// runtime to give the pages back to the OS (debug.FreeOSMemory, at
+	// most once a minute). Default 1 minute; negative: keep everything.
+	Retention time.Duration
+
+	// Connection limits, per broker (docs/admin.md "Limits"). A
+	// connection over MaxConnections, or over MaxConnectionsPerIP from one
+	// remote IP address, is answered with an ERROR (NotAllowedError,
+	// "Reached the maximum number of connections") and closed at once, as
+	// Apache Pulsar's brokerMaxConnections and maxConnectionsPerIp do.
+	// Default 0 for both: no limit, as Apache Pulsar.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// HandshakeTimeout is how long a new connection may take to send
+	// CONNECT (and finish its TLS handshake); one that does not is
+	// closed, so connections that never speak cannot pile up. Default
+	// 10 s; negative: no limit (the keep-alive still closes them after two
+	// KeepAlive intervals).
+	HandshakeTimeout time.Duration
+
 	// Logger receives the broker's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -133,6 +159,8 @@ const (
 	defaultCursorFlush = time.Second
 	defaultFailover    = time.Second
 	defaultCluster     = "standalone"
+	defaultHandshake   = 10 * time.Second
+	defaultRetention   = time.Minute
 )
 
 func (o Options) withDefaults() Options {
@@ -165,6 +193,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "" || o.Listen == "-") {
 		o.TLSListen = defaultTLSListen
+	}
+	if o.Retention == 0 {
+		o.Retention = defaultRetention
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = defaultHandshake
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

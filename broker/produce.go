@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/broker/store"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -23,6 +25,12 @@ type producer struct {
 	msgs, bytes atomic.Int64
 	rate        meter // of msgs and bytes, for the admin API
 	closed      atomic.Bool
+
+	// broken holds the refusal of a failed append (a full disk): every
+	// later SEND of this producer gets it too, unstored, so that what the
+	// client resends on its new connection lands in order and once. Only
+	// the connection's read loop touches it.
+	broken *pb.CommandSendError
 }
 
 func (cn *conn) handleProducer(m *pb.CommandProducer) {
@@ -184,11 +192,22 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
 		return true
 	}
+	if p.broken != nil {
+		// A later message may fit where an earlier one did not: storing it
+		// would put it before the one the client is about to resend.
+		cn.sendFailed(s, p.broken.GetError(), p.broken.GetMessage())
+		return true
+	}
 	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
 	if err != nil {
-		code := errorCode(err)
-		cn.log.Error("append failed", "topic", p.topic.name, "err", err)
-		cn.sendFailed(s, code, err.Error())
+		code, msg := errorCode(err), err.Error()
+		if errors.Is(err, store.ErrNoSpace) {
+			// The client gets no server path, and a reason it can act on.
+			msg = "Disk full: the broker has no space left to store messages of " + p.topic.name + "; retry once space is freed"
+		}
+		cn.log.Error("append failed; refusing this producer's messages until it reconnects", "topic", p.topic.name, "producer", p.name, "err", err)
+		p.broken = &pb.CommandSendError{Error: code.Enum(), Message: proto.String(msg)}
+		cn.sendFailed(s, code, msg)
 		return true
 	}
 	p.msgs.Add(int64(s.GetNumMessages()))

@@ -24,6 +24,7 @@ type server struct {
 	tlsAddr  string
 	ln, tln  net.Listener
 	conns    map[*conn]struct{}
+	perIP    map[string]int // open connections by remote IP
 	running  bool
 	accepted atomic.Int64
 	wg       sync.WaitGroup // accept loops and connections
@@ -110,14 +111,22 @@ func (s *server) acceptLoop(ln net.Listener, isTLS bool) {
 		}
 		backoff = 5 * time.Millisecond
 		s.accepted.Add(1)
-		cn := newConn(s, nc, isTLS)
+		ip := remoteIP(nc.RemoteAddr())
 		s.mu.Lock()
 		if !s.running {
 			s.mu.Unlock()
 			nc.Close()
 			continue
 		}
+		if why := s.overLimit(ip); why != "" {
+			s.wg.Add(1)
+			s.mu.Unlock()
+			go s.refuse(nc, why)
+			continue
+		}
+		cn := newConn(s, nc, isTLS)
 		s.conns[cn] = struct{}{}
+		s.perIP[cn.ip]++
 		s.wg.Add(2)
 		s.mu.Unlock()
 		go cn.readLoop()
@@ -127,7 +136,12 @@ func (s *server) acceptLoop(ln net.Listener, isTLS bool) {
 
 func (s *server) removeConn(cn *conn) {
 	s.mu.Lock()
-	delete(s.conns, cn)
+	if _, ok := s.conns[cn]; ok {
+		delete(s.conns, cn)
+		if s.perIP[cn.ip]--; s.perIP[cn.ip] <= 0 {
+			delete(s.perIP, cn.ip)
+		}
+	}
 	s.mu.Unlock()
 }
 

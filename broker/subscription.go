@@ -50,6 +50,11 @@ type subscription struct {
 	delayed     map[uint64]delayedEntry // Shared/Key_Shared: entries held until deliver_at_time
 	ahead       []store.Entry           // read past readPos and not sent yet (valid for aheadEpoch)
 	aheadEpoch  uint64
+	// readBuf and readEnts are the run goroutine's, reused by every round
+	// that reads new entries: entries read from the files live in readBuf
+	// until the next such read (ahead is used or dropped before it).
+	readBuf     store.ReadBuffer
+	readEnts    []store.Entry
 	avgMsgs     float64 // mean messages per entry, to read as many entries as permits allow
 	epoch       uint64  // bumped by a reset, to drop reads in flight
 	deleted     bool

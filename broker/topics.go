@@ -340,9 +340,6 @@ func (t *topic) connected() bool {
 	return false
 }
 
-// trimGrace is how long acknowledged entries are kept before trim.
-const trimGrace = time.Minute
-
 // abandonAfter is how long a non-durable subscription kept after a seek
 // waits for its reader to come back before it is dropped.
 const abandonAfter = time.Minute
@@ -409,17 +406,19 @@ func (t *topic) subscriptions() []*subscription {
 	return out
 }
 
-// trim drops entries every subscription has acknowledged and that are
-// older than trimGrace (Apache Pulsar with no retention does the same, a
-// ledger at a time; the store frees a segment at a time). A topic without
-// subscriptions keeps everything.
+// trim drops entries no subscription needs (every subscription has
+// acknowledged them, or the topic has none) that are older than
+// Options.Retention, as Apache Pulsar without a retention policy does a
+// ledger at a time (the store frees a segment at a time, memory at once).
+// The recent ones stay so that a reset-cursor or seek to a recent time
+// finds them.
 func (t *topic) trim() {
-	subs := t.subscriptions()
-	if len(subs) == 0 {
+	keep := t.c.opts.Retention
+	if keep < 0 {
 		return
 	}
-	lowest := ^uint64(0)
-	for _, s := range subs {
+	lowest := t.log.Next()
+	for _, s := range t.subscriptions() {
 		lowest = min(lowest, s.lowWater())
 	}
 	// SeekTime below can only lower lowest; on a restart it indexes every
@@ -427,15 +426,16 @@ func (t *topic) trim() {
 	if lowest <= t.log.First() {
 		return
 	}
-	// Keep the last minute whatever was acknowledged, so a reset-cursor
-	// or seek to a recent time finds it (Apache Pulsar keeps the current
-	// ledger in the same way).
-	if recent, err := t.log.SeekTime(time.Now().Add(-trimGrace).UnixMilli()); err == nil {
+	if recent, err := t.log.SeekTime(time.Now().Add(-keep).UnixMilli()); err == nil {
 		lowest = min(lowest, recent)
 	}
-	if lowest > t.log.First() && lowest != ^uint64(0) {
+	if lowest > t.log.First() {
+		before := t.log.Size()
 		if err := t.log.Trim(lowest); err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrDeleted) {
 			t.c.log.Warn("trim failed", "topic", t.name, "err", err)
+		}
+		if t.c.opts.Memory {
+			t.c.trimmed.Add(before - t.log.Size())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // topicPath is the admin API path of a topic in public/default.
@@ -21,17 +22,17 @@ func topicPath(topic string) string {
 // delete the topic.
 func TestAdminTopicLifecycle(t *testing.T) {
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	path := topicPath(topic)
 	list := func() []string {
 		var names []string
-		body := adminDo(ctx, t, "GET", "/admin/v2/persistent/public/default", "")
+		body := adminDo(t, "GET", "/admin/v2/persistent/public/default", "")
 		if err := json.Unmarshal(body, &names); err != nil {
 			t.Fatalf("GET /admin/v2/persistent/public/default: %s: %v", body, err)
 		}
 		return names
 	}
-	adminDo(ctx, t, "PUT", path, "")
+	adminDo(t, "PUT", path, "")
 	if names := list(); !slices.Contains(names, topic) {
 		t.Fatalf("created %s, but the topic list is %v", topic, names)
 	}
@@ -49,7 +50,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 				MsgBacklog int64 `json:"msgBacklog"`
 			} `json:"subscriptions"`
 		}
-		body := adminDo(ctx, t, "GET", path+"/stats", "")
+		body := adminDo(t, "GET", path+"/stats", "")
 		if err := json.Unmarshal(body, &stats); err != nil {
 			t.Fatalf("GET %s/stats: %s: %v", path, body, err)
 		}
@@ -62,17 +63,17 @@ func TestAdminTopicLifecycle(t *testing.T) {
 	eventually(ctx, t, "the stats to show a backlog of 6", func() bool { return backlog() == 6 })
 
 	var subs []string
-	if body := adminDo(ctx, t, "GET", path+"/subscriptions", ""); json.Unmarshal(body, &subs) != nil || !slices.Equal(subs, []string{"backlog"}) {
+	if body := adminDo(t, "GET", path+"/subscriptions", ""); json.Unmarshal(body, &subs) != nil || !slices.Equal(subs, []string{"backlog"}) {
 		t.Fatalf("GET %s/subscriptions: %s, want [\"backlog\"]", path, body)
 	}
 	cons.Close()
-	adminDo(ctx, t, "DELETE", path+"/subscription/backlog", "")
-	if body := adminDo(ctx, t, "GET", path+"/subscriptions", ""); json.Unmarshal(body, &subs) != nil || len(subs) != 0 {
+	adminDo(t, "DELETE", path+"/subscription/backlog", "")
+	if body := adminDo(t, "GET", path+"/subscriptions", ""); json.Unmarshal(body, &subs) != nil || len(subs) != 0 {
 		t.Fatalf("GET %s/subscriptions after deleting it: %s", path, body)
 	}
 	p.Close()
 	c.Close()
-	adminDo(ctx, t, "DELETE", path, "")
+	adminDo(t, "DELETE", path, "")
 	if names := list(); slices.Contains(names, topic) {
 		t.Fatalf("deleted %s, but the topic list still has it: %v", topic, names)
 	}
@@ -84,9 +85,9 @@ func TestAdminTopicLifecycle(t *testing.T) {
 func TestPartitionedTopicGrows(t *testing.T) {
 	const keys = 40
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	path := topicPath(topic) + "/partitions"
-	adminDo(ctx, t, "PUT", path, "2")
+	adminDo(t, "PUT", path, "2")
 
 	c := newClient(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{
@@ -115,11 +116,11 @@ func TestPartitionedTopicGrows(t *testing.T) {
 		t.Fatalf("with 2 partitions messages came from %v", seen)
 	}
 
-	adminDo(ctx, t, "POST", path, "4")
+	adminDo(t, "POST", path, "4")
 	var meta struct {
 		Partitions int `json:"partitions"`
 	}
-	if body := adminDo(ctx, t, "GET", path, ""); json.Unmarshal(body, &meta) != nil || meta.Partitions != 4 {
+	if body := adminDo(t, "GET", path, ""); json.Unmarshal(body, &meta) != nil || meta.Partitions != 4 {
 		t.Fatalf("GET %s after growing to 4: %s", path, body)
 	}
 	// Publish a round per 200 ms until the new partitions carry messages.
@@ -145,7 +146,7 @@ func TestPartitionedTopicGrows(t *testing.T) {
 func TestCumulativeAckAndUnsubscribe(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "cumulative", Type: pulsar.Exclusive}
 	cons := subscribe(t, c, opts)
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 7})
@@ -172,7 +173,7 @@ func TestCumulativeAckAndUnsubscribe(t *testing.T) {
 func TestMultiTopicConsumer(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	base := topicName(t)
+	base := brokertest.TopicName(t)
 	topics := []string{base + "-a", base + "-b", base + "-c"}
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topics: topics, SubscriptionName: "multi", Type: pulsar.Shared})
 	for i, topic := range topics {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // kill -9 of `streamrun broker --data DIR` in the middle of a stream loses
@@ -28,7 +29,7 @@ func TestKillNineLosesNoReceiptedMessage(t *testing.T) {
 	args := brokerArgs{listen: listen, http: http, data: t.TempDir()}
 	b := startBroker(t, args)
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 
 	c := newClientURL(t, b.serviceURL, func(o *pulsar.ClientOptions) { o.OperationTimeout = 20 * time.Second })
 	// The subscription exists before anything is published, so its

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // A subscription is a cursor the broker keeps across its consumers: after
@@ -13,7 +14,7 @@ import (
 func TestDurableCursorAcrossRestarts(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := pulsar.ConsumerOptions{
 		Topic:                       topic,
 		SubscriptionName:            "durable",
@@ -57,7 +58,7 @@ func TestDurableCursorAcrossRestarts(t *testing.T) {
 func TestDurableCursorBatches(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "durable", Type: pulsar.Exclusive}
 	cons := subscribe(t, c, opts)
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 10})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
@@ -91,7 +92,7 @@ func TestReconnectAfterDroppedConnectionsAndRestart(t *testing.T) {
 	c := inProcessOnly(t)
 	const n = 6000
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	owner := c.OwnerOf(topic)
 	accepted := c.AcceptedConnections(owner)
 	cl := newClient(t)
@@ -152,7 +153,7 @@ func TestReconnectAfterDroppedConnectionsAndRestart(t *testing.T) {
 func TestResubscribeRetriesServiceNotReady(t *testing.T) {
 	c := inProcessOnly(t)
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	owner := c.OwnerOf(topic)
 	cl := newClient(t)
 	cons := subscribe(t, cl, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "retry", Type: pulsar.Exclusive})
@@ -186,7 +187,7 @@ func TestResubscribeRetriesServiceNotReady(t *testing.T) {
 func TestSendErrorIsRetriedOverANewConnection(t *testing.T) {
 	c := inProcessOnly(t)
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	owner := c.OwnerOf(topic)
 	// The consumer has a client (so a connection) of its own: only the
 	// producer's connection is dropped.

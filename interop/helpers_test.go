@@ -1,17 +1,11 @@
 package interop
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // testTimeout bounds each test's waits; a broker that stops answering
@@ -26,45 +21,16 @@ import (
 const testTimeout = 90 * time.Second
 
 // testContext is cancelled when the test ends or testTimeout passes.
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// syncBuffer is a bytes.Buffer that many goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func testContext(t *testing.T) context.Context { return brokertest.Context(t, testTimeout) }
 
 // testLog returns a writer whose contents are printed with the test's
-// output only if the test fails (or at once, when STREAMRUN_INTEROP_LOG=1).
+// output only if the test fails (brokertest.LogWriter), or stderr at
+// once with STREAMRUN_INTEROP_LOG=1, as for the broker's log.
 func testLog(t *testing.T, name string) io.Writer {
-	t.Helper()
 	if os.Getenv("STREAMRUN_INTEROP_LOG") == "1" {
 		return os.Stderr
 	}
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("---- %s log ----\n%s---- end of %s log ----", name, buf.String(), name)
-		}
-	})
-	return buf
+	return brokertest.LogWriter(t, name)
 }
 
 // clientOption changes the options of a client newClient makes.
@@ -97,29 +63,6 @@ func newClientURL(t *testing.T, url string, opts ...clientOption) pulsar.Client 
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-var nonTopicChars = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-
-// topicName is a fresh persistent topic in public/default, named after the
-// test so a broker's log points back at it.
-func topicName(t *testing.T) string {
-	t.Helper()
-	return "persistent://public/default/" + shortName(t)
-}
-
-// shortName is the test's name made safe for topics and subscriptions,
-// with a random suffix so reruns against a long-lived broker never meet
-// old state.
-func shortName(t *testing.T) string {
-	name := strings.ToLower(nonTopicChars.ReplaceAllString(t.Name(), "-"))
-	name = strings.Trim(name, "-")
-	if len(name) > 60 {
-		name = name[len(name)-60:]
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return name + "-" + hex.EncodeToString(b[:])
 }
 
 func newProducer(t *testing.T, c pulsar.Client, o pulsar.ProducerOptions) pulsar.Producer {
@@ -278,34 +221,7 @@ func eventually(ctx context.Context, t *testing.T, what string, cond func() bool
 
 // adminDo sends one request to the target's admin REST API and returns the
 // response body, failing the test on a transport error or a status >= 300.
-func adminDo(ctx context.Context, t *testing.T, method, path, body string) []byte {
+func adminDo(t *testing.T, method, path, body string) []byte {
 	t.Helper()
-	return adminDoURL(ctx, t, tgt.adminURL, method, path, body)
-}
-
-// adminDoURL is adminDo against the admin API at base.
-func adminDoURL(ctx context.Context, t *testing.T, base, method, path, body string) []byte {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, out)
-	}
-	return out
+	return (&brokertest.Peer{Admin: tgt.adminURL}).AdminDo(t, method, path, body)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // Apache Pulsar's own Java tools (from the distribution unpacked at
@@ -65,7 +67,7 @@ func TestPulsarAdminCLI(t *testing.T) {
 		}
 		return string(out)
 	}
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	partitioned := topic + "-partitioned"
 
 	admin("topics", "create", topic)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // A message far larger than the broker's limit, split by the producer into
@@ -19,7 +20,7 @@ import (
 func TestChunkedAndOversizedMessages(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "chunks", Type: pulsar.Exclusive})
 	chunked := newProducer(t, c, pulsar.ProducerOptions{
 		Topic:               topic,
@@ -65,7 +66,7 @@ func TestKeySharedOrderingKey(t *testing.T) {
 	const orderingKeys, perKey = 30, 30
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	consumers := make([]pulsar.Consumer, 2)
 	for i := range consumers {
 		consumers[i] = subscribe(t, c, pulsar.ConsumerOptions{
@@ -101,8 +102,8 @@ func TestKeySharedOrderingKey(t *testing.T) {
 // Two producers may not share a name on one topic: the second is refused.
 func TestProducerNameConflict(t *testing.T) {
 	c := newClient(t)
-	topic := topicName(t)
-	name := "unique-" + shortName(t)
+	topic := brokertest.TopicName(t)
+	name := "unique-" + brokertest.Name(t)
 	newProducer(t, c, pulsar.ProducerOptions{Topic: topic, Name: name})
 	start := time.Now()
 	p, err := newClient(t).CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: name, SendTimeout: 5 * time.Second})
@@ -127,7 +128,7 @@ func TestJSONSchemaRoundTrip(t *testing.T) {
 	const def = `{"type":"record","name":"Order","namespace":"streamrun.interop","fields":[{"name":"id","type":"int"},{"name":"item","type":"string"},{"name":"price","type":"double"}]}`
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "typed", Schema: pulsar.NewJSONSchema(def, nil)})
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewJSONSchema(def, nil)})
 	sendAll(ctx, t, p, 10, func(i int) *pulsar.ProducerMessage {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // counterValue reads a counter the Go client registered in reg.
@@ -52,7 +53,7 @@ func TestThreeBrokerProcess(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := newClientURL(t, b.serviceURL, func(o *pulsar.ClientOptions) { o.MetricsRegisterer = reg })
 
-	prefix := "persistent://public/default/" + shortName(t)
+	prefix := "persistent://public/default/" + brokertest.Name(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, topics)
 	for i := 0; i < topics; i++ {
@@ -76,7 +77,7 @@ func TestThreeBrokerProcess(t *testing.T) {
 	// A partitioned topic made through broker 0's admin API has its
 	// partitions owned all over; one consumer reads them all.
 	ptopic := prefix + "-partitioned"
-	adminDoURL(ctx, t, b.adminURL, "PUT", topicPath(ptopic)+"/partitions", strconv.Itoa(partitions))
+	(&brokertest.Peer{Admin: b.adminURL}).AdminDo(t, "PUT", topicPath(ptopic)+"/partitions", strconv.Itoa(partitions))
 	if err := roundTrip(ctx, c, ptopic, 300); err != nil {
 		t.Fatal(err)
 	}

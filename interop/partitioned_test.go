@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // javaStringHash is Java's String.hashCode over the key's bytes, the hash
@@ -26,20 +27,20 @@ func javaStringHash(s string) uint32 {
 func TestPartitionedTopicFromAdminAPI(t *testing.T) {
 	const partitions, keys, perKey = 4, 20, 25
 	ctx := testContext(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	path := topicPath(topic) + "/partitions"
-	adminDo(ctx, t, "PUT", path, strconv.Itoa(partitions))
+	adminDo(t, "PUT", path, strconv.Itoa(partitions))
 
 	var meta struct {
 		Partitions int `json:"partitions"`
 	}
-	if body := adminDo(ctx, t, "GET", path, ""); json.Unmarshal(body, &meta) != nil || meta.Partitions != partitions {
+	if body := adminDo(t, "GET", path, ""); json.Unmarshal(body, &meta) != nil || meta.Partitions != partitions {
 		t.Fatalf("GET %s: %s, want partitions=%d", path, body, partitions)
 	}
 
 	var listed []string
 	list := "/admin/v2/persistent/public/default/partitioned"
-	if body := adminDo(ctx, t, "GET", list, ""); json.Unmarshal(body, &listed) != nil || !slices.Contains(listed, topic) {
+	if body := adminDo(t, "GET", list, ""); json.Unmarshal(body, &listed) != nil || !slices.Contains(listed, topic) {
 		t.Fatalf("GET %s: %s, want a JSON list naming %s", list, body, topic)
 	}
 

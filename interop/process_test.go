@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // The streamrun binary, built once per run from this checkout (or taken
@@ -80,7 +82,7 @@ type brokerProcess struct {
 	cmd        *exec.Cmd
 	serviceURL string
 	adminURL   string
-	out        *syncBuffer // stdout and stderr
+	out        *brokertest.SyncBuffer // stdout and stderr
 	exited     chan struct{}
 	waitErr    error
 }
@@ -94,7 +96,7 @@ func startBrokerProcess(ctx context.Context, args brokerArgs, logTo io.Writer) (
 	if err != nil {
 		return nil, err
 	}
-	b := &brokerProcess{out: &syncBuffer{}, exited: make(chan struct{})}
+	b := &brokerProcess{out: &brokertest.SyncBuffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(bin, args.argv()...)
 	var sink io.Writer = b.out
 	if logTo != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // Batched and compressed messages come back intact and in order, with
@@ -40,7 +41,7 @@ func testProduceRoundTrip(t *testing.T, codecName string, codec pulsar.Compressi
 	const n = 1000
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{
 		Topic:            topic,
 		SubscriptionName: "roundtrip",

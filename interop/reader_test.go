@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 func newReader(t *testing.T, c pulsar.Client, o pulsar.ReaderOptions) pulsar.Reader {
@@ -40,7 +41,7 @@ func sameID(a, b pulsar.MessageID) bool {
 func TestReader(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	ids := sendPlain(ctx, t, p, 10, 0)
 
@@ -105,7 +106,7 @@ func TestReader(t *testing.T) {
 func TestConsumerGetLastMessageID(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "last"})
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 5})
 	ids := sendPlain(ctx, t, p, 12, 0)

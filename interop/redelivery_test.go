@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // A negatively acked message comes back, on every subscription type. On
@@ -19,7 +20,7 @@ func TestNackRedeliveryCount(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			c := newClient(t)
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			cons := subscribe(t, c, pulsar.ConsumerOptions{
 				Topic:               topic,
 				SubscriptionName:    "nack",
@@ -73,7 +74,7 @@ func subTypeName(typ pulsar.SubscriptionType) string {
 func TestSharedRedeliveryOnClose(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "shared", Type: pulsar.Shared}
 	leaver := subscribe(t, c, opts)
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
@@ -92,7 +93,7 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 	const maxDeliveries = 3
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	dlq := topic + "-dlqsub-DLQ"
 	dead := subscribe(t, c, pulsar.ConsumerOptions{
 		Topic:                       dlq,

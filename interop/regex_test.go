@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // A pattern subscription reads every matching topic as one stream, and a
@@ -14,7 +15,7 @@ import (
 func TestRegexSubscriptionDiscoversNewTopic(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	prefix := topicName(t)
+	prefix := brokertest.TopicName(t)
 	before, later := prefix+"-before", prefix+"-later"
 	unrelated := prefix + "x-unrelated" // same namespace, does not match
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // Seeking a subscription to a message id replays from that message: the
@@ -26,7 +27,7 @@ func TestSeekByMessageID(t *testing.T) {
 func testSeekByMessageID(t *testing.T, inclusive bool) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "seek", Type: pulsar.Exclusive, StartMessageIDInclusive: inclusive}
 	cons := subscribe(t, c, opts)
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
@@ -66,7 +67,7 @@ func testSeekByMessageID(t *testing.T, inclusive bool) {
 func TestSeekByTime(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "seek", Type: pulsar.Exclusive})
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	sendPlain(ctx, t, p, 5, 0)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // delivery is one message as one of several consumers received it.
@@ -73,7 +74,7 @@ func next(ctx context.Context, t *testing.T, ch <-chan delivery, what string) de
 func TestExclusiveSecondConsumerRefused(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	first := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "excl", Type: pulsar.Exclusive})
 
 	start := time.Now()
@@ -133,7 +134,7 @@ func (l *recordingListener) BecameInactive(pulsar.Consumer, string, int32) {
 func TestFailoverTakeover(t *testing.T) {
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	listeners := []*recordingListener{{}, {}}
 	sub := func(i int) pulsar.Consumer {
 		return subscribe(t, c, pulsar.ConsumerOptions{
@@ -177,7 +178,7 @@ func TestSharedSpread(t *testing.T) {
 	const n = 1000
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	consumers := make([]pulsar.Consumer, 2)
 	for i := range consumers {
 		consumers[i] = subscribe(t, c, pulsar.ConsumerOptions{
@@ -265,7 +266,7 @@ func TestKeySharedPerKeyOrder(t *testing.T) {
 	const keys, perKey = 50, 40
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	consumers := make([]pulsar.Consumer, 2)
 	for i := range consumers {
 		consumers[i] = subscribe(t, c, pulsar.ConsumerOptions{
@@ -310,7 +311,7 @@ func TestKeySharedJoinMidStream(t *testing.T) {
 	const n = keys * perKey
 	ctx := testContext(t)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	sub := func(i int) pulsar.Consumer {
 		return subscribe(t, c, pulsar.ConsumerOptions{
 			Topic:             topic,

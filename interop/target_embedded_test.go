@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
 // cluster is the in-process embedded broker when that is the target, for
@@ -15,13 +16,7 @@ var cluster *broker.Cluster
 // startEmbedded starts streamrun's broker in this process, in memory, on
 // free loopback ports.
 func startEmbedded(ctx context.Context, brokers int, log io.Writer) (*target, func(), error) {
-	c, err := broker.Start(ctx, broker.Options{
-		Listen:  "127.0.0.1:0",
-		HTTP:    "127.0.0.1:0",
-		Memory:  true,
-		Brokers: brokers,
-		Logger:  slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	c, err := brokertest.StartMain(ctx, log, slog.LevelDebug, func(o *broker.Options) { o.Brokers = brokers })
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/telemetry"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
 	"github.com/streamrun/streamrun/telemetry/otlptest"
@@ -31,7 +32,7 @@ func TestTraceContextWithOfficialGoClient(t *testing.T) {
 	rcv := otlptest.Start(t, telemetry.ProtocolGRPC)
 	otelEnv := append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL)
 	c := newClient(t)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 
 	// Official client -> streamrun consume.
 	upstream := trace.NewSpanContext(trace.SpanContextConfig{
@@ -66,7 +67,7 @@ func TestTraceContextWithOfficialGoClient(t *testing.T) {
 	}
 
 	// streamrun produce -> official client.
-	topic2 := topicName(t)
+	topic2 := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic2, SubscriptionName: "official",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 	cmd = exec.CommandContext(ctx, bin, "produce", "--url", tgt.serviceURL, "-t", topic2, "-m", "from streamrun", "-q")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -28,11 +29,11 @@ func TestOneConnectionPerBrokerHoweverManyTopicsAndProducers(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
 	ctx := brokertest.Context(t, time.Minute)
-	part := topicName(t)
-	tg.createPartitioned(t, part, 6)
+	part := brokertest.TopicName(t)
+	tg.CreatePartitioned(t, part, 6)
 	topics := []string{part}
 	for i := 0; i < 30; i++ {
-		topics = append(topics, topicName(t))
+		topics = append(topics, brokertest.TopicName(t))
 	}
 	col := newCollector(len(topics) * 20)
 	for i, topic := range topics {
@@ -52,7 +53,7 @@ func TestOneConnectionPerBrokerHoweverManyTopicsAndProducers(t *testing.T) {
 	if len(owners) != 3 {
 		t.Fatalf("topics owned by brokers %v only", owners)
 	}
-	conns := c.BrokerConns()
+	conns := c.conns().BrokerConns()
 	slices.Sort(conns)
 	want := tg.cluster.BrokerURLs()
 	slices.Sort(want)
@@ -89,7 +90,7 @@ func TestLookupFollowsRedirectsToTheOwner(t *testing.T) {
 		if h.Fired() != 1 {
 			t.Fatalf("the owner answered %d lookups, want 1 (the redirected one)", h.Fired())
 		}
-		conn, err := c.Conn(ctx, topic)
+		conn, err := c.conns().Conn(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +103,7 @@ func TestLookupFollowsRedirectsToTheOwner(t *testing.T) {
 // topicOwnedBy finds a fresh topic that broker i owns.
 func topicOwnedBy(t *testing.T, tg *target, i int) string {
 	for {
-		topic := topicName(t)
+		topic := brokertest.TopicName(t)
 		if tg.cluster.OwnerOf(topic) == i {
 			return topic
 		}
@@ -113,8 +114,8 @@ func TestEachPartitionGoesToItsOwner(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	c := newClient(t, tg, Options{})
 	ctx := brokertest.Context(t, time.Minute)
-	topic := topicName(t)
-	tg.createPartitioned(t, topic, 8)
+	topic := brokertest.TopicName(t)
+	tg.CreatePartitioned(t, topic, 8)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestEachPartitionGoesToItsOwner(t *testing.T) {
 func TestLookupRefusedWithServiceNotReadyIsRetriedUntilItWorks(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 5})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestLookupRefusedWithServiceNotReadyIsRetriedUntilItWorks(t *testing.T) {
 func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: OperationRetries{Attempts: 3, Delay: 10 * time.Millisecond}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
 	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
@@ -185,7 +186,7 @@ func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 func TestFinalErrorsAreNotRetried(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_AuthorizationError})
 	defer h.Remove()
 	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
@@ -197,7 +198,7 @@ func TestFinalErrorsAreNotRetried(t *testing.T) {
 func TestProducerCreationRefusedForNowIsRetried(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_ProducerBusy, Count: 3})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestProducerCreationRefusedForNowIsRetried(t *testing.T) {
 func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.T) {
 	tg := embeddedTarget(t, brokers(2))
 	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 100}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
@@ -234,7 +235,7 @@ func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.
 		t.Fatalf("%d errors, e.g. %v", len(col.errs), col.errs)
 	}
 	checkStream(t, subscribeRaw(t, c, topic), n)
-	if got := len(c.BrokerConns()); got > 2 {
+	if got := len(c.conns().BrokerConns()); got > 2 {
 		t.Fatalf("%d connections for 2 brokers after reconnecting", got)
 	}
 }
@@ -242,7 +243,7 @@ func TestDroppedConnectionsAreReplacedAndPendingSendsCompleteInOrder(t *testing.
 func TestSendErrorMakesTheProducerResendOnANewConnection(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 10}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	if _, err := c.Producer(ctx, topic); err != nil {
 		t.Fatal(err)
@@ -300,8 +301,8 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 	if err := publish(c); err != nil {
 		t.Fatal(err)
 	}
-	for _, conn := range c.BrokerConns() {
-		if u, _ := parseServiceURL(conn); !u.tls {
+	for _, conn := range c.conns().BrokerConns() {
+		if u, _ := connpool.ParseServiceURL(conn); !u.TLS {
 			t.Fatalf("connection %s is not TLS", conn)
 		}
 	}
@@ -338,7 +339,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 		t.Fatalf("wrong host name: %v", err)
 	}
 	c2 := newClient(t, tg2, Options{ServiceURL: tg2.TLS, TLS: TLSOptions{CAFile: ca.File, SkipHostnameVerification: true}})
-	if _, err := c2.Publish(ctx, topicName(t), Message{Payload: []byte("x")}); err != nil {
+	if _, err := c2.Publish(ctx, brokertest.TopicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	// ... but the chain is still checked.
@@ -346,7 +347,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 		t.Fatal("SkipHostnameVerification accepted an untrusted certificate")
 	}
 	c3 := newClient(t, tg2, Options{ServiceURL: tg2.TLS, TLS: TLSOptions{InsecureSkipVerify: true}})
-	if _, err := c3.Publish(ctx, topicName(t), Message{Payload: []byte("x")}); err != nil {
+	if _, err := c3.Publish(ctx, brokertest.TopicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -385,7 +386,7 @@ func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
 	errc := make(chan error, 1)
@@ -411,18 +412,18 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 		t.Skip("Apache Pulsar only (STREAMRUN_PULSAR_URL): the embedded broker does not answer with proxy_through_service_url")
 	}
 	tg := newTarget(t)
-	u, err := parseServiceURL(tg.URL)
+	u, err := connpool.ParseServiceURL(tg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca := newTestCA(t, "good")
 	cert, _, _ := ca.issue("relay", []string{"127.0.0.1"}, false)
-	relay := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
+	relay := newTCPProxy(t, u.Hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
 	url := "pulsar+ssl://" + relay.Addr()
 	ctx := brokertest.Context(t, time.Minute)
 
 	c := newClient(t, tg, Options{ServiceURL: url, TLS: TLSOptions{CAFile: ca.File}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	b, err := c.Lookup(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +434,7 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	if conns := c.BrokerConns(); len(conns) > 2 {
+	if conns := c.conns().BrokerConns(); len(conns) > 2 {
 		t.Fatalf("connections %v", conns)
 	}
 
@@ -443,7 +444,7 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 		t.Fatalf("untrusted relay: %v", err)
 	}
 	wrong, _, _ := ca.issue("wrong", []string{"broker.example.com"}, false)
-	relay2 := newTCPProxy(t, u.hosts[0], &tls.Config{Certificates: []tls.Certificate{wrong}})
+	relay2 := newTCPProxy(t, u.Hosts[0], &tls.Config{Certificates: []tls.Certificate{wrong}})
 	var hostname x509.HostnameError
 	if _, err := New(ctx, Options{ServiceURL: "pulsar+ssl://" + relay2.Addr(), TLS: TLSOptions{CAFile: ca.File}}); !errors.As(err, &hostname) {
 		t.Fatalf("relay with another host's certificate: %v", err)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -29,13 +30,13 @@ type received struct {
 	EntryKey string
 }
 
-// rawConsumer reads a topic through the exported connection API only
-// (Conn, RegisterConsumer, Request, Send): what package subscribe builds
-// on. It subscribes Exclusive from the earliest message with a fresh
+// rawConsumer reads a topic through the connection layer only
+// (connpool's Conn, RegisterConsumer, Request, Send): what package
+// subscribe builds on. It subscribes Exclusive from the earliest message with a fresh
 // subscription and grants permits generously.
 type rawConsumer struct {
 	t      *testing.T
-	conn   *Conn
+	conn   *connpool.Conn
 	id     uint64
 	topic  string
 	mu     sync.Mutex
@@ -48,9 +49,9 @@ type rawConsumer struct {
 func subscribeRaw(t *testing.T, c *Client, topic string) *rawConsumer {
 	t.Helper()
 	ctx := brokertest.Context(t, 30*time.Second)
-	rc := &rawConsumer{t: t, topic: topic, id: c.NewConsumerID(), got: make(chan struct{}, 1), closed: make(chan error, 1)}
-	err := c.Retry(ctx, "subscribe "+topic, func(ctx context.Context) error {
-		conn, err := c.Conn(ctx, topic)
+	rc := &rawConsumer{t: t, topic: topic, id: c.conns().NewConsumerID(), got: make(chan struct{}, 1), closed: make(chan error, 1)}
+	err := c.own().retry(ctx, "subscribe "+topic, func(ctx context.Context) error {
+		conn, err := c.conns().Conn(ctx, topic)
 		if err != nil {
 			return err
 		}

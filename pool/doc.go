@@ -1,6 +1,7 @@
 // Package pool is streamrun's Pulsar client core: a lookup through the
 // service URL, one pooled connection per broker, and the producers on
-// them. Package subscribe builds consumers on its connection API.
+// them. Package subscribe builds consumers on the same client; the
+// connections themselves (the wire) are internal to the module.
 //
 // # Publishing
 //
@@ -34,7 +35,7 @@
 //
 // The client keeps one connection per broker address, shared by every
 // producer, consumer and lookup. Lookups follow redirects (carrying
-// `authoritative`, at most MaxLookupRedirects) and honour
+// `authoritative`, at most 20 hops) and honour
 // proxy_through_service_url: the connection then goes to the service URL
 // and names the broker in CONNECT (proxy_to_broker_url). A comma list of
 // service hosts is tried in turn. Each connection sends PING every
@@ -42,7 +43,7 @@
 // interval after one; a dead or dropped connection is replaced on demand,
 // its producers are re-created (a new lookup each) and resend, in order
 // and with their original sequence ids, every batch that has no receipt
-// yet; its consumers are told (Handler.ConnectionClosed).
+// yet; its consumers (package subscribe) subscribe again.
 //
 // # Retries
 //
@@ -55,27 +56,9 @@
 // (authentication, authorization, an untrusted TLS certificate, ...) are
 // returned at once.
 //
-// # Building a consumer
-//
-// Package subscribe needs nothing beyond these exported pieces:
-//
-//   - (*Client).Conn(ctx, topic): look topic up, get its owner's pooled
-//     *Conn (Lookup and BrokerConn separately);
-//   - (*Conn).RegisterConsumer(id, Handler) before SUBSCRIBE, so that
-//     MESSAGE, ACTIVE_CONSUMER_CHANGE, CLOSE_CONSUMER and
-//     REACHED_END_OF_TOPIC frames for the consumer id reach it, and
-//     Handler.ConnectionClosed when the connection goes;
-//   - (*Conn).Request(ctx, cmd) for commands answered by request id
-//     (SUBSCRIBE, SEEK, UNSUBSCRIBE, GET_LAST_MESSAGE_ID, ACK with a
-//     request id, ...): it sets the request id and returns the answer or
-//     the server's error; (*Conn).Send for FLOW, ACK, REDELIVER;
-//   - (*Client).NewConsumerID, PartitionedTopicMetadata,
-//     TopicsOfNamespace, Retry/RetryWith (OperationRetries with the
-//     client's closing wired in), Done.
-//
-// Lookup, Conn, PartitionedTopicMetadata and TopicsOfNamespace make one
-// attempt each; wrap a compound operation (look up, connect, subscribe)
-// in Retry so that the whole of it is retried.
+// Lookup, PartitionedTopicMetadata and TopicsOfNamespace make one attempt
+// each; wrap a compound operation in RetryWith so that the whole of it is
+// retried, stopping when the client closes.
 //
 // # Goroutines
 //

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -24,7 +25,7 @@ import (
 // copying the messages again, and the buffer is kept until the receipt
 // for resending.
 type partProducer struct {
-	c         *Client
+	c         *state
 	p         *Producer
 	topic     string
 	partition int32 // -1: not partitioned
@@ -34,7 +35,7 @@ type partProducer struct {
 	log       *slog.Logger
 
 	mu             sync.Mutex
-	conn           *Conn // nil while (re)connecting
+	conn           *connpool.Conn // nil while (re)connecting
 	name           string
 	userName       bool
 	created        bool
@@ -331,7 +332,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 	b.frame = frame
 	pp.pending.push(b)
 	if pp.conn != nil {
-		pp.conn.writeFrame(frame)
+		pp.conn.WriteFrame(frame)
 	}
 }
 
@@ -339,7 +340,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 // callbacks run once the lock is released.
 func (pp *partProducer) failBatchLocked(b *batch, err error) {
 	// (It cannot happen unless SendHeaderRoom is wrong.)
-	if !pp.c.spawn(func() { pp.finish(b, pulsarwire.MessageID{}, err) }) {
+	if !pp.c.pool.Spawn(func() { pp.finish(b, pulsarwire.MessageID{}, err) }) {
 		pp.finish(b, pulsarwire.MessageID{}, err)
 	}
 }
@@ -372,7 +373,7 @@ func (pp *partProducer) finish(b *batch, id pulsarwire.MessageID, err error) {
 }
 
 // receipt completes the oldest pending batch.
-func (pp *partProducer) receipt(conn *Conn, r *pb.CommandSendReceipt) {
+func (pp *partProducer) Receipt(conn *connpool.Conn, r *pb.CommandSendReceipt) {
 	seq := r.GetSequenceId()
 	pp.mu.Lock()
 	if pp.conn != conn {
@@ -390,7 +391,7 @@ func (pp *partProducer) receipt(conn *Conn, r *pb.CommandSendReceipt) {
 		pp.mu.Unlock()
 		// The broker skipped something: resend everything on a new
 		// connection, as Apache Pulsar's clients do.
-		conn.close(fmt.Errorf("%w: receipt for sequence id %d of %s while %d is the oldest pending",
+		conn.Close(fmt.Errorf("%w: receipt for sequence id %d of %s while %d is the oldest pending",
 			pulsarwire.ErrCorrupt, seq, pp.topic, b.firstSeq))
 		return
 	}
@@ -400,7 +401,7 @@ func (pp *partProducer) receipt(conn *Conn, r *pb.CommandSendReceipt) {
 }
 
 // sendError handles the broker's refusal of an entry.
-func (pp *partProducer) sendError(conn *Conn, e *pb.CommandSendError) {
+func (pp *partProducer) SendError(conn *connpool.Conn, e *pb.CommandSendError) {
 	err := pulsarwire.NewServerError(e.GetError(), e.GetMessage())
 	pp.mu.Lock()
 	if pp.conn != conn {
@@ -428,12 +429,12 @@ func (pp *partProducer) sendError(conn *Conn, e *pb.CommandSendError) {
 	pp.mu.Unlock()
 	// Anything else ("not now", a checksum error): resend on a new
 	// connection, as Apache Pulsar's clients do.
-	conn.close(fmt.Errorf("SEND_ERROR for %s: %w", pp.topic, err))
+	conn.Close(fmt.Errorf("SEND_ERROR for %s: %w", pp.topic, err))
 }
 
 // closedByBroker handles CLOSE_PRODUCER: the topic moved or is being
 // unloaded. Look it up again and re-create the producer.
-func (pp *partProducer) closedByBroker(conn *Conn) {
+func (pp *partProducer) ClosedByBroker(conn *connpool.Conn) {
 	pp.mu.Lock()
 	if pp.conn != conn {
 		pp.mu.Unlock()
@@ -441,13 +442,13 @@ func (pp *partProducer) closedByBroker(conn *Conn) {
 	}
 	pp.conn = nil
 	pp.mu.Unlock()
-	conn.removeProducer(pp.id, pp)
+	conn.UnregisterProducer(pp.id, pp)
 	pp.log.Info("producer closed by the broker; re-creating it")
 	pp.startReconnect()
 }
 
 // connClosed handles the loss of the producer's connection.
-func (pp *partProducer) connClosed(conn *Conn, err error) {
+func (pp *partProducer) ConnClosed(conn *connpool.Conn, err error) {
 	pp.mu.Lock()
 	if pp.conn != conn {
 		pp.mu.Unlock()
@@ -462,13 +463,13 @@ func (pp *partProducer) connClosed(conn *Conn, err error) {
 
 func (pp *partProducer) startReconnect() {
 	pp.mu.Lock()
-	if pp.reconnecting || pp.err != nil || pp.c.ctx.Err() != nil {
+	if pp.reconnecting || pp.err != nil || pp.c.pool.Context().Err() != nil {
 		pp.mu.Unlock()
 		return
 	}
 	pp.reconnecting = true
 	pp.mu.Unlock()
-	if !pp.c.spawn(pp.reconnect) {
+	if !pp.c.pool.Spawn(pp.reconnect) {
 		pp.mu.Lock()
 		pp.reconnecting = false
 		pp.mu.Unlock()
@@ -476,7 +477,7 @@ func (pp *partProducer) startReconnect() {
 }
 
 func (pp *partProducer) reconnect() {
-	err := pp.c.Retry(pp.c.ctx, "re-create producer for "+pp.topic, pp.connect)
+	err := pp.c.retry(pp.c.pool.Context(), "re-create producer for "+pp.topic, pp.connect)
 	pp.mu.Lock()
 	pp.reconnecting = false
 	lost := err == nil && pp.conn == nil
@@ -495,11 +496,11 @@ func (pp *partProducer) reconnect() {
 // connection and resends, in order, every entry still awaiting a receipt.
 // One attempt.
 func (pp *partProducer) connect(ctx context.Context) error {
-	conn, err := pp.c.Conn(ctx, pp.topic)
+	conn, err := pp.c.pool.Conn(ctx, pp.topic)
 	if err != nil {
 		return err
 	}
-	if err := conn.addProducer(pp.id, pp); err != nil {
+	if err := conn.RegisterProducer(pp.id, pp); err != nil {
 		return err
 	}
 	pp.mu.Lock()
@@ -516,25 +517,25 @@ func (pp *partProducer) connect(ctx context.Context) error {
 	pp.mu.Unlock()
 	resp, err := conn.Request(ctx, pulsarwire.Wrap(cmd))
 	if err != nil {
-		conn.removeProducer(pp.id, pp)
-		if _, isServer := pulsarwire.ServerCode(err); !isServer && !conn.closed() {
+		conn.UnregisterProducer(pp.id, pp)
+		if _, isServer := pulsarwire.ServerCode(err); !isServer && !conn.Closed() {
 			// No answer in time: the broker may still create it; tell it
 			// to drop that one before we try again.
 			conn.Send(pulsarwire.Wrap(&pb.CommandCloseProducer{
-				ProducerId: proto.Uint64(pp.id), RequestId: proto.Uint64(pp.c.NewRequestID()),
+				ProducerId: proto.Uint64(pp.id), RequestId: proto.Uint64(pp.c.pool.NewRequestID()),
 			}))
 		}
-		return fmt.Errorf("create producer for %s on %s: %w", pp.topic, conn.key.logical, err)
+		return fmt.Errorf("create producer for %s on %s: %w", pp.topic, conn.Host(), err)
 	}
 	ps := resp.GetProducerSuccess()
 	if ps == nil {
-		conn.removeProducer(pp.id, pp)
+		conn.UnregisterProducer(pp.id, pp)
 		return fmt.Errorf("create producer for %s: broker answered %s: %w", pp.topic, resp.GetType(), pulsarwire.ErrCorrupt)
 	}
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if pp.err != nil {
-		conn.removeProducer(pp.id, pp)
+		conn.UnregisterProducer(pp.id, pp)
 		return pp.err
 	}
 	if pp.name == "" {
@@ -547,19 +548,19 @@ func (pp *partProducer) connect(ctx context.Context) error {
 		}
 	}
 	pp.maxMessageSize = conn.MaxMessageSize()
-	if conn.closed() {
+	if conn.Closed() {
 		// It closed before we were on it, so its notice passed us by.
-		conn.removeProducer(pp.id, pp)
+		conn.UnregisterProducer(pp.id, pp)
 		return conn.Err()
 	}
 	pp.conn = conn
 	n := 0
 	for b := range pp.pending.all() {
-		conn.writeFrame(b.frame)
+		conn.WriteFrame(b.frame)
 		n++
 	}
 	if n > 0 {
-		pp.log.Info("producer re-created; resent pending entries", "broker", conn.key.logical, "entries", n)
+		pp.log.Info("producer re-created; resent pending entries", "broker", conn.Host(), "entries", n)
 	}
 	return nil
 }
@@ -588,7 +589,7 @@ func (pp *partProducer) closeOnBroker(ctx context.Context) {
 		return
 	}
 	conn.Request(ctx, pulsarwire.Wrap(&pb.CommandCloseProducer{ProducerId: proto.Uint64(pp.id)}))
-	conn.removeProducer(pp.id, pp)
+	conn.UnregisterProducer(pp.id, pp)
 }
 
 func (pp *partProducer) setFailed(err error) {
@@ -623,7 +624,7 @@ func (pp *partProducer) shutdown(err error) {
 	pp.codecs.Close()
 	pp.mu.Unlock()
 	if conn != nil {
-		conn.removeProducer(pp.id, pp)
+		conn.UnregisterProducer(pp.id, pp)
 	}
 	for _, b := range failed {
 		pp.finish(b, pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", pp.topic, err))

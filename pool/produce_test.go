@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -66,7 +67,7 @@ func (c *collector) wait(t *testing.T, d time.Duration) {
 func TestPublishedMessagesArriveWithTheirFieldsAndIDsInOrder(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 
 	first, err := c.Publish(ctx, topic, Message{
@@ -125,7 +126,7 @@ func TestPublishedMessagesArriveWithTheirFieldsAndIDsInOrder(t *testing.T) {
 func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 
 	var wg sync.WaitGroup
@@ -166,9 +167,9 @@ func TestOneProducerPerTopicSharedByEveryPublisher(t *testing.T) {
 func TestPartitionedTopicRoutesKeysLikeJavaAndRoundRobinsTheRest(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	const parts = 5
-	tg.createPartitioned(t, topic, parts)
+	tg.CreatePartitioned(t, topic, parts)
 	ctx := brokertest.Context(t, time.Minute)
 
 	p, err := c.Producer(ctx, topic)
@@ -225,7 +226,7 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 	tg := newTarget(t)
 	// A long MaxDelay: only Flush sends the batch.
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	const n = 10
 	col := newCollector(n)
@@ -252,7 +253,7 @@ func TestEveryCodecIsReadBack(t *testing.T) {
 	for _, ct := range []Compression{LZ4, ZLIB, ZSTD, Snappy} {
 		t.Run(ct.String(), func(t *testing.T) {
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Compression: ct}})
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			ctx := brokertest.Context(t, time.Minute)
 			const n = 300
 			col := newCollector(n)
@@ -276,7 +277,7 @@ func TestEveryCodecIsReadBack(t *testing.T) {
 func TestBatchingDisabledSendsOneEntryPerMessage(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: true}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	const n = 20
 	col := newCollector(n)
@@ -308,7 +309,7 @@ func TestTooLargeMessageIsRefusedWithoutHarm(t *testing.T) {
 		t.Run(map[bool]string{false: "one batch", true: "a batch per key"}[byKey], func(t *testing.T) {
 			tg := newTarget(t)
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{ByKey: byKey}}})
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			ctx := brokertest.Context(t, time.Minute)
 			if _, err := c.Publish(ctx, topic, Message{Payload: make([]byte, 6<<20), Key: "a"}); !errors.Is(err, ErrMessageTooLarge) {
 				t.Fatalf("6 MiB message: %v, want ErrMessageTooLarge", err)
@@ -335,7 +336,7 @@ func TestTooLargeMessageIsRefusedWhileReconnecting(t *testing.T) {
 			px := newProxies(t)
 			c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
 				Producer: ProducerOptions{Batching: BatchingOptions{ByKey: byKey}}})
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			ctx := brokertest.Context(t, time.Minute)
 			p, err := c.Producer(ctx, topic)
 			if err != nil {
@@ -380,7 +381,7 @@ func TestPublishingBlocksAtThePendingLimitAndNeverDrops(t *testing.T) {
 		Dial:     px.Dial,
 		Producer: ProducerOptions{MaxPendingMessages: limit, Batching: BatchingOptions{MaxMessages: 3}},
 	})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
@@ -419,7 +420,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, MemoryLimit: 1000})
 	ctx := brokertest.Context(t, time.Minute)
-	a, b := topicName(t), topicName(t)
+	a, b := brokertest.TopicName(t), brokertest.TopicName(t)
 	for _, topic := range []string{a, b} {
 		if _, err := c.Producer(ctx, topic); err != nil {
 			t.Fatal(err)
@@ -435,7 +436,7 @@ func TestMemoryLimitBlocksAcrossProducers(t *testing.T) {
 		t.Fatalf("past the memory limit: %v, want to block until the deadline", err)
 	}
 	go c.PublishAsync(ctx, a, Message{Payload: make([]byte, 10)}, col.cb(2))
-	brokertest.Eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.memory.blocked() == 1 })
+	brokertest.Eventually(t, 5*time.Second, "a publisher waiting for memory", func() bool { return c.own().memory.blocked() == 1 })
 	px.Thaw()
 	col.wait(t, 30*time.Second)
 	if len(col.errs) > 0 {
@@ -447,7 +448,7 @@ func TestDeadConnectionIsDetectedAndReplaced(t *testing.T) {
 	tg := newTarget(t)
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial, KeepAliveInterval: 100 * time.Millisecond, OperationRetries: OperationRetries{Delay: 50 * time.Millisecond}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("before")}); err != nil {
 		t.Fatal(err)
@@ -485,7 +486,7 @@ func TestCutConnectionResendsPendingInOrderWithoutLossOrDuplicateSequenceIDs(t *
 			px := newProxies(t)
 			c := newClient(t, tg, Options{Dial: px.Dial, OperationRetries: OperationRetries{Delay: 20 * time.Millisecond},
 				Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 50, ByKey: byKey}}})
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			ctx := brokertest.Context(t, time.Minute)
 			p, err := c.Producer(ctx, topic)
 			if err != nil {
@@ -563,7 +564,7 @@ func TestBatchesByKeyHoldOneKeyEachWithinTheProducersLimits(t *testing.T) {
 	const maxMessages = 40
 	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{
 		ByKey: true, MaxMessages: maxMessages, MaxDelay: time.Hour}}})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
@@ -700,7 +701,7 @@ func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	col := newCollector(100)
 	for i := 0; i < 100; i++ {
@@ -716,8 +717,8 @@ func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("late")}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("publish after Close: %v", err)
 	}
-	if len(c.BrokerConns()) != 0 {
-		t.Fatalf("connections left: %v", c.BrokerConns())
+	if len(c.conns().BrokerConns()) != 0 {
+		t.Fatalf("connections left: %v", c.conns().BrokerConns())
 	}
 	// goleak in TestMain checks the goroutines.
 }
@@ -725,12 +726,12 @@ func TestClosedClientFailsPublishingAndStopsEverything(t *testing.T) {
 func TestServiceURLHostListSkipsDeadHosts(t *testing.T) {
 	tg := newTarget(t)
 	dead := deadAddr(t)
-	u, err := parseServiceURL(tg.URL)
+	u, err := connpool.ParseServiceURL(tg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + dead + "," + u.hosts[0]})
-	if _, err := c.Publish(brokertest.Context(t, time.Minute), topicName(t), Message{Payload: []byte("x")}); err != nil {
+	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + dead + "," + u.Hosts[0]})
+	if _, err := c.Publish(brokertest.Context(t, time.Minute), brokertest.TopicName(t), Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -751,7 +752,7 @@ func TestSmallBatchesAwaitingReceiptsHoldSmallBuffers(t *testing.T) {
 	px := newProxies(t)
 	c := newClient(t, tg, Options{Dial: px.Dial})
 	ctx := brokertest.Context(t, time.Minute)
-	p, err := c.Producer(ctx, topicName(t))
+	p, err := c.Producer(ctx, brokertest.TopicName(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -779,9 +780,9 @@ func TestSmallBatchesAwaitingReceiptsHoldSmallBuffers(t *testing.T) {
 func TestConnCarriesARawProducerBuiltOnItsAPI(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
-	conn, err := c.Conn(ctx, topic)
+	conn, err := c.conns().Conn(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,14 +810,14 @@ func TestConnCarriesARawProducerBuiltOnItsAPI(t *testing.T) {
 func TestPartitionsAddedLaterGetProducers(t *testing.T) {
 	tg := newTarget(t)
 	c := newClient(t, tg, Options{Producer: ProducerOptions{PartitionRefresh: 20 * time.Millisecond}})
-	topic := topicName(t)
-	tg.createPartitioned(t, topic, 2)
+	topic := brokertest.TopicName(t)
+	tg.CreatePartitioned(t, topic, 2)
 	ctx := brokertest.Context(t, time.Minute)
 	p, err := c.Producer(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg.updatePartitions(t, topic, 5)
+	tg.UpdatePartitions(t, topic, 5)
 	brokertest.Eventually(t, 10*time.Second, "5 partitions", func() bool { return p.Partitions() == 5 })
 	// Keys now spread over 5: one that maps to a new partition lands there.
 	key := ""
@@ -845,7 +846,7 @@ func TestLargestMessageThatFitsGoes(t *testing.T) {
 			batched := mode != "unbatched"
 			tg := newTarget(t)
 			c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{Disabled: !batched, ByKey: mode == "batched by key"}}})
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			ctx := brokertest.Context(t, time.Minute)
 			m := Message{Key: "k", Properties: map[string]string{"a": "1"}}
 			most := MaxPayload(pulsarwire.DefaultMaxMessageSize, m)

@@ -38,7 +38,7 @@ type Message struct {
 // reconnecting, the topic was terminated) fails every send with that
 // error; (*Client).Producer and Publish then open a new one.
 type Producer struct {
-	c       *Client
+	c       *state
 	topic   string
 	opts    *ProducerOptions
 	parts   atomic.Pointer[[]*partProducer] // grows when partitions are added
@@ -75,6 +75,10 @@ type producerSlot struct {
 // partition (or the topic) is looked up and its producer created on its
 // owner's connection, under OperationRetries. Every caller shares it.
 func (c *Client) Producer(ctx context.Context, topic string) (*Producer, error) {
+	return c.own().producer(ctx, topic)
+}
+
+func (c *state) producer(ctx context.Context, topic string) (*Producer, error) {
 	if v, ok := c.byName.Load(topic); ok {
 		return v.(*Producer), nil
 	}
@@ -88,7 +92,7 @@ func (c *Client) Producer(ctx context.Context, topic string) (*Producer, error) 
 	name := t.String()
 	for {
 		c.mu.Lock()
-		if c.ctx.Err() != nil {
+		if c.pool.Context().Err() != nil {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
@@ -134,11 +138,11 @@ func (c *Client) Producer(ctx context.Context, topic string) (*Producer, error) 
 	}
 }
 
-func (c *Client) newProducer(ctx context.Context, name string) (*Producer, error) {
+func (c *state) newProducer(ctx context.Context, name string) (*Producer, error) {
 	var n int
-	err := c.Retry(ctx, "partitioned metadata of "+name, func(ctx context.Context) error {
+	err := c.retry(ctx, "partitioned metadata of "+name, func(ctx context.Context) error {
 		var err error
-		n, err = c.PartitionedTopicMetadata(ctx, name)
+		n, err = c.pool.PartitionedTopicMetadata(ctx, name)
 		return err
 	})
 	if err != nil {
@@ -188,7 +192,7 @@ func (p *Producer) connectParts(ctx context.Context, parts []*partProducer) erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = p.c.Retry(ctx, "create producer for "+pp.topic, pp.connect)
+			errs[i] = p.c.retry(ctx, "create producer for "+pp.topic, pp.connect)
 		}()
 	}
 	wg.Wait()
@@ -197,20 +201,20 @@ func (p *Producer) connectParts(ctx context.Context, parts []*partProducer) erro
 
 // watchPartitions starts, once, the client's goroutine that looks for
 // partitions added to the topics of partitioned producers.
-func (c *Client) watchPartitions() {
+func (c *state) watchPartitions() {
 	c.watchOnce.Do(func() {
-		c.spawn(func() {
+		c.pool.Spawn(func() {
 			t := time.NewTicker(c.opts.Producer.PartitionRefresh)
 			defer t.Stop()
 			for {
 				select {
 				case <-t.C:
-				case <-c.ctx.Done():
+				case <-c.pool.Done():
 					return
 				}
 				for _, p := range c.allProducers() {
 					if p.Partitions() > 0 {
-						p.grow(c.ctx)
+						p.grow(c.pool.Context())
 					}
 				}
 			}
@@ -223,7 +227,7 @@ func (c *Client) watchPartitions() {
 // Apache Pulsar's clients.
 func (p *Producer) grow(ctx context.Context) {
 	mctx, cancel := context.WithTimeout(ctx, p.c.opts.OperationRetries.Timeout)
-	n, err := p.c.PartitionedTopicMetadata(mctx, p.topic)
+	n, err := p.c.pool.PartitionedTopicMetadata(mctx, p.topic)
 	cancel()
 	old := p.partList()
 	if err != nil || n <= len(old) {
@@ -240,7 +244,7 @@ func (p *Producer) grow(ctx context.Context) {
 	parts := append(append([]*partProducer(nil), old...), added...)
 	p.parts.Store(&parts)
 	p.c.log.Info("partitions added", "topic", p.topic, "partitions", n)
-	if p.c.ctx.Err() != nil {
+	if p.c.pool.Context().Err() != nil {
 		// Close may have shut the old list down without these.
 		for _, pp := range added {
 			pp.shutdown(ErrClosed)
@@ -248,7 +252,7 @@ func (p *Producer) grow(ctx context.Context) {
 	}
 }
 
-func (c *Client) allProducers() []*Producer {
+func (c *state) allProducers() []*Producer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []*Producer
@@ -265,7 +269,7 @@ func (c *Client) allProducers() []*Producer {
 }
 
 // dropProducer forgets a producer that failed for good.
-func (c *Client) dropProducer(p *Producer) {
+func (c *state) dropProducer(p *Producer) {
 	c.mu.Lock()
 	if s := c.producers[p.topic]; s != nil && s.p == p {
 		delete(c.producers, p.topic)
@@ -285,7 +289,7 @@ func (c *Client) dropProducer(p *Producer) {
 // Options.MemoryLimit) and returns ctx's error if ctx ends first; a
 // message already handed over when ctx ends may still be published.
 func (c *Client) Publish(ctx context.Context, topic string, m Message) (pulsarwire.MessageID, error) {
-	p, err := c.Producer(ctx, topic)
+	p, err := c.own().producer(ctx, topic)
 	if err != nil {
 		return pulsarwire.MessageID{}, err
 	}
@@ -298,7 +302,7 @@ func (c *Client) Publish(ctx context.Context, topic string, m Message) (pulsarwi
 // (then ctx's end fails m). done runs on a connection's goroutine: it
 // must be quick and must not publish synchronously. done may be nil.
 func (c *Client) PublishAsync(ctx context.Context, topic string, m Message, done func(pulsarwire.MessageID, error)) {
-	p, err := c.Producer(ctx, topic)
+	p, err := c.own().producer(ctx, topic)
 	if err != nil {
 		if done != nil {
 			done(pulsarwire.MessageID{}, err)
@@ -312,7 +316,7 @@ func (c *Client) PublishAsync(ctx context.Context, topic string, m Message, done
 // allows, until the broker acknowledged all messages published before the
 // call (or they failed).
 func (c *Client) Flush(ctx context.Context) error {
-	_, err := flushAll(ctx, c.allProducers())
+	_, err := flushAll(ctx, c.own().allProducers())
 	return err
 }
 
@@ -472,8 +476,8 @@ func (p *Producer) fail(err error) {
 		}
 		// Closing on the broker waits for answers: not on a reader
 		// goroutine, which may be the caller.
-		if !p.c.spawn(func() {
-			p.closeOnBroker(p.c.ctx)
+		if !p.c.pool.Spawn(func() {
+			p.closeOnBroker(p.c.pool.Context())
 			p.shutdown(err)
 		}) {
 			p.shutdown(err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -178,8 +179,8 @@ func (p *pulsarProxy) serve(in net.Conn) {
 func TestThroughAPulsarProxyOneConnectionPerBrokerNamedInConnect(t *testing.T) {
 	tg := embeddedTarget(t, brokers(3))
 	urls := tg.cluster.BrokerURLs()
-	u, _ := parseServiceURL(tg.URL)
-	proxy := newPulsarProxy(t, u.hosts[0])
+	u, _ := connpool.ParseServiceURL(tg.URL)
+	proxy := newPulsarProxy(t, u.Hosts[0])
 	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + proxy.Addr()})
 	ctx := brokertest.Context(t, time.Minute)
 	for owner := 0; owner < 3; owner++ {
@@ -207,35 +208,35 @@ func TestThroughAPulsarProxyOneConnectionPerBrokerNamedInConnect(t *testing.T) {
 		t.Fatalf("CONNECTs through the proxy: %q", connects)
 	}
 	for _, bu := range urls {
-		hp, _, _ := brokerAddr(bu)
+		hp, _, _ := connpool.BrokerAddr(bu)
 		if seen[hp] != 1 {
 			t.Fatalf("CONNECTs naming %s: %d (all: %q)", hp, seen[hp], connects)
 		}
 	}
-	if n := len(c.BrokerConns()); n != 4 {
-		t.Fatalf("client connections: %v", c.BrokerConns())
+	if n := len(c.conns().BrokerConns()); n != 4 {
+		t.Fatalf("client connections: %v", c.conns().BrokerConns())
 	}
 }
 
 func TestLookupGivesUpAfterTwentyRedirects(t *testing.T) {
 	tg := embeddedTarget(t)
-	u, _ := parseServiceURL(tg.URL)
-	proxy := newPulsarProxy(t, u.hosts[0])
+	u, _ := connpool.ParseServiceURL(tg.URL)
+	proxy := newPulsarProxy(t, u.Hosts[0])
 	proxy.loop = true
 	c := newClient(t, tg, Options{ServiceURL: "pulsar://" + proxy.Addr()})
-	_, err := c.Publish(brokertest.Context(t, time.Minute), topicName(t), Message{Payload: []byte("x")})
+	_, err := c.Publish(brokertest.Context(t, time.Minute), brokertest.TopicName(t), Message{Payload: []byte("x")})
 	if err == nil || !strings.Contains(err.Error(), "redirects") || Retryable(err) {
 		t.Fatalf("endless redirects: %v", err)
 	}
 	proxy.mu.Lock()
 	defer proxy.mu.Unlock()
-	if proxy.redirects != MaxLookupRedirects {
-		t.Fatalf("%d redirects followed, want %d", proxy.redirects, MaxLookupRedirects)
+	if proxy.redirects != connpool.MaxLookupRedirects {
+		t.Fatalf("%d redirects followed, want %d", proxy.redirects, connpool.MaxLookupRedirects)
 	}
 	// The first lookup is not authoritative; each one after a redirect
 	// carries the redirect's flag.
 	a := proxy.authoritative
-	if len(a) != MaxLookupRedirects || a[0] || slices.Contains(a[1:], false) {
+	if len(a) != connpool.MaxLookupRedirects || a[0] || slices.Contains(a[1:], false) {
 		t.Fatalf("authoritative flags of the lookups: %v", a)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// JavaStringHash is Java's String.hashCode of s: h = 31*h + c over the
+// javaStringHash is Java's String.hashCode of s: h = 31*h + c over the
 // string's UTF-16 code units, in 32-bit two's complement.
-func JavaStringHash(s string) int32 {
+func javaStringHash(s string) int32 {
 	var h int32
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -31,16 +31,16 @@ func JavaStringHash(s string) int32 {
 }
 
 // KeyPartition is the partition of n that a message with key goes to: the
-// Java client's default (JavaStringHash & Integer.MAX_VALUE, modulo n), so
+// Java client's default (javaStringHash & Integer.MAX_VALUE, modulo n), so
 // producers of both languages put a key on the same partition.
 //
-// The Go client (pulsar-client-go v0.19, default JavaStringHash scheme)
+// The Go client (pulsar-client-go v0.19, default javaStringHash scheme)
 // hashes the key's UTF-8 bytes and takes the unsigned hash modulo n
 // without masking the sign bit. For ASCII keys whose hash is non-negative
 // the three agree; for others the Go client may pick another partition
 // than Java and streamrun.
 func KeyPartition(key string, n int) int {
-	return int(JavaStringHash(key)&0x7fffffff) % n
+	return int(javaStringHash(key)&0x7fffffff) % n
 }
 
 // roundRobin picks partitions for messages without a key, batching-aware

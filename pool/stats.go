@@ -1,7 +1,5 @@
 package pool
 
-import "sync"
-
 // Stats are a client's gauges and counts, for metrics.
 type Stats struct {
 	// Connections open to brokers.
@@ -17,35 +15,12 @@ type Stats struct {
 	PendingBytes int64
 }
 
-// connStats counts the dials by broker address.
-type connStats struct {
-	mu         sync.Mutex
-	seen       map[connKey]struct{}
-	reconnects int64
-}
-
-// dialed counts a connection dialed to key.
-func (s *connStats) dialed(key connKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.seen == nil {
-		s.seen = map[connKey]struct{}{}
-	}
-	if _, ok := s.seen[key]; ok {
-		s.reconnects++
-		return
-	}
-	s.seen[key] = struct{}{}
-}
-
 // Stats reports the client's connections and what its producers have
 // pending now.
 func (c *Client) Stats() Stats {
-	st := Stats{Connections: len(c.BrokerConns()), PendingBytes: c.memory.used.Load()}
-	c.connStats.mu.Lock()
-	st.Reconnects = c.connStats.reconnects
-	c.connStats.mu.Unlock()
-	for _, p := range c.allProducers() {
+	s, conns := c.own(), c.conns()
+	st := Stats{Connections: len(conns.BrokerConns()), Reconnects: conns.Reconnects(), PendingBytes: s.memory.used.Load()}
+	for _, p := range s.allProducers() {
 		st.PendingMessages += p.pending.used.Load()
 	}
 	return st

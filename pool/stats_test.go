@@ -14,7 +14,7 @@ func TestStatsCountsReconnects(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{ServiceURL: tg.URL})
 	ctx := brokertest.Context(t, time.Minute)
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	if _, err := c.Publish(ctx, topic, Message{Payload: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,37 +17,6 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
-func TestServiceURLs(t *testing.T) {
-	good := []struct {
-		in    string
-		tls   bool
-		hosts []string
-	}{
-		{"pulsar://localhost:6650", false, []string{"localhost:6650"}},
-		{"pulsar://localhost", false, []string{"localhost:6650"}},
-		{"pulsar+ssl://broker.example.com", true, []string{"broker.example.com:6651"}},
-		{"pulsar://a:1,b:2,c", false, []string{"a:1", "b:2", "c:6650"}},
-		{"pulsar://[::1]:6650/", false, []string{"[::1]:6650"}},
-		{"pulsar://[::1]", false, []string{"[::1]:6650"}},
-		{" PULSAR://h:7 ", false, []string{"h:7"}},
-	}
-	for _, g := range good {
-		u, err := parseServiceURL(g.in)
-		if err != nil {
-			t.Errorf("%q: %v", g.in, err)
-			continue
-		}
-		if u.tls != g.tls || fmt.Sprint(u.hosts) != fmt.Sprint(g.hosts) {
-			t.Errorf("%q: got %+v", g.in, u)
-		}
-	}
-	for _, bad := range []string{"", "localhost:6650", "http://h:80", "pulsar://", "pulsar://h:99999", "pulsar://h:x", "pulsar://a,,b", "pulsar://user@h:1", "pulsar://:6650"} {
-		if _, err := parseServiceURL(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 func TestJavaStringHashMatchesJava(t *testing.T) {
 	// Values of String.hashCode() computed by a JVM.
 	cases := map[string]int32{
@@ -66,8 +35,8 @@ func TestJavaStringHashMatchesJava(t *testing.T) {
 	cases["😀"] = 1772899
 	cases["a-very-long-key-whose-hash-has-the-sign-bit-set"] = -1665388369
 	for s, want := range cases {
-		if got := JavaStringHash(s); got != want {
-			t.Errorf("JavaStringHash(%q) = %d, want %d", s, got, want)
+		if got := javaStringHash(s); got != want {
+			t.Errorf("javaStringHash(%q) = %d, want %d", s, got, want)
 		}
 	}
 	if p := KeyPartition("polygenelubricants", 7); p != 0 {

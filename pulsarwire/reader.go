@@ -13,13 +13,26 @@ type Reader struct {
 	max     int
 	hdr     [8]byte
 	scratch []byte // reused for frames without a message; their decode copies out
+	reuse   bool   // message frames reuse scratch too (ReuseMessageBuffers)
 }
+
+// maxReused is the largest frame kept in the scratch buffer for the next
+// call; a rare bigger one gets a buffer of its own, so one huge message
+// does not pin its size for the life of the connection.
+const maxReused = 1 << 20
 
 // NewReader returns a Reader refusing frames larger than maxFrameSize
 // (see MaxFrameSize); wrap r in a bufio.Reader for small reads.
 func NewReader(r io.Reader, maxFrameSize int) *Reader {
 	return &Reader{r: r, max: maxFrameSize}
 }
+
+// ReuseMessageBuffers makes frames carrying a message reuse the Reader's
+// buffer as well: their Entry, Payload and BrokerEntryMetadata are then
+// valid only until the next call to Next. For a reader that copies what
+// it keeps (the broker appends the entry to its store, which copies), this
+// saves allocating and zeroing a buffer per message frame.
+func (r *Reader) ReuseMessageBuffers() { r.reuse = true }
 
 // SetMaxFrameSize changes the limit, as after CONNECTED names one.
 func (r *Reader) SetMaxFrameSize(n int) { r.max = n }
@@ -57,7 +70,7 @@ func (r *Reader) Next() (Frame, error) {
 		return Frame{}, fmt.Errorf("command of %d bytes in a frame of %d: %w", cmdSize, total, ErrCorrupt)
 	}
 	var body []byte
-	if cmdSize == total-4 {
+	if cmdSize == total-4 || (r.reuse && total <= maxReused) {
 		if cap(r.scratch) < total {
 			r.scratch = make([]byte, total, max(total, 512))
 		}

@@ -131,6 +131,15 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 			if h.once(p) {
 				time.Sleep(time.Minute)
 			}
+		case strings.HasPrefix(p, "stale:"):
+			// Once: an answer about a message that is not in the batch.
+			if h.once(p) {
+				w.Ack(&plugin.Message{Payload: []byte("of no batch")})
+			}
+		case strings.HasPrefix(p, "huge:"):
+			// An output over the broker's 5 MiB limit.
+			w.Output(m, plugin.Output{Topic: h.cfg.Output, Payload: bytes.Repeat([]byte("x"), 6<<20)})
+			continue
 		case strings.HasPrefix(p, "boom:"):
 			panic("boom on " + p)
 		case strings.HasPrefix(p, "exit:"):

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -22,6 +23,7 @@ import (
 // concurrent use.
 type Consumer struct {
 	client  *pool.Client
+	conns   *connpool.Pool // client's connections: a *pool.Client is one
 	opts    Options
 	log     *slog.Logger
 	pattern *regexp.Regexp
@@ -78,6 +80,7 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 	opts = opts.withDefaults(client)
 	c := &Consumer{
 		client:        client,
+		conns:         (*connpool.Pool)(client),
 		opts:          opts,
 		log:           opts.Logger.With("subscription", opts.Subscription),
 		flowThreshold: int64(max(opts.ReceiverQueue/2, 1)),
@@ -124,7 +127,7 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 	}
 	c.spawn(func() {
 		select {
-		case <-client.Done():
+		case <-c.conns.Done():
 			// Its connections are gone for good: stop every goroutine;
 			// Close still tidies up.
 			c.fail(fmt.Errorf("%w: the client closed", ErrClosed))

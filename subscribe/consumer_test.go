@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/subscribe"
 )
@@ -18,7 +19,7 @@ func TestBatchesSplitIntoMessages(t *testing.T) {
 			tg := newTarget(t)
 			ctx := testContext(t)
 			c := tg.newClient(t, clientConfig{})
-			topic := topicName(t)
+			topic := brokertest.TopicName(t)
 			cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "split"})
 			pc := tg.newClient(t, clientConfig{opts: func(o *pool.Options) { o.Producer.Compression = ct }})
 			event := time.UnixMilli(1700000000123)
@@ -52,7 +53,7 @@ func TestClientCloseStopsTheConsumer(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons, err := subscribe.New(ctx, c, subscribe.Options{Topics: []string{topic}, Subscription: "gone"})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestAckGroupSizeCountsMessages(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "group",
 		AckGroupTime: time.Hour, AckGroupSize: 1000})
 	publish(ctx, t, tg.newClient(t, clientConfig{}), topic, 0, 3000, nil)

@@ -24,7 +24,7 @@ func TestSubscribeRetriesWhatTheBrokerRefusesForNow(t *testing.T) {
 	cl := tg.embedded(t, "fault injection")
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{retryDelay: 20 * time.Millisecond})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 
 	f := cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 3})
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "retry"})
@@ -58,7 +58,7 @@ func TestReconnectRetriesUntilTheBrokerTakesItBack(t *testing.T) {
 	cl := tg.embedded(t, "fault injection")
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{retryDelay: 20 * time.Millisecond})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "back", ReceiverQueue: 10})
 	publish(ctx, t, c, topic, 0, 5, nil)
 	checkSequence(t, receiveN(ctx, t, cons, 5, true), 0)
@@ -81,7 +81,7 @@ func TestAcksHeldForAReconnectingPartKeepGrouping(t *testing.T) {
 	cl := tg.embedded(t, "fault injection")
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{retryDelay: 20 * time.Millisecond})
-	away, stays := topicName(t), topicName(t)
+	away, stays := brokertest.TopicName(t), brokertest.TopicName(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{away, stays}, Subscription: "held",
 		AckGroupTime: time.Hour, AckGroupSize: 1000})
 	publish(ctx, t, c, away, 0, 1000, nil)
@@ -136,7 +136,7 @@ func TestTopicsSpreadOverSeveralBrokers(t *testing.T) {
 	var topics []string
 	owners := map[int]bool{}
 	for len(owners) < 3 {
-		topic := topicName(t)
+		topic := brokertest.TopicName(t)
 		topics = append(topics, topic)
 		owners[cl.OwnerOf(topic)] = true
 	}
@@ -153,8 +153,8 @@ func TestTopicsSpreadOverSeveralBrokers(t *testing.T) {
 			t.Fatalf("%d messages from %s (owner %d), want 10", got[topic], topic, cl.OwnerOf(topic))
 		}
 	}
-	if n := len(c.BrokerConns()); n < 3 {
-		t.Fatalf("the client has %d broker connections, want one per broker: %v", n, c.BrokerConns())
+	if n := c.Stats().Connections; n < 3 {
+		t.Fatalf("the client has %d broker connections, want one per broker", n)
 	}
 
 	owner := cl.OwnerOf(topics[0])

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -15,7 +16,7 @@ func TestPermitsBoundWhatTheBrokerSends(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, total, nil)
 	cons := newConsumer(ctx, t, c, subscribe.Options{
 		Topics: []string{topic}, Subscription: "permits",
@@ -57,9 +58,9 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 	const total = 3000
 	tg := newTarget(t)
 	ctx := testContext(t)
-	rec := &recorder{}
+	rec := &testkit.Records{}
 	c := tg.newClient(t, clientConfig{rec: rec})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, total, nil)
 	cons := newConsumer(ctx, t, c, subscribe.Options{
 		Topics: []string{topic}, Subscription: "reconnect",
@@ -86,7 +87,7 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 			t.Fatalf("%s never arrived", payload(i))
 		}
 	}
-	if n := rec.count("consumer disconnected") + rec.count("consumer closed by the broker"); n < 2 {
+	if n := rec.Count("consumer disconnected") + rec.Count("consumer closed by the broker"); n < 2 {
 		t.Fatalf("the consumer reconnected %d times, want 2", n)
 	}
 	st := tg.consumerState(t, topic, "reconnect")

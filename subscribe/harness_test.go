@@ -3,16 +3,11 @@ package subscribe_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +16,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -66,70 +62,10 @@ func (tg *target) embedded(t *testing.T, why string) *broker.Cluster {
 
 func testContext(t *testing.T) context.Context { return brokertest.Context(t, testTimeout) }
 
-// recorder is a slog handler that keeps the messages of its records, so
-// a test can wait for an event (a retry, a reconnect) instead of sleeping.
-type recorder struct {
-	slog.Handler
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *recorder) Handle(ctx context.Context, rec slog.Record) error {
-	var b strings.Builder
-	b.WriteString(rec.Message)
-	rec.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	r.mu.Lock()
-	r.msgs = append(r.msgs, b.String())
-	r.mu.Unlock()
-	return r.Handler.Handle(ctx, rec)
-}
-
-func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recordWith{r: r, h: r.Handler.WithAttrs(as), attrs: as}
-}
-
-type recordWith struct {
-	r     *recorder
-	h     slog.Handler
-	attrs []slog.Attr
-}
-
-func (w *recordWith) Enabled(ctx context.Context, l slog.Level) bool { return w.h.Enabled(ctx, l) }
-func (w *recordWith) Handle(ctx context.Context, rec slog.Record) error {
-	rec = rec.Clone()
-	rec.AddAttrs(w.attrs...)
-	w.r.Handle(ctx, rec)
-	return nil
-}
-func (w *recordWith) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recordWith{r: w.r, h: w.h.WithAttrs(as), attrs: append(append([]slog.Attr(nil), w.attrs...), as...)}
-}
-func (w *recordWith) WithGroup(string) slog.Handler { return w }
-
-// count returns how many records contain all of parts.
-func (r *recorder) count(parts ...string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-next:
-	for _, m := range r.msgs {
-		for _, p := range parts {
-			if !strings.Contains(m, p) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
-}
-
 type clientConfig struct {
 	noBatching bool
 	retryDelay time.Duration
-	rec        *recorder
+	rec        *testkit.Records // keeps the client's log records when set
 	opts       func(*pool.Options)
 }
 
@@ -140,8 +76,7 @@ func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 	h := slog.NewTextHandler(brokertest.LogWriter(t, "client"), &slog.HandlerOptions{Level: slog.LevelDebug})
 	var handler slog.Handler = h
 	if cfg.rec != nil {
-		cfg.rec.Handler = h
-		handler = cfg.rec
+		handler = cfg.rec.Handler(h)
 	}
 	delay := cfg.retryDelay
 	if delay == 0 {
@@ -168,25 +103,6 @@ func (tg *target) newClient(t *testing.T, cfg clientConfig) *pool.Client {
 		c.Close(ctx)
 	})
 	return c
-}
-
-var nonTopicChars = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
-
-// topicName is a fresh topic named after the test, with a random suffix
-// so that runs against a long-lived Apache Pulsar never meet old state.
-func topicName(t *testing.T) string {
-	return "persistent://public/default/" + shortName(t)
-}
-
-func shortName(t *testing.T) string {
-	name := strings.ToLower(nonTopicChars.ReplaceAllString(t.Name(), "-"))
-	name = strings.Trim(name, "-")
-	if len(name) > 50 {
-		name = name[len(name)-50:]
-	}
-	var b [4]byte
-	rand.Read(b[:])
-	return name + "-" + hex.EncodeToString(b[:])
 }
 
 func payload(i int) []byte { return []byte(fmt.Sprintf("message-%06d", i)) }
@@ -279,41 +195,8 @@ func checkSequence(t *testing.T, msgs []*subscribe.Message, from int) {
 	}
 }
 
-// adminDo calls the admin REST API.
-func (tg *target) adminDo(t *testing.T, method, path, body string) {
-	t.Helper()
-	req, err := http.NewRequest(method, tg.Admin+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, b)
-	}
-}
-
-func adminPath(topic string) string {
-	return "/admin/v2/" + strings.Replace(topic, "://", "/", 1)
-}
-
-func (tg *target) createPartitioned(t *testing.T, topic string, n int) {
-	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/partitions", fmt.Sprint(n))
-}
-
-func (tg *target) updatePartitions(t *testing.T, topic string, n int) {
-	tg.adminDo(t, http.MethodPost, adminPath(topic)+"/partitions", fmt.Sprint(n))
-}
-
 func (tg *target) deleteTopic(t *testing.T, topic string) {
-	tg.adminDo(t, http.MethodDelete, adminPath(topic)+"?force=true", "")
+	tg.AdminDo(t, http.MethodDelete, brokertest.AdminPath(topic)+"?force=true", "")
 }
 
 // consumerState is what the broker says about the one consumer of a
@@ -343,7 +226,7 @@ func (tg *target) consumerState(t *testing.T, topic, sub string) consumerState {
 			} `json:"consumers"`
 		} `json:"subscriptions"`
 	}
-	tg.adminGet(t, adminPath(topic)+"/stats", &st)
+	tg.adminGet(t, brokertest.AdminPath(topic)+"/stats", &st)
 	cs := st.Subscriptions[sub].Consumers
 	if len(cs) != 1 {
 		return consumerState{}
@@ -363,7 +246,7 @@ func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
 			MsgBacklog int64 `json:"msgBacklog"`
 		} `json:"subscriptions"`
 	}
-	tg.adminGet(t, adminPath(topic)+"/stats", &st)
+	tg.adminGet(t, brokertest.AdminPath(topic)+"/stats", &st)
 	s, ok := st.Subscriptions[sub]
 	if !ok {
 		return -1
@@ -373,16 +256,7 @@ func (tg *target) backlog(t *testing.T, topic, sub string) int64 {
 
 func (tg *target) adminGet(t *testing.T, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(tg.Admin + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := json.Unmarshal(tg.AdminDo(t, http.MethodGet, path, ""), v); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 }
@@ -391,5 +265,5 @@ func (tg *target) adminGet(t *testing.T, path string, v any) {
 // one) closes its consumers with CLOSE_CONSUMER and they subscribe again.
 func (tg *target) disconnect(t *testing.T, topic string) {
 	t.Helper()
-	tg.adminDo(t, http.MethodPut, adminPath(topic)+"/unload", "")
+	tg.AdminDo(t, http.MethodPut, brokertest.AdminPath(topic)+"/unload", "")
 }

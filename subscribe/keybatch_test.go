@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/subscribe"
 )
@@ -29,7 +30,7 @@ func consumeKeyShared(t *testing.T, byKey bool, total, keys int) keySharedRun {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{opts: func(o *pool.Options) { o.Producer.Batching.ByKey = byKey }})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := func(name string) subscribe.Options {
 		return subscribe.Options{Topics: []string{topic}, Subscription: "ks", Type: subscribe.KeyShared, Name: name}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -79,7 +80,7 @@ func newPart(c *Consumer, spec topicSpec, initial InitialPosition) *partConsumer
 		topic:      spec.name,
 		base:       spec.base,
 		partition:  spec.partition,
-		id:         c.client.NewConsumerID(),
+		id:         c.conns.NewConsumerID(),
 		discovered: spec.discovered,
 		initial:    initial,
 		turn:       make(chan struct{}, 1),
@@ -94,7 +95,7 @@ func newPart(c *Consumer, spec topicSpec, initial InitialPosition) *partConsumer
 // what the broker sends for the consumer id there.
 type session struct {
 	pc   *partConsumer
-	conn *pool.Conn
+	conn *connpool.Conn
 	gen  uint64
 
 	seeking     atomic.Bool // a SEEK is under way: the broker's CLOSE_CONSUMER is expected
@@ -230,7 +231,7 @@ func (pc *partConsumer) subscribeCommand() *pb.CommandSubscribe {
 }
 
 // subscribeOnce sends SUBSCRIBE on conn: one attempt.
-func (pc *partConsumer) subscribeOnce(ctx context.Context, conn *pool.Conn) (*session, error) {
+func (pc *partConsumer) subscribeOnce(ctx context.Context, conn *connpool.Conn) (*session, error) {
 	s := &session{pc: pc, conn: conn, gen: pc.genSeq.Add(1)}
 	if err := conn.RegisterConsumer(pc.id, s); err != nil {
 		return nil, err
@@ -247,9 +248,9 @@ func (pc *partConsumer) subscribeOnce(ctx context.Context, conn *pool.Conn) (*se
 }
 
 // closeOnBroker sends CLOSE_CONSUMER without waiting for the answer.
-func (pc *partConsumer) closeOnBroker(conn *pool.Conn) {
+func (pc *partConsumer) closeOnBroker(conn *connpool.Conn) {
 	conn.Send(pulsarwire.Wrap(&pb.CommandCloseConsumer{
-		ConsumerId: proto.Uint64(pc.id), RequestId: proto.Uint64(pc.c.client.NewRequestID()),
+		ConsumerId: proto.Uint64(pc.id), RequestId: proto.Uint64(pc.c.conns.NewRequestID()),
 	}))
 }
 
@@ -272,7 +273,7 @@ func (pc *partConsumer) connect(ctx context.Context, rewind Position) error {
 		return err
 	}
 	defer pc.release()
-	conn, err := pc.c.client.Conn(ctx, pc.topic)
+	conn, err := pc.c.conns.Conn(ctx, pc.topic)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func TestRewindToEarliestReplaysOnEveryStart(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, 20, nil)
 	opts := subscribe.Options{Topics: []string{topic}, Subscription: "rewind", Rewind: subscribe.AtEarliest()}
 	for start := 1; start <= 3; start++ {
@@ -42,7 +42,7 @@ func TestRewindToTimeAndMessageID(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, 10, nil)
 	// Publish times are in milliseconds: the cut is in a millisecond after
 	// every one of the first messages'.
@@ -67,7 +67,7 @@ func TestSeekWhileRunning(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "seek", ReceiverQueue: 10})
 	ids := publish(ctx, t, c, topic, 0, 30, nil)
 	checkSequence(t, receiveN(ctx, t, cons, 20, true), 0)

@@ -17,7 +17,7 @@ func TestPermitsAndBacklog(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "stats", ReceiverQueue: 100})
 	if got := cons.Permits(); got != 100 {
 		t.Fatalf("permits before any message: %d, want 100", got)

@@ -20,13 +20,6 @@ type topicSpec struct {
 	discovered bool   // found by the pattern
 }
 
-// ValidatePattern reports why p is not a pattern Options.Pattern
-// accepts, or nil; for callers that check a configuration up front.
-func ValidatePattern(p string) error {
-	_, _, _, err := compilePattern(p)
-	return err
-}
-
 // compilePattern reads a topic pattern: the regular expression anchored
 // at both ends, the namespace it lists and the kind of topics.
 func compilePattern(p string) (*regexp.Regexp, string, pool.TopicMode, error) {

@@ -18,7 +18,7 @@ func TestTopicListIsOneStream(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	a, b := topicName(t), topicName(t)
+	a, b := brokertest.TopicName(t), brokertest.TopicName(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{a, b}, Subscription: "list"})
 	publish(ctx, t, c, a, 0, 50, nil)
 	publish(ctx, t, c, b, 100, 50, nil)
@@ -41,7 +41,7 @@ func TestPatternPicksUpNewTopicsAndDropsDeletedOnes(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	prefix := "persistent://public/default/" + shortName(t)
+	prefix := "persistent://public/default/" + brokertest.Name(t)
 	old, parted, later := prefix+"-old", prefix+"-parted", prefix+"-later"
 	// Published to by a client closed at once: a producer of its own
 	// would re-create the topic after the delete below.
@@ -50,8 +50,8 @@ func TestPatternPicksUpNewTopicsAndDropsDeletedOnes(t *testing.T) {
 	if err := oldClient.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tg.createPartitioned(t, parted, 2)
-	publish(ctx, t, c, "persistent://public/default/other-"+shortName(t), 0, 1, nil) // does not match
+	tg.CreatePartitioned(t, parted, 2)
+	publish(ctx, t, c, "persistent://public/default/other-"+brokertest.Name(t), 0, 1, nil) // does not match
 
 	cons := newConsumer(ctx, t, c, subscribe.Options{
 		Pattern: strings.ReplaceAll(prefix, ".", `\.`) + "-.*", Subscription: "pattern",
@@ -91,7 +91,7 @@ func TestPatternMatchingNothingYetPicksUpTheFirstTopic(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	prefix := "persistent://public/default/" + shortName(t)
+	prefix := "persistent://public/default/" + brokertest.Name(t)
 	cons := newConsumer(ctx, t, c, subscribe.Options{
 		Pattern: strings.ReplaceAll(prefix, ".", `\.`) + "-.*", Subscription: "empty",
 		InitialPosition: subscribe.Earliest, PatternRefresh: 100 * time.Millisecond,
@@ -109,8 +109,8 @@ func TestPartitionedTopicGrowthIsPickedUp(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
-	tg.createPartitioned(t, topic, 2)
+	topic := brokertest.TopicName(t)
+	tg.CreatePartitioned(t, topic, 2)
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "grow", PatternRefresh: 100 * time.Millisecond})
 	if got := sorted(cons.Topics()); !slices.Equal(got, []string{topic + "-partition-0", topic + "-partition-1"}) {
 		t.Fatalf("consuming %v", got)
@@ -127,7 +127,7 @@ func TestPartitionedTopicGrowthIsPickedUp(t *testing.T) {
 		t.Fatalf("messages by partition: %v", parts)
 	}
 
-	tg.updatePartitions(t, topic, 3)
+	tg.UpdatePartitions(t, topic, 3)
 	brokertest.Eventually(t, testTimeout, "the third partition to join", func() bool { return len(cons.Topics()) == 3 })
 	third := topic + "-partition-2"
 	publish(ctx, t, c, third, 100, 3, nil)

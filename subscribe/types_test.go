@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -23,10 +24,10 @@ import (
 func TestSecondExclusiveConsumerWaitsThenStarts(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
-	rec := &recorder{}
+	rec := &testkit.Records{}
 	// Not batched: a batch is acknowledged on the broker only whole.
 	c := tg.newClient(t, clientConfig{rec: rec, retryDelay: 100 * time.Millisecond, noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := subscribe.Options{Topics: []string{topic}, Subscription: "excl", Type: subscribe.Exclusive}
 	first := newConsumer(ctx, t, c, opts)
 
@@ -40,7 +41,7 @@ func TestSecondExclusiveConsumerWaitsThenStarts(t *testing.T) {
 		started <- result{second, err}
 	}()
 	brokertest.Eventually(t, testTimeout, "the second consumer to be refused as busy, three times", func() bool {
-		return rec.count("retrying", "ConsumerBusy") >= 3
+		return rec.Count("retrying", "ConsumerBusy") >= 3
 	})
 	select {
 	case r := <-started:
@@ -73,7 +74,7 @@ func TestSecondExclusiveConsumerWithRetryLimitFails(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := subscribe.Options{Topics: []string{topic}, Subscription: "excl", Type: subscribe.Exclusive}
 	newConsumer(ctx, t, c, opts)
 
@@ -105,7 +106,7 @@ func TestFailoverHandsOverOnClose(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	var mu sync.Mutex
 	active := map[string]bool{}
 	opts := func(name string) subscribe.Options {
@@ -156,7 +157,7 @@ func TestKeySharedKeepsEachKeyOnOneConsumerInOrder(t *testing.T) {
 	ctx := testContext(t)
 	// Not batched: a batch mixing keys goes whole to one consumer.
 	c := tg.newClient(t, clientConfig{noBatching: true})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := func(name string) subscribe.Options {
 		return subscribe.Options{Topics: []string{topic}, Subscription: "ks", Type: subscribe.KeyShared, Name: name, ReceiverQueue: 50}
 	}
@@ -223,7 +224,7 @@ func TestCumulativeAck(t *testing.T) {
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
 	for _, typ := range []subscribe.Type{subscribe.Shared, subscribe.KeyShared} {
-		topic := topicName(t)
+		topic := brokertest.TopicName(t)
 		cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "cum", Type: typ})
 		publish(ctx, t, c, topic, 0, 1, nil)
 		m := receiveN(ctx, t, cons, 1, false)[0]
@@ -232,7 +233,7 @@ func TestCumulativeAck(t *testing.T) {
 		}
 	}
 
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := subscribe.Options{Topics: []string{topic}, Subscription: "cum", Type: subscribe.Exclusive}
 	cons := newConsumer(ctx, t, c, opts)
 	unbatched := tg.newClient(t, clientConfig{noBatching: true})
@@ -255,7 +256,7 @@ func TestDurableSubscriptionKeepsWhatWasPublishedMeanwhile(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	opts := subscribe.Options{Topics: []string{topic}, Subscription: "durable"}
 	other := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "other"})
 	first := newConsumer(ctx, t, c, opts)
@@ -275,7 +276,7 @@ func TestNewSubscriptionStartsAtLatest(t *testing.T) {
 	tg := newTarget(t)
 	ctx := testContext(t)
 	c := tg.newClient(t, clientConfig{})
-	topic := topicName(t)
+	topic := brokertest.TopicName(t)
 	publish(ctx, t, c, topic, 0, 5, nil)
 	latest := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "latest"})
 	earliest := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "earliest", InitialPosition: subscribe.Earliest})

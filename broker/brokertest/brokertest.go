@@ -1,12 +1,17 @@
 // Package brokertest is the test kit: it starts embedded brokers for
 // tests (Start), picks the broker a test runs against, embedded or Apache
-// Pulsar (Target, Embedded), waits on conditions (Eventually, Context),
-// keeps logs to show when a test fails (LogWriter) and builds the example
-// plugins (BuildPlugins).
+// Pulsar (Target, Embedded, TargetB), talks to its admin API (AdminDo,
+// CreatePartitioned), waits on conditions (Eventually, Context), keeps
+// logs to show when a test fails (LogWriter), names topics (TopicName)
+// and builds the example plugins (BuildPlugins). The helpers that need no
+// broker are internal/testkit's, for tests inside this module that want
+// no broker (plugin/host); this package is the entry point for the rest,
+// and the only one for the modules outside (interop, bench).
 package brokertest
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"testing"
 
@@ -18,16 +23,7 @@ import (
 // opts adjust the options after those defaults.
 func Start(t testing.TB, opts ...func(*broker.Options)) *broker.Cluster {
 	t.Helper()
-	o := broker.Options{
-		Listen: "127.0.0.1:0",
-		HTTP:   "127.0.0.1:0",
-		Memory: true,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	}
-	for _, f := range opts {
-		f(&o)
-	}
-	c, err := broker.Start(context.Background(), o)
+	c, err := StartMain(context.Background(), testWriter{t}, slog.LevelInfo, opts...)
 	if err != nil {
 		t.Fatalf("brokertest: start: %v", err)
 	}
@@ -37,6 +33,24 @@ func Start(t testing.TB, opts ...func(*broker.Options)) *broker.Cluster {
 		}
 	})
 	return c
+}
+
+// StartMain starts a cluster that outlives single tests: for a TestMain,
+// or a benchmark's broker started once per run. Like Start it is in
+// memory, on free loopback ports (the admin API too), and opts adjust the
+// options after those defaults; it logs to log from level up, and the
+// caller closes it.
+func StartMain(ctx context.Context, log io.Writer, level slog.Level, opts ...func(*broker.Options)) (*broker.Cluster, error) {
+	o := broker.Options{
+		Listen: "127.0.0.1:0",
+		HTTP:   "127.0.0.1:0",
+		Memory: true,
+		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: level})),
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	return broker.Start(ctx, o)
 }
 
 // testWriter sends log lines to t.Log, so they show with the failing test.

@@ -82,9 +82,16 @@ func (c *tailCache) popFront() {
 	// Compact now and then so the backing array does not grow forever;
 	// amortized O(1) per entry.
 	if c.head >= 1024 && c.head >= len(c.ents)/2 {
-		n := copy(c.ents, c.ents[c.head:])
-		clear(c.ents[n:])
-		c.ents = c.ents[:n]
+		live := c.ents[c.head:]
+		if cap(c.ents) > 4*len(live)+4096 {
+			// Most of the array is past a burst (3 million entries were
+			// held, a few remain): let it go, or it stays for ever.
+			c.ents = append(make([]cachedEntry, 0, 2*len(live)), live...)
+		} else {
+			n := copy(c.ents, live)
+			clear(c.ents[n:])
+			c.ents = c.ents[:n]
+		}
 		c.head = 0
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 var (
@@ -14,6 +15,10 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrTooLarge is returned by Append for an entry over MaxEntryBytes.
 	ErrTooLarge = errors.New("store: entry too large")
+	// ErrNoSpace matches a write that failed because the data directory's
+	// file system is full. The store stays usable: the failed write left
+	// nothing behind, and writes succeed again once space is freed.
+	ErrNoSpace = errors.New("store: disk full (no space left on the data directory's device)")
 	// ErrCorrupt matches every *CorruptError.
 	ErrCorrupt = errors.New("store: corrupt data")
 )
@@ -34,3 +39,11 @@ func (e *CorruptError) Error() string {
 
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// noSpace marks err with ErrNoSpace when it says the device is full.
+func noSpace(err error) error {
+	if errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrNoSpace) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}

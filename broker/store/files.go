@@ -93,7 +93,7 @@ func readBlob(path string) (key string, val []byte, err error) {
 func writeBlob(dir, file, key string, val []byte, sync bool) error {
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if err != nil {
-		return err
+		return noSpace(err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(encodeBlob(key, val))
@@ -108,7 +108,7 @@ func writeBlob(dir, file, key string, val []byte, sync bool) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
+		return noSpace(err)
 	}
 	if sync {
 		return syncDir(dir)

@@ -215,10 +215,14 @@ func (l *Log) Next() uint64 {
 }
 
 // Size returns the bytes the log's segments hold: its entries with their
-// record and segment headers.
+// record and segment headers. In memory mode: the bytes of the entries not
+// trimmed, with record headers.
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.dir == "" {
+		return l.cache.bytes
+	}
 	var n int64
 	for _, sg := range l.segs {
 		n += sg.size
@@ -273,7 +277,7 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 		if a.size > segHeaderSize && a.size+int64(recLen) > l.s.opts.SegmentBytes {
 			if err := l.roll(); err != nil {
 				l.mu.Unlock()
-				return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
+				return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 			}
 			a = l.segs[len(l.segs)-1]
 		}
@@ -292,12 +296,14 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 		putRecordHeader(rec, publishTime, rec[recHeaderSize:])
 		// One write per record: a process killed mid-append leaves the
 		// record whole or not at all in the page cache.
-		if _, err := a.f.WriteAt(rec, a.size); err != nil {
+		if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
+			// Cut what part of the record was written (a full disk writes
+			// what fits), so the next append starts clean.
 			if terr := a.f.Truncate(a.size); terr != nil {
 				l.fail(terr)
 			}
 			l.mu.Unlock()
-			return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
+			return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 		}
 		stored = rec[recHeaderSize:]
 	}
@@ -401,6 +407,63 @@ func (l *Log) Read(from uint64, maxEntries, maxBytes int) ([]Entry, error) {
 // can reuse one slice and read without allocating. On error it returns dst
 // unchanged.
 func (l *Log) ReadAppend(dst []Entry, from uint64, maxEntries, maxBytes int) ([]Entry, error) {
+	return l.ReadInto(dst, nil, from, maxEntries, maxBytes)
+}
+
+// ReadBuffer is memory a reader lends to ReadInto for the entries it reads
+// from the segment files, so that a reader draining a backlog reuses it
+// instead of allocating (and zeroing) fresh blocks for every read. The
+// zero value is ready to use; one ReadBuffer serves one reader at a time.
+type ReadBuffer struct {
+	buf  []byte
+	used int
+}
+
+// maxKeptReadBuffer bounds what a ReadBuffer keeps between reads; a read
+// needing more gets the rest from fresh blocks that are not kept.
+const maxKeptReadBuffer = 8 << 20
+
+// reset starts a read: every block of the previous one may be reused.
+func (rb *ReadBuffer) reset() { rb.used = 0 }
+
+// block returns n bytes for file reads, from the kept buffer when it has
+// room, else from a new one (kept for later reads up to maxKeptReadBuffer).
+func (rb *ReadBuffer) block(n int) []byte {
+	if rb == nil {
+		return make([]byte, n)
+	}
+	if rb.used+n > len(rb.buf) {
+		want := max(2*len(rb.buf), rb.used+n, 256<<10)
+		if want > maxKeptReadBuffer {
+			return make([]byte, n)
+		}
+		// The old buffer stays alive as long as entries of this read
+		// point into it; the new one serves the rest and later reads.
+		rb.buf, rb.used = make([]byte, want), 0
+	}
+	b := rb.buf[rb.used : rb.used+n : rb.used+n]
+	rb.used += n
+	return b
+}
+
+// ReadInto is ReadAppend reading the entries that come from segment files
+// into rb (nil: fresh memory): their Data is then valid only until the next
+// call with the same rb. Entries from the tail cache are shared as always.
+// A read that needs no file lets go of rb's memory: a reader that has caught
+// up with the tail holds none.
+func (l *Log) ReadInto(dst []Entry, rb *ReadBuffer, from uint64, maxEntries, maxBytes int) ([]Entry, error) {
+	if rb == nil {
+		return l.readInto(dst, nil, from, maxEntries, maxBytes)
+	}
+	rb.reset()
+	res, err := l.readInto(dst, rb, from, maxEntries, maxBytes)
+	if rb.used == 0 {
+		rb.buf = nil
+	}
+	return res, err
+}
+
+func (l *Log) readInto(dst []Entry, rb *ReadBuffer, from uint64, maxEntries, maxBytes int) ([]Entry, error) {
 	lim := readLimits{maxEntries: maxEntries, maxBytes: maxBytes}
 	res := dst
 	for {
@@ -464,7 +527,7 @@ func (l *Log) ReadAppend(dst []Entry, from uint64, maxEntries, maxBytes int) ([]
 		} else {
 			res = grow(res, end-from, &lim)
 			avg := (size - segHeaderSize) / int64(recs)
-			res, done, err = l.readSegment(res, sg, start, from, end, size, avg, &lim)
+			res, done, err = l.readSegment(res, rb, sg, start, from, end, size, avg, &lim)
 			from = end
 		}
 		l.release(sg)
@@ -489,8 +552,8 @@ func grow(res []Entry, n uint64, lim *readLimits) []Entry {
 // readSegment appends entries [from, end) of sg to res, starting the scan at
 // index point start and reading no further than byte size; avg is the
 // segment's mean record size, to size the reads. done reports that the limits
-// stopped it before end.
-func (l *Log) readSegment(res []Entry, sg *segment, start indexPoint, from, end uint64, size, avg int64, lim *readLimits) ([]Entry, bool, error) {
+// stopped it before end. Blocks come from rb (see ReadInto).
+func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexPoint, from, end uint64, size, avg int64, lim *readLimits) ([]Entry, bool, error) {
 	f, err := sg.file()
 	if err != nil {
 		return res, false, err
@@ -499,7 +562,8 @@ func (l *Log) readSegment(res []Entry, sg *segment, start indexPoint, from, end 
 	for id < end {
 		// Read what the limits will take, judged by the mean record size,
 		// plus the records skipped before from; a short guess just costs
-		// another block. Each block is a fresh buffer: Data points into it.
+		// another block. Each block is memory of its own (Data points into
+		// it), fresh or from rb.
 		const minBlock, maxBlock = 4 << 10, 1 << 20
 		skip := int64(0)
 		if id < from {
@@ -513,7 +577,7 @@ func (l *Log) readSegment(res []Entry, sg *segment, start indexPoint, from, end 
 			want = min(want, int64(lim.maxBytes-lim.bytes)+avg)
 		}
 		want = min(max(skip+want+want/8+recHeaderSize, minBlock), maxBlock)
-		buf := make([]byte, min(size-off, want))
+		buf := rb.block(int(min(size-off, want)))
 		if n, err := f.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 			return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, off, err)
 		}

@@ -52,6 +52,10 @@ type Store struct {
 
 	metaMu sync.Mutex // serializes meta writes so the map matches the disk
 	meta   map[string][]byte
+
+	// writeAt writes a record to a segment: (*os.File).WriteAt, or a
+	// failing one in tests (a full disk without a full disk).
+	writeAt func(f *os.File, b []byte, off int64) (int, error)
 }
 
 type topicEntry struct {
@@ -96,6 +100,7 @@ func Open(opts Options) (*Store, error) {
 		topics:     make(map[string]*topicEntry),
 		meta:       make(map[string][]byte),
 		nextLedger: 1,
+		writeAt:    (*os.File).WriteAt,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

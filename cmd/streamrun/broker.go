@@ -69,14 +69,16 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		httpsAddr = fs.String("https", "", `address of the admin REST API over TLS, with --tls-cert (default: off)`)
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
+		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
 	var sf securityFlags
 	sf.register(fs)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
+	limits := registerConnLimits(fs)
 	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
 		return code
 	}
-	if err := checkBrokerFlags(fs); err != nil {
+	if err := errors.Join(checkBrokerFlags(fs), limits.check()); err != nil {
 		return cmd.fail(err)
 	}
 	switch {
@@ -114,6 +116,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := sf.apply(&opts); err != nil {
 		return cmd.fail(err)
 	}
+	limits.apply(&opts)
 	if *tlsCert != "" {
 		opts.TLSListen = *tlsListen
 	}
@@ -123,10 +126,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*memory && opts.DataDir == "" {
 		opts.DataDir = defaultDataDir()
 	}
-	if opts.DataDir != "" {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return cmd.fail(fmt.Errorf("data directory: %w", err))
-		}
+	if err := makeDataDir(opts.DataDir); err != nil {
+		return cmd.fail(err)
 	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {
@@ -135,7 +136,13 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return cmd.fail(err)
 	}
-	fmt.Fprintln(stdout, readyLine(c, opts))
+	pprofField, stopPprof, err := servePprof(ctx, *pprofAddr)
+	if err != nil {
+		c.Close()
+		return cmd.fail(err)
+	}
+	defer stopPprof()
+	fmt.Fprintln(stdout, readyLine(c, opts)+pprofField)
 	<-ctx.Done()
 	cmd.interrupted()
 	if err := c.Close(); err != nil {
@@ -144,15 +151,26 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
+// makeDataDir creates the data directory if there is one.
+func makeDataDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	return nil
+}
+
 // checkBrokerFlags checks the addresses and arguments before anything
 // listens.
 func checkBrokerFlags(fs *pflag.FlagSet) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	for _, name := range []string{"listen", "tls-listen", "http", "https"} {
+	for _, name := range []string{"listen", "tls-listen", "http", "https", "pprof"} {
 		v, _ := fs.GetString(name)
-		if (name == "http" || name == "listen") && v == "-" || name == "https" && v == "" {
+		if (name == "http" || name == "listen") && v == "-" || (name == "https" || name == "pprof") && v == "" {
 			continue
 		}
 		if err := checkListen("--"+name, v); err != nil {

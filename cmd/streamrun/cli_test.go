@@ -122,6 +122,7 @@ func TestUsageErrorsHaveOneShape(t *testing.T) {
 		{"broker", "--listen", "nonsense"},
 		{"broker", "--http", "127.0.0.1:http-port"},
 		{"broker", "--advertised-host", "host:6650"},
+		{"broker", "--pprof", "nonsense"},
 		{"broker", "--brokers", "0"},
 		{"broker", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"},
 		{"broker", "--log-format", "xml"},

@@ -28,6 +28,7 @@ func commands() []command {
 		{"broker", "run the embedded Pulsar broker", runBroker},
 		{"produce", "publish messages to a topic", runProduce},
 		{"consume", "receive messages from topics or a pattern", runConsume},
+		{"bench", "measure throughput and latency: produce, consume, pipeline", runBench},
 		{"health", "check an HTTP health endpoint (container health checks)", runHealth},
 		{"topics", "administer topics over the admin REST API", runTopics},
 		{"validate", "check pipeline files without a broker", runValidate},

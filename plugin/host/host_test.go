@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
 )
 
@@ -236,7 +237,7 @@ func TestAPanicIsACrashNamingTheMessage(t *testing.T) {
 		t.Error("Alive after exit")
 	}
 	// The plugin's own report of the panic reaches the host's log, tagged.
-	l.wait(t, "handler panicked; the plugin exits", map[string]string{
+	l.Wait(t, 10*time.Second, "handler panicked; the plugin exits", map[string]string{
 		"plugin": "panicky", "instance": "3", "index": "1", "message": "7:1:-1:-1"})
 	if _, err := inst.Process(context.Background(), batch); !errors.Is(err, ErrClosed) {
 		t.Errorf("Process after a crash: %v, want ErrClosed", err)
@@ -254,11 +255,11 @@ func TestAPanicOutsideTheHandlerIsACrashWithItsTraceLogged(t *testing.T) {
 	<-inst.Exited()
 	// The runtime's trace is one ERROR record; every line is there by the
 	// time Exited is closed.
-	r, ok := l.find(func(r record) bool { return r.Msg == "plugin crashed" && r.Attrs["trace"] != "" })
+	r, ok := l.Find(func(r testkit.Record) bool { return r.Msg == "plugin crashed" && r.Attrs["trace"] != "" })
 	if !ok || r.Level != slog.LevelError || r.Attrs["plugin"] != "test-sdk" ||
 		!strings.HasPrefix(r.Attrs["trace"], "panic: in a goroutine of the handler") ||
 		!strings.Contains(r.Attrs["trace"], "goroutine ") {
-		t.Fatalf("no crash trace record; have:\n%s", l.dump())
+		t.Fatalf("no crash trace record; have:\n%s", l.String())
 	}
 }
 
@@ -269,8 +270,8 @@ func TestCloseReachesTheHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Close waits for the exit, and the exit for the plugin's stderr.
-	if _, ok := l.find(func(r record) bool { return r.Msg == "test handler closed" && r.Attrs["mode"] == "echo" }); !ok {
-		t.Fatalf("the handler's Close did not run; have:\n%s", l.dump())
+	if _, ok := l.Find(func(r testkit.Record) bool { return r.Msg == "test handler closed" && r.Attrs["mode"] == "echo" }); !ok {
+		t.Fatalf("the handler's Close did not run; have:\n%s", l.String())
 	}
 	if err := inst.Close(context.Background()); err != nil {
 		t.Errorf("a second Close: %v", err)
@@ -285,7 +286,7 @@ func TestKillDuringProcessIsACrashNotAHang(t *testing.T) {
 		_, err := inst.Process(context.Background(), msgs("a", "b"))
 		done <- err
 	}()
-	l.wait(t, "slow batch", nil) // the plugin is inside Process
+	l.Wait(t, 10*time.Second, "slow batch", nil) // the plugin is inside Process
 	if err := syscall.Kill(inst.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func TestKillDuringProcessIsACrashNotAHang(t *testing.T) {
 		t.Fatal("Process hangs after the plugin was killed")
 	}
 	<-inst.Exited()
-	l.wait(t, "plugin exited unexpectedly", map[string]string{"plugin": "slow", "status": "signal: killed"})
+	l.Wait(t, 10*time.Second, "plugin exited unexpectedly", map[string]string{"plugin": "slow", "status": "signal: killed"})
 }
 
 func TestAHangEndsAtTheDeadline(t *testing.T) {
@@ -458,16 +459,16 @@ func TestPluginLogsReachTheHostLogger(t *testing.T) {
 		}
 		return m
 	}
-	l.wait(t, "test handler ready", with("mode", "print", "pipeline", "orders"))
+	l.Wait(t, 10*time.Second, "test handler ready", with("mode", "print", "pipeline", "orders"))
 	if _, err := inst.Process(context.Background(), msgs("a")); err != nil {
 		t.Fatal(err)
 	}
-	if r := l.wait(t, "hello structured", with("n", "42", "batch", "1")); r.Level != 4 {
+	if r := l.Wait(t, 10*time.Second, "hello structured", with("n", "42", "batch", "1")); r.Level != 4 {
 		t.Errorf("a WARN record arrived at %v", r.Level)
 	}
-	l.wait(t, "hello on stdout", with("stream", "stdout"))
-	l.wait(t, "hello on stderr", with("stream", "stderr"))
-	l.wait(t, "hello from the log package", tags)
+	l.Wait(t, 10*time.Second, "hello on stdout", with("stream", "stdout"))
+	l.Wait(t, 10*time.Second, "hello on stderr", with("stream", "stderr"))
+	l.Wait(t, 10*time.Second, "hello from the log package", tags)
 }
 
 func TestStartHonoursItsContext(t *testing.T) {
@@ -515,7 +516,7 @@ func TestPluginsDieWithAKilledHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = host.Wait()
-	waitFor(t, 10*time.Second, "the plugin to die with its host", func() bool { return !running(pid) })
+	testkit.Eventually(t, 10*time.Second, "the plugin to die with its host", func() bool { return !running(pid) })
 }
 
 // running reports whether pid is a live process (a zombie is not).

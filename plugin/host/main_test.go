@@ -8,12 +8,9 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
@@ -63,16 +61,11 @@ func TestMain(m *testing.M) {
 	}
 
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	dir, err := os.MkdirTemp("", "streamrun-plugin-test-")
+	dir, err := testkit.BuildPlugins()
 	if err != nil {
 		log.Fatal(err)
 	}
 	bin = dir
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/plugins/...")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		log.Fatalf("build the example plugins: %v\n%s", err, out)
-	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
@@ -314,107 +307,8 @@ func msgs(payloads ...string) []*plugin.Message {
 	return out
 }
 
-// waitFor waits until cond holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// newLogs returns a logger whose records l keeps for the test to wait on.
+func newLogs() (l *testkit.Records, logger *slog.Logger) {
+	l = &testkit.Records{}
+	return l, slog.New(l.Handler(nil))
 }
-
-// logs collects slog records for tests to look at.
-type logs struct {
-	mu   sync.Mutex
-	recs []record
-}
-
-type record struct {
-	Level slog.Level
-	Msg   string
-	Attrs map[string]string
-}
-
-func (l *logs) find(match func(record) bool) (record, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.recs {
-		if match(r) {
-			return r, true
-		}
-	}
-	return record{}, false
-}
-
-func (l *logs) dump() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var s string
-	for _, r := range l.recs {
-		s += fmt.Sprintf("%v %q %v\n", r.Level, r.Msg, r.Attrs)
-	}
-	return s
-}
-
-// waitLog waits for a record whose message is msg and whose attributes
-// include attrs, and returns it.
-func (l *logs) wait(t testing.TB, msg string, attrs map[string]string) record {
-	t.Helper()
-	match := func(r record) bool {
-		if r.Msg != msg {
-			return false
-		}
-		for k, v := range attrs {
-			if r.Attrs[k] != v {
-				return false
-			}
-		}
-		return true
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if r, ok := l.find(match); ok {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log record %q with %v; have:\n%s", msg, attrs, l.dump())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func newLogs() (*logs, *slog.Logger) {
-	l := &logs{}
-	return l, slog.New(&logHandler{logs: l})
-}
-
-type logHandler struct {
-	logs  *logs
-	attrs []slog.Attr
-}
-
-func (h *logHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
-	rec := record{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
-	for _, a := range h.attrs {
-		rec.Attrs[a.Key] = a.Value.String()
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.Attrs[a.Key] = a.Value.String()
-		return true
-	})
-	h.logs.mu.Lock()
-	h.logs.recs = append(h.logs.recs, rec)
-	h.logs.mu.Unlock()
-	return nil
-}
-
-func (h *logHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &logHandler{logs: h.logs, attrs: append(slices.Clone(h.attrs), as...)}
-}
-
-func (h *logHandler) WithGroup(string) slog.Handler { return h }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 )
@@ -53,7 +54,7 @@ func TestAPluginOutlivesThreadsThatEnd(t *testing.T) {
 			tid <- syscall.Gettid()
 		}()
 		if id := <-tid; id != os.Getpid() { // the main thread is parked, not ended
-			waitFor(t, 10*time.Second, "a locked thread to end", func() bool {
+			testkit.Eventually(t, 10*time.Second, "a locked thread to end", func() bool {
 				_, err := os.Stat("/proc/self/task/" + strconv.Itoa(id))
 				return errors.Is(err, os.ErrNotExist)
 			})

@@ -89,3 +89,36 @@ perf_latency() {
 perf_rate() {
   awk -v n="$1" -v s="$2" 'BEGIN { if (s <= 0) { print "n/a"; exit } printf "%.0f\n", n / s }'
 }
+
+# --- broker CPU accounting (Linux /proc) ---------------------------------
+
+# cpu_ticks PID: utime+stime of a process, in clock ticks (fields 14 and 15
+# of /proc/PID/stat, counted after the ")" that ends the command name,
+# which may itself hold spaces).
+cpu_ticks() {
+  local stat
+  stat=$(<"/proc/$1/stat") || return 1
+  stat=${stat##*) }
+  awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+# now_s: wall clock in seconds with ns.
+now_s() { date +%s.%N; }
+
+# listen_pid PORT: pid of the process listening on 127.0.0.1:PORT or any
+# address (needs ss; root sees every process's pid).
+listen_pid() {
+  ss -Htlnp "sport = :$1" 2>/dev/null | grep -oE 'pid=[0-9]+' | head -1 | cut -d= -f2
+}
+
+# cpu_per_million TICKS WALL IDLE_PER_S MSGS: broker CPU seconds per million
+# messages: the ticks spent over WALL seconds, less the idle cost
+# (IDLE_PER_S CPU seconds per wall second) over the same wall time.
+cpu_per_million() {
+  awk -v t="$1" -v w="$2" -v i="$3" -v n="$4" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+    if (n <= 0) { print "n/a"; exit }
+    c = t / hz - i * w
+    if (c < 0) c = 0
+    printf "%.2f\n", c / n * 1e6
+  }'
+}

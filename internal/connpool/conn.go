@@ -1,4 +1,4 @@
-package pool
+package connpool
 
 import (
 	"bufio"
@@ -37,10 +37,28 @@ type Handler interface {
 	// it with the ChecksumMismatch validation error).
 	HandleFrame(f pulsarwire.Frame, err error)
 	// ConnectionClosed is called once when the connection is gone; err
-	// matches pulsarwire.ErrConnectionClosed, and ErrClosed too when the
-	// client is closing (then do not reconnect). The consumer is no longer
-	// registered.
+	// matches pulsarwire.ErrConnectionClosed, and Config.Closed
+	// (pool.ErrClosed) too when the client is closing (then do not
+	// reconnect). The consumer is no longer registered.
 	ConnectionClosed(err error)
+}
+
+// ProducerHandler receives what a broker sends to one producer: package
+// pool's partition producers implement it; see (*Conn).RegisterProducer.
+// Its methods run on the connection's reader goroutine, except
+// ConnClosed, which runs on whichever goroutine closed the connection;
+// none may block.
+type ProducerHandler interface {
+	// Receipt is a SEND_RECEIPT.
+	Receipt(conn *Conn, r *pb.CommandSendReceipt)
+	// SendError is a SEND_ERROR.
+	SendError(conn *Conn, e *pb.CommandSendError)
+	// ClosedByBroker is a CLOSE_PRODUCER: the producer is to be created
+	// again, after a new lookup.
+	ClosedByBroker(conn *Conn)
+	// ConnClosed is called once when the connection is gone, as
+	// Handler.ConnectionClosed.
+	ConnClosed(conn *Conn, err error)
 }
 
 // connKey names a pooled connection: the broker it reaches (logical) and
@@ -54,12 +72,12 @@ type connKey struct {
 // Conn is one connection to a broker, shared by every producer, consumer
 // and lookup of the client that talks to that broker. Its methods are
 // safe for concurrent use. A Conn is never re-opened: once Done is
-// closed, get a new one from the Client.
+// closed, get a new one from the Pool.
 type Conn struct {
-	client *Client
-	key    connKey
-	nc     net.Conn
-	log    *slog.Logger
+	pool *Pool
+	key  connKey
+	nc   net.Conn
+	log  *slog.Logger
 
 	serverVersion   string
 	protocolVersion int32
@@ -70,7 +88,7 @@ type Conn struct {
 	mu        sync.Mutex
 	calls     map[uint64]chan callResult
 	consumers map[uint64]Handler
-	producers map[uint64]*partProducer
+	producers map[uint64]ProducerHandler
 	closeErr  error
 	done      chan struct{}
 
@@ -136,6 +154,9 @@ func (c *Conn) String() string {
 	return c.Addr()
 }
 
+// Host is the broker's host:port.
+func (c *Conn) Host() string { return c.key.logical }
+
 // MaxMessageSize is the broker's max_message_size from CONNECTED.
 func (c *Conn) MaxMessageSize() int { return c.maxMessageSize }
 
@@ -157,15 +178,15 @@ func (c *Conn) Err() error {
 }
 
 // dial opens and handshakes a connection. ctx bounds the whole of it.
-func (cl *Client) dial(ctx context.Context, key connKey) (*Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, cl.opts.ConnectionTimeout)
+func (p *Pool) dial(ctx context.Context, key connKey) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectionTimeout)
 	defer cancel()
-	nc, err := cl.dialTCP(ctx, "tcp", key.physical)
+	nc, err := p.cfg.Dial(ctx, "tcp", key.physical)
 	if err != nil {
-		return nil, &ConnectError{Addr: key.physical, Err: err}
+		return nil, p.cfg.ConnectError(key.physical, err)
 	}
 	if key.tls {
-		conf := cl.tls.Clone()
+		conf := p.cfg.TLS.Clone()
 		if conf.ServerName == "" {
 			host, _, _ := net.SplitHostPort(key.physical)
 			conf.ServerName = host
@@ -173,19 +194,19 @@ func (cl *Client) dial(ctx context.Context, key connKey) (*Conn, error) {
 		tc := tls.Client(nc, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, &ConnectError{Addr: key.physical, Err: fmt.Errorf("TLS handshake: %w", err)}
+			return nil, p.cfg.ConnectError(key.physical, fmt.Errorf("TLS handshake: %w", err))
 		}
 		nc = tc
 	}
 	c := &Conn{
-		client:         cl,
+		pool:           p,
 		key:            key,
 		nc:             nc,
-		log:            cl.log.With("broker", key.logical),
+		log:            p.cfg.Log.With("broker", key.logical),
 		maxMessageSize: pulsarwire.DefaultMaxMessageSize,
 		calls:          map[uint64]chan callResult{},
 		consumers:      map[uint64]Handler{},
-		producers:      map[uint64]*partProducer{},
+		producers:      map[uint64]ProducerHandler{},
 		done:           make(chan struct{}),
 		wkick:          make(chan struct{}, 1),
 	}
@@ -193,10 +214,10 @@ func (cl *Client) dial(ctx context.Context, key connKey) (*Conn, error) {
 	rd := pulsarwire.NewReader(br, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
 	if err := c.handshake(ctx, rd); err != nil {
 		nc.Close()
-		return nil, &ConnectError{Addr: key.physical, Err: err}
+		return nil, p.cfg.ConnectError(key.physical, err)
 	}
 	rd.SetMaxFrameSize(pulsarwire.MaxFrameSize(c.maxMessageSize))
-	cl.wg.Add(2)
+	p.wg.Add(2)
 	go c.readLoop(rd)
 	go c.writeLoop()
 	c.log.Debug("connected", "via", key.physical, "server", c.serverVersion, "protocol", c.protocolVersion)
@@ -227,7 +248,7 @@ func (c *Conn) connectCommand() (*pb.BaseCommand, error) {
 
 // authData is the client's credentials, nil without a token.
 func (c *Conn) authData() (*pb.AuthData, error) {
-	tok := c.client.token
+	tok := c.pool.cfg.Token
 	if tok == nil {
 		return nil, nil
 	}
@@ -312,11 +333,11 @@ func (c *Conn) handshake(ctx context.Context, rd *pulsarwire.Reader) error {
 }
 
 func (c *Conn) readLoop(rd *pulsarwire.Reader) {
-	defer c.client.wg.Done()
+	defer c.pool.wg.Done()
 	for {
 		f, err := rd.Next()
 		if err != nil && (f.Cmd == nil || !errors.Is(err, pulsarwire.ErrChecksum)) {
-			c.close(fmt.Errorf("read: %w", err))
+			c.Close(fmt.Errorf("read: %w", err))
 			return
 		}
 		c.reads.Add(1)
@@ -329,15 +350,15 @@ func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
 	switch cmd.GetType() {
 	case pb.BaseCommand_SEND_RECEIPT:
 		if p := c.producer(cmd.GetSendReceipt().GetProducerId()); p != nil {
-			p.receipt(c, cmd.GetSendReceipt())
+			p.Receipt(c, cmd.GetSendReceipt())
 		}
 	case pb.BaseCommand_SEND_ERROR:
 		if p := c.producer(cmd.GetSendError().GetProducerId()); p != nil {
-			p.sendError(c, cmd.GetSendError())
+			p.SendError(c, cmd.GetSendError())
 		}
 	case pb.BaseCommand_CLOSE_PRODUCER:
 		if p := c.producer(cmd.GetCloseProducer().GetProducerId()); p != nil {
-			p.closedByBroker(c)
+			p.ClosedByBroker(c)
 		}
 	case pb.BaseCommand_MESSAGE:
 		c.toConsumer(cmd.GetMessage().GetConsumerId(), f, ferr)
@@ -361,7 +382,7 @@ func (c *Conn) dispatch(f pulsarwire.Frame, ferr error) {
 			err = c.Send(r)
 		}
 		if err != nil {
-			c.close(fmt.Errorf("answer AUTH_CHALLENGE: %w", err))
+			c.Close(fmt.Errorf("answer AUTH_CHALLENGE: %w", err))
 		}
 	default:
 		if id, ok := answerRequestID(cmd); ok {
@@ -383,7 +404,7 @@ func answerRequestID(cmd *pb.BaseCommand) (uint64, bool) {
 	return pulsarwire.RequestID(cmd)
 }
 
-func (c *Conn) producer(id uint64) *partProducer {
+func (c *Conn) producer(id uint64) ProducerHandler {
 	c.mu.Lock()
 	p := c.producers[id]
 	c.mu.Unlock()
@@ -422,9 +443,9 @@ func (c *Conn) complete(id uint64, cmd *pb.BaseCommand) bool {
 // (ERROR, or a response whose status is Failed) is a
 // *pulsarwire.ServerError; a connection lost meanwhile matches
 // pulsarwire.ErrConnectionClosed. Request makes one attempt; wrap it in
-// (*Client).Retry to retry "not now".
+// pool's (*Client).RetryWith to retry "not now".
 func (c *Conn) Request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	id := c.client.NewRequestID()
+	id := c.pool.NewRequestID()
 	if !pulsarwire.SetRequestID(cmd, id) {
 		return nil, fmt.Errorf("request %s: the command carries no request id", cmd.GetType())
 	}
@@ -501,9 +522,10 @@ func (c *Conn) SendPayload(cmd *pb.BaseCommand, md *pb.MessageMetadata, payload 
 	return nil
 }
 
-// writeFrame queues an encoded frame, which must stay unchanged until
-// the broker answered it (a producer keeps it until its receipt).
-func (c *Conn) writeFrame(frame []byte) bool {
+// WriteFrame queues an encoded frame, which must stay unchanged until
+// the broker answered it (a producer keeps it until its receipt); false
+// when the connection is gone.
+func (c *Conn) WriteFrame(frame []byte) bool {
 	c.wmu.Lock()
 	if c.wclosed {
 		c.wmu.Unlock()
@@ -527,8 +549,8 @@ func (c *Conn) kick() {
 // the keep-alive PINGs and declares the connection dead when nothing at
 // all arrived for a whole interval after one.
 func (c *Conn) writeLoop() {
-	defer c.client.wg.Done()
-	interval := c.client.opts.KeepAliveInterval
+	defer c.pool.wg.Done()
+	interval := c.pool.cfg.KeepAliveInterval
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	var out writeQueue
@@ -546,7 +568,7 @@ func (c *Conn) writeLoop() {
 		case <-ticker.C:
 			n := c.reads.Load()
 			if pinged && n == seen {
-				c.close(fmt.Errorf("%w: nothing received for %s after a PING", pulsarwire.ErrTimeout, interval))
+				c.Close(fmt.Errorf("%w: nothing received for %s after a PING", pulsarwire.ErrTimeout, interval))
 				return
 			}
 			seen, pinged = n, true
@@ -577,7 +599,7 @@ func (c *Conn) writeLoop() {
 			}
 		}
 		if err != nil {
-			c.close(fmt.Errorf("write: %w", err))
+			c.Close(fmt.Errorf("write: %w", err))
 			return
 		}
 		if cap(out.small) > 1<<20 {
@@ -588,7 +610,7 @@ func (c *Conn) writeLoop() {
 
 // close shuts the connection for good: pending requests fail, producers
 // and consumers on it are told, the pool forgets it.
-func (c *Conn) close(cause error) {
+func (c *Conn) Close(cause error) {
 	c.mu.Lock()
 	if c.closeErr != nil {
 		c.mu.Unlock()
@@ -606,15 +628,15 @@ func (c *Conn) close(cause error) {
 	c.wq = writeQueue{}
 	c.wmu.Unlock()
 	c.nc.Close()
-	c.client.forgetConn(c)
-	if !errors.Is(cause, ErrClosed) {
+	c.pool.forgetConn(c)
+	if !c.pool.closedByClient(cause) {
 		c.log.Info("connection closed", "err", cause)
 	}
 	for _, ch := range calls {
 		ch <- callResult{err: err}
 	}
 	for _, p := range producers {
-		p.connClosed(c, err)
+		p.ConnClosed(c, err)
 	}
 	for _, h := range consumers {
 		h.ConnectionClosed(err)
@@ -647,7 +669,10 @@ func (c *Conn) UnregisterConsumer(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *Conn) addProducer(id uint64, p *partProducer) error {
+// RegisterProducer routes the frames the broker sends for producer id to
+// p, until UnregisterProducer or the connection's end (then
+// p.ConnClosed). It fails when the connection is already gone.
+func (c *Conn) RegisterProducer(id uint64, p ProducerHandler) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closeErr != nil {
@@ -657,13 +682,18 @@ func (c *Conn) addProducer(id uint64, p *partProducer) error {
 	return nil
 }
 
-func (c *Conn) removeProducer(id uint64, p *partProducer) {
+// UnregisterProducer stops routing frames for producer id to p (and
+// leaves them to whoever registered the id since).
+func (c *Conn) UnregisterProducer(id uint64, p ProducerHandler) {
 	c.mu.Lock()
 	if c.producers[id] == p {
 		delete(c.producers, id)
 	}
 	c.mu.Unlock()
 }
+
+// Closed reports whether the connection is gone.
+func (c *Conn) Closed() bool { return c.closed() }
 
 func (c *Conn) closed() bool {
 	select {

@@ -1,0 +1,60 @@
+package store
+
+import (
+	"bytes"
+	"testing"
+)
+
+// ReadInto with a ReadBuffer returns the same entries as Read, across
+// segments and blocks, and once the buffer has grown a backlog read
+// allocates no memory for the entries' data.
+func TestReadIntoReusesItsBuffer(t *testing.T) {
+	s := open(t, Options{Dir: t.TempDir(), SegmentBytes: 64 << 10, CacheBytes: 2 << 10})
+	l := topic(t, s, tname)
+	appendN(t, l, 0, 3000)
+	var rb ReadBuffer
+	var ents []Entry
+	for _, max := range []int{1, 7, 100, 0} {
+		for next := uint64(0); next < 3000; {
+			var err error
+			ents, err = l.ReadInto(ents[:0], &rb, next, max, 0)
+			if err != nil || len(ents) == 0 {
+				t.Fatalf("ReadInto(%d, max %d) = %d entries, %v", next, max, len(ents), err)
+			}
+			for _, e := range ents {
+				if e.ID != next || e.PublishTime != int64(1000+e.ID) || !bytes.Equal(e.Data, payload(e.ID)) {
+					t.Fatalf("entry %d (want %d): time %d data %q", e.ID, next, e.PublishTime, e.Data)
+				}
+				next++
+			}
+		}
+	}
+	// The first read sizes the buffer; later reads of the same shape reuse
+	// it: what is left to allocate does not grow with the bytes read.
+	read := func() {
+		var err error
+		if ents, err = l.ReadInto(ents[:0], &rb, 100, 200, 0); err != nil || len(ents) != 200 {
+			t.Fatalf("ReadInto = %d entries, %v", len(ents), err)
+		}
+	}
+	read()
+	if n := testing.AllocsPerRun(20, read); n > 1 {
+		t.Fatalf("ReadInto with a grown ReadBuffer: %.0f allocations per read of 200 entries, want at most 1", n)
+	}
+	noBuf := func() {
+		if _, err := l.Read(100, 200, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(20, noBuf); n < 2 {
+		t.Fatalf("Read without a buffer: %.0f allocations, expected blocks and a result slice (the test would prove nothing)", n)
+	}
+	// Caught up with the tail (the cache serves it), the reader holds no
+	// buffer any more.
+	if rb.buf == nil {
+		t.Fatal("the buffer was dropped after a read from the files")
+	}
+	if ents, err := l.ReadInto(ents[:0], &rb, l.Next()-1, 1, 0); err != nil || len(ents) != 1 || rb.buf != nil {
+		t.Fatalf("read of the tail: %d entries, %v, buffer of %d bytes kept", len(ents), err, len(rb.buf))
+	}
+}

@@ -1,0 +1,484 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/internal/benchrun"
+	"github.com/streamrun/streamrun/internal/connpool"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+const benchHelp = `Usage: streamrun bench produce|consume|pipeline [flags]
+
+Measures throughput and latency, as pulsar-perf does for Java:
+  produce   publish and wait for receipts; latency: send call to receipt
+  consume   publish in this process (unless --produce=false) and receive;
+            latency: publish time to receipt by the consumer
+  pipeline  publish to an input topic, run a pipeline that passes each
+            message through a handler plugin (default: streamrun's own
+            identity handler; --plugin, --package, or --in-process for the
+            identity handler in this process) and receive its outputs;
+            latency: publish time to receipt of the output
+
+The publish time is the wall-clock time written as 19 digits at the start
+of each payload (--size 19 and more), else the message's publish_time.
+
+Without --url an embedded broker starts in this process on free ports (data
+in a temporary directory, removed at the end; --memory, --sync). With --url
+it runs against that broker (Apache Pulsar or ` + "`streamrun broker`" + `); --partitions
+then creates the topic through --admin-url.
+
+A progress line goes to stderr every --progress (msg/s, MiB/s, p50 and p99
+over the last interval); the summary (p50, p99, p99.9, max latency, CPU of
+this process, the conditions) goes to stdout, as text or, with --output
+json, as one JSON object whose fields docs/benchmarks.md describes.
+
+Runs for --count messages, else for --duration (default 10s).
+
+Exit status: 0 done, 1 failed (a send failed, a broker could not be
+reached, not every message arrived, interrupted: the result of the part
+that ran is still printed), 2 bad flags.
+
+(` + "`streamrun bench handler`" + ` is the identity handler plugin that pipeline
+starts; it is not run by hand.)
+`
+
+// benchFlags are the flags every bench subcommand shares.
+type benchFlags struct {
+	clientFlags
+	logFlags
+	adminURL string
+	memory   bool
+	sync     bool
+
+	topic      string
+	topics     int
+	pattern    bool
+	pipelines  int
+	partitions int
+	size       int
+	rate       float64
+	count      int64
+	duration   time.Duration
+	keys       int
+
+	noBatching    bool
+	batchMessages int
+	batchBytes    int
+	batchDelay    time.Duration
+	maxPending    int
+
+	subscription  string
+	subType       string
+	receiverQueue int
+
+	output       string
+	progress     time.Duration
+	closeTimeout time.Duration
+	drainTimeout time.Duration
+
+	// consume
+	produce  bool
+	position string
+	// pipeline
+	inProcess bool
+	plugin    string
+	pkg       string
+	batchSize int
+	instances int
+}
+
+// benchDefaults are the batching defaults, the same as pool's and
+// Apache Pulsar's Java client's (1000 messages, 128 KiB, 10 ms).
+const (
+	benchBatchMessages = 1000
+	benchBatchBytes    = 128 << 10
+	benchBatchDelay    = 10 * time.Millisecond
+	benchDuration      = 10 * time.Second
+)
+
+func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
+	f.clientFlags.register(fs)
+	u := fs.Lookup("url")
+	u.Usage, u.DefValue = "service URL of the broker to measure (default: an embedded broker started in this process)", ""
+	f.logFlags.register(fs, "also log connections and reconnections")
+	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API of --url's cluster, to create a partitioned topic (--partitions > 1)")
+	fs.BoolVar(&f.memory, "memory", false, "embedded broker: keep messages in memory only")
+	fs.BoolVar(&f.sync, "sync", false, "embedded broker: fsync every message before its receipt")
+	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>)")
+	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
+	fs.IntVarP(&f.size, "size", "s", 1024, "message size in bytes")
+	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow)")
+	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration)")
+	fs.DurationVarP(&f.duration, "duration", "d", 0, "how long to publish, when --count is not given (default 10s)")
+	fs.IntVar(&f.keys, "keys", 0, "number of distinct keys, given round-robin (0: no key)")
+	fs.BoolVar(&f.noBatching, "no-batching", false, "publish every message as an entry of its own")
+	fs.IntVar(&f.batchMessages, "batch-max-messages", benchBatchMessages, "most messages in a batch")
+	fs.IntVar(&f.batchBytes, "batch-max-bytes", benchBatchBytes, "most bytes in a batch")
+	fs.DurationVar(&f.batchDelay, "batch-max-delay", benchBatchDelay, "longest a batch waits for more messages")
+	fs.IntVar(&f.maxPending, "max-pending", 10000, "most messages published and not yet receipted")
+	fs.StringVarP(&f.output, "output", "o", "text", "summary format: text or json")
+	fs.DurationVar(&f.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
+	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
+	if sub != "pipeline" {
+		fs.IntVar(&f.topics, "topics", 1, "spread the messages round-robin over this many topics, TOPIC-0 to TOPIC-(N-1)")
+	}
+	if sub == "produce" {
+		return
+	}
+	fs.StringVar(&f.subscription, "subscription", "bench", "subscription name")
+	fs.StringVar(&f.subType, "subscription-type", "shared", "subscription type: shared, exclusive, failover or key_shared")
+	fs.IntVar(&f.receiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 60*time.Second, "how long, once publishing ended (without publishing: from the start), to wait for the last messages to arrive")
+	if sub == "consume" {
+		fs.BoolVar(&f.produce, "produce", true, "publish the messages in this process (false: receive what another process publishes, e.g. `streamrun bench produce`)")
+		fs.StringVar(&f.position, "position", "latest", "where a new subscription starts: latest or earliest")
+		fs.BoolVar(&f.pattern, "pattern", false, "subscribe to the --topics by a pattern, TOPIC-[0-9]+, not by their names")
+		return
+	}
+	fs.BoolVar(&f.inProcess, "in-process", false, "run the identity handler in this process, not as a plugin")
+	fs.StringVar(&f.plugin, "plugin", "", `handler plugin binary; its config is {"output": OUTPUT_TOPIC} (e.g. examples/plugins/uppercase built)`)
+	fs.StringVar(&f.pkg, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase)")
+	fs.IntVar(&f.batchSize, "batch-size", 100, "most messages in a batch to the handler")
+	fs.IntVar(&f.instances, "instances", 1, "handler instances")
+	fs.IntVar(&f.pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
+}
+
+// check validates the flags; every error is a usage error.
+func (f *benchFlags) check(fs *pflag.FlagSet, sub string) error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{f.size < 0, fmt.Sprintf("--size must not be negative, got %d", f.size)},
+		{f.rate < 0, fmt.Sprintf("--rate must not be negative, got %v", f.rate)},
+		{f.count < 0, fmt.Sprintf("--count must not be negative, got %d", f.count)},
+		{f.duration < 0, fmt.Sprintf("--duration must not be negative, got %s", f.duration)},
+		{fs.Changed("count") && fs.Changed("duration"), "--count and --duration exclude each other"},
+		{f.partitions < 1 || f.partitions > 10000, fmt.Sprintf("--partitions must be from 1 to 10000, got %d", f.partitions)},
+		{f.keys < 0, fmt.Sprintf("--keys must not be negative, got %d", f.keys)},
+		{f.topics < 1 && sub != "pipeline", fmt.Sprintf("--topics must be at least 1, got %d", f.topics)},
+		{f.pattern && f.topics < 2, "--pattern needs --topics 2 or more"},
+		{f.pipelines < 1 && sub == "pipeline", fmt.Sprintf("--pipelines must be at least 1, got %d", f.pipelines)},
+		{f.batchMessages < 1, fmt.Sprintf("--batch-max-messages must be at least 1, got %d", f.batchMessages)},
+		{f.batchBytes < 1, fmt.Sprintf("--batch-max-bytes must be at least 1, got %d", f.batchBytes)},
+		{f.batchDelay <= 0, fmt.Sprintf("--batch-max-delay must be positive, got %s", f.batchDelay)},
+		{f.maxPending < 1, fmt.Sprintf("--max-pending must be at least 1, got %d", f.maxPending)},
+		{f.output != "text" && f.output != "json", fmt.Sprintf("--output %q: want text or json", f.output)},
+		{f.progress < 0, fmt.Sprintf("--progress must not be negative, got %s", f.progress)},
+		{f.closeTimeout <= 0, fmt.Sprintf("--close-timeout must be positive, got %s", f.closeTimeout)},
+		{f.memory && f.sync, "--memory and --sync exclude each other"},
+		{fs.Changed("url") && (f.memory || f.sync), "--memory and --sync are for the embedded broker, not --url"},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return usagef("%s", c.msg)
+		}
+	}
+	if f.topic != "" {
+		if _, err := pulsarwire.ParseTopic(f.topic); err != nil {
+			return usagef("--topic: %v", err)
+		}
+	}
+	if sub != "produce" {
+		if err := f.checkConsuming(sub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkConsuming validates the flags of consume and pipeline.
+func (f *benchFlags) checkConsuming(sub string) error {
+	typ, err := subscribe.ParseType(f.subType)
+	switch {
+	case err != nil:
+		return usagef("--subscription-type: %v", err)
+	case f.subscription == "":
+		return usagef("--subscription must not be empty")
+	case f.receiverQueue < 1:
+		return usagef("--receiver-queue must be at least 1, got %d", f.receiverQueue)
+	case f.drainTimeout <= 0:
+		return usagef("--drain-timeout must be positive, got %s", f.drainTimeout)
+	case typ == subscribe.KeyShared && f.keys == 0:
+		return usagef("--subscription-type key_shared needs --keys: messages without a key all go to one consumer")
+	}
+	if sub == "consume" {
+		if f.position != "latest" && f.position != "earliest" {
+			return usagef("--position %q: want latest or earliest", f.position)
+		}
+		if !f.produce && f.count == 0 && f.duration == 0 {
+			return usagef("--produce=false needs --count or --duration: how much to receive")
+		}
+		return nil
+	}
+	n := 0
+	for _, set := range []bool{f.inProcess, f.plugin != "", f.pkg != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return usagef("--in-process, --plugin and --package exclude each other")
+	case f.batchSize < 1:
+		return usagef("--batch-size must be at least 1, got %d", f.batchSize)
+	case f.instances < 1:
+		return usagef("--instances must be at least 1, got %d", f.instances)
+	case f.plugin != "":
+		if _, err := os.Stat(f.plugin); err != nil {
+			return usagef("--plugin: %v", err)
+		}
+	}
+	return nil
+}
+
+// runBench dispatches `streamrun bench SUB`.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("bench", stdout, stderr)
+	if len(args) == 0 {
+		return cmd.fail(usagef("give a subcommand: produce, consume or pipeline"))
+	}
+	switch args[0] {
+	case "-h", "--help":
+		fmt.Fprint(stdout, benchHelp)
+		return exitOK
+	case "handler":
+		return benchIdentityHandler()
+	case "produce", "consume", "pipeline":
+	default:
+		return cmd.fail(usagef("unknown subcommand %q: want produce, consume or pipeline", args[0]))
+	}
+	sub := args[0]
+	cmd = newCmd("bench "+sub, stdout, stderr)
+	fs := pflag.NewFlagSet("streamrun bench "+sub, pflag.ContinueOnError)
+	var f benchFlags
+	f.register(fs, sub)
+	if code, done := cmd.parse(fs, args[1:], benchHelp); done {
+		return code
+	}
+	if err := noArgs(fs); err != nil {
+		return cmd.fail(err)
+	}
+	if err := f.check(fs, sub); err != nil {
+		return cmd.fail(err)
+	}
+	if f.count == 0 && f.duration == 0 {
+		f.duration = benchDuration
+	}
+	b, err := newBench(ctx, cmd, &f, fs.Changed("url"))
+	if err != nil {
+		return cmd.fail(err)
+	}
+	defer b.close()
+	var res *benchrun.Result
+	switch sub {
+	case "produce":
+		res, err = b.produce(ctx)
+	case "consume":
+		res, err = b.consume(ctx)
+	default:
+		res, err = b.pipeline(ctx)
+	}
+	if res != nil {
+		if werr := b.write(res); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	switch {
+	case err != nil && interrupted(ctx):
+		return cmd.fail(fmt.Errorf("%s: %w", interruptedMsg, err))
+	case err != nil:
+		return cmd.fail(err)
+	case interrupted(ctx):
+		// The result printed is of the part that ran.
+		return cmd.fail(errors.New(interruptedMsg))
+	}
+	return exitOK
+}
+
+// bench is one run: its flags, the broker, the client.
+type bench struct {
+	cmd     cmdIO
+	f       *benchFlags
+	cluster *broker.Cluster // the embedded broker, nil with --url
+	dataDir string          // the embedded broker's, removed at the end
+	opts    pool.Options
+	client  *pool.Client
+	cond    benchrun.Conditions
+}
+
+// newBench starts the embedded broker unless urlSet, connects, and
+// creates the topic.
+func newBench(ctx context.Context, cmd cmdIO, f *benchFlags, urlSet bool) (*bench, error) {
+	b := &bench{cmd: cmd, f: f}
+	clientLog, notice, err := f.loggers(cmd.stderr)
+	if err != nil {
+		return nil, err
+	}
+	if !urlSet {
+		if err := b.startEmbedded(ctx); err != nil {
+			return nil, err
+		}
+		f.url = b.cluster.ServiceURL()
+	}
+	b.opts, err = f.clientFlags.options(clientLog, notice)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	b.opts.Producer = f.producerOptions()
+	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
+	defer cancel()
+	if b.client, err = pool.New(cctx, b.opts); err != nil {
+		b.close()
+		return nil, fmt.Errorf("connect to %s: %w", f.url, err)
+	}
+	if f.topic == "" {
+		f.topic = "persistent://public/default/bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	for _, t := range f.topicNames() {
+		if err := b.createTopic(ctx, t); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	b.conditions(ctx, urlSet)
+	return b, nil
+}
+
+// startEmbedded starts a broker in this process on free ports.
+func (b *bench) startEmbedded(ctx context.Context) error {
+	log, err := b.f.logger(b.cmd.stderr, slog.LevelWarn)
+	if err != nil {
+		return err
+	}
+	opts := broker.Options{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Memory: b.f.memory, Sync: b.f.sync, Logger: log.With("embedded_broker", true)}
+	if !b.f.memory {
+		dir, err := os.MkdirTemp("", "streamrun-bench-")
+		if err != nil {
+			return fmt.Errorf("embedded broker: data directory: %w", err)
+		}
+		b.dataDir, opts.DataDir = dir, dir
+	}
+	c, err := broker.Start(ctx, opts)
+	if err != nil {
+		b.close()
+		return fmt.Errorf("embedded broker: %w", err)
+	}
+	b.cluster = c
+	b.f.adminURL = c.AdminURL()
+	return nil
+}
+
+// topicNames are the topics the run publishes to: --topic, or with
+// --topics or --pipelines N > 1, TOPIC-0 to TOPIC-(N-1).
+func (f *benchFlags) topicNames() []string {
+	n := max(f.topics, f.pipelines)
+	if n <= 1 {
+		return []string{f.topic}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = f.topic + "-" + strconv.Itoa(i)
+	}
+	return out
+}
+
+// createTopic creates topic with --partitions partitions, when more than
+// one: unpartitioned topics are created on first use.
+func (b *bench) createTopic(ctx context.Context, topic string) error {
+	if b.f.partitions < 2 {
+		return nil
+	}
+	tok, err := readToken(b.f.token)
+	if err != nil {
+		return usagef("--token: %v", err)
+	}
+	a := &adminClient{base: strings.TrimSuffix(b.f.adminURL, "/"), token: tok, timeout: b.f.connectTimeout, http: httpClient()}
+	if _, err := a.do(ctx, http.MethodPut, topicPath(mustTopic(topic))+"/partitions", b.f.partitions); err != nil {
+		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.f.partitions, b.f.adminURL, err)
+	}
+	return nil
+}
+
+// producerOptions are the producer settings the flags ask for.
+func (f *benchFlags) producerOptions() pool.ProducerOptions {
+	return pool.ProducerOptions{
+		MaxPendingMessages: f.maxPending,
+		Batching: pool.BatchingOptions{
+			Disabled: f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelay: f.batchDelay,
+			ByKey: strings.EqualFold(strings.ReplaceAll(f.subType, "_", ""), "keyshared"),
+		},
+	}
+}
+
+// conditions records what the run is measured under.
+func (b *bench) conditions(ctx context.Context, external bool) {
+	f := b.f
+	c := &b.cond
+	c.FillHost(readVersion().String())
+	c.URL, c.Topic, c.Partitions = f.url, f.topic, f.partitions
+	c.Topics, c.Pattern, c.Pipelines = max(f.topics, f.pipelines, 1), f.pattern, f.pipelines
+	c.MessageSize, c.Keys, c.Rate, c.Count = f.size, f.keys, f.rate, f.count
+	c.DurationSeconds = f.duration.Seconds()
+	c.Batching = benchrun.Batching{Enabled: !f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelayMs: float64(f.batchDelay) / float64(time.Millisecond)}
+	c.Broker = "embedded"
+	switch {
+	case external:
+		c.Broker = "external"
+	case f.memory:
+		c.BrokerDurability = "memory"
+	case f.sync:
+		c.BrokerDurability = "fsync"
+	default:
+		c.BrokerDurability = "write"
+	}
+	// A *pool.Client is the connection pool (see internal/connpool).
+	if conn, err := (*connpool.Pool)(b.client).ServiceConn(ctx); err == nil {
+		c.BrokerVersion = conn.ServerVersion()
+	}
+}
+
+// close closes the client and stops the embedded broker.
+func (b *bench) close() {
+	if b.client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), b.f.closeTimeout)
+		b.client.Close(ctx)
+		cancel()
+		b.client = nil
+	}
+	if b.cluster != nil {
+		b.cluster.Close()
+		b.cluster = nil
+	}
+	if b.dataDir != "" {
+		os.RemoveAll(b.dataDir)
+		b.dataDir = ""
+	}
+}
+
+// write prints the result to stdout.
+func (b *bench) write(r *benchrun.Result) error {
+	if b.f.output == "json" {
+		if code := b.cmd.printJSON(b.cmd.stdout, r); code != exitOK {
+			return fmt.Errorf("write the result")
+		}
+		return nil
+	}
+	return r.WriteText(b.cmd.stdout)
+}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/internal/benchrun"
+)
+
+func TestBenchFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "give a subcommand"},
+		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{[]string{"produce", "--size", "-1"}, "--size must not be negative"},
+		{[]string{"produce", "--rate", "-5"}, "--rate must not be negative"},
+		{[]string{"produce", "--count", "10", "--duration", "1s"}, "--count and --duration exclude each other"},
+		{[]string{"produce", "--partitions", "0"}, "--partitions must be from 1 to 10000"},
+		{[]string{"produce", "--keys", "-2"}, "--keys must not be negative"},
+		{[]string{"produce", "--batch-max-messages", "0"}, "--batch-max-messages must be at least 1"},
+		{[]string{"produce", "--batch-max-delay", "0s"}, "--batch-max-delay must be positive"},
+		{[]string{"produce", "--output", "xml"}, `--output "xml": want text or json`},
+		{[]string{"produce", "--memory", "--sync"}, "--memory and --sync exclude each other"},
+		{[]string{"produce", "--url", "pulsar://127.0.0.1:1", "--memory"}, "--memory and --sync are for the embedded broker"},
+		{[]string{"produce", "--url", "http://127.0.0.1:8080"}, "--url"},
+		{[]string{"produce", "--topic", "a/b/c/d/e"}, "--topic"},
+		{[]string{"produce", "--subscription-type", "shared"}, "unknown flag: --subscription-type"},
+		{[]string{"produce", "extra"}, "unexpected arguments: extra"},
+		{[]string{"consume", "--subscription-type", "round_robin"}, "--subscription-type"},
+		{[]string{"consume", "--subscription-type", "key_shared"}, "needs --keys"},
+		{[]string{"consume", "--position", "middle"}, `--position "middle"`},
+		{[]string{"consume", "--produce=false"}, "--produce=false needs --count or --duration"},
+		{[]string{"consume", "--receiver-queue", "0"}, "--receiver-queue must be at least 1"},
+		{[]string{"consume", "--topics", "0"}, "--topics must be at least 1"},
+		{[]string{"consume", "--pattern"}, "--pattern needs --topics 2 or more"},
+		{[]string{"produce", "--pattern"}, "unknown flag: --pattern"},
+		{[]string{"pipeline", "--pipelines", "0"}, "--pipelines must be at least 1"},
+		{[]string{"pipeline", "--in-process", "--package", "./x"}, "exclude each other"},
+		{[]string{"pipeline", "--batch-size", "0"}, "--batch-size must be at least 1"},
+		{[]string{"pipeline", "--instances", "0"}, "--instances must be at least 1"},
+		{[]string{"pipeline", "--plugin", "/no/such/plugin"}, "--plugin"},
+		{[]string{"pipeline", "--in-process", "--produce=false"}, "unknown flag: --produce"},
+	} {
+		code, _, errs := runArgs(append([]string{"bench"}, c.args...)...)
+		if code != 2 || !strings.Contains(errs, c.want) || !strings.Contains(errs, "streamrun bench") {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+	if code, out, _ := runArgs("bench", "--help"); code != 0 || !strings.Contains(out, "pipeline") {
+		t.Errorf("bench --help: %d %q", code, out)
+	}
+	if code, out, _ := runArgs("bench", "consume", "--help"); code != 0 || !strings.Contains(out, "--subscription-type") {
+		t.Errorf("bench consume --help: %d %q", code, out)
+	}
+}
+
+// benchJSONFields are the fields --output json promises
+// (docs/benchmarks.md, "streamrun bench"), at the top and in conditions.
+var (
+	benchJSONFields = []string{
+		"schema", "command", "messages", "bytes", "sent", "failed", "elapsed_seconds", "msg_per_sec",
+		"mib_per_sec", "latency_from", "latency_ms", "cpu_seconds", "cpu_us_per_message", "max_rss_bytes",
+		"handler_rss_bytes", "setup_seconds", "conditions",
+	}
+	benchLatencyFields    = []string{"count", "p50", "p99", "p99_9", "max", "mean"}
+	benchConditionsFields = []string{
+		"url", "broker", "broker_version", "broker_durability", "topic", "topics", "pattern", "partitions", "message_size", "keys",
+		"rate", "count", "duration_seconds", "batching", "gomaxprocs", "num_cpu", "go_version", "os", "arch",
+		"streamrun_version", "load_average_start", "load_average_end", "started_at",
+	}
+	benchBatchingFields = []string{"enabled", "max_messages", "max_bytes", "max_delay_ms"}
+)
+
+// runBenchJSON runs `streamrun bench ARGS --output json --progress 0`
+// and returns its result, having checked that every promised field is
+// there and the exit status is 0.
+func runBenchJSON(t *testing.T, args ...string) benchrun.Result {
+	t.Helper()
+	args = append([]string{"bench"}, append(args, "--output", "json", "--progress", "0")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, args, &out, &errb); code != 0 {
+		t.Fatalf("%v: exit %d\nstderr: %s\nstdout: %s", args, code, errb.String(), out.String())
+	}
+	return decodeBenchJSON(t, out.Bytes())
+}
+
+// decodeBenchJSON checks b holds every field of benchJSONFields and
+// decodes it.
+func decodeBenchJSON(t *testing.T, b []byte) benchrun.Result {
+	t.Helper()
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, b)
+	}
+	hasAll(t, "", raw, benchJSONFields)
+	lat, _ := raw["latency_ms"].(map[string]any)
+	hasAll(t, "latency_ms.", lat, benchLatencyFields)
+	cond, _ := raw["conditions"].(map[string]any)
+	hasAll(t, "conditions.", cond, benchConditionsFields)
+	batching, _ := cond["batching"].(map[string]any)
+	hasAll(t, "conditions.batching.", batching, benchBatchingFields)
+	var r benchrun.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Schema != benchrun.SchemaVersion {
+		t.Errorf("schema %q, want %q", r.Schema, benchrun.SchemaVersion)
+	}
+	return r
+}
+
+func hasAll(t *testing.T, prefix string, m map[string]any, fields []string) {
+	t.Helper()
+	for _, f := range fields {
+		if _, ok := m[f]; !ok {
+			t.Errorf("JSON lacks %s%s", prefix, f)
+		}
+	}
+}
+
+// checkBenchCounts checks what every run must show: n messages asked,
+// sent and measured, none failed, a latency per message, and the
+// conditions as asked.
+func checkBenchCounts(t *testing.T, r benchrun.Result, command string, n int64, size, partitions, keys int) {
+	t.Helper()
+	if r.Command != command {
+		t.Errorf("command %q, want %q", r.Command, command)
+	}
+	if r.Messages != n || r.Sent != n || r.Failed != 0 {
+		t.Errorf("messages %d, sent %d, failed %d; want %d, %d, 0", r.Messages, r.Sent, r.Failed, n, n)
+	}
+	if r.Bytes != n*int64(size) {
+		t.Errorf("bytes %d, want %d", r.Bytes, n*int64(size))
+	}
+	if r.Latency.Count != n {
+		t.Errorf("latency samples %d, want %d", r.Latency.Count, n)
+	}
+	if !(r.Latency.P50 <= r.Latency.P99 && r.Latency.P99 <= r.Latency.P999 && r.Latency.P999 <= r.Latency.Max) {
+		t.Errorf("percentiles out of order: %+v", r.Latency)
+	}
+	c := r.Conditions
+	if c.MessageSize != size || c.Partitions != partitions || c.Keys != keys || c.Count != n {
+		t.Errorf("conditions size %d partitions %d keys %d count %d; want %d %d %d %d", c.MessageSize, c.Partitions, c.Keys, c.Count, size, partitions, keys, n)
+	}
+	if c.GOMAXPROCS < 1 || c.NumCPU < 1 || c.URL == "" || c.Topic == "" || c.BrokerVersion == "" {
+		t.Errorf("conditions incomplete: %+v", c)
+	}
+	if _, err := os.Stat("/proc/loadavg"); err == nil && (len(c.LoadAverageStart) != 3 || len(c.LoadAverageEnd) != 3) {
+		t.Errorf("load averages %v %v, want 3 each", c.LoadAverageStart, c.LoadAverageEnd)
+	}
+}
+
+func TestBenchProduceEmbedded(t *testing.T) {
+	r := runBenchJSON(t, "produce", "--count", "3000", "--size", "100", "--partitions", "3", "--keys", "7",
+		"--batch-max-messages", "50", "--batch-max-bytes", "65536", "--batch-max-delay", "5ms", "--memory")
+	checkBenchCounts(t, r, "produce", 3000, 100, 3, 7)
+	c := r.Conditions
+	if c.Broker != "embedded" || c.BrokerDurability != "memory" || r.LatencyFrom != benchrun.LatencyFromSend {
+		t.Errorf("broker %q durability %q latency from %q", c.Broker, c.BrokerDurability, r.LatencyFrom)
+	}
+	if want := (benchrun.Batching{Enabled: true, MaxMessages: 50, MaxBytes: 65536, MaxDelayMs: 5}); c.Batching != want {
+		t.Errorf("batching %+v, want %+v", c.Batching, want)
+	}
+}
+
+func TestBenchConsumeEmbedded(t *testing.T) {
+	r := runBenchJSON(t, "consume", "--count", "2000", "--size", "64", "--keys", "4",
+		"--subscription-type", "key_shared", "--no-batching")
+	checkBenchCounts(t, r, "consume", 2000, 64, 1, 4)
+	c := r.Conditions
+	if c.SubscriptionType != "KeyShared" || c.Batching.Enabled || c.BrokerDurability != "write" {
+		t.Errorf("subscription type %q, batching %+v, durability %q", c.SubscriptionType, c.Batching, c.BrokerDurability)
+	}
+	if r.LatencyFrom != benchrun.LatencyFromPayload {
+		t.Errorf("latency from %q, want %q", r.LatencyFrom, benchrun.LatencyFromPayload)
+	}
+	// Payloads too short for the timestamp: publish_time instead.
+	r = runBenchJSON(t, "consume", "--count", "500", "--size", "8", "--memory")
+	checkBenchCounts(t, r, "consume", 500, 8, 1, 0)
+	if r.LatencyFrom != benchrun.LatencyFromPublishTime {
+		t.Errorf("latency from %q, want %q", r.LatencyFrom, benchrun.LatencyFromPublishTime)
+	}
+}
+
+// TestBenchManyTopics spreads the messages over topics, received by
+// their names and by a pattern.
+func TestBenchManyTopics(t *testing.T) {
+	r := runBenchJSON(t, "produce", "--count", "900", "--size", "50", "--topics", "30", "--memory")
+	checkBenchCounts(t, r, "produce", 900, 50, 1, 0)
+	if r.Conditions.Topics != 30 || r.Conditions.Pattern {
+		t.Errorf("topics %d pattern %v, want 30 false", r.Conditions.Topics, r.Conditions.Pattern)
+	}
+	r = runBenchJSON(t, "consume", "--count", "1000", "--size", "50", "--topics", "40", "--pattern", "--memory")
+	checkBenchCounts(t, r, "consume", 1000, 50, 1, 0)
+	if r.Conditions.Topics != 40 || !r.Conditions.Pattern {
+		t.Errorf("topics %d pattern %v, want 40 true", r.Conditions.Topics, r.Conditions.Pattern)
+	}
+}
+
+func TestBenchPipelineInProcess(t *testing.T) {
+	r := runBenchJSON(t, "pipeline", "--in-process", "--count", "2000", "--size", "100", "--partitions", "2",
+		"--batch-size", "50", "--instances", "2", "--memory")
+	checkBenchCounts(t, r, "pipeline", 2000, 100, 2, 0)
+	h := r.Conditions.Handler
+	if h == nil || h.Kind != "in-process" || h.BatchSize != 50 || h.Instances != 2 {
+		t.Errorf("handler %+v", h)
+	}
+	if r.Conditions.OutputTopic != r.Conditions.Topic+"-out" {
+		t.Errorf("output topic %q for topic %q", r.Conditions.OutputTopic, r.Conditions.Topic)
+	}
+	if r.HandlerRSSBytes != 0 {
+		t.Errorf("handler processes' RSS %d in process", r.HandlerRSSBytes)
+	}
+	r = runBenchJSON(t, "pipeline", "--in-process", "--count", "1500", "--size", "100", "--pipelines", "3", "--memory")
+	checkBenchCounts(t, r, "pipeline", 1500, 100, 1, 0)
+	if r.Conditions.Pipelines != 3 || r.Conditions.Topics != 3 {
+		t.Errorf("pipelines %d topics %d, want 3 and 3", r.Conditions.Pipelines, r.Conditions.Topics)
+	}
+}
+
+// TestBenchPipelinePlugins runs the pipeline through plugin processes:
+// an example handler built from its package, and streamrun's own
+// identity handler (`streamrun bench handler`, the default), which needs
+// the streamrun binary.
+func TestBenchPipelinePlugins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds handlers: not in -short")
+	}
+	r := runBenchJSON(t, "pipeline", "--package", "../../examples/plugins/uppercase", "--count", "1000", "--size", "100", "--memory")
+	checkBenchCounts(t, r, "pipeline", 1000, 100, 1, 0)
+	if h := r.Conditions.Handler; h == nil || h.Kind != "plugin" || !strings.HasSuffix(h.Package, "examples/plugins/uppercase") {
+		t.Errorf("handler %+v", h)
+	}
+	// The uppercase handler leaves the digits of the timestamp alone.
+	if r.LatencyFrom != benchrun.LatencyFromPayload {
+		t.Errorf("latency from %q, want %q", r.LatencyFrom, benchrun.LatencyFromPayload)
+	}
+
+	bin := buildStreamrun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "bench", "pipeline", "--count", "1000", "--size", "100", "--memory", "--output", "json", "--progress", "0").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("streamrun bench pipeline: %v\n%s", err, stderr)
+	}
+	r = decodeBenchJSON(t, out)
+	checkBenchCounts(t, r, "pipeline", 1000, 100, 1, 0)
+	if h := r.Conditions.Handler; h == nil || h.Kind != "plugin" || h.Plugin != bin {
+		t.Errorf("handler %+v, want the plugin %s", h, bin)
+	}
+	if r.HandlerRSSBytes <= 0 {
+		t.Errorf("handler processes' RSS %d, want their sum", r.HandlerRSSBytes)
+	}
+}
+
+// TestBenchApachePulsar runs each subcommand for two seconds against
+// Apache Pulsar (STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP): every
+// message published arrives, and the JSON has every field.
+func TestBenchApachePulsar(t *testing.T) {
+	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
+	if url == "" || admin == "" {
+		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
+	}
+	common := []string{"--url", url, "--admin-url", admin, "--duration", "2s", "--rate", "5000", "--size", "100"}
+	for _, args := range [][]string{
+		{"produce", "--partitions", "2", "--keys", "5"},
+		{"consume", "--subscription-type", "failover"},
+		{"pipeline", "--in-process"},
+		{"pipeline", "--package", "../../examples/plugins/uppercase"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			r := runBenchJSON(t, append(args, common...)...)
+			if r.Sent == 0 || r.Messages != r.Sent || r.Failed != 0 || r.Latency.Count != r.Messages {
+				t.Errorf("sent %d, measured %d, failed %d, latencies %d: want all sent measured", r.Sent, r.Messages, r.Failed, r.Latency.Count)
+			}
+			c := r.Conditions
+			if c.Broker != "external" || c.URL != url || c.DurationSeconds != 2 || c.Rate != 5000 {
+				t.Errorf("conditions %+v", c)
+			}
+			if !slices.Contains([]string{"produce", "consume", "pipeline"}, r.Command) || r.Command != args[0] {
+				t.Errorf("command %q, want %q", r.Command, args[0])
+			}
+			if strings.Contains(c.BrokerVersion, "streamrun") {
+				t.Errorf("broker version %q: not Apache Pulsar", c.BrokerVersion)
+			}
+		})
+	}
+}
+
+// TestBenchInterrupted: an interrupt ends the run with exit status 1,
+// saying so, and the result of the part that ran is still printed.
+func TestBenchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"bench", "produce", "--duration", "10m", "--size", "100", "--memory", "--output", "json", "--progress", "10ms"}, &out, &errb)
+	}()
+	// Interrupt once publishing is measured: the first progress line.
+	deadline := time.After(2 * time.Minute)
+	for !strings.Contains(errb.String(), "msg/s") {
+		select {
+		case code := <-done:
+			t.Fatalf("a 10 minute run ended by itself: exit %d, %s", code, errb.String())
+		case <-deadline:
+			t.Fatalf("no progress line within 2 minutes: %s", errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	code := <-done
+	if code != 1 || !strings.Contains(errb.String(), "streamrun bench produce: interrupted") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the interrupt", code, errb.String())
+	}
+	r := decodeBenchJSON(t, []byte(out.String()))
+	if r.Sent == 0 || r.Messages+r.Failed != r.Sent {
+		t.Errorf("sent %d, measured %d, failed %d: want some sent, each measured or failed", r.Sent, r.Messages, r.Failed)
+	}
+}

@@ -1,0 +1,120 @@
+package benchrun
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestPayloadStamp(t *testing.T) {
+	now := time.Unix(1_790_000_000, 123_456_789)
+	for _, size := range []int{StampLen, 100, 1024} {
+		p := Payload(size, now)
+		if len(p) != size {
+			t.Fatalf("size %d: got %d bytes", size, len(p))
+		}
+		got, ok := Stamp(p)
+		if !ok || !got.Equal(now) {
+			t.Errorf("size %d: stamp %v %v, want %v", size, got, ok, now)
+		}
+		// Text transformations that keep digits keep the stamp.
+		if got, ok := Stamp(bytes.ToUpper(p)); !ok || !got.Equal(now) {
+			t.Errorf("size %d: uppercased stamp %v %v", size, got, ok)
+		}
+	}
+	if _, ok := Stamp(Payload(StampLen-1, now)); ok {
+		t.Error("a payload shorter than the stamp has one")
+	}
+	if _, ok := Stamp([]byte(strings.Repeat("x", 40))); ok {
+		t.Error("letters read as a stamp")
+	}
+	pub := now.Add(-time.Second)
+	if d, from := Since(now, []byte("short"), pub); d != time.Second || from != LatencyFromPublishTime {
+		t.Errorf("Since without stamp: %v %q", d, from)
+	}
+	if d, from := Since(now.Add(2*time.Millisecond), Payload(100, now), pub); d != 2*time.Millisecond || from != LatencyFromPayload {
+		t.Errorf("Since with stamp: %v %q", d, from)
+	}
+}
+
+func TestRecorderPercentiles(t *testing.T) {
+	r := NewRecorder()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1 + g*250; i <= (g+1)*250; i++ {
+				r.Record(time.Duration(i) * time.Millisecond) // 1..1000 ms
+			}
+		}()
+	}
+	wg.Wait()
+	s := r.Summary()
+	near := func(got, want float64) bool { return got >= want*0.999 && got <= want*1.001+0.001 }
+	if s.Count != 1000 || !near(s.P50, 500) || !near(s.P99, 990) || !near(s.P999, 999) || !near(s.Max, 1000) {
+		t.Errorf("summary %+v", s)
+	}
+	if _, p99, ok := r.Interval(); !ok || !near(float64(p99)/1e6, 990) {
+		t.Errorf("interval p99 %v %v", p99, ok)
+	}
+	if _, _, ok := r.Interval(); ok {
+		t.Error("a second interval with nothing recorded has percentiles")
+	}
+	// Out of range values are clamped, not lost.
+	r.Record(time.Hour)
+	r.Record(0)
+	if s := r.Summary(); s.Count != 1002 || !near(s.Max, float64(histMax)/1e6) {
+		t.Errorf("after clamping: %+v", s)
+	}
+}
+
+func TestMeterResult(t *testing.T) {
+	m := NewMeter()
+	var out syncBuf
+	m.StartProgress(context.Background(), &out, 10*time.Millisecond)
+	for range 10 {
+		m.Sent()
+		m.Received(100, time.Millisecond, LatencyFromSend)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "msg/s") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	m.StopProgress()
+	if !strings.Contains(out.String(), "p50 1.000 ms") {
+		t.Errorf("progress %q lacks the interval's p50", out.String())
+	}
+	m.Failed(context.Canceled)
+	r := m.Result("produce", Conditions{MessageSize: 100})
+	if r.Messages != 10 || r.Sent != 10 || r.Bytes != 1000 || r.Failed != 1 || r.LatencyFrom != LatencyFromSend || r.Schema != SchemaVersion {
+		t.Errorf("result %+v", r)
+	}
+	if n, err := m.FailedCount(); n != 1 || err != context.Canceled {
+		t.Errorf("failed %d %v", n, err)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,147 @@
+package benchrun
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// SchemaVersion names the shape of Result. Fields are only ever added
+// under it; a renamed or removed field gets a new version.
+const SchemaVersion = "streamrun.bench/v1"
+
+// Where a latency is measured from.
+const (
+	// LatencyFromSend: a producer's send call to its receipt.
+	LatencyFromSend = "send"
+	// LatencyFromPayload: the publish time written into the payload (see
+	// Payload) to the message's arrival.
+	LatencyFromPayload = "payload_timestamp"
+	// LatencyFromPublishTime: the message's publish_time (milliseconds)
+	// to its arrival, for payloads too short to carry a timestamp.
+	LatencyFromPublishTime = "publish_time"
+)
+
+// Result is what one run measured, as `--output json` writes it. The
+// field names are stable (see SchemaVersion and docs/benchmarks.md).
+type Result struct {
+	Schema  string `json:"schema"`
+	Command string `json:"command"` // produce, consume or pipeline
+	// Messages and Bytes are what was measured: receipts (produce),
+	// messages received (consume) or outputs received (pipeline).
+	Messages int64 `json:"messages"`
+	Bytes    int64 `json:"bytes"`
+	// Sent is what this process published (0 when it published nothing).
+	Sent int64 `json:"sent"`
+	// Failed counts sends that failed.
+	Failed         int64   `json:"failed"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	MsgPerSec      float64 `json:"msg_per_sec"`
+	MiBPerSec      float64 `json:"mib_per_sec"`
+	// LatencyFrom says where latencies start (the LatencyFrom constants).
+	LatencyFrom string  `json:"latency_from"`
+	Latency     Latency `json:"latency_ms"`
+	// CPUSeconds is this process's user+system CPU time over the run
+	// (getrusage); with the embedded broker in the process it includes
+	// the broker's.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// CPUMicrosPerMessage is CPUSeconds per message measured, in µs.
+	CPUMicrosPerMessage float64 `json:"cpu_us_per_message"`
+	// MaxRSSBytes is the process's peak resident set size.
+	MaxRSSBytes int64 `json:"max_rss_bytes"`
+	// HandlerRSSBytes is the resident set size of the handler plugin
+	// processes together at the end (pipeline with plugins; 0 otherwise).
+	HandlerRSSBytes int64 `json:"handler_rss_bytes"`
+	// SetupSeconds is the time from connected to measuring: opening
+	// producers, subscribing (a pattern's discovery included), starting
+	// the pipelines.
+	SetupSeconds float64    `json:"setup_seconds"`
+	Conditions   Conditions `json:"conditions"`
+}
+
+// Latency is a latency distribution, in milliseconds.
+type Latency struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// Conditions are what a run was measured under, read from the
+// configuration actually used.
+type Conditions struct {
+	URL string `json:"url"`
+	// Broker is "embedded" (started in this process) or "external"
+	// (at URL); BrokerVersion is what the broker said in CONNECTED.
+	Broker        string `json:"broker"`
+	BrokerVersion string `json:"broker_version"`
+	// BrokerDurability: for the embedded broker "memory", "write" (each
+	// entry written before its receipt) or "fsync"; "" when external.
+	BrokerDurability string `json:"broker_durability"`
+	// Topic is the topic, or with Topics > 1 the prefix of TOPIC-0 to
+	// TOPIC-(Topics-1).
+	Topic       string `json:"topic"`
+	OutputTopic string `json:"output_topic,omitempty"`
+	Topics      int    `json:"topics"`
+	// Pattern: the consumer subscribed to the topics by a pattern.
+	Pattern bool `json:"pattern"`
+	// Pipelines in the host (pipeline only).
+	Pipelines        int      `json:"pipelines,omitempty"`
+	Partitions       int      `json:"partitions"`
+	MessageSize      int      `json:"message_size"`
+	Keys             int      `json:"keys"`
+	Rate             float64  `json:"rate"`
+	Count            int64    `json:"count"`
+	DurationSeconds  float64  `json:"duration_seconds"`
+	Batching         Batching `json:"batching"`
+	Subscription     string   `json:"subscription,omitempty"`
+	SubscriptionType string   `json:"subscription_type,omitempty"`
+	ReceiverQueue    int      `json:"receiver_queue,omitempty"`
+	Handler          *Handler `json:"handler,omitempty"`
+
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"num_cpu"`
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	Version    string `json:"streamrun_version"`
+	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute averages at the
+	// start and at the end (empty where there is no /proc).
+	LoadAverageStart []float64 `json:"load_average_start"`
+	LoadAverageEnd   []float64 `json:"load_average_end"`
+	StartedAt        time.Time `json:"started_at"`
+}
+
+// Batching is the producer's batching.
+type Batching struct {
+	Enabled     bool    `json:"enabled"`
+	MaxMessages int     `json:"max_messages"`
+	MaxBytes    int     `json:"max_bytes"`
+	MaxDelayMs  float64 `json:"max_delay_ms"`
+}
+
+// Handler is the pipeline's handler.
+type Handler struct {
+	Kind      string `json:"kind"` // in-process or plugin
+	Plugin    string `json:"plugin,omitempty"`
+	Package   string `json:"package,omitempty"`
+	BatchSize int    `json:"batch_size"`
+	Instances int    `json:"instances"`
+}
+
+// WriteText writes the summary for people.
+func (r *Result) WriteText(w io.Writer) error {
+	c := &r.Conditions
+	_, err := fmt.Fprintf(w, `%s: %d messages (%d bytes each) in %.3fs: %.0f msg/s, %.2f MiB/s, %d failed
+latency (ms, from %s): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (%d samples)
+cpu: %.3fs (%.2f µs/msg, this process), max rss %.1f MiB, handler processes' rss %.1f MiB, setup %.3fs
+broker: %s %s %s, topic %s (%d topic(s), %d partition(s) each); GOMAXPROCS %d, load %v -> %v
+`,
+		r.Command, r.Messages, c.MessageSize, r.ElapsedSeconds, r.MsgPerSec, r.MiBPerSec, r.Failed,
+		r.LatencyFrom, r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Max, r.Latency.Count,
+		r.CPUSeconds, r.CPUMicrosPerMessage, float64(r.MaxRSSBytes)/(1<<20), float64(r.HandlerRSSBytes)/(1<<20), r.SetupSeconds,
+		c.Broker, c.URL, c.BrokerVersion, c.Topic, c.Topics, c.Partitions, c.GOMAXPROCS, c.LoadAverageStart, c.LoadAverageEnd)
+	return err
+}
