@@ -1,10 +1,13 @@
 package plugin
 
-// ContractVersion is the version of the host-plugin contract
-// (plugin/proto/handler.proto) this package speaks. It is negotiated in
-// go-plugin's handshake: a host and a plugin built against different
-// versions refuse each other at start with an error naming both.
-const ContractVersion = 1
+// ContractVersion is the newest version of the host-plugin contract
+// (plugin/proto/handler.proto) this package speaks; it speaks version 1
+// too. The version is negotiated in go-plugin's handshake (the highest
+// both ends speak): a host and a plugin with none in common refuse each
+// other at start with an error naming both. Version 2 moves batches off
+// gRPC onto a channel the host hands the plugin (docs/runtime.md, "The
+// plugin boundary"); the handler sees no difference.
+const ContractVersion = 2
 
 // DefaultMaxMessageSize is the largest gRPC message (a batch, or a batch's
 // results) either side accepts unless told otherwise: 64 MiB, well above

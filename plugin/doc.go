@@ -107,9 +107,13 @@
 // ./plugin/...`). The version is negotiated in go-plugin's handshake, never
 // guessed: a host and a plugin of different versions refuse each other at
 // start, naming both. The magic cookie keeps a plugin binary that is run by
-// hand from waiting for a host that is not there. Connections use mTLS
-// with certificates made for each start (go-plugin's AutoMTLS), over a
-// Unix socket. gRPC messages may be up to 64 MiB each way
+// hand from waiting for a host that is not there. The gRPC connection
+// uses mTLS with certificates made for each start (go-plugin's AutoMTLS),
+// over a Unix socket. From contract version 2 on (a Go host and this SDK
+// on Unix), batches and answers do not travel on gRPC but on the batch
+// channel, a socket pair the host makes for the instance and hands the
+// plugin at its start: one frame each way per batch, the same bytes. The
+// handler sees no difference. Messages may be up to 64 MiB each way
 // (DefaultMaxMessageSize; gRPC's default is 4 MiB), so that a batch of
 // Pulsar's largest messages fits; ServeOptions.MaxMessageSize (and the
 // host's ClientOptions.MaxMessageSize) change it. Nothing in the contract

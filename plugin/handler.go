@@ -194,8 +194,15 @@ type batchWriter struct {
 	spare []Output
 }
 
-func newBatchWriter(batch []*Message) *batchWriter {
-	w := &batchWriter{batch: batch, results: make([]Result, len(batch)), current: -1}
+// newBatchWriter makes the writer of batch's results, in sc's arrays
+// when sc is not nil.
+func newBatchWriter(batch []*Message, sc *scratch) *batchWriter {
+	w := &batchWriter{batch: batch, current: -1}
+	if sc == nil {
+		w.results = make([]Result, len(batch))
+	} else {
+		w.results, w.spare = sc.resultArrays(len(batch))
+	}
 	for i := range w.results {
 		w.results[i].Outcome = OutcomeAck
 	}

@@ -59,10 +59,10 @@ func Serve(h Handler) { ServeWithOptions(h, ServeOptions{}) }
 
 // ServeWithOptions is Serve with options.
 func ServeWithOptions(h Handler, opts ServeOptions) {
-	s := &server{h: h, slots: make(chan struct{}, max(1, opts.Concurrency))}
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = DefaultMaxMessageSize
 	}
+	s := &server{h: h, slots: make(chan struct{}, max(1, opts.Concurrency)), maxSize: opts.MaxMessageSize}
 	if opts.Logger == nil {
 		// The real stderr, before go-plugin swaps os.Stderr for its stream.
 		var level slog.Level
@@ -77,8 +77,11 @@ func ServeWithOptions(h Handler, opts ServeOptions) {
 	size := opts.MaxMessageSize
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: contract.Handshake(),
-		VersionedPlugins: contract.PluginSets(contract.Version, &contract.GRPCPlugin{
-			Register: func(g *grpc.Server) error { g.RegisterService(s.serviceDesc(), s); return nil },
+		// The host offers the versions it speaks; go-plugin picks the
+		// highest both do and registers only that version's service.
+		VersionedPlugins: contract.PluginSets(map[int]*contract.GRPCPlugin{
+			contract.VersionGRPCBatches:  {Register: s.register(contract.VersionGRPCBatches)},
+			contract.VersionBatchChannel: {Register: s.register(contract.VersionBatchChannel)},
 		}),
 		Logger: contract.NewHCLog(opts.Logger),
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
@@ -118,12 +121,31 @@ type server struct {
 
 	tracing *pluginTracing       // nil when the plugin exports no spans
 	info    atomic.Pointer[Info] // pipeline and instance, once Init came
+	version int                  // the contract version negotiated, once registered
+	maxSize int                  // ServeOptions.MaxMessageSize
+}
+
+// register is the Register of contract version v: the service, and on
+// version 2 the batch channel's reader.
+func (s *server) register(v int) func(*grpc.Server) error {
+	return func(g *grpc.Server) error {
+		s.version = v
+		if v == contract.VersionBatchChannel {
+			conn, err := openChannel()
+			if err != nil {
+				return err
+			}
+			go s.serveChannel(conn)
+		}
+		g.RegisterService(s.serviceDesc(), s)
+		return nil
+	}
 }
 
 func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitResponse, err error) {
-	if req.ContractVersion != ContractVersion {
+	if int(req.ContractVersion) != s.version {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"the host speaks contract version %d, this plugin speaks %d", req.ContractVersion, ContractVersion)
+			"the host speaks contract version %d, this plugin negotiated %d", req.ContractVersion, s.version)
 	}
 	s.info.Store(&Info{Pipeline: req.Pipeline, InstanceID: req.InstanceId})
 	if in, ok := s.h.(Initializer); ok {
@@ -133,12 +155,12 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 			return nil, status.Error(codes.InvalidArgument, ierr.Error())
 		}
 	}
-	return &pb.InitResponse{ContractVersion: ContractVersion}, nil
+	return &pb.InitResponse{ContractVersion: uint32(s.version)}, nil
 }
 
 // run has the handler work on a batch, holding a slot. A handler that
 // panics now or did before gives p instead of results.
-func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanContext) (res []Result, p *pb.Panic) {
+func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanContext, sc *scratch) (res []Result, p *pb.Panic) {
 	if p := s.crashed.Load(); p != nil {
 		return nil, p
 	}
@@ -147,7 +169,7 @@ func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanCon
 		tr = s.tracing.tr
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, s.info.Load(), len(batch))
-	res, herr, p := handle(ctx, s.h, batch)
+	res, herr, p := handle(ctx, s.h, batch, sc)
 	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		// The process exits soon: its spans go first, briefly.
@@ -162,22 +184,52 @@ func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanCon
 	return res, nil
 }
 
-// batches serves the Batches stream: each batch read runs on a goroutine
-// of its own once a slot is free, and its answer goes back on the stream
-// when it is ready. It returns when the host ends the stream, after the
-// answers of every batch read. Batch and answer are the hand-encoded wire
-// types (see wire.go), not the generated ones.
+// batches serves the Batches stream of contract version 1 (see
+// serveBatches). Batch and answer are the hand-encoded wire types (see
+// wire.go), not the generated ones.
 func (s *server) batches(stream grpc.ServerStream) error {
-	ctx := stream.Context()
+	err := s.serveBatches(stream.Context(), func(in *batchIn) error { return stream.RecvMsg(in) },
+		func(out *resultsOut) error { return stream.SendMsg(out) })
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// serveBatches serves batches read by recv until it fails: each batch
+// read goes, once a slot is free, to one of as many workers as there are
+// slots, and its answer goes back through send when it is ready. The
+// workers stay for the stream, with their grown stacks, instead of a
+// fresh goroutine per batch that grows its stack again. It returns
+// recv's error (or ctx's) once the answers of every batch read have been
+// sent.
+func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, send func(*resultsOut) error) error {
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	work := make(chan *batchIn)
+	for range cap(s.slots) {
+		wg.Go(func() {
+			sc := new(scratch)
+			for in := range work {
+				out := s.answer(ctx, in, sc)
+				if out == nil {
+					continue
+				}
+				sendMu.Lock()
+				// An error means the stream is gone, and with it the
+				// host's wait for this answer.
+				_ = send(out)
+				sendMu.Unlock()
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
 	for {
 		in := new(batchIn)
-		if err := stream.RecvMsg(in); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
+		if err := recv(in); err != nil {
 			return err
 		}
 		select {
@@ -185,34 +237,41 @@ func (s *server) batches(stream grpc.ServerStream) error {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hctx, cancel := ctx, context.CancelFunc(func() {})
-			if in.timeoutMs > 0 {
-				hctx, cancel = context.WithTimeout(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
-			}
-			res, p := s.run(hctx, in.msgs, msgtrace.Parse(in.traceParent, in.traceState))
-			late := in.timeoutMs > 0 && hctx.Err() != nil
-			cancel()
-			<-s.slots
-			if late && p == nil {
-				// The host has given up on it (its deadline is the same):
-				// an answer now could only reach it after its own deadline
-				// has said "hung", or a moment before and say otherwise.
-				return
-			}
-			out := &resultsOut{res: res, seq: in.seq}
-			if p != nil {
-				out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
-			}
-			sendMu.Lock()
-			defer sendMu.Unlock()
-			// An error means the stream is gone, and with it the host's
-			// wait for this answer.
-			_ = stream.SendMsg(out)
-		}()
+		work <- in // a worker is free: it gave its slot back before it took more
 	}
+}
+
+// answer has the handler work on in, holding a slot it was given, and
+// returns the answer to send, nil for none. It gives the slot back. The
+// batch's messages and results are in sc's arrays (the worker's) when in
+// comes undecoded (in.frame).
+func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsOut {
+	if in.frame != nil {
+		if err := in.decode(in.frame, sc); err != nil {
+			<-s.slots
+			in.fail(fmt.Errorf("batch: %w", err))
+			return nil
+		}
+	}
+	hctx, cancel := ctx, context.CancelFunc(func() {})
+	if in.timeoutMs > 0 {
+		hctx, cancel = context.WithTimeout(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
+	}
+	res, p := s.run(hctx, in.msgs, msgtrace.Parse(in.traceParent, in.traceState), sc)
+	late := in.timeoutMs > 0 && hctx.Err() != nil
+	cancel()
+	<-s.slots
+	if late && p == nil {
+		// The host has given up on it (its deadline is the same): an
+		// answer now could only reach it after its own deadline has
+		// said "hung", or a moment before and say otherwise.
+		return nil
+	}
+	out := &resultsOut{res: res, seq: in.seq}
+	if p != nil {
+		out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
+	}
+	return out
 }
 
 // serviceDesc is the generated service with Batches replaced by one that
@@ -242,8 +301,8 @@ func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseR
 
 // handle runs h over batch: the one place where a Handler is called, for
 // the plugin process and for ProcessLocal. A panic comes back as p.
-func handle(ctx context.Context, h Handler, batch []*Message) (res []Result, herr error, p *pb.Panic) {
-	w := newBatchWriter(batch)
+func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res []Result, herr error, p *pb.Panic) {
+	w := newBatchWriter(batch, sc)
 	defer func() {
 		if r := recover(); r != nil {
 			p = panicOf(r, w.handlingIndex())
@@ -303,7 +362,7 @@ func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, e
 		tr = trace.SpanFromContext(ctx).TracerProvider().Tracer(msgtrace.ScopeName)
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, nil, len(batch))
-	res, herr, p := handle(ctx, h, batch)
+	res, herr, p := handle(ctx, h, batch, nil)
 	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		pe := &PanicError{Value: p.Value, Stack: p.Stack, Index: int(p.Index)}

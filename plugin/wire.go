@@ -15,6 +15,12 @@ import (
 
 // batchIn is a Batch as the plugin reads it.
 type batchIn struct {
+	// frame, when not nil, is the Batch still encoded (from the batch
+	// channel): the worker that takes it decodes it into its own arrays,
+	// and calls fail should it not decode.
+	frame []byte
+	fail  func(error)
+
 	msgs      []*Message
 	seq       uint64
 	timeoutMs int64
@@ -95,14 +101,56 @@ func appendResults(b []byte, rs []Result) []byte {
 	return b
 }
 
+// scratch is a worker's arrays for the batches it handles, reused from
+// one batch to the next: no handler may keep a Message or its
+// ResultWriter after Process returns (see Message and Handler), and the
+// answer is encoded before the worker takes the next batch. Strings and
+// payloads are not in here: they alias the received frame, which is
+// never reused, so a string a handler keeps stays as it was.
+type scratch struct {
+	msgs    []Message
+	ptrs    []*Message
+	results []Result
+	outputs []Output
+}
+
+// messages returns n cleared Messages and the pointers to them.
+func (sc *scratch) messages(n int) ([]Message, []*Message) {
+	if cap(sc.msgs) < n {
+		sc.msgs, sc.ptrs = make([]Message, n), make([]*Message, n)
+	}
+	ms := sc.msgs[:n]
+	clear(ms)
+	return ms, sc.ptrs[:n]
+}
+
+// resultArrays returns n cleared Results and as many spare Outputs.
+func (sc *scratch) resultArrays(n int) ([]Result, []Output) {
+	if cap(sc.results) < n {
+		sc.results, sc.outputs = make([]Result, n), make([]Output, n)
+	}
+	rs, outs := sc.results[:n], sc.outputs[:n]
+	clear(rs)
+	clear(outs)
+	return rs, outs
+}
+
 // Decode reads a Batch into in, setting each message's index.
-func (in *batchIn) Decode(b []byte) error {
+func (in *batchIn) Decode(b []byte) error { return in.decode(b, nil) }
+
+// decode reads a Batch into in, in sc's arrays when sc is not nil.
+func (in *batchIn) decode(b []byte, sc *scratch) error {
 	n, err := wire.Count(b, wire.BatchMessages)
 	if err != nil {
 		return fmt.Errorf("batch: %w", err)
 	}
-	ms := make([]Message, n) // one allocation for the whole batch
-	out := make([]*Message, n)
+	var ms []Message
+	var out []*Message
+	if sc != nil {
+		ms, out = sc.messages(n)
+	} else {
+		ms, out = make([]Message, n), make([]*Message, n) // one allocation for the whole batch
+	}
 	in.msgs = out
 	var topic string
 	for i := 0; len(b) > 0; {

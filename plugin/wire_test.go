@@ -18,6 +18,19 @@ import (
 // cross too (generated code refuses a proto3 string that is not).
 func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	c := wire.NewCodec()
+	t.Run("the plugin reads the generated code's Batch", func(t *testing.T) { checkBatchIn(t, c) })
+	t.Run("the generated code reads the plugin's BatchResult", func(t *testing.T) { checkResultsOut(t, c) })
+	t.Run("and its panic report", func(t *testing.T) { checkPanicOut(t, c) })
+	t.Run("garbage is an error, not a panic", func(t *testing.T) {
+		for _, bad := range [][]byte{{0x0a, 0x05, 1}, {0x0a, 0x02, 0x0a, 0x09}, {0xff}} {
+			if err := c.Unmarshal(memSlice(bad), &batchIn{}); err == nil {
+				t.Errorf("% x decoded as a batch", bad)
+			}
+		}
+	})
+}
+
+func checkBatchIn(t *testing.T, c wire.Codec) {
 	batch := []*Message{
 		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k\xff\xfe", OrderingKey: []byte("ok"),
 			Properties: map[string]string{"a": "1", "b": "", "\xc3(": "\xa0\xa1"}, Payload: []byte("payload"),
@@ -51,7 +64,9 @@ func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 			t.Errorf("message %d: got %+v, want %+v", i, m, &want)
 		}
 	}
+}
 
+func checkResultsOut(t *testing.T, c wire.Codec) {
 	res := []Result{
 		{Outcome: OutcomeAck, Outputs: []Output{{Topic: "o", Key: "k\x80", Payload: []byte("p"),
 			Properties: map[string]string{"x": "y\xff"}, OrderingKey: []byte("ok"), EventTime: time.UnixMilli(7)},
@@ -68,32 +83,39 @@ func TestThePluginsHandEncodingIsTheContracts(t *testing.T) {
 	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
 		t.Fatal(err)
 	}
-	if pbRes.Seq != 9 || len(pbRes.Results) != 4 || pbRes.Results[1].RetryDelayMs != 1500 ||
-		pbRes.Results[1].Outcome != pb.Outcome_OUTCOME_RETRY || pbRes.Results[3].Index != 3 ||
-		prop(pbRes.Results[0].Outputs[0].Properties, "x") != "y\xff" ||
-		string(pbRes.Results[0].Outputs[0].Key) != "k\x80" || pbRes.Results[0].Outputs[0].EventTimeMs != 7 ||
-		pbRes.Results[0].Outputs[1].Topic != "o2" || pbRes.Results[2].Reason != "no" {
+	if pbRes.Seq != 9 || len(pbRes.Results) != 4 {
 		t.Fatalf("protobuf read %v", &pbRes)
 	}
+	r0, r1 := pbRes.Results[0], pbRes.Results[1]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"result 1's delay", r1.RetryDelayMs, int64(1500)}, {"result 1's outcome", r1.Outcome, pb.Outcome_OUTCOME_RETRY},
+		{"result 3's index", pbRes.Results[3].Index, uint32(3)}, {"result 2's reason", pbRes.Results[2].Reason, "no"},
+		{"output 0's property x", prop(r0.Outputs[0].Properties, "x"), "y\xff"},
+		{"output 0's key", string(r0.Outputs[0].Key), "k\x80"}, {"output 0's event time", r0.Outputs[0].EventTimeMs, int64(7)},
+		{"output 1's topic", r0.Outputs[1].Topic, "o2"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %#v, want %#v (protobuf read %v)", c.what, c.got, c.want, &pbRes)
+		}
+	}
+}
 
+func checkPanicOut(t *testing.T, c wire.Codec) {
 	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
-	data, err = c.Marshal(&resultsOut{seq: 10, panic: panicked})
+	data, err := c.Marshal(&resultsOut{seq: 10, panic: panicked})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pbRes.Reset()
+	var pbRes pb.BatchResult
 	if err := proto.Unmarshal(data.Materialize(), &pbRes); err != nil {
 		t.Fatal(err)
 	}
 	if pbRes.Seq != 10 || pbRes.Panic.GetValue() != "boom" || pbRes.Panic.GetIndex() != 2 || len(pbRes.Results) != 0 {
 		t.Fatalf("protobuf read %v", &pbRes)
-	}
-
-	// Garbage is an error, not a panic.
-	for _, bad := range [][]byte{{0x0a, 0x05, 1}, {0x0a, 0x02, 0x0a, 0x09}, {0xff}} {
-		if err := c.Unmarshal(memSlice(bad), &batchIn{}); err == nil {
-			t.Errorf("% x decoded as a batch", bad)
-		}
 	}
 }
 

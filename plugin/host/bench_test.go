@@ -16,8 +16,8 @@ import (
 // BenchmarkProcess measures a Process round trip to a plugin process (the
 // test binary's echo handler: every message acked with one output of the
 // same payload), for batches of 100-byte messages. ns/msg is the cost per
-// message of the whole trip: encode, gRPC over mTLS on a unix socket,
-// decode, handle, and back.
+// message of the whole trip: encode, the batch channel (contract version
+// 2, which the SDK negotiates), decode, handle, and back.
 func BenchmarkProcess(b *testing.B) {
 	inst := start(b, selfPlugin(b, "sdk", nil), `{"mode":"echo"}`)
 	benchBatches(b, inst.Pid(), inst.Process)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -79,6 +81,7 @@ type Instance struct {
 	rpc     *hostConn
 	batches *batchStream
 	proc    *process
+	version int // the contract version negotiated
 
 	stopping atomic.Bool
 	stopOnce sync.Once
@@ -133,10 +136,23 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
 	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String(), certEnv)
+	// Contract version 1 always; version 2 where the batch channel can be
+	// made. The plugin picks.
+	versions := map[int]*contract.GRPCPlugin{contract.VersionGRPCBatches: {Dial: dial}}
+	channel, childEnd, err := newChannel()
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", name, err)
+	}
+	if channel != nil {
+		defer func() { _ = childEnd.Close() }() // closed already once the child started
+		proc.cmd.ExtraFiles = []*os.File{childEnd}
+		env = append(env, fmt.Sprintf("%s=%d", contract.EnvBatchFD, 3)) // ExtraFiles' first
+		versions[contract.VersionBatchChannel] = &contract.GRPCPlugin{Dial: dial}
+	}
 	size := opts.MaxMessageSize
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  contract.Handshake(),
-		VersionedPlugins: contract.PluginSets(contract.Version, &contract.GRPCPlugin{Dial: dial}),
+		VersionedPlugins: contract.PluginSets(versions),
 		RunnerFunc:       proc.runnerFunc(env),
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		TLSConfig:        tlsConfig, // AutoMTLS, done by clientTLS
@@ -179,16 +195,36 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		d.err = ctx.Err()
 	}
 	if d.err != nil {
+		closeChannel(channel)
 		inst.Kill()
 		return nil, fmt.Errorf("plugin %s: start: %w", name, d.err)
 	}
 	inst.rpc = d.rpc
-	if inst.batches, err = openBatchStream(d.rpc.conn, opts.MaxMessageSize); err != nil {
+	inst.version = client.NegotiatedVersion()
+	c, err := inst.carrier(channel)
+	if err != nil {
 		inst.Kill()
 		return nil, fmt.Errorf("plugin %s: start: open the batch stream: %w", name, err)
 	}
-	log.Debug("plugin started", "pid", proc.pid, "contract", client.NegotiatedVersion())
+	inst.batches = newBatchStream(c, opts.MaxMessageSize)
+	log.Debug("plugin started", "pid", proc.pid, "contract", inst.version)
 	return inst, nil
+}
+
+// carrier is how the instance's batches travel, as the contract version
+// negotiated says: the batch channel (version 2), else the gRPC stream.
+func (i *Instance) carrier(channel net.Conn) (carrier, error) {
+	if i.version == contract.VersionBatchChannel && channel != nil {
+		return newChannelCarrier(channel, i.opts.MaxMessageSize), nil
+	}
+	closeChannel(channel)
+	return openGRPCCarrier(i.rpc.conn)
+}
+
+func closeChannel(c net.Conn) {
+	if c != nil {
+		_ = c.Close()
+	}
 }
 
 // Name is "Name" or "Name/InstanceID" from the options.
@@ -230,7 +266,7 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 		Config:          config,
 		Pipeline:        i.opts.Pipeline,
 		InstanceId:      i.opts.InstanceID,
-		ContractVersion: contract.Version,
+		ContractVersion: uint32(i.version),
 	})
 	if err == nil {
 		return nil

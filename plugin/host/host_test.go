@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/contract"
 )
 
 func TestUppercaseRoundTrip(t *testing.T) {
@@ -396,9 +398,9 @@ func TestCallersOnOneStreamGetTheirOwnAnswers(t *testing.T) {
 }
 
 func TestAnotherContractVersionIsRefusedAtStart(t *testing.T) {
-	_, err := Start(context.Background(), selfPlugin(t, "v2", nil))
-	if err == nil || !strings.Contains(err.Error(), "Plugin version: 2") {
-		t.Fatalf("start of a version 2 plugin: %v", err)
+	_, err := Start(context.Background(), selfPlugin(t, "future", nil))
+	if want := fmt.Sprintf("Plugin version: %d", contract.Version+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("start of a version %d plugin: %v", contract.Version+1, err)
 	}
 	t.Log(err)
 }

@@ -50,10 +50,11 @@ func TestMain(m *testing.M) {
 		plugin.ServeWithOptions(&testHandler{}, plugin.ServeOptions{Concurrency: n})
 		return
 	case "raw":
-		serveRaw(contract.Version)
+		// As a plugin of another language that speaks version 1 only.
+		serveRaw(contract.VersionGRPCBatches)
 		return
-	case "v2":
-		serveRaw(2)
+	case "future":
+		serveRaw(contract.Version + 1)
 		return
 	case "host":
 		childHost()
@@ -204,7 +205,7 @@ func (s *rawServer) Init(_ context.Context, req *pb.InitRequest) (*pb.InitRespon
 	var cfg struct{ Mode string }
 	_ = json.Unmarshal(req.Config, &cfg)
 	s.mode.Store(&cfg.Mode)
-	return &pb.InitResponse{ContractVersion: plugin.ContractVersion}, nil
+	return &pb.InitResponse{ContractVersion: contract.VersionGRPCBatches}, nil
 }
 
 func (s *rawServer) Batches(stream pb.Handler_BatchesServer) error {
@@ -256,9 +257,9 @@ func (s *rawServer) answer(req *pb.Batch) *pb.BatchResult {
 func serveRaw(v int) {
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: contract.Handshake(),
-		VersionedPlugins: contract.PluginSets(v, &contract.GRPCPlugin{
+		VersionedPlugins: contract.PluginSets(map[int]*contract.GRPCPlugin{v: {
 			Register: func(s *grpc.Server) error { pb.RegisterHandlerServer(s, &rawServer{}); return nil },
-		}),
+		}}),
 		GRPCServer: goplugin.DefaultGRPCServer,
 	})
 }

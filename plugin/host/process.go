@@ -82,6 +82,12 @@ func (p *process) Start(context.Context) error {
 		runtime.LockOSThread()
 		p.mu.Lock()
 		err := p.cmd.Start()
+		// The child has its copies of the extra files (the batch
+		// channel's end): the host's go, so the channel ends when the
+		// child does.
+		for _, f := range p.cmd.ExtraFiles {
+			_ = f.Close()
+		}
 		if err == nil {
 			p.osProc, p.pid = p.cmd.Process, p.cmd.Process.Pid
 		}

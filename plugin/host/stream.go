@@ -20,16 +20,14 @@ import (
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
-// batchStream is the host's end of the Batches stream: one long-lived
-// gRPC stream per instance that carries every batch and its answer, so a
-// batch costs two HTTP/2 data frames instead of a call's set-up, headers
-// and trailers. Callers send under sendMu and wait for the answer with
-// their batch's seq; one goroutine, owned by the stream, reads answers
-// and hands each to its caller. It ends when the stream does (the plugin
-// went, or close was called), failing every caller still waiting.
+// batchStream is the host's end of the instance's batches, whichever way
+// they travel (a carrier): callers send under sendMu and wait for the
+// answer with their batch's seq; one goroutine, owned by the stream,
+// reads answers and hands each to its caller. It ends when the carrier
+// does (the plugin went, or close was called), failing every caller still
+// waiting.
 type batchStream struct {
-	stream  grpc.ClientStream
-	cancel  context.CancelFunc
+	carrier carrier
 	maxSize int // the largest Batch sent (ClientOptions.MaxMessageSize)
 
 	sendMu sync.Mutex
@@ -42,6 +40,19 @@ type batchStream struct {
 	done chan struct{} // closed when the reader has ended
 }
 
+// carrier moves batches and answers between host and plugin: the gRPC
+// Batches stream (contract version 1, grpcCarrier) or the batch channel
+// (version 2, channel.go). Its errors are gRPC statuses, or io.EOF when
+// the plugin ended it, for Instance.callError to classify.
+type carrier interface {
+	// send sends a batch; it is called under batchStream.sendMu.
+	send(*batchOut) error
+	// recv reads the next answer; only batchStream.read calls it.
+	recv(*resultsIn) error
+	// close ends the carrier: a send or recv under way returns.
+	close()
+}
+
 type streamAnswer struct {
 	res *resultsIn
 	err error
@@ -50,9 +61,17 @@ type streamAnswer struct {
 // batchesDesc is the Batches method as the generated code declares it.
 var batchesDesc = &pb.Handler_ServiceDesc.Streams[0]
 
-// openBatchStream opens the Batches stream on conn; batches above
-// maxSize bytes are refused before they are sent.
-func openBatchStream(conn *grpc.ClientConn, maxSize int) (*batchStream, error) {
+// grpcCarrier is contract version 1's carrier: one long-lived gRPC stream
+// per instance that carries every batch and its answer, so a batch costs
+// two HTTP/2 data frames instead of a call's set-up, headers and
+// trailers.
+type grpcCarrier struct {
+	stream grpc.ClientStream
+	cancel context.CancelFunc
+}
+
+// openGRPCCarrier opens the Batches stream on conn.
+func openGRPCCarrier(conn *grpc.ClientConn) (*grpcCarrier, error) {
 	if batchesDesc.StreamName != "Batches" {
 		return nil, errors.New("plugin host: the generated contract has no Batches stream")
 	}
@@ -62,10 +81,20 @@ func openBatchStream(conn *grpc.ClientConn, maxSize int) (*batchStream, error) {
 		cancel()
 		return nil, err
 	}
-	s := &batchStream{stream: st, cancel: cancel, maxSize: maxSize,
+	return &grpcCarrier{stream: st, cancel: cancel}, nil
+}
+
+func (c *grpcCarrier) send(b *batchOut) error  { return c.stream.SendMsg(b) }
+func (c *grpcCarrier) recv(r *resultsIn) error { return c.stream.RecvMsg(r) }
+func (c *grpcCarrier) close()                  { c.cancel() }
+
+// newBatchStream starts the reader of c's answers; batches above maxSize
+// bytes are refused before they are sent.
+func newBatchStream(c carrier, maxSize int) *batchStream {
+	s := &batchStream{carrier: c, maxSize: maxSize,
 		waiting: make(map[uint64]chan streamAnswer), done: make(chan struct{})}
 	go s.read()
-	return s, nil
+	return s
 }
 
 // read hands each answer to its caller until the stream ends.
@@ -73,7 +102,7 @@ func (s *batchStream) read() {
 	defer close(s.done)
 	for {
 		in := new(resultsIn)
-		err := s.stream.RecvMsg(in)
+		err := s.carrier.recv(in)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = status.Error(codes.Unavailable, "the plugin ended the batch stream")
@@ -143,17 +172,18 @@ func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*re
 	if d, ok := ctx.Deadline(); ok {
 		wb.timeoutMs = max(time.Until(d).Milliseconds(), 1)
 	}
-	// SendMsg has no context: should the plugin stop reading, with the
-	// flow-control window full, it would block past ctx. Ending ctx then
-	// breaks the stream, and the instance with it, as a hang does anyway.
-	stop := context.AfterFunc(ctx, s.cancel)
+	// A send has no context: should the plugin stop reading, with the
+	// flow-control window or the socket's buffer full, it would block past
+	// ctx. Ending ctx then breaks the carrier, and the instance with it, as
+	// a hang does anyway.
+	stop := context.AfterFunc(ctx, s.carrier.close)
 	s.sendMu.Lock()
-	err := s.stream.SendMsg(wb)
+	err := s.carrier.send(wb)
 	s.sendMu.Unlock()
 	stop()
 	if err != nil && !errors.Is(err, io.EOF) {
-		// gRPC ends the stream on a failed send; io.EOF means it had
-		// ended, and the reader tells why.
+		// A failed send ends the carrier; io.EOF means it had ended, and
+		// the reader tells why.
 		s.fail(err)
 	}
 	select {
@@ -173,6 +203,6 @@ func (s *batchStream) forget(seq uint64) {
 
 // close ends the stream and waits for its reader.
 func (s *batchStream) close() {
-	s.cancel()
+	s.carrier.close()
 	<-s.done
 }

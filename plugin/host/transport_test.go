@@ -3,9 +3,12 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 )
 
@@ -64,5 +68,65 @@ func TestAPluginOutlivesThreadsThatEnd(t *testing.T) {
 	t.Logf("%d threads ended", ended)
 	if _, err := inst.Process(context.Background(), msgs("still here")); err != nil || !inst.Alive() {
 		t.Fatalf("the plugin died with a thread: %v", err)
+	}
+}
+
+// A plugin on the SDK gets contract version 2, batches on the batch
+// channel; one that speaks only version 1 (as the Python SDK does) gets
+// that, batches on gRPC. Both answer.
+func TestTheBatchChannelIsNegotiated(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    ClientOptions
+		config  string
+		version int
+		channel bool
+	}{
+		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionBatchChannel, true},
+		{"version 1 only", selfPlugin(t, "raw", nil), `{"mode":"ok"}`, contract.VersionGRPCBatches, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			inst := start(t, c.opts, c.config)
+			_, onChannel := inst.batches.carrier.(*channelCarrier)
+			if inst.version != c.version || onChannel != c.channel {
+				t.Fatalf("contract version %d, batch channel %v; want %d, %v", inst.version, onChannel, c.version, c.channel)
+			}
+			if res, err := inst.Process(context.Background(), msgs("a", "b")); err != nil || len(res) != 2 {
+				t.Fatalf("%d results, %v", len(res), err)
+			}
+		})
+	}
+}
+
+// The batch channel has no name anyone could connect to, and only the
+// plugin holds its end: once the plugin is gone, the host reads the end
+// of the channel (it would wait for ever if it held a copy of that end).
+func TestOnlyThePluginHoldsItsEndOfTheBatchChannel(t *testing.T) {
+	inst := start(t, ClientOptions{Path: example("uppercase")}, `{"output":"o"}`)
+	ch, ok := inst.batches.carrier.(*channelCarrier)
+	if !ok {
+		t.Fatalf("batches on %T, not the batch channel", inst.batches.carrier)
+	}
+	for _, a := range []net.Addr{ch.conn.LocalAddr(), ch.conn.RemoteAddr()} {
+		// Go writes an unnamed Unix address as "@"; an abstract one is
+		// "@name", a bound one its path.
+		if a != nil && a.String() != "" && a.String() != "@" {
+			t.Errorf("an end of the batch channel has the name %q", a)
+		}
+	}
+	if err := inst.proc.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inst.batches.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the channel did not end with the plugin")
+	}
+	inst.batches.mu.Lock()
+	err := inst.batches.err
+	inst.batches.mu.Unlock()
+	if !strings.Contains(fmt.Sprint(err), "the plugin ended the batch stream") {
+		t.Fatalf("the channel ended with %v, not with its end", err)
 	}
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,6 +20,34 @@ import (
 // cross too (generated code refuses a proto3 string that is not).
 func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 	c := wire.NewCodec()
+	t.Run("the generated code reads the host's Batch", func(t *testing.T) { checkBatchOut(t, c) })
+	t.Run("the host reads the generated code's BatchResult", func(t *testing.T) { checkResultsIn(t, c) })
+	t.Run("and its panic report", func(t *testing.T) { checkPanicIn(t, c) })
+	t.Run("garbage is an error, not a panic", func(t *testing.T) {
+		for _, bad := range [][]byte{{0x0a, 0x05, 1}, {0x0a, 0x02, 0x0a, 0x09}, {0xff}} {
+			if err := c.Unmarshal(memSlice(bad), &resultsIn{}); err == nil {
+				t.Errorf("% x decoded as results", bad)
+			}
+		}
+	})
+}
+
+// check is one field compared: what it is, what came, what was sent.
+type check struct {
+	what      string
+	got, want any
+}
+
+func checkAll(t *testing.T, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %#v, want %#v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func checkBatchOut(t *testing.T, c wire.Codec) {
 	batch := []*plugin.Message{
 		{ID: "1:2:-1:-1", Topic: "persistent://t/n/a", Key: "k\xff", OrderingKey: []byte("ok"),
 			Properties: map[string]string{"a": "1", "\xc3(": "\xa0"}, Payload: []byte("payload"),
@@ -39,14 +68,20 @@ func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 		t.Fatalf("protobuf read %v", &pbBatch)
 	}
 	m0 := pbBatch.Messages[0]
-	if m0.Id != "1:2:-1:-1" || m0.Topic != "persistent://t/n/a" || string(m0.Key) != "k\xff" || string(m0.OrderingKey) != "ok" ||
-		prop(m0.Properties, "a") != "1" || prop(m0.Properties, "\xc3(") != "\xa0" || len(m0.Properties) != 2 || string(m0.Payload) != "payload" ||
-		m0.PublishTimeMs != 1_700_000_000_001 || m0.EventTimeMs != -5 || m0.RedeliveryCount != 3 ||
-		m0.Traceparent != "tp" || m0.Tracestate != "ts" || string(pbBatch.Messages[2].Payload) != "x" ||
-		!proto.Equal(pbBatch.Messages[1], &pb.Message{}) {
-		t.Fatalf("protobuf read %v", &pbBatch)
-	}
+	checkAll(t, []check{
+		{"id", m0.Id, "1:2:-1:-1"}, {"topic", m0.Topic, "persistent://t/n/a"},
+		{"key", string(m0.Key), "k\xff"}, {"ordering key", string(m0.OrderingKey), "ok"},
+		{"property a", prop(m0.Properties, "a"), "1"}, {"property \\xc3(", prop(m0.Properties, "\xc3("), "\xa0"},
+		{"properties", len(m0.Properties), 2}, {"payload", string(m0.Payload), "payload"},
+		{"publish time", m0.PublishTimeMs, int64(1_700_000_000_001)}, {"event time", m0.EventTimeMs, int64(-5)},
+		{"redeliveries", m0.RedeliveryCount, uint32(3)},
+		{"traceparent", m0.Traceparent, "tp"}, {"tracestate", m0.Tracestate, "ts"},
+		{"message 2's payload", string(pbBatch.Messages[2].Payload), "x"},
+		{"an empty message is empty", proto.Equal(pbBatch.Messages[1], &pb.Message{}), true},
+	})
+}
 
+func checkResultsIn(t *testing.T, c wire.Codec) {
 	pbRes := &pb.BatchResult{Seq: 10, Results: []*pb.Result{
 		{Index: 0, Outcome: pb.Outcome_OUTCOME_ACK, Outputs: []*pb.Output{
 			{Topic: "o", Key: []byte("k\x80"), Payload: []byte("p"), Properties: pbProps(map[string]string{"x": "y\xff"}),
@@ -74,27 +109,26 @@ func TestTheHostsHandEncodingIsTheContracts(t *testing.T) {
 			t.Fatalf("result %d: got %+v, want %v", i, r, w)
 		}
 		for k, o := range r.outputs {
-			wo := w.Outputs[k]
-			if o.Topic != wo.Topic || o.Key != string(wo.Key) || string(o.Payload) != string(wo.Payload) ||
-				string(o.OrderingKey) != string(wo.OrderingKey) || wire.Millis(o.EventTime) != wo.EventTimeMs ||
-				len(o.Properties) != len(wo.Properties) || (len(wo.Properties) > 0 && o.Properties["x"] != prop(wo.Properties, "x")) {
-				t.Fatalf("result %d output %d: got %+v, want %v", i, k, o, wo)
-			}
+			checkOutput(t, fmt.Sprintf("result %d output %d", i, k), o, w.Outputs[k])
 		}
 	}
+}
 
+func checkOutput(t *testing.T, where string, o plugin.Output, wo *pb.Output) {
+	t.Helper()
+	if o.Topic != wo.Topic || o.Key != string(wo.Key) || string(o.Payload) != string(wo.Payload) ||
+		string(o.OrderingKey) != string(wo.OrderingKey) || wire.Millis(o.EventTime) != wo.EventTimeMs ||
+		len(o.Properties) != len(wo.Properties) || (len(wo.Properties) > 0 && o.Properties["x"] != prop(wo.Properties, "x")) {
+		t.Fatalf("%s: got %+v, want %v", where, o, wo)
+	}
+}
+
+func checkPanicIn(t *testing.T, c wire.Codec) {
 	panicked, _ := proto.Marshal(&pb.Panic{Index: 2, Value: "boom", Stack: "stack"})
-	raw, _ = proto.Marshal(&pb.BatchResult{Seq: 11, Panic: &pb.Panic{Index: 2, Value: "boom", Stack: "stack"}})
-	rin = resultsIn{}
+	raw, _ := proto.Marshal(&pb.BatchResult{Seq: 11, Panic: &pb.Panic{Index: 2, Value: "boom", Stack: "stack"}})
+	var rin resultsIn
 	if err := c.Unmarshal(memSlice(raw), &rin); err != nil || rin.seq != 11 || string(rin.panic) != string(panicked) {
 		t.Fatalf("read seq %d, panic %q: %v", rin.seq, rin.panic, err)
-	}
-
-	// Garbage is an error, not a panic.
-	for _, bad := range [][]byte{{0x0a, 0x05, 1}, {0x0a, 0x02, 0x0a, 0x09}, {0xff}} {
-		if err := c.Unmarshal(memSlice(bad), &resultsIn{}); err == nil {
-			t.Errorf("% x decoded as results", bad)
-		}
 	}
 }
 

@@ -13,11 +13,33 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Version is the version of the host-plugin contract
+// Version is the newest version of the host-plugin contract
 // (plugin/proto/handler.proto) both ends speak. It is negotiated in
-// go-plugin's handshake: a host and a plugin built against different
-// versions refuse each other at start with an error naming both.
-const Version = 1
+// go-plugin's handshake (the host offers every version it speaks, the
+// plugin picks the highest it also speaks): a host and a plugin with no
+// version in common refuse each other at start with an error naming both.
+//
+// The versions differ only in how batches travel; the messages are the
+// same:
+//
+//   - VersionGRPCBatches (1): on the gRPC Batches stream, over go-plugin's
+//     mTLS connection. Every SDK speaks it (the Python SDK only it).
+//   - VersionBatchChannel (2): on the batch channel, a socket pair the
+//     host makes and hands the plugin at its start (EnvBatchFD), each
+//     Batch and BatchResult one frame (plugin/internal/wire's frame.go);
+//     Init and Close stay on gRPC.
+const Version = VersionBatchChannel
+
+// The contract's versions (see Version).
+const (
+	VersionGRPCBatches  = 1
+	VersionBatchChannel = 2
+)
+
+// EnvBatchFD names, in the plugin's environment, the file descriptor of
+// its end of the batch channel. The host sets it, and offers
+// VersionBatchChannel, only where it can make the channel (Unix).
+const EnvBatchFD = "STREAMRUN_PLUGIN_BATCH_FD"
 
 // DefaultMaxMessageSize is the largest gRPC message (a batch, or a batch's
 // results) either side accepts unless told otherwise: 64 MiB, well above
@@ -59,10 +81,14 @@ type GRPCPlugin struct {
 	Dial     func(*grpc.ClientConn) any
 }
 
-// PluginSets is the versioned plugin map for go-plugin's negotiation, for
-// contract version v (Version, except in tests of a mismatch).
-func PluginSets(v int, p *GRPCPlugin) map[int]goplugin.PluginSet {
-	return map[int]goplugin.PluginSet{v: {PluginKey: p}}
+// PluginSets is the versioned plugin map for go-plugin's negotiation: one
+// GRPCPlugin for each contract version offered.
+func PluginSets(versions map[int]*GRPCPlugin) map[int]goplugin.PluginSet {
+	sets := make(map[int]goplugin.PluginSet, len(versions))
+	for v, p := range versions {
+		sets[v] = goplugin.PluginSet{PluginKey: p}
+	}
+	return sets
 }
 
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {

@@ -1,0 +1,79 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/streamrun/streamrun/plugin/internal/contract"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
+)
+
+// The plugin's end of the batch channel of contract version 2
+// (plugin/internal/contract): a socket the host made and handed this
+// process at its start, as the file descriptor named by
+// STREAMRUN_PLUGIN_BATCH_FD. Batches come in as frames, answers go out as
+// frames; Init and Close stay on gRPC.
+
+// openChannel takes the batch channel's descriptor. It is made
+// close-on-exec (net.FileConn's dup is), so a process the handler starts
+// does not hold the channel open after this one is gone.
+func openChannel() (net.Conn, error) {
+	v := os.Getenv(contract.EnvBatchFD)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 0 {
+		return nil, fmt.Errorf("contract version %d needs the batch channel's descriptor in %s, which is %q",
+			contract.VersionBatchChannel, contract.EnvBatchFD, v)
+	}
+	f := os.NewFile(uintptr(fd), "streamrun-batch-channel")
+	conn, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the batch channel (descriptor %d): %w", fd, err)
+	}
+	return conn, nil
+}
+
+// serveChannel serves the batches that come on conn until the host ends
+// the channel (or goes). The handlers' context ends with it, as it ends
+// with the gRPC stream on version 1.
+func (s *server) serveChannel(conn net.Conn) {
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	fr := wire.NewFrameReader(conn, s.maxSize)
+	var out []byte // the answer being written, reused: sends are serialized
+	// A batch that does not decode ends the channel: the host sees the
+	// plugin's end, a crash, and retries its batches elsewhere.
+	bad := func(err error) {
+		slog.Error("a batch from the host does not decode; the batch channel ends", "error", err)
+		_ = conn.Close()
+	}
+	err := s.serveBatches(ctx,
+		func(in *batchIn) error {
+			frame, err := fr.Next()
+			if err != nil {
+				cancel() // the host is gone: so is the work for it
+				return err
+			}
+			// Decoded by the worker that takes it, into its arrays.
+			in.frame, in.fail = frame, bad
+			return nil
+		},
+		func(r *resultsOut) error {
+			var err error
+			if out, err = wire.AppendFrame(out[:0], r); err != nil {
+				return err
+			}
+			_, err = conn.Write(out)
+			return err
+		})
+	cancel()
+	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+		slog.Warn("the batch channel failed; no more batches", "error", err)
+	}
+}
