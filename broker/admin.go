@@ -1,18 +1,15 @@
 package broker
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
 )
@@ -21,33 +18,6 @@ import (
 // pulsar-admin needs for the basics (clusters, tenants, namespaces, topics
 // and partitioned topics, subscriptions, stats), JSON shaped like Pulsar's,
 // errors as {"reason": "..."} with Pulsar's status codes.
-
-func (c *Cluster) startHTTP(ctx context.Context) error {
-	if c.opts.HTTP == "-" {
-		return nil
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", c.opts.HTTP)
-	if err != nil {
-		return fmt.Errorf("broker: admin API: listen on %s: %w", c.opts.HTTP, err)
-	}
-	host, _, _ := net.SplitHostPort(c.opts.HTTP)
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	c.adminURL = "http://" + net.JoinHostPort(host, port)
-	c.httpSrv = &http.Server{Handler: c.adminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		if err := c.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			c.log.Error("admin API stopped", "err", err)
-		}
-	}()
-	c.log.Info("admin API listening", "url", c.adminURL)
-	return nil
-}
 
 type httpError struct {
 	code   int
@@ -66,20 +36,8 @@ func (c *Cluster) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	h := func(pattern string, f adminFunc) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if c.authRequired() {
-				tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-				var err error
-				if !ok {
-					err = errBadToken
-				} else if c.opts.Authenticate != nil {
-					_, err = c.opts.Authenticate(r.Context(), "token", []byte(tok))
-				} else {
-					_, err = c.checkToken(tok)
-				}
-				if err != nil {
-					writeJSON(w, http.StatusUnauthorized, map[string]string{"reason": "Authentication required"})
-					return
-				}
+			if !c.adminAuth(w, r) {
+				return
 			}
 			c.log.Debug("admin request", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery)
 			v, err := f(w, r)
@@ -138,6 +96,9 @@ func (c *Cluster) adminHandler() http.Handler {
 	h("PUT /admin/v2/namespaces/{tenant}/{ns}", c.adminPutNamespace)
 	h("DELETE /admin/v2/namespaces/{tenant}/{ns}", c.adminDeleteNamespace)
 	h("GET /admin/v2/namespaces/{tenant}/{ns}/topics", c.adminListTopics)
+	h("GET /admin/v2/namespaces/{tenant}/{ns}/permissions", c.adminGetPermissions)
+	h("POST /admin/v2/namespaces/{tenant}/{ns}/permissions/{role}", c.adminGrant)
+	h("DELETE /admin/v2/namespaces/{tenant}/{ns}/permissions/{role}", c.adminRevoke)
 	h("GET /admin/v2/persistent/{tenant}/{ns}", c.adminListTopics)
 	h("GET /admin/v2/persistent/{tenant}/{ns}/partitioned", c.adminListPartitioned)
 	h("PUT "+tp, c.adminCreateTopic)

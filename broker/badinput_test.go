@@ -147,20 +147,36 @@ func TestCommandBeforeConnectClosesTheConnection(t *testing.T) {
 }
 
 func TestTokenAuthentication(t *testing.T) {
-	c := brokertest.Start(t, func(o *broker.Options) { o.Tokens = []string{"s3cret"} })
-	dial(t, c.ServiceURL(), "s3cret").producer("authed")
+	key := brokertest.SecretKey(t)
+	c := brokertest.Start(t, brokertest.WithTokenKey(key))
+	good := brokertest.Token(t, key, "alice", time.Time{})
+	dial(t, c.ServiceURL(), good).producer("authed")
 
-	p := dialRaw(t, c.ServiceURL())
-	p.send(&pb.CommandConnect{ClientVersion: proto.String("x"), ProtocolVersion: proto.Int32(20), AuthMethodName: proto.String("token"), AuthData: []byte("wrong")})
-	f := p.expect("ERROR", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_ERROR })
-	if f.Cmd.GetError().GetError() != pb.ServerError_AuthenticationError {
-		t.Fatalf("bad token: %v", f.Cmd)
+	// Not a JWT, expired, signed with another key: AuthenticationError,
+	// then the connection closes.
+	bad := map[string]string{
+		"not a JWT":   "wrong",
+		"expired":     brokertest.Token(t, key, "alice", time.Now().Add(-time.Minute)),
+		"another key": brokertest.Token(t, brokertest.SecretKey(t), "alice", time.Time{}),
+		"no subject":  brokertest.Token(t, key, "", time.Time{}),
 	}
-	if !p.closedByBroker() {
-		t.Fatal("connection with a bad token stays open")
+	for why, tok := range bad {
+		p := dialRaw(t, c.ServiceURL())
+		p.send(&pb.CommandConnect{ClientVersion: proto.String("x"), ProtocolVersion: proto.Int32(20), AuthMethodName: proto.String("token"), AuthData: []byte(tok)})
+		f := p.expect("ERROR", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_ERROR })
+		if f.Cmd.GetError().GetError() != pb.ServerError_AuthenticationError {
+			t.Fatalf("%s: %v", why, f.Cmd)
+		}
+		if strings.Contains(f.Cmd.GetError().GetMessage(), tok) {
+			t.Fatalf("%s: the error quotes the token: %q", why, f.Cmd.GetError().GetMessage())
+		}
+		if !p.closedByBroker() {
+			t.Fatalf("%s: connection stays open", why)
+		}
+		adminDo(t, "GET", c.AdminURL()+"/admin/v2/tenants", "", 401, "Authorization", "Bearer "+tok)
 	}
 	adminDo(t, "GET", c.AdminURL()+"/admin/v2/tenants", "", 401)
-	adminDo(t, "GET", c.AdminURL()+"/admin/v2/tenants", "", 200, "Authorization", "Bearer s3cret")
+	adminDo(t, "GET", c.AdminURL()+"/admin/v2/tenants", "", 200, "Authorization", "Bearer "+good)
 }
 
 func selfSigned(t *testing.T) tls.Certificate {

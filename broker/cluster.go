@@ -33,6 +33,9 @@ type Cluster struct {
 	tlsCfg *tls.Config
 	faults faultSet
 
+	verifier *tokenVerifier // nil without a token key
+	permMu   sync.Mutex     // serializes changes of namespace permissions
+
 	ctx    context.Context // canceled by Close; stops dispatchers and the flusher
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines owned by the cluster (not by a broker)
@@ -46,8 +49,9 @@ type Cluster struct {
 	trimmed   atomic.Int64  // bytes trimmed from memory since memory was last given back
 	producers atomic.Uint64 // for generated producer names
 
-	httpSrv  *http.Server
-	adminURL string
+	httpSrv     *http.Server
+	adminURL    string
+	adminURLTLS string
 
 	moves topicMoves // owners set by an unload with a destination broker
 }
@@ -66,19 +70,27 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	verifier, err := newTokenVerifier(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSecurity(opts, tlsCfg, verifier); err != nil {
+		return nil, err
+	}
 	st, err := store.Open(so)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Cluster{
-		opts:   opts,
-		log:    opts.Logger,
-		store:  st,
-		tlsCfg: tlsCfg,
-		ctx:    cctx,
-		cancel: cancel,
-		topics: make(map[string]*topic),
+		opts:     opts,
+		log:      opts.Logger,
+		store:    st,
+		tlsCfg:   tlsCfg,
+		verifier: verifier,
+		ctx:      cctx,
+		cancel:   cancel,
+		topics:   make(map[string]*topic),
 	}
 	if err := c.startBrokers(ctx); err != nil {
 		c.Close()
@@ -94,10 +106,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) startBrokers(ctx context.Context) error {
-	host, port, err := splitHostPort(c.opts.Listen)
-	if err != nil {
-		return fmt.Errorf("broker: listen address %q: %w", c.opts.Listen, err)
+	host, port := "", 0
+	if c.opts.Listen != "-" {
+		var err error
+		if host, port, err = splitHostPort(c.opts.Listen); err != nil {
+			return fmt.Errorf("broker: listen address %q: %w", c.opts.Listen, err)
+		}
 	}
+	var err error
 	var tlsHost string
 	var tlsPort int
 	if c.tlsCfg != nil {
@@ -108,6 +124,9 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 	adv := c.opts.AdvertisedHost
 	if adv == "" {
 		adv = host
+		if c.opts.Listen == "-" {
+			adv = tlsHost
+		}
 		if adv == "" || adv == "0.0.0.0" || adv == "::" {
 			adv = "127.0.0.1"
 		}
@@ -116,7 +135,9 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 	brokers := make([]*server, c.opts.Brokers)
 	for i := range brokers {
 		s := &server{c: c, index: i, advHost: adv, conns: make(map[*conn]struct{}), perIP: make(map[string]int)}
-		s.addr = net.JoinHostPort(host, strconv.Itoa(portPlus(port, i)))
+		if c.opts.Listen != "-" {
+			s.addr = net.JoinHostPort(host, strconv.Itoa(portPlus(port, i)))
+		}
 		if c.tlsCfg != nil {
 			s.tlsAddr = net.JoinHostPort(tlsHost, strconv.Itoa(portPlus(tlsPort, i)))
 		}
@@ -172,6 +193,9 @@ func (c *Cluster) BrokerURLs() []string {
 
 // AdminURL is the admin REST API's http:// address, "" when it is off.
 func (c *Cluster) AdminURL() string { return c.adminURL }
+
+// AdminURLTLS is the admin REST API's https:// address, "" when it is off.
+func (c *Cluster) AdminURLTLS() string { return c.adminURLTLS }
 
 func (c *Cluster) broker(i int) *server {
 	c.mu.Lock()

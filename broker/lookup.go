@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -15,6 +17,10 @@ func (cn *conn) handleLookup(m *pb.CommandLookupTopic) {
 	t, err := pulsarwire.ParseTopic(m.GetTopic())
 	if err != nil {
 		cn.lookupFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
+		return
+	}
+	if code, reason, ok := cn.authorizeLookup(t); !ok {
+		cn.lookupFailed(rid, code, reason)
 		return
 	}
 	owner := cn.c.OwnerOf(t.String())
@@ -44,6 +50,10 @@ func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata)
 		cn.metadataFailed(rid, pb.ServerError_InvalidTopicName, err.Error())
 		return
 	}
+	if code, reason, ok := cn.authorizeLookup(t); !ok {
+		cn.metadataFailed(rid, code, reason)
+		return
+	}
 	n := 0
 	if i, _ := t.PartitionIndex(); i < 0 {
 		if p, ok := cn.c.partitions(t.String()); ok {
@@ -63,6 +73,13 @@ func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata)
 // handleTopicsOfNamespace lists a namespace's topics. The pattern is left
 // to the client (filtered=false): Java regular expressions are not Go's.
 func (cn *conn) handleTopicsOfNamespace(m *pb.CommandGetTopicsOfNamespace) {
+	// Listing a namespace's topics is a consumer's operation (pattern
+	// subscriptions), as in Apache Pulsar.
+	if !cn.c.allowedIn(cn.principal, m.GetNamespace(), actionConsume) {
+		cn.sendError(m.GetRequestId(), pb.ServerError_AuthorizationError,
+			fmt.Sprintf("Client with role %q is not authorized to list the topics of %s", cn.principal, m.GetNamespace()))
+		return
+	}
 	var topics []string
 	if m.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
 		topics = cn.c.listTopics(m.GetNamespace())

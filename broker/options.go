@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -15,8 +16,12 @@ import (
 // picks a directory under the user's cache directory).
 type Options struct {
 	// Listen is the address of broker 0's Pulsar port. Default
-	// "127.0.0.1:6650". Broker i listens on its port + i; with port 0
-	// every broker takes a free port of its own.
+	// "127.0.0.1:6650". Here and in HTTP, HTTPS and TLSListen an address
+	// without a host (":6650") is loopback too: only "0.0.0.0:6650" or a
+	// host's address listens beyond the machine.
+	// Broker i listens on its port + i; with port 0 every broker takes a
+	// free port of its own. "-" turns the plain-text port off (TLS only:
+	// needs a certificate).
 	Listen string
 	// AdvertisedHost is the host put in service URLs and lookup answers.
 	// Default: Listen's host, or 127.0.0.1 when that is empty, 0.0.0.0
@@ -25,6 +30,10 @@ type Options struct {
 	// HTTP is the address of the admin REST API. Default "127.0.0.1:8080";
 	// "-" turns it off. Port 0 takes a free port.
 	HTTP string
+	// HTTPS is the address of the admin REST API over TLS, with the TLS
+	// certificate (TLSConfig or the files). Default "": off. Port 0 takes a
+	// free port. The same authentication and authorization apply.
+	HTTPS string
 	// DataDir holds the topics and cursors. Required unless Memory is set.
 	DataDir string
 	// Memory keeps everything in memory (for tests): nothing survives
@@ -85,12 +94,32 @@ type Options struct {
 	TLSKeyFile  string
 	TLSListen   string
 
-	// Tokens are the valid tokens for token authentication (CONNECT with
-	// auth_method_name "token"; admin API: "Authorization: Bearer ...").
-	// Authenticate, when set, decides instead, returning the principal.
-	// With neither, authentication is off and anything connects.
-	Tokens       []string
+	// TokenSecretKey turns token authentication on (CONNECT with
+	// auth_method_name "token"; admin API: "Authorization: Bearer ..."):
+	// a JWT signed HS256, HS384 or HS512 with this key, as Apache
+	// Pulsar's tokenSecretKey (the raw bytes `pulsar tokens
+	// create-secret-key` writes). Default: none.
+	TokenSecretKey []byte
+	// TokenPublicKey turns token authentication on for JWTs signed with
+	// the private half of this RSA (RS*, PS*) or EC (ES*) key, PEM or DER,
+	// as Apache Pulsar's tokenPublicKey. Excludes TokenSecretKey. Default:
+	// none.
+	TokenPublicKey []byte
+	// TokenAuthClaim is the claim naming a token's role. Default "sub", as
+	// Apache Pulsar's tokenAuthClaim.
+	TokenAuthClaim string
+	// Authenticate, when set, decides instead of the token key, returning
+	// the role. With no key and no Authenticate, authentication is off and
+	// anything connects (as role "").
 	Authenticate func(ctx context.Context, method string, data []byte) (principal string, err error)
+
+	// Authorization turns permission checks on (Apache Pulsar's
+	// authorizationEnabled; needs authentication): a role produces or
+	// consumes only where its namespace's permissions allow, and only
+	// SuperUserRoles use the admin API. Default false.
+	Authorization bool
+	// SuperUserRoles may do everything. Default none.
+	SuperUserRoles []string
 
 	// Retention is how long entries are kept once no subscription needs
 	// them: acknowledged by every subscription or, on a topic without
@@ -168,7 +197,7 @@ func (o Options) withDefaults() Options {
 	if o.KeySharedReplicaPoints <= 0 {
 		o.KeySharedReplicaPoints = 100
 	}
-	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "") {
+	if o.TLSListen == "" && (o.TLSConfig != nil || o.TLSCertFile != "" || o.Listen == "-") {
 		o.TLSListen = defaultTLSListen
 	}
 	if o.Retention == 0 {
@@ -180,5 +209,16 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Listen, o.HTTP, o.TLSListen, o.HTTPS = loopbackHost(o.Listen), loopbackHost(o.HTTP), loopbackHost(o.TLSListen), loopbackHost(o.HTTPS)
 	return o
+}
+
+// loopbackHost gives an address without a host (":6650") the loopback
+// one, so that nothing listens beyond the machine unless its address says
+// so ("0.0.0.0:6650"). "" and "-" are left as they are.
+func loopbackHost(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
 }

@@ -44,6 +44,10 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 		fail(code, reason)
 		return
 	}
+	if code, reason, ok := cn.authorize(t, actionProduce); !ok {
+		fail(code, reason)
+		return
+	}
 	name := t.String()
 	if p := cn.producer(m.GetProducerId()); p != nil {
 		if p.topic.name == name {

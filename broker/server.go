@@ -30,9 +30,13 @@ type server struct {
 	wg       sync.WaitGroup // accept loops and connections
 }
 
+// url is the broker's pulsar:// address, "" when the plain port is off.
 func (s *server) url() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.addr == "" {
+		return ""
+	}
 	_, p, _ := net.SplitHostPort(s.addr)
 	return "pulsar://" + net.JoinHostPort(s.advHost, p)
 }
@@ -51,24 +55,30 @@ func (s *server) start(ctx context.Context) error {
 	var lc net.ListenConfig
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("broker %d: listen on %s: %w", s.index, s.addr, err)
+	var ln, tln net.Listener
+	if s.addr != "" {
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", s.addr); err != nil {
+			return fmt.Errorf("broker %d: listen on %s: %w", s.index, s.addr, err)
+		}
+		s.addr = fixPort(s.addr, ln.Addr())
 	}
-	s.addr = fixPort(s.addr, ln.Addr())
-	var tln net.Listener
 	if s.tlsAddr != "" {
 		raw, err := lc.Listen(ctx, "tcp", s.tlsAddr)
 		if err != nil {
-			ln.Close()
+			if ln != nil {
+				ln.Close()
+			}
 			return fmt.Errorf("broker %d: listen (TLS) on %s: %w", s.index, s.tlsAddr, err)
 		}
 		s.tlsAddr = fixPort(s.tlsAddr, raw.Addr())
 		tln = tls.NewListener(raw, s.c.tlsCfg)
 	}
 	s.ln, s.tln, s.running = ln, tln, true
-	s.wg.Add(1)
-	go s.acceptLoop(ln, false)
+	if ln != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(ln, false)
+	}
 	if tln != nil {
 		s.wg.Add(1)
 		go s.acceptLoop(tln, true)
@@ -159,7 +169,9 @@ func (s *server) stop() {
 		return
 	}
 	s.running = false
-	s.ln.Close()
+	if s.ln != nil {
+		s.ln.Close()
+	}
 	if s.tln != nil {
 		s.tln.Close()
 	}

@@ -49,6 +49,10 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 		fail(code, reason)
 		return
 	}
+	if code, reason, ok := cn.authorize(t, actionConsume); !ok {
+		fail(code, reason)
+		return
+	}
 	if m.GetSubscription() == "" {
 		fail(pb.ServerError_NotAllowedError, "Empty subscription name")
 		return

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,6 +51,11 @@ func (d *decoder) checkFiles(f *File) Errors {
 			d.checkPackageDir(prefix+"package", h.Package)
 		}
 		regular(prefix+"script", h.Script, "script")
+		// A file that cannot be read is reported above.
+		var pin *PinError
+		if err := h.VerifyPin(); errors.As(err, &pin) {
+			d.errAt(prefix+"sha256", pin.Error())
+		}
 		if h.Script != "" {
 			d.checkPython(prefix+"python", h.Python)
 		}

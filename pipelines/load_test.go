@@ -55,6 +55,7 @@ pipelines:
       receiver_queue: 500
     handler:
       plugin: /opt/enrich
+      sha256: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
       args: [--verbose, "${N}"]
       env: {LEVEL: debug, PRICE: "$$5"}
       config:
@@ -96,7 +97,7 @@ func TestParseEveryField(t *testing.T) {
 			Name: "orders",
 			Source: pipelines.Source{Topics: []string{"orders", "persistent://shop/eu/returns"}, Subscription: "enrich",
 				Type: "Key_Shared", InitialPosition: "earliest", Rewind: "2025-06-01T12:00:00Z", ReceiverQueue: 500},
-			Handler: pipelines.Handler{Plugin: "/opt/enrich", Args: []string{"--verbose", "4"},
+			Handler: pipelines.Handler{Plugin: "/opt/enrich", SHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Args: []string{"--verbose", "4"},
 				Env: map[string]string{"LEVEL": "debug", "PRICE": "$5"},
 				Config: map[string]any{"port": 4, "quoted": "4",
 					"nested": map[string]any{"list": []any{1, 2.5, true, nil, "text"}}},

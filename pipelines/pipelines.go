@@ -243,6 +243,12 @@ type Handler struct {
 	// in PATH) or a virtual environment's directory (its bin/python).
 	// Only with Script. Default "python3".
 	Python string `yaml:"python,omitempty" json:"python,omitempty"`
+	// SHA256 pins the handler's file: the hex SHA-256 of the plugin
+	// binary or the script. The host hashes the file before every start
+	// and restart of an instance and refuses to run it when the digest
+	// differs (`sha256sum FILE` prints it). Not with Package, whose binary
+	// is built at start. Default "": not checked.
+	SHA256 string `yaml:"sha256,omitempty" json:"sha256,omitempty"`
 	// Args are given to the plugin binary. Default none.
 	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
 	// Env is added to the plugin's environment (over the host's).

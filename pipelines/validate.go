@@ -223,6 +223,9 @@ func (c *checker) handlerKind(h *Handler) {
 	case len(kinds) > 1:
 		c.bad("handler", "%s exclude each other: set one", strings.Join(kinds, " and "))
 	}
+	if msg := h.checkPin(); msg != "" {
+		c.bad("handler.sha256", "%s", msg)
+	}
 	if h.Python != "" && h.Script == "" {
 		c.bad("handler.python", "only for a script handler")
 	}

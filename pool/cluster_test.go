@@ -353,14 +353,16 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 }
 
 func TestTokenAuthentication(t *testing.T) {
-	tg := embeddedTarget(t, brokers(2), func(o *broker.Options) { o.Tokens = []string{"s3cret"} })
+	key := brokertest.SecretKey(t)
+	tg := embeddedTarget(t, brokers(2), brokertest.WithTokenKey(key))
 	ctx := brokertest.Context(t, time.Minute)
+	good := brokertest.Token(t, key, "alice", time.Time{})
 	file := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(good+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("STREAMRUN_POOL_TEST_TOKEN", "s3cret")
-	for _, tok := range []string{"s3cret", "file:" + file, "env:STREAMRUN_POOL_TEST_TOKEN"} {
+	t.Setenv("STREAMRUN_POOL_TEST_TOKEN", good)
+	for _, tok := range []string{good, "file:" + file, "env:STREAMRUN_POOL_TEST_TOKEN"} {
 		c := newClient(t, tg, Options{Token: tok})
 		if _, err := c.Publish(ctx, topicOwnedBy(t, tg, 1), Message{Payload: []byte("x")}); err != nil {
 			t.Fatalf("token %q: %v", tok, err)

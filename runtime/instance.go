@@ -42,6 +42,11 @@ func pluginStarter(h *Host, p *pipelines.Pipeline, cmd pluginCommand, config []b
 		env = append(env, k+"="+p.Handler.Env[k])
 	}
 	return func(ctx context.Context, slot int) (instance, error) {
+		// Checked at every start and restart: a file replaced while the
+		// pipeline runs is refused at its next start.
+		if err := p.Handler.VerifyPin(); err != nil {
+			return nil, err
+		}
 		inst, err := host.Start(ctx, host.ClientOptions{
 			Path:         cmd.path,
 			Args:         append(slices.Clip(cmd.args), p.Handler.Args...),

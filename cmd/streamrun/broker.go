@@ -36,6 +36,14 @@ connections it prints one line to stdout:
 Data goes to --data, or with neither --data nor --memory to
   %s
 
+Security (docs/security.md): everything listens on 127.0.0.1 unless told
+otherwise. TLS: --tls-cert/--tls-key (pulsar+ssl:// on --tls-listen, and the
+admin API on --https); --listen - turns the plain port off. Tokens: JWTs as
+Apache Pulsar makes them (bin/pulsar tokens create), verified with
+--token-secret-key or --token-public-key (file:PATH or env:VAR only);
+--authorization with --superuser-role gates producing and consuming by the
+namespace permissions granted through the admin API.
+
 Clients in other containers or hosts: listen on all interfaces and advertise
 a name they can reach, since lookups answer with the advertised host:
   streamrun broker --listen 0.0.0.0:6650 --http 0.0.0.0:8080 --advertised-host broker.example
@@ -58,13 +66,14 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tlsCert   = fs.String("tls-cert", "", "TLS certificate file (PEM): also serve pulsar+ssl://")
 		tlsKey    = fs.String("tls-key", "", "TLS private key file (PEM)")
 		tlsListen = fs.String("tls-listen", "127.0.0.1:6651", "address of broker 0's TLS port, with --tls-cert")
-		tokens    = fs.StringArray("token", nil, "a valid auth token (repeatable); any token flag turns token authentication on")
-		tokenFile = fs.String("token-file", "", "file of valid auth tokens, one per line")
+		httpsAddr = fs.String("https", "", `address of the admin REST API over TLS, with --tls-cert (default: off)`)
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
 		faultAPI  = fs.Bool("fault-api", false, "serve the fault-injection routes under /admin/v2/streamrun/ on the admin API, for fault campaigns (docs/reliability.md); never on a broker that serves real work")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
 		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
+	var sf securityFlags
+	sf.register(fs)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
 	limits := registerConnLimits(fs)
 	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
@@ -92,21 +101,6 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return cmd.fail(err)
 	}
-	toks := append([]string(nil), *tokens...)
-	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return cmd.fail(usagef("--token-file: %v", err))
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				toks = append(toks, l)
-			}
-		}
-		if len(toks) == 0 {
-			return cmd.fail(usagef("--token-file %s holds no token", *tokenFile))
-		}
-	}
 	opts := broker.Options{
 		Listen:         *listen,
 		AdvertisedHost: *advHost,
@@ -117,13 +111,19 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Brokers:        *brokers,
 		TLSCertFile:    *tlsCert,
 		TLSKeyFile:     *tlsKey,
-		Tokens:         toks,
+		HTTPS:          *httpsAddr,
 		Logger:         logger,
 		FaultAPI:       *faultAPI,
+	}
+	if err := sf.apply(&opts); err != nil {
+		return cmd.fail(err)
 	}
 	limits.apply(&opts)
 	if *tlsCert != "" {
 		opts.TLSListen = *tlsListen
+	}
+	if err := checkTLSOnly(opts); err != nil {
+		return cmd.fail(err)
 	}
 	if !*memory && opts.DataDir == "" {
 		opts.DataDir = defaultDataDir()
@@ -170,9 +170,9 @@ func checkBrokerFlags(fs *pflag.FlagSet) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	for _, name := range []string{"listen", "tls-listen", "http", "pprof"} {
+	for _, name := range []string{"listen", "tls-listen", "http", "https", "pprof"} {
 		v, _ := fs.GetString(name)
-		if (name == "http" && v == "-") || (name == "pprof" && v == "") {
+		if (name == "http" || name == "listen") && v == "-" || (name == "https" || name == "pprof") && v == "" {
 			continue
 		}
 		if err := checkListen("--"+name, v); err != nil {
@@ -197,6 +197,9 @@ func readyLine(c *broker.Cluster, opts broker.Options) string {
 	line := "streamrun broker ready service_url=" + c.ServiceURL()
 	if u := c.AdminURL(); u != "" {
 		line += " admin_url=" + u
+	}
+	if u := c.AdminURLTLS(); u != "" {
+		line += " admin_url_tls=" + u
 	}
 	line += fmt.Sprintf(" brokers=%d", opts.Brokers)
 	if u := c.ServiceURLTLS(); u != "" {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 )
 
@@ -18,6 +19,10 @@ import (
 func servePprof(ctx context.Context, addr string) (string, func(), error) {
 	if addr == "" {
 		return "", func() {}, nil
+	}
+	if strings.HasPrefix(addr, ":") {
+		// Loopback unless a host is named, as every listener (docs/security.md).
+		addr = "127.0.0.1" + addr
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -46,7 +46,7 @@ when the next attempt is.
 // register adds the flags to fs.
 func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "url", pool.DefaultServiceURL, "service URL: pulsar://host:port, pulsar+ssl://host:port, or a comma list of hosts")
-	fs.StringVar(&f.token, "token", "", `auth token: the token, "file:PATH" or "env:VAR"`)
+	fs.StringVar(&f.token, "token", "", "auth token: "+secretFlagHelp)
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for pulsar+ssl:// (default: the system's)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of the client certificate")
@@ -98,16 +98,8 @@ func (f *clientFlags) checkFiles() error {
 			return usagef("%s: %v", fl.name, err)
 		}
 	}
-	switch tok := strings.TrimPrefix(f.token, "token:"); {
-	case strings.HasPrefix(tok, "file:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(tok, "file:"), "//")
-		if _, err := os.ReadFile(path); err != nil {
-			return usagef("--token: %v", err)
-		}
-	case strings.HasPrefix(tok, "env:"):
-		if v := os.Getenv(strings.TrimPrefix(tok, "env:")); v == "" {
-			return usagef("--token: environment variable %s is empty or unset", strings.TrimPrefix(tok, "env:"))
-		}
+	if err := checkSecretSpec("--token", f.token); err != nil {
+		return err
 	}
 	return nil
 }

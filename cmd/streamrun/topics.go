@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +56,7 @@ server refused or could not be reached, 2 bad usage.
 // topicsFlags are the flags of `streamrun topics`.
 type topicsFlags struct {
 	adminURL     string
+	tlsCA        string
 	token        string
 	output       string
 	timeout      time.Duration
@@ -69,7 +72,8 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetInterspersed(true)
 	var f topicsFlags
 	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API: http://host:port or https://host:port")
-	fs.StringVar(&f.token, "token", "", `auth token: the token, "file:PATH" or "env:VAR"`)
+	fs.StringVar(&f.token, "token", "", "auth token: "+secretFlagHelp)
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CAs to trust for an https:// --admin-url (default: the system's)")
 	fs.StringVarP(&f.output, "output", "o", "text", "text or json")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long each request may take")
 	fs.IntVar(&f.partitions, "partitions", 0, "create: the number of partitions (0: not partitioned)")
@@ -197,30 +201,45 @@ func (f *topicsFlags) admin() (*adminClient, error) {
 	}
 	tok, err := readToken(f.token)
 	if err != nil {
-		return nil, usagef("--token: %v", err)
+		return nil, err
 	}
-	return &adminClient{base: strings.TrimSuffix(f.adminURL, "/"), token: tok, timeout: f.timeout, http: httpClient()}, nil
+	hc := httpClient()
+	if f.tlsCA != "" {
+		if hc, err = httpsClient(f.tlsCA); err != nil {
+			return nil, usagef("--tls-ca: %v", err)
+		}
+	}
+	return &adminClient{base: strings.TrimSuffix(f.adminURL, "/"), token: tok, timeout: f.timeout, http: hc}, nil
 }
 
-// readToken resolves "file:PATH" and "env:VAR" as the client flags do.
+// readToken reads --token: "" (none), "file:PATH" or "env:VAR".
 func readToken(s string) (string, error) {
-	switch {
-	case strings.HasPrefix(s, "file:"):
-		b, err := os.ReadFile(strings.TrimPrefix(strings.TrimPrefix(s, "file:"), "//"))
-		return strings.TrimSpace(string(b)), err
-	case strings.HasPrefix(s, "env:"):
-		v, ok := os.LookupEnv(strings.TrimPrefix(s, "env:"))
-		if !ok {
-			return "", fmt.Errorf("%s is not set", strings.TrimPrefix(s, "env:"))
-		}
-		return v, nil
+	if s == "" {
+		return "", nil
 	}
-	return strings.TrimPrefix(s, "token:"), nil
+	b, err := readSecret("--token", strings.TrimPrefix(s, "token:"))
+	return strings.TrimSpace(string(b)), err
 }
 
 // httpClient is the admin API's HTTP client: the default transport, no
 // redirects followed silently beyond net/http's.
 func httpClient() *http.Client { return &http.Client{} }
+
+// httpsClient is httpClient trusting the CAs in caFile; host names are
+// verified.
+func httpsClient(caFile string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
+}
 
 // adminClient makes admin REST requests.
 type adminClient struct {
