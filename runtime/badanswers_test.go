@@ -104,3 +104,84 @@ func TestAnOversizedOutputIsRetriedThenDeadLettered(t *testing.T) {
 		t.Errorf("%d retries, want 2 (%+v)", s.Retried, s)
 	}
 }
+
+// A handler that answers a batch with no result for one of its messages
+// (written on the generated code: the SDK cannot) has its answer refused
+// by the host, which names the problem; nothing of that batch is
+// published. The batch is retried, split, and the message is
+// dead-lettered alone with the host's error as its reason; every other
+// message reaches the output once.
+func TestAnAnswerMissingAResultLosesNothing(t *testing.T) {
+	wrongAnswerLosesNothing(t, "missing", "0 results for a batch of 1 messages")
+}
+
+// A handler that answers a batch with two results for one of its
+// messages, one more than the batch has messages: as with one missing,
+// the host refuses the answer, the batch is retried and split, the
+// message dead-lettered with the reason, the others published once.
+func TestAnAnswerWithAnExtraResultLosesNothing(t *testing.T) {
+	wrongAnswerLosesNothing(t, "twice", "2 results for a batch of 1 messages")
+}
+
+// wrongAnswerLosesNothing runs 12 messages, the 6th of which rawHandler
+// answers wrongly as mode says, through a pipeline, and checks that
+// the host logs its refusal naming the plugin and the problem, that the
+// 6th is dead-lettered with a reason ending in problem (the message
+// alone in its batch), and that the 11 others reach the output exactly
+// once, every input acknowledged.
+func wrongAnswerLosesNothing(t *testing.T, mode, problem string) {
+	c := cluster(t)
+	cl := client(t, c, unbatched)
+	in, out, dlq := topic(t, "in"), topic(t, "out"), topic(t, "dlq")
+	const n, bad = 12, 5
+	payload := func(i int) string {
+		if i == bad {
+			return fmt.Sprintf("%s:%d", mode, i)
+		}
+		return fmt.Sprintf("plain:%d", i)
+	}
+	publish(t, cl, in, n, payload, nil)
+	outs, dead := collect(t, cl, out), collect(t, cl, dlq)
+	logs := &brokertest.SyncBuffer{}
+	r := runHost(t, c, streamrun.Options{
+		Logger:  slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Restart: streamrun.RestartPolicy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+	}, pipelines.Pipeline{
+		Name:    mode,
+		Source:  pipelines.Source{Topics: []string{in}, Subscription: mode, InitialPosition: pipelines.Earliest},
+		Handler: rawSelf(out),
+		ErrorPolicy: pipelines.ErrorPolicy{
+			MaxRetries: 5, DeadLetterTopic: dlq,
+			Backoff: pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		},
+	})
+	d := dead.waitLen(t, 1)[0]
+	reason := d.Properties[streamrun.PropertyDeadLetterReason]
+	t.Logf("dead-letter reason: %s", reason)
+	if string(d.Payload) != payload(bad) || !strings.Contains(reason, "answered wrongly: "+problem) {
+		t.Errorf("dead letter %q, reason %q: want %q, its reason naming %q", d.Payload, reason, payload(bad), problem)
+	}
+	waitFor(t, "everything settled", func() bool {
+		s := r.stats(mode)
+		return s.Acked == n-1 && s.DeadLettered == 1 && c.Backlog(in, mode) == 0
+	})
+	outs.waitLen(t, n-1)
+	var want []string
+	for i := range n {
+		if i != bad {
+			want = append(want, payload(i))
+		}
+	}
+	got := outs.payloads()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("outputs %q\nwant %q (each once)", got, want)
+	}
+	if !strings.Contains(logs.String(), "answered wrongly") || !strings.Contains(logs.String(), "results for a batch of") {
+		t.Errorf("the logs do not say why the batch failed:\n%s", logs.String())
+	}
+	if len(dead.all()) != 1 {
+		t.Errorf("%d dead letters, want 1", len(dead.all()))
+	}
+}

@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 		// the two batches a Shared pipeline sends at once.
 		plugin.ServeWithOptions(plugin.Configure(newTestHandler), plugin.ServeOptions{Concurrency: 2})
 		return
+	case rawRole:
+		serveRawHandler()
+		return
 	case "host":
 		childHost()
 		return
