@@ -13,11 +13,12 @@ import (
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
 
-// Handlers that answer wrongly through the public SDK, in a running
-// pipeline. (Answers that break the contract on the wire, results missing,
-// extra, for unknown message indexes or garbage, are the host's to refuse:
-// plugin/host's TestWrongAnswersAreErrorsNamingTheMessage; the runtime
-// treats them as a crash, which TestCrashes covers for loss.)
+// Handlers that answer wrongly, in a running pipeline: through the public
+// SDK, and on the wire (a result missing or extra, which the SDK cannot
+// write: rawHandler). The host refuses a wrong answer on the wire
+// (plugin/host's TestWrongAnswersAreErrorsNamingTheMessage has every
+// kind); the runtime handles the refusal as a failure of the batch that
+// names no message: retried, split, the culprit dead-lettered alone.
 
 // A handler that answers about a message that is not in its batch fails
 // that batch: it is delivered again, and every message reaches the output,

@@ -27,9 +27,11 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// The test binary plays three parts, chosen by roleEnv: the tests
-// (unset), a handler plugin serving testHandler ("handler"), and a host
-// running a pipeline until it is killed ("host", for the orphan test).
+// The test binary plays four parts, chosen by roleEnv: the tests
+// (unset), a handler plugin serving testHandler ("handler"), a handler
+// plugin that answers wrongly on the wire (rawRole, rawhandler_test.go),
+// and a host running a pipeline until it is killed ("host", for the
+// orphan test).
 const roleEnv = "STREAMRUN_RUNTIME_TEST_ROLE"
 
 // bin holds the example plugins, built once by TestMain.

@@ -52,7 +52,7 @@ const (
 func serveRawHandler() {
 	h := &rawHandler{}
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: goplugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey: rawCookieKey, MagicCookieValue: rawCookieValue},
+		HandshakeConfig:  goplugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey: rawCookieKey, MagicCookieValue: rawCookieValue},
 		VersionedPlugins: map[int]goplugin.PluginSet{1: {"handler": rawPlugin{h: h}}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts, grpc.ForceServerCodec(rawCodec{}))...)
