@@ -278,12 +278,12 @@ func TestSendErrorMakesTheProducerResendOnANewConnection(t *testing.T) {
 }
 
 func TestTLSVerifiesTheBroker(t *testing.T) {
-	ca := newTestCA(t, "good")
-	serverCert, _, _ := ca.issue("broker", []string{"127.0.0.1", "localhost"}, false)
-	clientCert, clientCertFile, clientKeyFile := ca.issue("client", []string{"client"}, true)
+	ca := brokertest.NewCA(t, "good")
+	serverCert, _, _ := ca.Issue("broker", []string{"127.0.0.1", "localhost"}, false)
+	clientCert, clientCertFile, clientKeyFile := ca.Issue("client", []string{"client"}, true)
 	_ = clientCert
 	tg := embeddedTarget(t, brokers(2), func(o *broker.Options) {
-		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.pool(), ClientAuth: tls.VerifyClientCertIfGiven}
+		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
 		o.TLSListen = "127.0.0.1:0"
 	})
 	if tg.TLS == "" {
@@ -316,7 +316,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 
 	// Another CA: refused at once, not retried (the default is to retry
 	// forever, so a retry would hang here).
-	other := newTestCA(t, "other")
+	other := brokertest.NewCA(t, "other")
 	start := time.Now()
 	_, err := New(ctx, Options{ServiceURL: tg.TLS, TLS: TLSOptions{CAFile: other.File}})
 	var unknown x509.UnknownAuthorityError
@@ -328,7 +328,7 @@ func TestTLSVerifiesTheBroker(t *testing.T) {
 	}
 
 	// A certificate for another host name: refused, unless asked not to check.
-	wrongName, _, _ := ca.issue("elsewhere", []string{"broker.example.com"}, false)
+	wrongName, _, _ := ca.Issue("elsewhere", []string{"broker.example.com"}, false)
 	tg2 := embeddedTarget(t, func(o *broker.Options) {
 		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{wrongName}}
 		o.TLSListen = "127.0.0.1:0"
@@ -416,8 +416,8 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := newTestCA(t, "good")
-	cert, _, _ := ca.issue("relay", []string{"127.0.0.1"}, false)
+	ca := brokertest.NewCA(t, "good")
+	cert, _, _ := ca.Issue("relay", []string{"127.0.0.1"}, false)
 	relay := newTCPProxy(t, u.Hosts[0], &tls.Config{Certificates: []tls.Certificate{cert}})
 	url := "pulsar+ssl://" + relay.Addr()
 	ctx := brokertest.Context(t, time.Minute)
@@ -438,12 +438,12 @@ func TestTLSThroughTheServiceURLToApachePulsar(t *testing.T) {
 		t.Fatalf("connections %v", conns)
 	}
 
-	other := newTestCA(t, "other")
+	other := brokertest.NewCA(t, "other")
 	var unknown x509.UnknownAuthorityError
 	if _, err := New(ctx, Options{ServiceURL: url, TLS: TLSOptions{CAFile: other.File}}); !errors.As(err, &unknown) {
 		t.Fatalf("untrusted relay: %v", err)
 	}
-	wrong, _, _ := ca.issue("wrong", []string{"broker.example.com"}, false)
+	wrong, _, _ := ca.Issue("wrong", []string{"broker.example.com"}, false)
 	relay2 := newTCPProxy(t, u.Hosts[0], &tls.Config{Certificates: []tls.Certificate{wrong}})
 	var hostname x509.HostnameError
 	if _, err := New(ctx, Options{ServiceURL: "pulsar+ssl://" + relay2.Addr(), TLS: TLSOptions{CAFile: ca.File}}); !errors.As(err, &hostname) {

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -68,6 +69,14 @@ func (ca *CA) write(name, typ string, der []byte) string {
 // returns its PEM files.
 func (ca *CA) Server(name string, hosts ...string) (certFile, keyFile string) {
 	ca.t.Helper()
+	_, certFile, keyFile = ca.Issue(name, hosts, false)
+	return certFile, keyFile
+}
+
+// Issue makes a certificate for hosts (DNS names or IPs), for a server or,
+// with client, for a client; it returns it loaded and as PEM files.
+func (ca *CA) Issue(name string, hosts []string, client bool) (cert tls.Certificate, certFile, keyFile string) {
+	ca.t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		ca.t.Fatal(err)
@@ -80,6 +89,9 @@ func (ca *CA) Server(name string, hosts ...string) (certFile, keyFile string) {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if client {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -96,5 +108,18 @@ func (ca *CA) Server(name string, hosts ...string) (certFile, keyFile string) {
 	if err != nil {
 		ca.t.Fatal(err)
 	}
-	return ca.write(name+".pem", "CERTIFICATE", der), ca.write(name+"-key.pem", "PRIVATE KEY", kder)
+	certFile = ca.write(name+".pem", "CERTIFICATE", der)
+	keyFile = ca.write(name+"-key.pem", "PRIVATE KEY", kder)
+	if cert, err = tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		ca.t.Fatal(err)
+	}
+	return cert, certFile, keyFile
+}
+
+// Pool returns a certificate pool holding the CA, for a server's
+// ClientCAs or a client's RootCAs.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
 }
