@@ -132,7 +132,7 @@ func FuzzConn(f *testing.F) {
 	f.Fuzz(func(t *testing.T, connect bool, in []byte) {
 		var out []byte
 		if connect {
-			out = frameOf(t, fuzzConnect)
+			out = append(out, connectFrame...)
 		}
 		out = append(out, in...)
 		if err := converse(addr, out); err != nil {

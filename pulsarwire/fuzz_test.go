@@ -67,12 +67,18 @@ func FuzzDecompress(f *testing.F) {
 		z, _ := c.Compress(pb.CompressionType(ct), nil, src)
 		f.Add(uint8(ct), z, len(src))
 	}
+	// One Codecs for the worker's life, as a connection keeps one: making
+	// a zstd decoder per input cost more than decoding it, and reuse also
+	// checks that a bad input leaves the Codecs fit for the next one.
+	f.Cleanup(c.Close)
+	const limit = 1 << 20
 	f.Fuzz(func(t *testing.T, ct uint8, z []byte, size int) {
-		var c Codecs
-		defer c.Close()
-		out, err := c.Decompress(pb.CompressionType(ct%6), nil, z, size, 1<<20)
+		out, err := c.Decompress(pb.CompressionType(ct%6), nil, z, size, limit)
 		if err == nil && len(out) != size {
 			t.Fatalf("got %d bytes, stated %d", len(out), size)
+		}
+		if err == nil && size > limit {
+			t.Fatalf("%d bytes decoded over the limit of %d", size, limit)
 		}
 	})
 }
