@@ -1,4 +1,4 @@
-package pulsarwire
+package wirefuzz_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
@@ -15,10 +16,22 @@ import (
 // allocate without bound, and what decodes must re-encode consistently.
 // Seeds live in testdata/fuzz/<target>/ (committed) besides those below.
 
+// sendFrame is a whole SEND frame carrying payload.
+func sendFrame(tb testing.TB, payload []byte) []byte {
+	tb.Helper()
+	cmd := pulsarwire.Wrap(&pb.CommandSend{ProducerId: proto.Uint64(7), SequenceId: proto.Uint64(42)})
+	md := &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(42), PublishTime: proto.Uint64(1700000000000)}
+	b, err := pulsarwire.AppendPayloadCommand(nil, cmd, md, payload)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 func FuzzReader(f *testing.F) {
 	f.Add(sendFrame(f, []byte("hello")))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		r := NewReader(bytes.NewReader(in), MaxFrameSize(64<<10))
+		r := pulsarwire.NewReader(bytes.NewReader(in), pulsarwire.MaxFrameSize(64<<10))
 		for i := 0; i < 8; i++ {
 			if _, err := r.Next(); err != nil {
 				return
@@ -30,17 +43,17 @@ func FuzzReader(f *testing.F) {
 func FuzzParseFrame(f *testing.F) {
 	f.Add(sendFrame(f, []byte("hello"))[4:])
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fr, err := ParseFrame(body)
+		fr, err := pulsarwire.ParseFrame(body)
 		if err != nil {
 			return
 		}
-		Body(fr.Cmd)
+		pulsarwire.Body(fr.Cmd)
 		if fr.HasPayload() {
-			out, err := AppendEntryCommand(nil, fr.Cmd, fr.Entry)
+			out, err := pulsarwire.AppendEntryCommand(nil, fr.Cmd, fr.Entry)
 			if err != nil {
 				return // a command missing required fields cannot be re-sent
 			}
-			again, err := ParseFrame(out[4:])
+			again, err := pulsarwire.ParseFrame(out[4:])
 			if err != nil || !bytes.Equal(again.Payload, fr.Payload) {
 				t.Fatalf("re-encoded entry differs: %v", err)
 			}
@@ -49,36 +62,13 @@ func FuzzParseFrame(f *testing.F) {
 }
 
 func FuzzSplitBatch(f *testing.F) {
-	b, _ := AppendBatchMessage(nil, &pb.SingleMessageMetadata{}, []byte("one"))
-	b, _ = AppendBatchMessage(b, &pb.SingleMessageMetadata{}, []byte("two"))
+	b, _ := pulsarwire.AppendBatchMessage(nil, &pb.SingleMessageMetadata{}, []byte("one"))
+	b, _ = pulsarwire.AppendBatchMessage(b, &pb.SingleMessageMetadata{}, []byte("two"))
 	f.Add(b, 2)
 	f.Fuzz(func(t *testing.T, payload []byte, n int) {
-		msgs, err := SplitBatch(payload, n)
+		msgs, err := pulsarwire.SplitBatch(payload, n)
 		if err == nil && len(msgs) != n {
 			t.Fatalf("%d messages for n=%d", len(msgs), n)
-		}
-	})
-}
-
-func FuzzDecompress(f *testing.F) {
-	var c Codecs
-	src := bytes.Repeat([]byte("abc"), 100)
-	for ct := range 5 {
-		z, _ := c.Compress(pb.CompressionType(ct), nil, src)
-		f.Add(uint8(ct), z, len(src))
-	}
-	// One Codecs for the worker's life, as a connection keeps one: making
-	// a zstd decoder per input cost more than decoding it, and reuse also
-	// checks that a bad input leaves the Codecs fit for the next one.
-	f.Cleanup(c.Close)
-	const limit = 1 << 20
-	f.Fuzz(func(t *testing.T, ct uint8, z []byte, size int) {
-		out, err := c.Decompress(pb.CompressionType(ct%6), nil, z, size, limit)
-		if err == nil && len(out) != size {
-			t.Fatalf("got %d bytes, stated %d", len(out), size)
-		}
-		if err == nil && size > limit {
-			t.Fatalf("%d bytes decoded over the limit of %d", size, limit)
 		}
 	})
 }
@@ -87,11 +77,11 @@ func FuzzParseMessageID(f *testing.F) {
 	f.Add("1:2:-1:-1")
 	f.Add("earliest")
 	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseMessageID(s)
+		id, err := pulsarwire.ParseMessageID(s)
 		if err != nil {
 			return
 		}
-		again, err := ParseMessageID(id.String())
+		again, err := pulsarwire.ParseMessageID(id.String())
 		if err != nil || again != id {
 			t.Fatalf("%q -> %v -> %v %v", s, id, again, err)
 		}
@@ -102,11 +92,11 @@ func FuzzParseTopic(f *testing.F) {
 	f.Add("persistent://public/default/t")
 	f.Add("t-partition-1")
 	f.Fuzz(func(t *testing.T, s string) {
-		tp, err := ParseTopic(s)
+		tp, err := pulsarwire.ParseTopic(s)
 		if err != nil {
 			return
 		}
-		again, err := ParseTopic(tp.String())
+		again, err := pulsarwire.ParseTopic(tp.String())
 		if err != nil || again != tp {
 			t.Fatalf("%q -> %v -> %v %v", s, tp, again, err)
 		}
@@ -114,15 +104,15 @@ func FuzzParseTopic(f *testing.F) {
 }
 
 func FuzzParseEntry(f *testing.F) {
-	entry, err := AppendEntry(nil, &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2)}, []byte("hello"))
+	entry, err := pulsarwire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2)}, []byte("hello"))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(entry)
 	f.Add(entry[6:]) // without the checksum
 	f.Fuzz(func(t *testing.T, entry []byte) {
-		md, payload, err := ParseEntry(entry)
-		if err != nil && !errors.Is(err, ErrChecksum) {
+		md, payload, err := pulsarwire.ParseEntry(entry)
+		if err != nil && !errors.Is(err, pulsarwire.ErrChecksum) {
 			if md != nil || payload != nil {
 				t.Fatalf("error %v with metadata or payload", err)
 			}
@@ -132,11 +122,11 @@ func FuzzParseEntry(f *testing.F) {
 			t.Fatalf("no metadata and no error")
 		}
 		// What decodes re-encodes to an entry carrying the same payload.
-		again, err := AppendEntry(nil, md, payload)
+		again, err := pulsarwire.AppendEntry(nil, md, payload)
 		if err != nil {
 			return // metadata missing required fields cannot be re-sent
 		}
-		_, p2, err := ParseEntry(again)
+		_, p2, err := pulsarwire.ParseEntry(again)
 		if err != nil || !bytes.Equal(p2, payload) {
 			t.Fatalf("re-encoded entry: %v, payload %q, want %q", err, p2, payload)
 		}
@@ -151,7 +141,7 @@ func FuzzConsumeField(f *testing.F) {
 		// Walk the buffer as the hand decoders do: every step consumes at
 		// least one byte and never runs past the end.
 		for len(b) > 0 {
-			_, typ, _, body, n := ConsumeField(b)
+			_, typ, _, body, n := pulsarwire.ConsumeField(b)
 			if n < 0 {
 				return
 			}
