@@ -182,14 +182,16 @@ func (t *topic) publishSubs() {
 	t.subList.Store(&l)
 }
 
-// publish appends an entry (a SEND's message section as received) and
-// wakes the subscriptions.
+// publish writes an entry (a SEND's message section as received) and wakes
+// the subscriptions. When the log syncs (store.Log.Syncs) the entry is
+// not yet durable nor readable: the caller waits for store.Log.SyncTo, then
+// calls wakeSubs.
 func (t *topic) publish(entry []byte, publishTime int64, msgs int32) (uint64, error) {
 	t.pubMu.Lock()
 	if publishTime < t.lastPublish {
 		publishTime = t.lastPublish
 	}
-	id, err := t.log.Append(publishTime, entry)
+	id, err := t.log.Write(publishTime, entry)
 	if err == nil {
 		t.lastPublish = publishTime
 	}
@@ -198,12 +200,19 @@ func (t *topic) publish(entry []byte, publishTime int64, msgs int32) (uint64, er
 		return 0, err
 	}
 	t.in.add(max(msgs, 1), len(entry))
+	if !t.log.Syncs() {
+		t.wakeSubs()
+	}
+	return id, nil
+}
+
+// wakeSubs tells the subscriptions that new entries are readable.
+func (t *topic) wakeSubs() {
 	if l := t.subList.Load(); l != nil {
 		for _, s := range *l {
 			s.wakeup()
 		}
 	}
-	return id, nil
 }
 
 // unload stops the topic's subscriptions (saving cursors) and closes its

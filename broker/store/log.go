@@ -258,6 +258,27 @@ func (l *Log) fail(err error) error {
 // entry is written to the OS and survives kill -9; with Options.Sync it is
 // fsynced too. data is copied; the caller may reuse it.
 func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
+	id, err := l.Write(publishTime, data)
+	if err != nil || !l.Syncs() {
+		return id, err
+	}
+	if err := l.SyncTo(id + 1); err != nil {
+		return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
+	}
+	return id, nil
+}
+
+// Syncs reports whether entries wait for an fsync (Options.Sync, on disk)
+// before they are durable and visible: then Write must be followed by
+// SyncTo.
+func (l *Log) Syncs() bool { return l.sync && l.dir != "" }
+
+// Write is Append without waiting for the fsync: when it returns without
+// error the entry is written to the OS (it survives kill -9). If Syncs, the
+// entry is durable against a machine crash, and readable, only once
+// SyncTo(id+1) has returned; a caller can go on writing meanwhile, and one
+// fsync then covers everything written before it (group commit).
+func (l *Log) Write(publishTime int64, data []byte) (uint64, error) {
 	if len(data) > MaxEntryBytes {
 		return 0, fmt.Errorf("store: append to %q: %d bytes: %w", l.name, len(data), ErrTooLarge)
 	}
@@ -314,13 +335,8 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 	l.cache.push(publishTime, stored)
 	if !l.sync || l.dir == "" {
 		l.visible = l.next
-		l.mu.Unlock()
-		return id, nil
 	}
 	l.mu.Unlock()
-	if err := l.syncTo(id + 1); err != nil {
-		return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
-	}
 	return id, nil
 }
 
@@ -329,8 +345,8 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 func (l *Log) roll() error {
 	old := l.segs[len(l.segs)-1]
 	if l.sync {
-		// Entries of the old segment still waiting for syncTo are covered
-		// here, as syncTo only fsyncs the newest file.
+		// Entries of the old segment still waiting for SyncTo are covered
+		// here, as SyncTo only fsyncs the newest file.
 		if err := old.f.Sync(); err != nil {
 			return l.fail(err)
 		}
@@ -344,10 +360,11 @@ func (l *Log) roll() error {
 	return nil
 }
 
-// syncTo returns once entries below n are fsynced and visible. Appenders that
-// queue on syncMu while another fsyncs usually find their entry covered by
-// that fsync, so concurrent appends share the cost (group commit).
-func (l *Log) syncTo(n uint64) error {
+// SyncTo returns once entries below n are fsynced and visible (at once when
+// the log does not Sync). Callers that queue on syncMu while another fsyncs
+// usually find their entries covered by that fsync, so concurrent writers
+// share the cost (group commit).
+func (l *Log) SyncTo(n uint64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
