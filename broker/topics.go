@@ -180,6 +180,9 @@ func (t *topic) publishSubs() {
 		l = append(l, s)
 	}
 	t.subList.Store(&l)
+	// Without a subscription nothing reads the tail as it is written; a
+	// subscription made later reads the backlog from the files.
+	t.log.CacheTail(len(l) > 0)
 }
 
 // publish writes an entry (a SEND's message section as received) and wakes

@@ -39,15 +39,15 @@ type Log struct {
 	trimMu  sync.Mutex // one Trim at a time
 	syncMu  sync.Mutex // one fsync at a time (group commit)
 
-	mu      sync.Mutex
-	err     error // ErrClosed or ErrDeleted once shut
-	failed  error // sticky: a write or fsync failed, the file can't be trusted
-	segs    []*segment
-	first   uint64 // oldest readable id
-	next    uint64 // id of the next Append
-	visible uint64 // entries below it are readable: next, or with Sync the fsynced part
-	cache   tailCache
-	wbuf    []byte // record buffer when there is no cache to write from
+	mu       sync.Mutex
+	err      error // ErrClosed or ErrDeleted once shut
+	failed   error // sticky: a write or fsync failed, the file can't be trusted
+	segs     []*segment
+	first    uint64 // oldest readable id
+	next     uint64 // id of the next Append
+	visible  uint64 // entries below it are readable: next, or with Sync the fsynced part
+	cache    tailCache
+	uncached bool // CacheTail(false): entries are not kept in the cache
 }
 
 func openLog(s *Store, te *topicEntry) (*Log, error) {
@@ -302,42 +302,80 @@ func (l *Log) Write(publishTime int64, data []byte) (uint64, error) {
 			}
 			a = l.segs[len(l.segs)-1]
 		}
-		// The record is built where the cache keeps it, so the one copy of
-		// data serves both the write and later reads.
-		var rec []byte
-		if l.cache.limit == 0 {
-			if cap(l.wbuf) < recLen {
-				l.wbuf = make([]byte, recLen)
-			}
-			rec = l.wbuf[:recLen]
-		} else {
-			rec = l.cache.alloc(recLen)
-		}
-		copy(rec[recHeaderSize:], data)
-		putRecordHeader(rec, publishTime, rec[recHeaderSize:])
-		// One write per record: a process killed mid-append leaves the
-		// record whole or not at all in the page cache.
-		if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
-			// Cut what part of the record was written (a full disk writes
-			// what fits), so the next append starts clean.
-			if terr := a.f.Truncate(a.size); terr != nil {
-				l.fail(terr)
-			}
+		var err error
+		if stored, err = l.writeRecord(a, publishTime, data); err != nil {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 		}
-		stored = rec[recHeaderSize:]
 	}
 	a.index = addToIndex(a.index, id, a.size, publishTime)
 	a.maxTime = max(a.maxTime, publishTime)
 	a.size += recHeaderSize + int64(len(data))
 	l.next++
-	l.cache.push(publishTime, stored)
+	if stored != nil {
+		l.cache.push(publishTime, stored)
+	} else {
+		l.cache.pass()
+	}
 	if !l.sync || l.dir == "" {
 		l.visible = l.next
 	}
 	l.mu.Unlock()
 	return id, nil
+}
+
+// writeRecord writes data as a record at the end of segment a; it returns
+// the copy the tail cache keeps, nil when it keeps none. Called with l.mu
+// held.
+func (l *Log) writeRecord(a *segment, publishTime int64, data []byte) ([]byte, error) {
+	recLen := recHeaderSize + len(data)
+	// The record is built where the cache keeps it, so the one copy of
+	// data serves both the write and later reads; without the cache, in a
+	// buffer of the store's that the next write reuses.
+	cached := l.cache.limit != 0 && !l.uncached
+	var rec []byte
+	var pooled *[]byte
+	if cached {
+		rec = l.cache.alloc(recLen)
+	} else {
+		pooled = l.s.recordBuffer(recLen)
+		rec = (*pooled)[:recLen]
+		defer l.s.putRecordBuffer(pooled)
+	}
+	copy(rec[recHeaderSize:], data)
+	putRecordHeader(rec, publishTime, rec[recHeaderSize:])
+	// One write per record: a process killed mid-append leaves the
+	// record whole or not at all in the page cache.
+	if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
+		// Cut what part of the record was written (a full disk writes
+		// what fits), so the next append starts clean.
+		if terr := a.f.Truncate(a.size); terr != nil {
+			l.fail(terr)
+		}
+		return nil, err
+	}
+	if !cached {
+		return nil, nil
+	}
+	return rec[recHeaderSize:], nil
+}
+
+// CacheTail turns the tail cache on or off (it is on when a log opens).
+// Entries written while it is off are read from the files; turning it off
+// drops what it holds. A topic nobody reads from as it is written need not
+// pay for copying each entry into memory (Apache Pulsar, too, caches
+// entries only while the topic has active cursors). In memory mode the
+// cache is the log: it stays on.
+func (l *Log) CacheTail(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dir == "" || l.uncached == !on {
+		return
+	}
+	l.uncached = !on
+	if !on && l.err == nil {
+		l.cache.reset(l.next)
+	}
 }
 
 // roll seals the active segment and starts a new one at l.next. Called with

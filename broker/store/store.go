@@ -56,6 +56,32 @@ type Store struct {
 	// writeAt writes a record to a segment: (*os.File).WriteAt, or a
 	// failing one in tests (a full disk without a full disk).
 	writeAt func(f *os.File, b []byte, off int64) (int, error)
+
+	// wbufs are record buffers for writes the tail cache does not keep
+	// (*[]byte), shared by the topics.
+	wbufs sync.Pool
+}
+
+// maxPooledRecord bounds the record buffers kept for reuse: a rare huge
+// entry gets a buffer of its own.
+const maxPooledRecord = 1 << 20
+
+// recordBuffer returns a buffer of at least n bytes; the caller hands it
+// back with putRecordBuffer once the record is written.
+func (s *Store) recordBuffer(n int) *[]byte {
+	if n <= maxPooledRecord {
+		if b, ok := s.wbufs.Get().(*[]byte); ok && cap(*b) >= n {
+			return b
+		}
+	}
+	b := make([]byte, max(n, 64<<10))
+	return &b
+}
+
+func (s *Store) putRecordBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledRecord {
+		s.wbufs.Put(b)
+	}
 }
 
 type topicEntry struct {
