@@ -279,6 +279,28 @@ func (l *Log) Syncs() bool { return l.sync && l.dir != "" }
 // SyncTo(id+1) has returned; a caller can go on writing meanwhile, and one
 // fsync then covers everything written before it (group commit).
 func (l *Log) Write(publishTime int64, data []byte) (uint64, error) {
+	return l.write(publishTime, data, nil)
+}
+
+// knownSum is what a caller already knows of an entry's checksum: the
+// crc32c of data[skip:].
+type knownSum struct {
+	skip int
+	sum  uint32
+}
+
+// WriteKnownSum is Write for data whose crc32c from byte skip on the
+// caller has computed and checked already (a message carries one): the
+// record's checksum is derived from it instead of reading data again. A
+// wrong restSum makes a record that fails its check when read.
+func (l *Log) WriteKnownSum(publishTime int64, data []byte, skip int, restSum uint32) (uint64, error) {
+	if skip < 0 || skip > len(data) || len(data)-skip < combineMinBytes {
+		return l.write(publishTime, data, nil)
+	}
+	return l.write(publishTime, data, &knownSum{skip, restSum})
+}
+
+func (l *Log) write(publishTime int64, data []byte, known *knownSum) (uint64, error) {
 	if len(data) > MaxEntryBytes {
 		return 0, fmt.Errorf("store: append to %q: %d bytes: %w", l.name, len(data), ErrTooLarge)
 	}
@@ -303,7 +325,7 @@ func (l *Log) Write(publishTime int64, data []byte) (uint64, error) {
 			a = l.segs[len(l.segs)-1]
 		}
 		var err error
-		if stored, err = l.writeRecord(a, publishTime, data); err != nil {
+		if stored, err = l.writeRecord(a, publishTime, data, known); err != nil {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 		}
@@ -324,10 +346,11 @@ func (l *Log) Write(publishTime int64, data []byte) (uint64, error) {
 	return id, nil
 }
 
-// writeRecord writes data as a record at the end of segment a; it returns
+// writeRecord writes data as a record at the end of segment a (its
+// checksum from known when not nil); it returns
 // the copy the tail cache keeps, nil when it keeps none. Called with l.mu
 // held.
-func (l *Log) writeRecord(a *segment, publishTime int64, data []byte) ([]byte, error) {
+func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *knownSum) ([]byte, error) {
 	recLen := recHeaderSize + len(data)
 	// The record is built where the cache keeps it, so the one copy of
 	// data serves both the write and later reads; without the cache, in a
@@ -343,7 +366,11 @@ func (l *Log) writeRecord(a *segment, publishTime int64, data []byte) ([]byte, e
 		defer l.s.putRecordBuffer(pooled)
 	}
 	copy(rec[recHeaderSize:], data)
-	putRecordHeader(rec, publishTime, rec[recHeaderSize:])
+	if known != nil {
+		putRecordHeaderKnown(rec, publishTime, rec[recHeaderSize:], known.skip, known.sum)
+	} else {
+		putRecordHeader(rec, publishTime, rec[recHeaderSize:])
+	}
 	// One write per record: a process killed mid-append leaves the
 	// record whole or not at all in the page cache.
 	if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
