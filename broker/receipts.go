@@ -11,7 +11,7 @@ import (
 // waits in the connection's queue until an fsync covers the entry. One
 // goroutine per connection drains the queue in order, so a producer's
 // answers still go out in the order of its SENDs, only after the fsync
-// covering the entry (docs/contract.md §11 durability levels), and one
+// covering the entry (docs/contract.md §5), and one
 // fsync covers everything written before it: this connection's SENDs that
 // arrived meanwhile as well as other connections' (group commit). Without
 // the queue a connection would wait for each fsync before reading its next
