@@ -353,27 +353,27 @@ func (l *Log) write(publishTime int64, data []byte, known *knownSum) (uint64, er
 func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *knownSum) ([]byte, error) {
 	recLen := recHeaderSize + len(data)
 	// The record is built where the cache keeps it, so the one copy of
-	// data serves both the write and later reads; without the cache, in a
-	// buffer of the store's that the next write reuses.
+	// data serves both the write and later reads; without the cache, data
+	// is written from where it is, after a header of its own.
 	cached := l.cache.limit != 0 && !l.uncached
-	var rec []byte
-	var pooled *[]byte
+	var hdr, body []byte
+	var hdrBuf [recHeaderSize]byte
 	if cached {
-		rec = l.cache.alloc(recLen)
+		rec := l.cache.alloc(recLen)
+		copy(rec[recHeaderSize:], data)
+		hdr, body = rec, nil
+		data = rec[recHeaderSize:]
 	} else {
-		pooled = l.s.recordBuffer(recLen)
-		rec = (*pooled)[:recLen]
-		defer l.s.putRecordBuffer(pooled)
+		hdr, body = hdrBuf[:], data
 	}
-	copy(rec[recHeaderSize:], data)
 	if known != nil {
-		putRecordHeaderKnown(rec, publishTime, rec[recHeaderSize:], known.skip, known.sum)
+		putRecordHeaderKnown(hdr, publishTime, data, known.skip, known.sum)
 	} else {
-		putRecordHeader(rec, publishTime, rec[recHeaderSize:])
+		putRecordHeader(hdr, publishTime, data)
 	}
 	// One write per record: a process killed mid-append leaves the
 	// record whole or not at all in the page cache.
-	if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
+	if _, err := l.s.writeAt(a.f, hdr, body, a.size); err != nil {
 		// Cut what part of the record was written (a full disk writes
 		// what fits), so the next append starts clean.
 		if terr := a.f.Truncate(a.size); terr != nil {
@@ -384,7 +384,7 @@ func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *kno
 	if !cached {
 		return nil, nil
 	}
-	return rec[recHeaderSize:], nil
+	return data, nil
 }
 
 // CacheTail turns the tail cache on or off (it is on when a log opens).

@@ -53,35 +53,11 @@ type Store struct {
 	metaMu sync.Mutex // serializes meta writes so the map matches the disk
 	meta   map[string][]byte
 
-	// writeAt writes a record to a segment: (*os.File).WriteAt, or a
-	// failing one in tests (a full disk without a full disk).
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
-
-	// wbufs are record buffers for writes the tail cache does not keep
-	// (*[]byte), shared by the topics.
-	wbufs sync.Pool
-}
-
-// maxPooledRecord bounds the record buffers kept for reuse: a rare huge
-// entry gets a buffer of its own.
-const maxPooledRecord = 1 << 20
-
-// recordBuffer returns a buffer of at least n bytes; the caller hands it
-// back with putRecordBuffer once the record is written.
-func (s *Store) recordBuffer(n int) *[]byte {
-	if n <= maxPooledRecord {
-		if b, ok := s.wbufs.Get().(*[]byte); ok && cap(*b) >= n {
-			return b
-		}
-	}
-	b := make([]byte, max(n, 64<<10))
-	return &b
-}
-
-func (s *Store) putRecordBuffer(b *[]byte) {
-	if cap(*b) <= maxPooledRecord {
-		s.wbufs.Put(b)
-	}
+	// writeAt writes a record (its header, then data; data may be
+	// empty when hdr holds the whole record) to a segment at an offset:
+	// writeRecordAt, or a failing one in tests (a full disk without a
+	// full disk).
+	writeAt func(f *os.File, hdr, data []byte, off int64) (int, error)
 }
 
 type topicEntry struct {
@@ -126,7 +102,7 @@ func Open(opts Options) (*Store, error) {
 		topics:     make(map[string]*topicEntry),
 		meta:       make(map[string][]byte),
 		nextLedger: 1,
-		writeAt:    (*os.File).WriteAt,
+		writeAt:    writeRecordAt,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
