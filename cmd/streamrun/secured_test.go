@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,12 +26,23 @@ type securedTarget struct {
 	ca       string // CA file
 	key      []byte // the tokens' secret key
 	super    string // a superuser role
+	tlsKey   string // the broker's TLS key file, when this process has it
 	embedded bool
 }
 
 // securedTargets are the embedded broker always and the secured Apache
 // Pulsar when STREAMRUN_PULSAR_SECURE_URL is set (.ci/run sets it).
 func securedTargets(t *testing.T) []securedTarget {
+	out := []securedTarget{securedEmbedded(t, nil)}
+	if tg, ok := securedPulsar(t); ok {
+		out = append(out, tg)
+	}
+	return out
+}
+
+// securedEmbedded starts the embedded broker secured, logging to log
+// (nil: nowhere) at debug level; its TLS key file is tlsKey.
+func securedEmbedded(t *testing.T, log io.Writer) securedTarget {
 	ca := brokertest.NewCA(t, "cli-secured")
 	cert, key := ca.Server("localhost", "localhost")
 	secret := brokertest.SecretKey(t)
@@ -41,12 +54,20 @@ func securedTargets(t *testing.T) []securedTarget {
 		o.TokenSecretKey = secret
 		o.Authorization = true
 		o.SuperUserRoles = []string{"admin"}
+		if log != nil {
+			o.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 	})
-	out := []securedTarget{{name: "embedded", url: c.ServiceURLTLS(), admin: c.AdminURLTLS(), ca: ca.File, key: secret, super: "admin", embedded: true}}
+	return securedTarget{name: "embedded", url: c.ServiceURLTLS(), admin: c.AdminURLTLS(), ca: ca.File, key: secret, super: "admin", tlsKey: key, embedded: true}
+}
+
+// securedPulsar is the secured Apache Pulsar of STREAMRUN_PULSAR_SECURE_*;
+// false, said in the test's log, when they are not set.
+func securedPulsar(t *testing.T) (securedTarget, bool) {
 	u := os.Getenv("STREAMRUN_PULSAR_SECURE_URL")
 	if u == "" {
 		t.Log("Apache Pulsar part skipped: needs a standalone with TLS only, tokens and authorization: set STREAMRUN_PULSAR_SECURE_URL, _HTTP, _CA and _KEY (scripts/pulsar start --name secure prints them; .ci/run does it)")
-		return out
+		return securedTarget{}, false
 	}
 	pk, err := os.ReadFile(os.Getenv("STREAMRUN_PULSAR_SECURE_KEY"))
 	if err != nil {
@@ -56,8 +77,8 @@ func securedTargets(t *testing.T) []securedTarget {
 	if super == "" {
 		super = "admin"
 	}
-	return append(out, securedTarget{name: "pulsar", url: u, admin: os.Getenv("STREAMRUN_PULSAR_SECURE_HTTP"),
-		ca: os.Getenv("STREAMRUN_PULSAR_SECURE_CA"), key: pk, super: super})
+	return securedTarget{name: "pulsar", url: u, admin: os.Getenv("STREAMRUN_PULSAR_SECURE_HTTP"),
+		ca: os.Getenv("STREAMRUN_PULSAR_SECURE_CA"), key: pk, super: super}, true
 }
 
 // tokenFile writes a token of role, valid for an hour, to a file of its
