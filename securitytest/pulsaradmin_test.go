@@ -20,7 +20,7 @@ func TestPermissionsWithPulsarAdmin(t *testing.T) {
 	if os.Getenv("STREAMRUN_PULSAR_HOME") == "" {
 		t.Skip("needs Apache Pulsar's bin/pulsar-admin: set STREAMRUN_PULSAR_HOME (scripts/pulsar fetch; .ci/run does it)")
 	}
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	forEachTargetAtOnce(t, func(t *testing.T, tg *target) {
 		tokenFile := filepath.Join(t.TempDir(), "super.token")
 		if err := os.WriteFile(tokenFile, []byte(tg.token(t, tg.super)), 0o600); err != nil {
 			t.Fatal(err)

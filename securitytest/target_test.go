@@ -52,6 +52,13 @@ func forEachTarget(t *testing.T, f func(t *testing.T, tg *target)) {
 	t.Run("pulsar", func(t *testing.T) { f(t, pulsarTarget(t)) })
 }
 
+// forEachTargetAtOnce is forEachTarget with both at once: for tests that
+// wait on slow tools (a JVM start each) rather than on the brokers.
+func forEachTargetAtOnce(t *testing.T, f func(t *testing.T, tg *target)) {
+	t.Run("embedded", func(t *testing.T) { t.Parallel(); f(t, embeddedTarget(t)) })
+	t.Run("pulsar", func(t *testing.T) { t.Parallel(); f(t, pulsarTarget(t)) })
+}
+
 func embeddedTarget(t *testing.T) *target {
 	ca := brokertest.NewCA(t, "streamrun-test")
 	cert, key := ca.Server("localhost", "localhost")
