@@ -152,7 +152,7 @@ func TestNamespaceAuthorization(t *testing.T) {
 // The client verifies the broker's host name: the same listener reached
 // by a name its certificate does not hold is refused, saying so, on the
 // binary port and on the admin API; a certificate from another CA is
-// refused too.
+// refused too, even with host name verification skipped.
 func TestHostNameVerification(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		ctx := brokertest.Context(t, time.Minute)
@@ -166,6 +166,18 @@ func TestHostNameVerification(t *testing.T) {
 		var unknown x509.UnknownAuthorityError
 		if !errors.As(err, &unknown) {
 			t.Fatalf("a certificate from an untrusted CA: %v, want x509.UnknownAuthorityError", err)
+		}
+		// Skipping the host name still checks the chain: by IP with the
+		// right CA connects, with another CA does not.
+		skip := pool.TLSOptions{CAFile: tg.ca, SkipHostnameVerification: true}
+		c, err := pool.New(ctx, pool.Options{ServiceURL: byIP(tg.url), Token: tg.token(t, tg.super), TLS: skip})
+		if err != nil {
+			t.Fatalf("by IP, host name verification skipped: %v", err)
+		}
+		c.Close(ctx)
+		skip.CAFile = other.File
+		if _, err = pool.New(ctx, pool.Options{ServiceURL: byIP(tg.url), TLS: skip}); !errors.As(err, &unknown) {
+			t.Fatalf("host name verification skipped, another CA: %v, want x509.UnknownAuthorityError", err)
 		}
 		req, _ := http.NewRequest("GET", byIP(tg.admin)+"/admin/v2/tenants", nil)
 		if _, err := tg.httpsClient(t).Do(req); !errors.As(err, &hostname) {
