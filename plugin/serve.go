@@ -204,6 +204,9 @@ func (s *server) batches(stream grpc.ServerStream) error {
 // recv's error (or ctx's) once the answers of every batch read have been
 // sent.
 func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, send func(*resultsOut) error) error {
+	if cap(s.slots) == 1 {
+		return s.serveInline(recv, send, ctx)
+	}
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
 	work := make(chan *batchIn)
@@ -220,6 +223,7 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 				// host's wait for this answer.
 				_ = send(out)
 				sendMu.Unlock()
+				sc.sizes = out.sizes // grown, maybe
 			}
 		})
 	}
@@ -238,6 +242,28 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		work <- in // a worker is free: it gave its slot back before it took more
+	}
+}
+
+// serveInline is serveBatches for a handler that takes one batch at a
+// time: the goroutine that reads a batch handles it and sends its
+// answer, then reads the next, which waits in the channel meanwhile. A
+// batch costs no hand-over between goroutines (a wake-up of another
+// thread, each way).
+func (s *server) serveInline(recv func(*batchIn) error, send func(*resultsOut) error, ctx context.Context) error {
+	sc := new(scratch)
+	for {
+		var in batchIn
+		if err := recv(&in); err != nil {
+			return err
+		}
+		s.slots <- struct{}{} // free: nothing else takes it
+		if out := s.answer(ctx, &in, sc); out != nil {
+			// An error means the stream is gone, and with it the host's
+			// wait for this answer; the next recv says so.
+			_ = send(out)
+			sc.sizes = out.sizes
+		}
 	}
 }
 
@@ -267,7 +293,7 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 		// said "hung", or a moment before and say otherwise.
 		return nil
 	}
-	out := &resultsOut{res: res, seq: in.seq}
+	out := &resultsOut{res: res, seq: in.seq, sizes: sc.sizes}
 	if p != nil {
 		out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
 	}
