@@ -43,11 +43,11 @@ func openChannel() (channelConn, error) {
 }
 
 // serveChannel serves the batches that come on conn until the host ends
-// the channel (or goes). With several batches at once (Concurrency),
-// the handlers' context ends with it, as it ends with the gRPC stream on
-// version 1; one at a time, the batch is handled on the reader
-// (serveInline), and a handler at work when the host goes ends at its
-// deadline, or when the host's kill or exit takes the process.
+// the channel (or goes). The handlers' context ends when a free worker
+// reads the channel's end; a handler at work while every worker is busy
+// (always, at Concurrency 1) ends at its deadline, or when the host's
+// kill or exit takes the process (on version 1, gRPC ends the context
+// with the stream).
 func (s *server) serveChannel(conn channelConn) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
