@@ -124,6 +124,9 @@ func SizeVarint(v uint64) int {
 
 // SizeProps is the size of a map<string,string> field.
 func SizeProps(p map[string]string) int {
+	if len(p) == 0 {
+		return 0 // most messages: no iterator set up
+	}
 	n := 0
 	for k, v := range p {
 		n += SizeBytes(SizeStr(k) + SizeStr(v))
@@ -178,6 +181,9 @@ func AppendLen(b []byte, num protowire.Number, n int) []byte {
 
 // AppendProps appends a map<string,string> field.
 func AppendProps(b []byte, num protowire.Number, p map[string]string) []byte {
+	if len(p) == 0 {
+		return b
+	}
 	for k, v := range p {
 		b = AppendLen(b, num, SizeStr(k)+SizeStr(v))
 		b = AppendStr(b, 1, k)
