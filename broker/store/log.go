@@ -596,9 +596,8 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 				return res, false, &CorruptError{File: sg.path, Offset: at, Reason: "record length past end of segment"}
 			}
 			if len(buf)-pos < recHeaderSize+n {
-				if pos == 0 { // one record bigger than the block: read it alone
-					buf = make([]byte, recHeaderSize+n)
-					if _, err := f.ReadAt(buf, off); err != nil {
+				if pos == 0 { // one record bigger than the block: widen the block
+					if buf, err = l.widen(f, rb, buf, off, min(size-off, int64(recHeaderSize+n))); err != nil {
 						return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, off, err)
 					}
 					continue
@@ -623,6 +622,20 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 		off += int64(pos)
 	}
 	return res, lim.full(), nil
+}
+
+// widen returns a block of n bytes from rb holding the file from off: the
+// bytes of buf (read from off already) and the rest read after them. A
+// record bigger than the mean is common when entries vary in size; reading
+// only the rest, into rb, costs neither a fresh (zeroed) block nor reading
+// the start twice.
+func (l *Log) widen(f *os.File, rb *ReadBuffer, buf []byte, off, n int64) ([]byte, error) {
+	wide := rb.block(int(n))
+	k := copy(wide, buf)
+	if m, err := f.ReadAt(wide[k:], off+int64(k)); err != nil && !(errors.Is(err, io.EOF) && m == len(wide)-k) {
+		return nil, err
+	}
+	return wide, nil
 }
 
 // indexSegment builds the sparse index of a sealed segment the first time it
