@@ -576,7 +576,10 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 		if lim.maxBytes > 0 {
 			want = min(want, int64(lim.maxBytes-lim.bytes)+avg)
 		}
-		want = min(max(skip+want+want/8+recHeaderSize, minBlock), maxBlock)
+		// The margin is at least one mean record: reads of one or two
+		// entries (dispatch of a batched topic) would otherwise widen
+		// (a second pread) for every record above the mean.
+		want = min(max(skip+want+max(want/8, avg)+recHeaderSize, minBlock), maxBlock)
 		buf := rb.block(int(min(size-off, want)))
 		if n, err := f.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 			return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, off, err)
