@@ -52,6 +52,12 @@ type conn struct {
 	wbuf    []byte
 	wclosed bool // no more output is taken
 	ending  bool // the writer flushes what it has, then closes
+	held    bool // the read loop flushes the output itself (holdOutput): no signal
+	// sockMu is held from taking output to having written it, by the
+	// writer or by the read loop's inline flush, so that output goes out
+	// in order; spare is the buffer last written, reused (guarded by it).
+	sockMu  sync.Mutex
+	spare   []byte
 	wsig    chan struct{}
 	drained chan struct{}
 	quit    chan struct{} // closed by abort: stop now
@@ -155,8 +161,83 @@ func (cn *conn) out() *[]byte {
 
 func (cn *conn) done() {
 	cn.outBytes.Store(int64(len(cn.wbuf)))
+	held := cn.held
 	cn.wmu.Unlock()
-	cn.signal()
+	if !held {
+		cn.signal()
+	}
+}
+
+// holdOutput makes the output queued from now on wait for flushHeld,
+// which the read loop calls when it has handled the command: answering a
+// FLOW with an entry then costs one write(2) on the read loop, not a
+// hand-over to the writer goroutine (a wake-up of another thread) for
+// every entry.
+func (cn *conn) holdOutput() {
+	cn.wmu.Lock()
+	cn.held = true
+	cn.wmu.Unlock()
+}
+
+// flushHeld ends holdOutput and writes the output on the calling
+// goroutine, unless the writer is writing (then it is told to go on).
+func (cn *conn) flushHeld() {
+	cn.wmu.Lock()
+	cn.held = false
+	pending := len(cn.wbuf) > 0
+	cn.wmu.Unlock()
+	if !pending {
+		return
+	}
+	if !cn.sockMu.TryLock() {
+		cn.signal()
+		return
+	}
+	defer cn.sockMu.Unlock()
+	cn.wmu.Lock()
+	if cn.wclosed || cn.ending || len(cn.wbuf) == 0 {
+		cn.wmu.Unlock()
+		cn.signal() // the writer does the closing
+		return
+	}
+	buf := cn.take()
+	cn.wmu.Unlock()
+	cn.writeOut(buf)
+}
+
+// take hands over the queued output to be written; wmu and sockMu held.
+func (cn *conn) take() []byte {
+	buf := cn.wbuf
+	cn.wbuf, cn.spare = cn.spare[:0], nil
+	cn.outBytes.Store(0)
+	return buf
+}
+
+// writeOut writes buf to the socket, closing the connection when that
+// fails; sockMu held. It reports whether the connection is still up.
+func (cn *conn) writeOut(buf []byte) bool {
+	cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := cn.nc.Write(buf); err != nil {
+		select {
+		case <-cn.quit:
+		default:
+			cn.log.Info("closing connection: write failed", "err", err)
+		}
+		cn.abort("write failed")
+		return false
+	}
+	if cap(buf) > 4<<20 {
+		buf = nil // do not keep a burst's buffer
+	}
+	cn.spare = buf
+	select {
+	case cn.drained <- struct{}{}:
+	default:
+	}
+	if cn.wantWake.Swap(false) {
+		cn.wakeDispatchers()
+	}
+	return true
 }
 
 // congested reports whether dispatch should hold off this connection; it
@@ -174,7 +255,6 @@ func (cn *conn) writeLoop() {
 	ka := cn.c.opts.KeepAlive
 	ticker := time.NewTicker(ka)
 	defer ticker.Stop()
-	var spare []byte
 	var pingSent int64 // unix nanoseconds of an unanswered PING
 	for {
 		select {
@@ -201,6 +281,7 @@ func (cn *conn) writeLoop() {
 			continue
 		}
 		for {
+			cn.sockMu.Lock()
 			cn.wmu.Lock()
 			if len(cn.wbuf) == 0 {
 				ending := cn.ending
@@ -208,36 +289,19 @@ func (cn *conn) writeLoop() {
 					cn.wclosed = true
 				}
 				cn.wmu.Unlock()
+				cn.sockMu.Unlock()
 				if ending {
 					cn.abort("finished")
 					return
 				}
 				break
 			}
-			buf := cn.wbuf
-			cn.wbuf, spare = spare[:0], nil
-			cn.outBytes.Store(0)
+			buf := cn.take()
 			cn.wmu.Unlock()
-			cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := cn.nc.Write(buf); err != nil {
-				select {
-				case <-cn.quit:
-				default:
-					cn.log.Info("closing connection: write failed", "err", err)
-				}
-				cn.abort("write failed")
+			ok := cn.writeOut(buf)
+			cn.sockMu.Unlock()
+			if !ok {
 				return
-			}
-			if cap(buf) > 4<<20 {
-				buf = nil // do not keep a burst's buffer
-			}
-			spare = buf
-			select {
-			case cn.drained <- struct{}{}:
-			default:
-			}
-			if cn.wantWake.Swap(false) {
-				cn.wakeDispatchers()
 			}
 		}
 	}
