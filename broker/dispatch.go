@@ -129,8 +129,10 @@ func (s *subscription) sendAhead() bool {
 	}
 	ahead := s.ahead
 	s.ahead = nil
+	delayed := len(s.delayed)
 	s.sendFresh(d, ahead, d.newRound())
-	return len(s.ahead) == 0 || d.budget(s) > 0
+	// A held entry needs the run goroutine's timer (nextDue).
+	return len(s.ahead) == 0 || d.budget(s) > 0 || len(s.delayed) != delayed
 }
 
 // readRound reads the round's entries from the store, without s.mu. Only
