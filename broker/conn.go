@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -58,6 +59,7 @@ type conn struct {
 	// in order; spare is the buffer last written, reused (guarded by it).
 	sockMu  sync.Mutex
 	spare   []byte
+	raw     syscall.RawConn // the TCP socket, for flushHeld's non-blocking write; nil with TLS
 	wsig    chan struct{}
 	drained chan struct{}
 	quit    chan struct{} // closed by abort: stop now
@@ -99,6 +101,9 @@ func newConn(s *server, nc net.Conn, isTLS bool) *conn {
 		producers:       make(map[uint64]*producer),
 		closedProducers: make(map[uint64]bool),
 		consumers:       make(map[uint64]*consumer),
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		cn.raw, _ = tc.SyscallConn()
 	}
 	cn.lastRead.Store(time.Now().UnixNano())
 	return cn
@@ -179,8 +184,11 @@ func (cn *conn) holdOutput() {
 	cn.wmu.Unlock()
 }
 
-// flushHeld ends holdOutput and writes the output on the calling
-// goroutine, unless the writer is writing (then it is told to go on).
+// flushHeld ends holdOutput and writes what the socket takes at once on
+// the calling goroutine, never waiting for it: the rest, and everything
+// when the writer is writing or the socket is not a plain TCP one, is the
+// writer's. A read loop blocked on a full socket would stop handling the
+// client's next FLOWs.
 func (cn *conn) flushHeld() {
 	cn.wmu.Lock()
 	cn.held = false
@@ -189,7 +197,7 @@ func (cn *conn) flushHeld() {
 	if !pending {
 		return
 	}
-	if !cn.sockMu.TryLock() {
+	if cn.raw == nil || !cn.sockMu.TryLock() {
 		cn.signal()
 		return
 	}
@@ -202,7 +210,43 @@ func (cn *conn) flushHeld() {
 	}
 	buf := cn.take()
 	cn.wmu.Unlock()
-	cn.writeOut(buf)
+	n := cn.tryWrite(buf)
+	if n == len(buf) {
+		if cap(buf) <= 4<<20 {
+			cn.spare = buf
+		}
+		if cn.wantWake.Swap(false) {
+			cn.wakeDispatchers() // as the writer does once drained
+		}
+		return
+	}
+	// The rest goes before whatever was queued since the take.
+	rest := buf[:copy(buf, buf[n:])]
+	cn.wmu.Lock()
+	cn.wbuf, cn.spare = append(rest, cn.wbuf...), cn.wbuf[:0]
+	cn.outBytes.Store(int64(len(cn.wbuf)))
+	cn.wmu.Unlock()
+	cn.signal()
+}
+
+// tryWrite writes as much of buf as the socket takes without waiting;
+// sockMu held. An error is left for the writer to meet.
+func (cn *conn) tryWrite(buf []byte) int {
+	n := 0
+	cn.raw.Write(func(fd uintptr) bool {
+		for n < len(buf) {
+			k, err := syscall.Write(int(fd), buf[n:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || k <= 0 {
+				break
+			}
+			n += k
+		}
+		return true // never wait for the socket to be writable
+	})
+	return n
 }
 
 // take hands over the queued output to be written; wmu and sockMu held.
