@@ -26,6 +26,13 @@
 # file names no service_url. A pipeline on Apache Pulsar has no such port:
 # run it with --no-healthcheck (or Kubernetes probes) until `run` serves a
 # health endpoint of its own.
+#
+# A broker with authentication answers the check 401 without a token; the
+# image has no shell, so give the check in exec form with a token from the
+# environment, e.g. in Compose:
+#   healthcheck:
+#     test: ["CMD", "/usr/local/bin/streamrun", "health", "--quiet", "--token", "env:STREAMRUN_TOKEN"]
+# (and "--url", "https://...", "--tls-ca", "/path/ca.pem" for an admin API on TLS).
 
 FROM golang:1.26 AS build
 WORKDIR /src

@@ -143,11 +143,21 @@ func (c *Cluster) adminCluster(_ http.ResponseWriter, r *http.Request) (any, err
 	if r.PathValue("cluster") != c.opts.ClusterName {
 		return nil, herr(http.StatusNotFound, "Cluster does not exist")
 	}
-	out := map[string]any{"serviceUrl": c.adminURL, "brokerServiceUrl": c.ServiceURL()}
-	if u := c.ServiceURLTLS(); u != "" {
-		out["brokerServiceUrlTls"] = u
+	return setURLs("serviceUrl", c.adminURL, "serviceUrlTls", c.adminURLTLS,
+		"brokerServiceUrl", c.ServiceURL(), "brokerServiceUrlTls", c.ServiceURLTLS()), nil
+}
+
+// setURLs maps names to the URLs that are set: as Apache Pulsar does, a
+// listener that is off (the plain ones in TLS-only mode) is left out, not
+// answered as "".
+func setURLs(kv ...string) map[string]string {
+	out := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			out[kv[i]] = kv[i+1]
+		}
 	}
-	return out, nil
+	return out
 }
 
 // ---------------------------------------------------------------- tenants
@@ -602,11 +612,7 @@ func (c *Cluster) adminLookup(_ http.ResponseWriter, r *http.Request) (any, erro
 		return nil, err
 	}
 	s := c.broker(c.OwnerOf(t.String()))
-	out := map[string]string{"brokerUrl": s.url(), "httpUrl": c.adminURL}
-	if u := s.tlsURL(); u != "" {
-		out["brokerUrlTls"] = u
-	}
-	return out, nil
+	return setURLs("brokerUrl", s.url(), "httpUrl", c.adminURL, "brokerUrlTls", s.tlsURL(), "httpUrlTls", c.adminURLTLS), nil
 }
 
 // eachSubscription runs f on the named subscription of a topic or of each

@@ -79,6 +79,12 @@ type conn struct {
 	producers       map[uint64]*producer
 	consumers       map[uint64]*consumer
 	closedProducers map[uint64]bool // closed by the broker; the client may still send for them
+
+	// receipts holds the answers to SENDs waiting for an fsync, in order
+	// (receipts.go); nil until the first SEND to a log that syncs. Only
+	// the read loop sends on it and closes it.
+	receipts     chan pendingAnswer
+	receiptsDone chan struct{}
 }
 
 func newConn(s *server, nc net.Conn, isTLS bool) *conn {
@@ -385,6 +391,7 @@ func (cn *conn) readLoop() {
 	// Every command is handled before the next is read, and SEND's entry
 	// is copied by the store's append: one buffer serves all frames.
 	r.ReuseMessageBuffers()
+	defer cn.stopReceipts()
 	// Until CONNECT, reads have a deadline: a connection that never speaks
 	// is closed (Options.HandshakeTimeout).
 	handshaking := cn.c.opts.HandshakeTimeout > 0
@@ -615,7 +622,7 @@ func (cn *conn) metadataFailed(rid uint64, code pb.ServerError, msg string) {
 }
 
 func (cn *conn) sendFailed(s *pb.CommandSend, code pb.ServerError, msg string) {
-	cn.send(&pb.CommandSendError{
+	cn.sendAfterReceipts(&pb.CommandSendError{
 		ProducerId: proto.Uint64(s.GetProducerId()),
 		SequenceId: proto.Uint64(s.GetSequenceId()),
 		Error:      code.Enum(),

@@ -132,10 +132,21 @@ func TestBadFlagsExitWithStatus2(t *testing.T) {
 	}
 }
 
-// A message whose receipt was sent survives kill -9 of the broker.
+// A message whose receipt was sent survives kill -9 of the broker, at
+// both durability levels (with --sync receipts wait for the fsync while
+// the connection reads on).
 func TestKillNineLosesNoReceiptedMessage(t *testing.T) {
+	for _, level := range []struct {
+		name  string
+		flags []string
+	}{{"default", nil}, {"sync", []string{"--sync"}}} {
+		t.Run(level.name, func(t *testing.T) { killNineLosesNoReceiptedMessage(t, level.flags...) })
+	}
+}
+
+func killNineLosesNoReceiptedMessage(t *testing.T, flags ...string) {
 	dir := t.TempDir()
-	bp := startProcess(t, "--data", dir)
+	bp := startProcess(t, append([]string{"--data", dir}, flags...)...)
 	p := dial(t, bp.serviceURL)
 	topic := "persistent://public/default/crash"
 	pid := p.producer(topic)
@@ -168,7 +179,7 @@ func TestKillNineLosesNoReceiptedMessage(t *testing.T) {
 	}
 	p.close()
 
-	bp2 := startProcess(t, "--data", dir)
+	bp2 := startProcess(t, append([]string{"--data", dir}, flags...)...)
 	q := dial(t, bp2.serviceURL)
 	cid := q.subscribe(topic, "check", pb.CommandSubscribe_Exclusive, earliest)
 	q.flow(cid, n+10)

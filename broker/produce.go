@@ -169,7 +169,9 @@ func (p *producer) tellClosed() {
 
 // handleSend appends the message and answers with its receipt. The append
 // returns only once the entry is written to the OS, so a receipted message
-// survives kill -9.
+// survives kill -9. At fsync durability the receipt waits in the
+// connection's receipt queue for the fsync (receipts.go) while the read
+// loop goes on.
 func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	s := f.Cmd.GetSend()
 	p := cn.producer(s.GetProducerId())
@@ -200,11 +202,7 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	}
 	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
 	if err != nil {
-		code, msg := errorCode(err), err.Error()
-		if errors.Is(err, store.ErrNoSpace) {
-			// The client gets no server path, and a reason it can act on.
-			msg = "Disk full: the broker has no space left to store messages of " + p.topic.name + "; retry once space is freed"
-		}
+		code, msg := appendFailure(p.topic, err)
 		cn.log.Error("append failed; refusing this producer's messages until it reconnects", "topic", p.topic.name, "producer", p.name, "err", err)
 		p.broken = &pb.CommandSendError{Error: code.Enum(), Message: proto.String(msg)}
 		cn.sendFailed(s, code, msg)
@@ -212,11 +210,25 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	}
 	p.msgs.Add(int64(s.GetNumMessages()))
 	p.bytes.Add(int64(len(f.Entry)))
+	if p.topic.log.Syncs() {
+		return cn.queueAnswer(pendingAnswer{t: p.topic, id: id, producer: s.GetProducerId(), seq: s.GetSequenceId(),
+			highest: s.GetHighestSequenceId(), hasHighest: s.HighestSequenceId != nil})
+	}
 	if b := cn.out(); b != nil {
 		*b = appendReceipt(*b, s.GetProducerId(), s.GetSequenceId(), s.GetHighestSequenceId(), p.topic.ledger, id, s.HighestSequenceId != nil)
 		cn.done()
 	}
 	return true
+}
+
+// appendFailure is what the client is told when storing its message
+// failed.
+func appendFailure(t *topic, err error) (pb.ServerError, string) {
+	if errors.Is(err, store.ErrNoSpace) {
+		// The client gets no server path, and a reason it can act on.
+		return errorCode(err), "Disk full: the broker has no space left to store messages of " + t.name + "; retry once space is freed"
+	}
+	return errorCode(err), err.Error()
 }
 
 func (cn *conn) handleCloseProducer(m *pb.CommandCloseProducer) {
@@ -228,5 +240,7 @@ func (cn *conn) handleCloseProducer(m *pb.CommandCloseProducer) {
 		p.closed.Store(true)
 		p.topic.removeProducer(p)
 	}
-	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(m.GetRequestId())})
+	// After the receipts still waiting for their fsync, as Apache Pulsar
+	// closes a producer once its pending messages are stored.
+	cn.sendAfterReceipts(&pb.CommandSuccess{RequestId: proto.Uint64(m.GetRequestId())})
 }

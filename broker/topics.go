@@ -180,16 +180,29 @@ func (t *topic) publishSubs() {
 		l = append(l, s)
 	}
 	t.subList.Store(&l)
+	// Without a subscription nothing reads the tail as it is written; a
+	// subscription made later reads the backlog from the files.
+	t.log.CacheTail(len(l) > 0)
 }
 
-// publish appends an entry (a SEND's message section as received) and
-// wakes the subscriptions.
+// publish writes an entry (a SEND's message section as received) and wakes
+// the subscriptions. When the log syncs (store.Log.Syncs) the entry is
+// not yet durable nor readable: the caller waits for store.Log.SyncTo, then
+// calls wakeSubs.
 func (t *topic) publish(entry []byte, publishTime int64, msgs int32) (uint64, error) {
 	t.pubMu.Lock()
 	if publishTime < t.lastPublish {
 		publishTime = t.lastPublish
 	}
-	id, err := t.log.Append(publishTime, entry)
+	var id uint64
+	var err error
+	if sum, ok := pulsarwire.EntryChecksum(entry); ok {
+		// Checked by the read loop: the store derives its record's
+		// checksum from it rather than reading the entry once more.
+		id, err = t.log.WriteKnownSum(publishTime, entry, pulsarwire.EntryChecksumSkip, sum)
+	} else {
+		id, err = t.log.Write(publishTime, entry)
+	}
 	if err == nil {
 		t.lastPublish = publishTime
 	}
@@ -198,12 +211,19 @@ func (t *topic) publish(entry []byte, publishTime int64, msgs int32) (uint64, er
 		return 0, err
 	}
 	t.in.add(max(msgs, 1), len(entry))
+	if !t.log.Syncs() {
+		t.wakeSubs()
+	}
+	return id, nil
+}
+
+// wakeSubs tells the subscriptions that new entries are readable.
+func (t *topic) wakeSubs() {
 	if l := t.subList.Load(); l != nil {
 		for _, s := range *l {
 			s.wakeup()
 		}
 	}
-	return id, nil
 }
 
 // unload stops the topic's subscriptions (saving cursors) and closes its

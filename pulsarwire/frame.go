@@ -98,6 +98,20 @@ func ParseFrame(body []byte) (Frame, error) {
 	return f, nil
 }
 
+// EntryChecksumSkip is where the part of a message section its checksum
+// covers starts: after the magic number and the checksum itself.
+const EntryChecksumSkip = 6
+
+// EntryChecksum returns the crc32c a message section carries for its bytes
+// from EntryChecksumSkip on; false when it carries none. It does not check
+// it (ParseEntry does).
+func EntryChecksum(entry []byte) (uint32, bool) {
+	if len(entry) < EntryChecksumSkip || binary.BigEndian.Uint16(entry) != magicCRC32C {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(entry[2:]), true
+}
+
 // ParseEntry decodes a message section: an optional checksum, the
 // metadata and the payload. On a checksum mismatch it still returns the
 // metadata and payload, with an error matching ErrChecksum.

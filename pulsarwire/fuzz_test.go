@@ -18,9 +18,18 @@ import (
 func FuzzReader(f *testing.F) {
 	f.Add(sendFrame(f, []byte("hello")))
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// Both ways of reading must return the same frames and the same
+		// kind of end.
 		r := NewReader(bytes.NewReader(in), MaxFrameSize(64<<10))
+		shared := NewReader(bytes.NewReader(in), MaxFrameSize(64<<10))
+		shared.ShareMessageBuffers()
 		for i := 0; i < 8; i++ {
-			if _, err := r.Next(); err != nil {
+			f, err := r.Next()
+			g, gerr := shared.Next()
+			if (err == nil) != (gerr == nil) || !bytes.Equal(f.Entry, g.Entry) || f.Cmd.GetType() != g.Cmd.GetType() {
+				t.Fatalf("frame %d: %v, %v with shared buffers (entries of %d and %d bytes)", i, err, gerr, len(f.Entry), len(g.Entry))
+			}
+			if err != nil {
 				return
 			}
 		}

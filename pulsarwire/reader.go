@@ -12,8 +12,9 @@ type Reader struct {
 	r       io.Reader
 	max     int
 	hdr     [8]byte
-	scratch []byte // reused for frames without a message; their decode copies out
-	reuse   bool   // message frames reuse scratch too (ReuseMessageBuffers)
+	scratch []byte     // reused for frames without a message; their decode copies out
+	reuse   bool       // message frames reuse scratch too (ReuseMessageBuffers)
+	slab    *slabState // set by ShareMessageBuffers
 }
 
 // maxReused is the largest frame kept in the scratch buffer for the next
@@ -39,12 +40,16 @@ func (r *Reader) SetMaxFrameSize(n int) { r.max = n }
 
 // Next reads and decodes one frame.
 //
-// A frame carrying a message gets a buffer of its own, so its Entry and
-// Payload stay valid after later calls. An error wrapping io.EOF means
+// A frame carrying a message gets a buffer of its own (or a part of a
+// shared one, see ShareMessageBuffers), so its Entry and Payload stay
+// valid after later calls. An error wrapping io.EOF means
 // the stream ended cleanly between frames; ErrFrameTooLarge, ErrTruncated
 // and ErrCorrupt mean the stream cannot be trusted any more. ErrChecksum
 // leaves the stream usable (the frame was read whole).
 func (r *Reader) Next() (Frame, error) {
+	if r.slab != nil {
+		return r.nextShared()
+	}
 	if _, err := io.ReadFull(r.r, r.hdr[:4]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return Frame{}, fmt.Errorf("frame size: %w", ErrTruncated)

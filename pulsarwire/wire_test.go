@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -87,16 +88,26 @@ func TestReaderRefusesBadInput(t *testing.T) {
 		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrFrameTooLarge},
 		{"tiny total", []byte{0, 0, 0, 2, 0, 0}, ErrCorrupt},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := NewReader(bufio.NewReader(bytes.NewReader(c.in)), MaxFrameSize(DefaultMaxMessageSize)).Next()
-			if !errors.Is(err, c.want) {
-				t.Fatalf("want %v, got %v", c.want, err)
+	for _, shared := range []bool{false, true} {
+		newReader := func(in []byte, max int) *Reader {
+			if !shared {
+				return NewReader(bufio.NewReader(bytes.NewReader(in)), max)
 			}
-		})
-	}
-	if _, err := NewReader(bytes.NewReader(nil), 100).Next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("empty stream: want io.EOF, got %v", err)
+			r := NewReader(bytes.NewReader(in), max)
+			r.ShareMessageBuffers()
+			return r
+		}
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/shared=%v", c.name, shared), func(t *testing.T) {
+				_, err := newReader(c.in, MaxFrameSize(DefaultMaxMessageSize)).Next()
+				if !errors.Is(err, c.want) {
+					t.Fatalf("want %v, got %v", c.want, err)
+				}
+			})
+		}
+		if _, err := newReader(nil, 100).Next(); !errors.Is(err, io.EOF) || errors.Is(err, ErrTruncated) {
+			t.Fatalf("empty stream (shared=%v): want io.EOF, got %v", shared, err)
+		}
 	}
 }
 

@@ -55,3 +55,22 @@ func TestListenersAreLoopbackByDefault(t *testing.T) {
 		}
 	}
 }
+
+// The secured Apache Pulsar standalone that CI runs the suite against
+// listens on loopback only (scripts/pulsar binds it there: bindAddress,
+// the bookie's listeningInterface), so the tests expose nothing either.
+func TestSecuredPulsarListensOnLoopbackOnly(t *testing.T) {
+	tg := pulsarTarget(t)
+	if tg.pid == 0 {
+		t.Skipf("needs the pid of its JVM: set %s (scripts/pulsar start --name secure prints it)", securePIDEnv)
+	}
+	addrs := brokertest.ListeningAddrs(t, tg.pid)
+	if len(addrs) < 2 {
+		t.Fatalf("process %d listens on %v: want its TLS and HTTPS ports at least", tg.pid, addrs)
+	}
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			t.Errorf("Apache Pulsar listens on %s: not loopback", a)
+		}
+	}
+}

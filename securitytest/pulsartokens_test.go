@@ -19,16 +19,23 @@ import (
 // stdout, trimmed.
 func pulsarTool(t *testing.T, args ...string) string {
 	t.Helper()
+	return pulsarBin(t, "pulsar", args...)
+}
+
+// pulsarBin runs bin/NAME of STREAMRUN_PULSAR_HOME and returns its stdout,
+// trimmed; a failure fails the test (not at once), with its stderr.
+func pulsarBin(t *testing.T, name string, args ...string) string {
+	t.Helper()
 	home := os.Getenv("STREAMRUN_PULSAR_HOME")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, filepath.Join(home, "bin", "pulsar"), args...).Output()
+	out, err := exec.CommandContext(ctx, filepath.Join(home, "bin", name), args...).Output()
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = string(ee.Stderr)
 		}
-		t.Errorf("bin/pulsar %s: %v\n%s", args[1], err, stderr)
+		t.Errorf("bin/%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr)
 	}
 	return strings.TrimSpace(string(out))
 }

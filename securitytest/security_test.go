@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +152,7 @@ func TestNamespaceAuthorization(t *testing.T) {
 // The client verifies the broker's host name: the same listener reached
 // by a name its certificate does not hold is refused, saying so, on the
 // binary port and on the admin API; a certificate from another CA is
-// refused too.
+// refused too, even with host name verification skipped.
 func TestHostNameVerification(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		ctx := brokertest.Context(t, time.Minute)
@@ -165,6 +167,18 @@ func TestHostNameVerification(t *testing.T) {
 		if !errors.As(err, &unknown) {
 			t.Fatalf("a certificate from an untrusted CA: %v, want x509.UnknownAuthorityError", err)
 		}
+		// Skipping the host name still checks the chain: by IP with the
+		// right CA connects, with another CA does not.
+		skip := pool.TLSOptions{CAFile: tg.ca, SkipHostnameVerification: true}
+		c, err := pool.New(ctx, pool.Options{ServiceURL: byIP(tg.url), Token: tg.token(t, tg.super), TLS: skip})
+		if err != nil {
+			t.Fatalf("by IP, host name verification skipped: %v", err)
+		}
+		c.Close(ctx)
+		skip.CAFile = other.File
+		if _, err = pool.New(ctx, pool.Options{ServiceURL: byIP(tg.url), TLS: skip}); !errors.As(err, &unknown) {
+			t.Fatalf("host name verification skipped, another CA: %v, want x509.UnknownAuthorityError", err)
+		}
 		req, _ := http.NewRequest("GET", byIP(tg.admin)+"/admin/v2/tenants", nil)
 		if _, err := tg.httpsClient(t).Do(req); !errors.As(err, &hostname) {
 			t.Fatalf("admin API by a name the certificate lacks: %v, want x509.HostnameError", err)
@@ -172,33 +186,127 @@ func TestHostNameVerification(t *testing.T) {
 	})
 }
 
-// TLS only: the embedded broker with its plain ports off serves no
-// plain-text URL anywhere, and every connection is TLS.
+// TLS only: a broker with its plain ports off, the embedded one and Apache
+// Pulsar alike. A client with a token and host name verification
+// publishes and consumes over pulsar+ssl://; lookups and the cluster's
+// record name TLS URLs only; and no port the broker's process listens on
+// speaks plain Pulsar or serves the admin API over plain HTTP.
 func TestTLSOnly(t *testing.T) {
-	tg := embeddedTarget(t)
-	c := tg.embedded
-	if u := c.ServiceURL(); u != "" {
-		t.Fatalf("plain port on: %s", u)
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		ctx := brokertest.Context(t, 2*time.Minute)
+		super := tg.token(t, tg.super)
+		c, err := tg.client(t, ctx, super)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := topic("public/default", "tlsonly")
+		if _, err := c.Publish(ctx, tp, pool.Message{Payload: []byte("over TLS")}); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := subscribe.New(ctx, c, subscribe.Options{Topics: []string{tp}, Subscription: "s", InitialPosition: subscribe.Earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close(ctx)
+		if m, err := sc.Receive(ctx); err != nil || string(m.Payload) != "over TLS" {
+			t.Fatalf("receive over TLS: %v %v", m, err)
+		}
+		tg.checkTLSURLsOnly(t, "/lookup/v2/topic/persistent/public/default/"+uniq("tlsonly"), super,
+			map[string]string{"brokerUrlTls": tg.url, "httpUrlTls": tg.admin}, "brokerUrl", "httpUrl")
+		tg.checkTLSURLsOnly(t, "/admin/v2/clusters/standalone", super,
+			map[string]string{"brokerServiceUrlTls": tg.url, "serviceUrlTls": tg.admin}, "brokerServiceUrl", "serviceUrl")
+		tg.checkNoPlainListener(t, ctx, super)
+		if tg.embedded != nil {
+			for _, ci := range tg.embedded.Connections(0) {
+				if !ci.TLS {
+					t.Fatalf("a plain connection: %+v", ci)
+				}
+			}
+		}
+	})
+}
+
+// checkTLSURLsOnly asks the admin API for path and checks that the answer
+// holds the TLS URLs of want and none of the plain keys (Apache Pulsar
+// leaves them out; "" would do too), and no plain URL under any key.
+func (tg *target) checkTLSURLsOnly(t *testing.T, path, token string, want map[string]string, plain ...string) {
+	t.Helper()
+	code, body := tg.adminDo(t, "GET", path, token, "")
+	var got map[string]any
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil {
+		t.Fatalf("GET %s: %d %s", path, code, body)
 	}
-	if u := c.AdminURL(); u != "" {
-		t.Fatalf("plain admin API on: %s", u)
-	}
-	ctx := brokertest.Context(t, time.Minute)
-	cl, err := tg.client(t, ctx, tg.token(t, tg.super))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Publish(ctx, topic("public/default", "tlsonly"), pool.Message{Payload: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	for _, ci := range c.Connections(0) {
-		if !ci.TLS {
-			t.Fatalf("a plain connection: %+v", ci)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("GET %s: %s is %v, want %s (all: %s)", path, k, got[k], v, body)
 		}
 	}
-	// Plain HTTP to the HTTPS port is not served.
-	code, _ := adminAt(t, &http.Client{Timeout: 10 * time.Second}, "GET", strings.Replace(tg.admin, "https://", "http://", 1)+"/admin/v2/tenants", tg.token(t, tg.super), "")
-	if code != http.StatusBadRequest {
-		t.Fatalf("plain HTTP to the HTTPS port: %d, want 400", code)
+	for _, k := range plain {
+		if v, ok := got[k]; ok && v != "" {
+			t.Errorf("GET %s: %s is %v in TLS-only mode", path, k, v)
+		}
 	}
+	for k, v := range got {
+		if s, ok := v.(string); ok && (strings.HasPrefix(s, "pulsar://") || strings.HasPrefix(s, "http://")) {
+			t.Errorf("GET %s: a plain URL under %s: %s", path, k, s)
+		}
+	}
+}
+
+// checkNoPlainListener dials every TCP port the broker's process listens
+// on (its TLS ports among them) with a plain pulsar:// client and with
+// plain HTTP: none may connect or answer the admin API.
+func (tg *target) checkNoPlainListener(t *testing.T, ctx context.Context, token string) {
+	t.Helper()
+	if tg.pid == 0 {
+		t.Skipf("the rest needs the pid of the broker's process to list its sockets: set %s (scripts/pulsar start --name secure prints it)", securePIDEnv)
+	}
+	addrs := brokertest.ListeningAddrs(t, tg.pid)
+	ports := map[string]bool{}
+	for _, a := range addrs {
+		ports[strconv.Itoa(a.Port)] = true
+	}
+	for _, u := range []string{tg.url, tg.admin} {
+		if !ports[portOf(t, u)] {
+			t.Fatalf("%s is not among the listeners %v of process %d: wrong pid?", u, addrs, tg.pid)
+		}
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for _, a := range addrs {
+		plain := "pulsar://" + a.String()
+		_, err := pool.New(ctx, pool.Options{ServiceURL: plain, Token: token, ConnectionTimeout: 5 * time.Second,
+			OperationRetries: pool.OperationRetries{Attempts: 1}})
+		if err == nil {
+			t.Errorf("%s: a plain Pulsar connection was accepted (listeners: %v)", plain, addrs)
+		}
+		if code, ok := plainHTTP(hc, "http://"+a.String()+"/admin/v2/clusters", token); ok && code/100 == 2 {
+			t.Errorf("http://%s: the admin API answers %d over plain HTTP", a, code)
+		}
+	}
+	t.Logf("checked the %d listeners of process %d: %v", len(addrs), tg.pid, addrs)
+}
+
+// plainHTTP sends a GET and returns the status, or false when no HTTP
+// answer came (refused, closed, not HTTP).
+func plainHTTP(hc *http.Client, u, token string) (int, bool) {
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		return 0, false
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	resp.Body.Close()
+	return resp.StatusCode, true
+}
+
+// portOf is the port of URL u.
+func portOf(t *testing.T, u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Port() == "" {
+		t.Fatalf("%q: no port", u)
+	}
+	return p.Port()
 }

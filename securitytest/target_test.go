@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ const (
 	secureCAEnv    = "STREAMRUN_PULSAR_SECURE_CA"    // PEM of the CA of its certificate
 	secureKeyEnv   = "STREAMRUN_PULSAR_SECURE_KEY"   // its tokenSecretKey file (raw bytes)
 	secureSuperEnv = "STREAMRUN_PULSAR_SECURE_SUPER" // its superuser role; default "admin"
+	securePIDEnv   = "STREAMRUN_PULSAR_SECURE_PID"   // its JVM's pid, to list its sockets
 )
 
 // target is a broker secured with TLS (its certificate names "localhost"
@@ -39,6 +41,7 @@ type target struct {
 	ca       string // CA file
 	key      []byte // the tokens' secret key
 	super    string // a superuser role
+	pid      int    // the process serving it; 0: unknown
 	embedded *broker.Cluster
 }
 
@@ -47,6 +50,13 @@ type target struct {
 func forEachTarget(t *testing.T, f func(t *testing.T, tg *target)) {
 	t.Run("embedded", func(t *testing.T) { f(t, embeddedTarget(t)) })
 	t.Run("pulsar", func(t *testing.T) { f(t, pulsarTarget(t)) })
+}
+
+// forEachTargetAtOnce is forEachTarget with both at once: for tests that
+// wait on slow tools (a JVM start each) rather than on the brokers.
+func forEachTargetAtOnce(t *testing.T, f func(t *testing.T, tg *target)) {
+	t.Run("embedded", func(t *testing.T) { t.Parallel(); f(t, embeddedTarget(t)) })
+	t.Run("pulsar", func(t *testing.T) { t.Parallel(); f(t, pulsarTarget(t)) })
 }
 
 func embeddedTarget(t *testing.T) *target {
@@ -64,7 +74,7 @@ func embeddedTarget(t *testing.T) *target {
 		o.Authorization = true
 		o.SuperUserRoles = []string{"admin"}
 	})
-	return &target{name: "embedded", url: c.ServiceURLTLS(), admin: c.AdminURLTLS(), ca: ca.File, key: secret, super: "admin", embedded: c}
+	return &target{name: "embedded", url: c.ServiceURLTLS(), admin: c.AdminURLTLS(), ca: ca.File, key: secret, super: "admin", pid: os.Getpid(), embedded: c}
 }
 
 func pulsarTarget(t *testing.T) *target {
@@ -81,7 +91,8 @@ func pulsarTarget(t *testing.T) *target {
 	if super == "" {
 		super = "admin"
 	}
-	return &target{name: "pulsar", url: u, admin: os.Getenv(secureHTTPEnv), ca: os.Getenv(secureCAEnv), key: key, super: super}
+	pid, _ := strconv.Atoi(os.Getenv(securePIDEnv))
+	return &target{name: "pulsar", url: u, admin: os.Getenv(secureHTTPEnv), ca: os.Getenv(secureCAEnv), key: key, super: super, pid: pid}
 }
 
 // token is a token of role that expires in an hour.

@@ -15,8 +15,10 @@ import (
 )
 
 // Message is one message received. Its fields are read-only; Payload
-// aliases the buffer the message arrived in, which is never reused, so it
-// stays valid for as long as it is referenced.
+// aliases the buffer the message arrived in, which is reused only once
+// nothing refers to any byte of it, so it stays valid for as long as it is
+// referenced. That buffer is shared with the messages that arrived around
+// it (up to 1 MiB): copy a payload kept for long while the rest go.
 type Message struct {
 	// ID is where the message lives: ledger, entry, partition (-1 for a
 	// topic that is not partitioned) and index in its batch (-1 when not

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,18 @@ import (
 // ListeningIPs returns the IP addresses process pid listens on (TCP), read
 // from /proc: its socket inodes, looked up in /proc/net/tcp and tcp6.
 func ListeningIPs(t testing.TB, pid int) []net.IP {
+	t.Helper()
+	var out []net.IP
+	for _, a := range ListeningAddrs(t, pid) {
+		out = append(out, a.IP)
+	}
+	return out
+}
+
+// ListeningAddrs returns the TCP addresses (IP and port) process pid
+// listens on, as ListeningIPs reads them. It skips the test when /proc
+// cannot be read for pid (another user's process, no /proc).
+func ListeningAddrs(t testing.TB, pid int) []*net.TCPAddr {
 	t.Helper()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
@@ -25,7 +38,7 @@ func ListeningIPs(t testing.TB, pid int) []net.IP {
 			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
 		}
 	}
-	var out []net.IP
+	var out []*net.TCPAddr
 	for _, file := range []string{"tcp", "tcp6"} {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, file))
 		if err != nil {
@@ -38,8 +51,12 @@ func ListeningIPs(t testing.TB, pid int) []net.IP {
 			if len(fs) < 10 || fs[3] != "0A" || !inodes[fs[9]] { // 0A: LISTEN
 				continue
 			}
-			ipHex, _, _ := strings.Cut(fs[1], ":")
-			out = append(out, procIP(t, ipHex))
+			ipHex, portHex, _ := strings.Cut(fs[1], ":")
+			port, err := strconv.ParseUint(portHex, 16, 16)
+			if err != nil {
+				t.Fatalf("/proc/net/%s port %q: %v", file, portHex, err)
+			}
+			out = append(out, &net.TCPAddr{IP: procIP(t, ipHex), Port: int(port)})
 		}
 		f.Close()
 	}

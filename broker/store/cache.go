@@ -53,7 +53,7 @@ func (c *tailCache) alloc(n int) []byte {
 
 func (c *tailCache) push(publishTime int64, data []byte) {
 	if c.limit == 0 {
-		c.first++
+		c.pass()
 		return
 	}
 	c.ents = append(c.ents, cachedEntry{publishTime, data})
@@ -62,6 +62,10 @@ func (c *tailCache) push(publishTime int64, data []byte) {
 		c.popFront()
 	}
 }
+
+// pass notes an entry appended without caching it (the cache is off, or
+// the log's CacheTail is): the cache then holds nothing.
+func (c *tailCache) pass() { c.first++ }
 
 // dropBefore forgets every cached entry below id (Trim).
 func (c *tailCache) dropBefore(id uint64) {

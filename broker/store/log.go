@@ -39,15 +39,15 @@ type Log struct {
 	trimMu  sync.Mutex // one Trim at a time
 	syncMu  sync.Mutex // one fsync at a time (group commit)
 
-	mu      sync.Mutex
-	err     error // ErrClosed or ErrDeleted once shut
-	failed  error // sticky: a write or fsync failed, the file can't be trusted
-	segs    []*segment
-	first   uint64 // oldest readable id
-	next    uint64 // id of the next Append
-	visible uint64 // entries below it are readable: next, or with Sync the fsynced part
-	cache   tailCache
-	wbuf    []byte // record buffer when there is no cache to write from
+	mu       sync.Mutex
+	err      error // ErrClosed or ErrDeleted once shut
+	failed   error // sticky: a write or fsync failed, the file can't be trusted
+	segs     []*segment
+	first    uint64 // oldest readable id
+	next     uint64 // id of the next Append
+	visible  uint64 // entries below it are readable: next, or with Sync the fsynced part
+	cache    tailCache
+	uncached bool // CacheTail(false): entries are not kept in the cache
 }
 
 func openLog(s *Store, te *topicEntry) (*Log, error) {
@@ -258,6 +258,49 @@ func (l *Log) fail(err error) error {
 // entry is written to the OS and survives kill -9; with Options.Sync it is
 // fsynced too. data is copied; the caller may reuse it.
 func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
+	id, err := l.Write(publishTime, data)
+	if err != nil || !l.Syncs() {
+		return id, err
+	}
+	if err := l.SyncTo(id + 1); err != nil {
+		return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
+	}
+	return id, nil
+}
+
+// Syncs reports whether entries wait for an fsync (Options.Sync, on disk)
+// before they are durable and visible: then Write must be followed by
+// SyncTo.
+func (l *Log) Syncs() bool { return l.sync && l.dir != "" }
+
+// Write is Append without waiting for the fsync: when it returns without
+// error the entry is written to the OS (it survives kill -9). If Syncs, the
+// entry is durable against a machine crash, and readable, only once
+// SyncTo(id+1) has returned; a caller can go on writing meanwhile, and one
+// fsync then covers everything written before it (group commit).
+func (l *Log) Write(publishTime int64, data []byte) (uint64, error) {
+	return l.write(publishTime, data, nil)
+}
+
+// knownSum is what a caller already knows of an entry's checksum: the
+// crc32c of data[skip:].
+type knownSum struct {
+	skip int
+	sum  uint32
+}
+
+// WriteKnownSum is Write for data whose crc32c from byte skip on the
+// caller has computed and checked already (a message carries one): the
+// record's checksum is derived from it instead of reading data again. A
+// wrong restSum makes a record that fails its check when read.
+func (l *Log) WriteKnownSum(publishTime int64, data []byte, skip int, restSum uint32) (uint64, error) {
+	if skip < 0 || skip > len(data) || len(data)-skip < combineMinBytes {
+		return l.write(publishTime, data, nil)
+	}
+	return l.write(publishTime, data, &knownSum{skip, restSum})
+}
+
+func (l *Log) write(publishTime int64, data []byte, known *knownSum) (uint64, error) {
 	if len(data) > MaxEntryBytes {
 		return 0, fmt.Errorf("store: append to %q: %d bytes: %w", l.name, len(data), ErrTooLarge)
 	}
@@ -281,47 +324,85 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 			}
 			a = l.segs[len(l.segs)-1]
 		}
-		// The record is built where the cache keeps it, so the one copy of
-		// data serves both the write and later reads.
-		var rec []byte
-		if l.cache.limit == 0 {
-			if cap(l.wbuf) < recLen {
-				l.wbuf = make([]byte, recLen)
-			}
-			rec = l.wbuf[:recLen]
-		} else {
-			rec = l.cache.alloc(recLen)
-		}
-		copy(rec[recHeaderSize:], data)
-		putRecordHeader(rec, publishTime, rec[recHeaderSize:])
-		// One write per record: a process killed mid-append leaves the
-		// record whole or not at all in the page cache.
-		if _, err := l.s.writeAt(a.f, rec, a.size); err != nil {
-			// Cut what part of the record was written (a full disk writes
-			// what fits), so the next append starts clean.
-			if terr := a.f.Truncate(a.size); terr != nil {
-				l.fail(terr)
-			}
+		var err error
+		if stored, err = l.writeRecord(a, publishTime, data, known); err != nil {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 		}
-		stored = rec[recHeaderSize:]
 	}
 	a.index = addToIndex(a.index, id, a.size, publishTime)
 	a.maxTime = max(a.maxTime, publishTime)
 	a.size += recHeaderSize + int64(len(data))
 	l.next++
-	l.cache.push(publishTime, stored)
+	if stored != nil {
+		l.cache.push(publishTime, stored)
+	} else {
+		l.cache.pass()
+	}
 	if !l.sync || l.dir == "" {
 		l.visible = l.next
-		l.mu.Unlock()
-		return id, nil
 	}
 	l.mu.Unlock()
-	if err := l.syncTo(id + 1); err != nil {
-		return 0, fmt.Errorf("store: append to %q: %w", l.name, err)
-	}
 	return id, nil
+}
+
+// writeRecord writes data as a record at the end of segment a (its
+// checksum from known when not nil); it returns
+// the copy the tail cache keeps, nil when it keeps none. Called with l.mu
+// held.
+func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *knownSum) ([]byte, error) {
+	recLen := recHeaderSize + len(data)
+	// The record is built where the cache keeps it, so the one copy of
+	// data serves both the write and later reads; without the cache, data
+	// is written from where it is, after a header of its own.
+	cached := l.cache.limit != 0 && !l.uncached
+	var hdr, body []byte
+	var hdrBuf [recHeaderSize]byte
+	if cached {
+		rec := l.cache.alloc(recLen)
+		copy(rec[recHeaderSize:], data)
+		hdr, body = rec, nil
+		data = rec[recHeaderSize:]
+	} else {
+		hdr, body = hdrBuf[:], data
+	}
+	if known != nil {
+		putRecordHeaderKnown(hdr, publishTime, data, known.skip, known.sum)
+	} else {
+		putRecordHeader(hdr, publishTime, data)
+	}
+	// One write per record: a process killed mid-append leaves the
+	// record whole or not at all in the page cache.
+	if _, err := l.s.writeAt(a.f, hdr, body, a.size); err != nil {
+		// Cut what part of the record was written (a full disk writes
+		// what fits), so the next append starts clean.
+		if terr := a.f.Truncate(a.size); terr != nil {
+			l.fail(terr)
+		}
+		return nil, err
+	}
+	if !cached {
+		return nil, nil
+	}
+	return data, nil
+}
+
+// CacheTail turns the tail cache on or off (it is on when a log opens).
+// Entries written while it is off are read from the files; turning it off
+// drops what it holds. A topic nobody reads from as it is written need not
+// pay for copying each entry into memory (Apache Pulsar, too, caches
+// entries only while the topic has active cursors). In memory mode the
+// cache is the log: it stays on.
+func (l *Log) CacheTail(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dir == "" || l.uncached == !on {
+		return
+	}
+	l.uncached = !on
+	if !on && l.err == nil {
+		l.cache.reset(l.next)
+	}
 }
 
 // roll seals the active segment and starts a new one at l.next. Called with
@@ -329,8 +410,8 @@ func (l *Log) Append(publishTime int64, data []byte) (uint64, error) {
 func (l *Log) roll() error {
 	old := l.segs[len(l.segs)-1]
 	if l.sync {
-		// Entries of the old segment still waiting for syncTo are covered
-		// here, as syncTo only fsyncs the newest file.
+		// Entries of the old segment still waiting for SyncTo are covered
+		// here, as SyncTo only fsyncs the newest file.
 		if err := old.f.Sync(); err != nil {
 			return l.fail(err)
 		}
@@ -344,10 +425,11 @@ func (l *Log) roll() error {
 	return nil
 }
 
-// syncTo returns once entries below n are fsynced and visible. Appenders that
-// queue on syncMu while another fsyncs usually find their entry covered by
-// that fsync, so concurrent appends share the cost (group commit).
-func (l *Log) syncTo(n uint64) error {
+// SyncTo returns once entries below n are fsynced and visible (at once when
+// the log does not Sync). Callers that queue on syncMu while another fsyncs
+// usually find their entries covered by that fsync, so concurrent writers
+// share the cost (group commit).
+func (l *Log) SyncTo(n uint64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()

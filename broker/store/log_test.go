@@ -703,3 +703,34 @@ func TestBlankLastSegmentIsRecreated(t *testing.T) {
 		checkEntries(t, topic(t, s, tname), 0, base+50, 0)
 	}
 }
+
+// With the tail cache off entries go to the files only and are read back
+// from them; turned on again it caches what is written from then on.
+func TestCacheTailOffWritesFilesOnly(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Dir: dir, SegmentBytes: 8 << 10}
+	s := open(t, opts)
+	l := topic(t, s, tname)
+	appendN(t, l, 0, 100)
+	if l.cache.len() == 0 {
+		t.Fatal("the cache holds nothing while on")
+	}
+	l.CacheTail(false)
+	if n := l.cache.len(); n != 0 {
+		t.Fatalf("the cache holds %d entries after CacheTail(false)", n)
+	}
+	appendN(t, l, 100, 300)
+	if n := l.cache.len(); n != 0 {
+		t.Fatalf("the cache holds %d entries written while off", n)
+	}
+	checkEntries(t, l, 0, 300, 7)
+	l.CacheTail(true)
+	appendN(t, l, 300, 400)
+	if n, first := l.cache.len(), l.cache.first; n != 100 || first != 300 {
+		t.Fatalf("the cache holds %d entries from %d, want 100 from 300", n, first)
+	}
+	checkEntries(t, l, 0, 400, 0)
+	s.Close()
+	s = open(t, opts)
+	checkEntries(t, topic(t, s, tname), 0, 400, 50)
+}

@@ -53,9 +53,11 @@ type Store struct {
 	metaMu sync.Mutex // serializes meta writes so the map matches the disk
 	meta   map[string][]byte
 
-	// writeAt writes a record to a segment: (*os.File).WriteAt, or a
-	// failing one in tests (a full disk without a full disk).
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	// writeAt writes a record (its header, then data; data may be
+	// empty when hdr holds the whole record) to a segment at an offset:
+	// writeRecordAt, or a failing one in tests (a full disk without a
+	// full disk).
+	writeAt func(f *os.File, hdr, data []byte, off int64) (int, error)
 }
 
 type topicEntry struct {
@@ -100,7 +102,7 @@ func Open(opts Options) (*Store, error) {
 		topics:     make(map[string]*topicEntry),
 		meta:       make(map[string][]byte),
 		nextLedger: 1,
-		writeAt:    (*os.File).WriteAt,
+		writeAt:    writeRecordAt,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

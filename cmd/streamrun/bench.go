@@ -116,7 +116,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	u := fs.Lookup("url")
 	u.Usage, u.DefValue = "service URL of the broker to measure (default: an embedded broker started in this process)", ""
 	f.logFlags.register(fs, "also log connections and reconnections")
-	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API of --url's cluster, to create a partitioned topic (--partitions > 1)")
+	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API of --url's cluster, to create a partitioned topic (--partitions > 1); with --token, and --tls-ca for https://")
 	fs.BoolVar(&f.memory, "memory", false, "embedded broker: keep messages in memory only")
 	fs.BoolVar(&f.sync, "sync", false, "embedded broker: fsync every message before its receipt")
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>)")
@@ -407,9 +407,16 @@ func (b *bench) createTopic(ctx context.Context, topic string) error {
 	}
 	tok, err := readToken(b.f.token)
 	if err != nil {
-		return usagef("--token: %v", err)
+		return err
 	}
-	a := &adminClient{base: strings.TrimSuffix(b.f.adminURL, "/"), token: tok, timeout: b.f.connectTimeout, http: httpClient()}
+	hc := httpClient()
+	// The admin API of a cluster served over TLS shares its CA.
+	if b.f.tlsCA != "" && strings.HasPrefix(b.f.adminURL, "https://") {
+		if hc, err = httpsClient(b.f.tlsCA); err != nil {
+			return usagef("--tls-ca: %v", err)
+		}
+	}
+	a := &adminClient{base: strings.TrimSuffix(b.f.adminURL, "/"), token: tok, timeout: b.f.connectTimeout, http: hc}
 	if _, err := a.do(ctx, http.MethodPut, topicPath(mustTopic(topic))+"/partitions", b.f.partitions); err != nil {
 		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.f.partitions, b.f.adminURL, err)
 	}

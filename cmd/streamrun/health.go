@@ -15,7 +15,9 @@ const healthHelp = `Usage: streamrun health [--url URL] [flags]
 Asks an HTTP health endpoint and exits 0 when it answers 2xx, 1 otherwise:
 a container health check that needs no shell or curl. The default URL is
 the broker health endpoint that the embedded broker and Apache Pulsar both
-serve on their admin port.
+serve on their admin port. An admin API with authentication (Apache
+Pulsar's asks a superuser's token for it) takes --token; an https:// URL
+signed by a private CA takes --tls-ca, and its host name is verified.
 
 Waits: the request takes at most --timeout. Exit status: 0 healthy,
 1 not, 2 bad usage.
@@ -27,6 +29,8 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	url := fs.String("url", "http://127.0.0.1:8080/admin/v2/brokers/health", "the endpoint to ask")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long the request may take")
 	quiet := fs.BoolP("quiet", "q", false, "print nothing when healthy")
+	token := fs.String("token", "", "auth token for an admin API that asks for one: "+secretFlagHelp)
+	tlsCA := fs.String("tls-ca", "", "PEM file of the CAs to trust for an https:// --url (default: the system's)")
 	if code, done := cmd.parse(fs, args, healthHelp); done {
 		return code
 	}
@@ -36,13 +40,26 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *timeout <= 0 {
 		return cmd.fail(usagef("--timeout must be positive, got %s", *timeout))
 	}
+	tok, err := readToken(*token)
+	if err != nil {
+		return cmd.fail(err)
+	}
+	hc := httpClient()
+	if *tlsCA != "" {
+		if hc, err = httpsClient(*tlsCA); err != nil {
+			return cmd.fail(usagef("--tls-ca: %v", err))
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
 	if err != nil {
 		return cmd.fail(usagef("--url %q: %v", *url, err))
 	}
-	resp, err := httpClient().Do(req)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return cmd.fail(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/telemetry"
@@ -48,42 +46,71 @@ func pemBody(t *testing.T, path string) string {
 // OTLP header, at debug level, traced and scraped, with failures on the
 // way (an expired token, a token signed with another key, a refused
 // admin request): none of the secrets shows in any log line, span,
-// metric or error message.
+// metric or error message. Against the embedded broker, whose log is
+// checked too, and against the secured Apache Pulsar (TLS only), where
+// the server's own refusals pass through streamrun's errors.
 func TestNoSecretInLogsTracesMetricsOrErrors(t *testing.T) {
 	needProc(t)
 	bin := buildStreamrun(t)
-	dir := t.TempDir()
-
-	// The broker: TLS, tokens, authorization; logs at debug.
-	ca := brokertest.NewCA(t, "leak")
-	cert, tlsKey := ca.Server("localhost", "localhost")
-	key := brokertest.SecretKey(t)
 	var brokerLog brokertest.SyncBuffer
-	b := brokertest.Start(t, func(o *broker.Options) {
-		o.Listen = "-"
-		o.TLSCertFile, o.TLSKeyFile, o.TLSListen, o.HTTPS = cert, tlsKey, "127.0.0.1:0", "127.0.0.1:0"
-		o.AdvertisedHost = "localhost"
-		o.TokenSecretKey = key
-		o.Authorization, o.SuperUserRoles = true, []string{"runner"}
-		o.Logger = slog.New(slog.NewTextHandler(&brokerLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	})
-	token := brokertest.Token(t, key, "runner", time.Now().Add(time.Hour))
+	targets := []securedTarget{securedEmbedded(t, &brokerLog)}
+	if tg, ok := securedPulsar(t); ok {
+		targets = append(targets, tg)
+	}
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			key := tg.key
+			token := brokertest.Token(t, key, tg.super, time.Now().Add(time.Hour))
+			const header = "otlp-header-secret-5f1d3a"
+			secrets := map[string]string{
+				"token":           token,
+				"token signature": token[strings.LastIndex(token, ".")+1:],
+				"OTLP header":     header,
+			}
+			if tg.tlsKey != "" {
+				secrets["TLS key"] = pemBody(t, tg.tlsKey)
+			}
+			for k, v := range secretForms("token key", key) {
+				secrets[k] = v
+			}
+			texts := leakRun(t, bin, tg, token, header)
+			if tg.embedded {
+				texts["the broker's log"] = brokerLog.String()
+			}
+			for what, text := range texts {
+				if len(text) == 0 {
+					t.Errorf("%s: empty, nothing checked", what)
+				}
+				for name, s := range secrets {
+					if s != "" && strings.Contains(text, s) {
+						t.Errorf("%s holds the %s", what, name)
+					}
+				}
+			}
+			// The embedded broker says why a token is refused; Apache
+			// Pulsar says only that it is.
+			why := []string{"expired", "signature"}
+			if !tg.embedded {
+				why = []string{"AuthenticationError", "401"}
+			}
+			for _, w := range why {
+				if errs := texts["the errors"]; !strings.Contains(errs, w) {
+					t.Errorf("the errors do not say %q:\n%s", w, errs)
+				}
+			}
+		})
+	}
+}
+
+// leakRun runs a traced, scraped pipeline at debug level against tg with
+// token, then commands with bad tokens, and returns what they printed,
+// exported and answered, by name.
+func leakRun(t *testing.T, bin string, tg securedTarget, token, header string) map[string]string {
+	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const header = "otlp-header-secret-5f1d3a"
-	secrets := map[string]string{
-		"token":           token,
-		"token signature": token[strings.LastIndex(token, ".")+1:],
-		"TLS key":         pemBody(t, tlsKey),
-		"OTLP header":     header,
-	}
-	for k, v := range secretForms("token key", key) {
-		secrets[k] = v
-	}
-
-	// The pipeline: traced, its metrics served, at debug level.
 	rcv := otlptest.Start(t, telemetry.ProtocolGRPC)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,12 +133,12 @@ pipelines:
       package: %s
       config: {output: %s, delay: "0s"}
     outputs: [%s]
-`, b.ServiceURLTLS(), ca.File, tokenFile, metricsAddr, rcv.URL, header, in, filepath.Join(repoRoot(t), "cmd/streamrun/testdata/tagger"), out, out))
+`, tg.url, tg.ca, tokenFile, metricsAddr, rcv.URL, header, in, filepath.Join(repoRoot(t), "cmd/streamrun/testdata/tagger"), out, out))
 	p := startProc(t, "streamrun run", dir, bin, nil, "run", "--log-level", "debug", file)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl, err := pool.New(ctx, pool.Options{ServiceURL: b.ServiceURLTLS(), Token: token, TLS: pool.TLSOptions{CAFile: ca.File}})
+	cl, err := pool.New(ctx, pool.Options{ServiceURL: tg.url, Token: token, TLS: pool.TLSOptions{CAFile: tg.ca}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +163,7 @@ pipelines:
 		t.Fatalf("streamrun run: exit %d\n%s", code, p.stderr.String())
 	}
 
-	// Failures, with secrets at hand: their messages are kept.
-	expired := filepath.Join(dir, "expired")
-	os.WriteFile(expired, []byte(brokertest.Token(t, key, "runner", time.Now().Add(-time.Minute))), 0o600)
-	forged := filepath.Join(dir, "forged")
-	os.WriteFile(forged, []byte(brokertest.Token(t, brokertest.SecretKey(t), "runner", time.Time{})), 0o600)
-	var errs bytes.Buffer
-	for _, args := range [][]string{
-		{"produce", "--url", b.ServiceURLTLS(), "--tls-ca", ca.File, "--token", "file:" + expired, "-t", in, "-m", "x", "--connect-timeout", "20s"},
-		{"consume", "--url", b.ServiceURLTLS(), "--tls-ca", ca.File, "--token", "file:" + forged, "-t", in, "-s", "s", "-n", "1", "--connect-timeout", "20s"},
-		{"topics", "list", "public/default", "--admin-url", b.AdminURLTLS(), "--tls-ca", ca.File, "--token", "file:" + forged},
-		{"produce", "-t", in, "-m", "x", "--token", token},
-	} {
-		var o, e bytes.Buffer
-		if code := run(ctx, args, &o, &e); code == 0 {
-			t.Errorf("%s with a bad token: exit 0", args[0])
-		}
-		errs.WriteString(o.String() + e.String())
-	}
-
+	errs := badTokenErrors(t, ctx, tg, dir, in, token)
 	var spans strings.Builder
 	for _, s := range rcv.Spans() {
 		fmt.Fprintf(&spans, "%v %v\n", s, s.Attributes)
@@ -162,23 +171,35 @@ pipelines:
 	if len(rcv.Spans()) == 0 {
 		t.Error("no spans received: the traces were not exported")
 	}
-	for what, text := range map[string]string{
-		"the broker's log":     brokerLog.String(),
+	return map[string]string{
 		"streamrun run's logs": p.stderr.String() + p.stdout.String(),
 		"the spans":            spans.String(),
 		"the metrics":          metrics,
-		"the errors":           errs.String(),
+		"the errors":           errs,
+	}
+}
+
+// badTokenErrors runs commands that must fail, with secrets at hand (an
+// expired token, one signed with another key, a literal on the command
+// line), and returns what they printed.
+func badTokenErrors(t *testing.T, ctx context.Context, tg securedTarget, dir, topic, token string) string {
+	expired := filepath.Join(dir, "expired")
+	os.WriteFile(expired, []byte(brokertest.Token(t, tg.key, tg.super, time.Now().Add(-time.Minute))), 0o600)
+	forged := filepath.Join(dir, "forged")
+	os.WriteFile(forged, []byte(brokertest.Token(t, brokertest.SecretKey(t), tg.super, time.Time{})), 0o600)
+	var errs bytes.Buffer
+	for _, args := range [][]string{
+		{"produce", "--url", tg.url, "--tls-ca", tg.ca, "--token", "file:" + expired, "-t", topic, "-m", "x", "--connect-timeout", "20s"},
+		{"consume", "--url", tg.url, "--tls-ca", tg.ca, "--token", "file:" + forged, "-t", topic, "-s", "s", "-n", "1", "--connect-timeout", "20s"},
+		{"topics", "list", "public/default", "--admin-url", tg.admin, "--tls-ca", tg.ca, "--token", "file:" + forged},
+		{"health", "--url", tg.admin + "/admin/v2/brokers/health", "--tls-ca", tg.ca, "--token", "file:" + expired},
+		{"produce", "-t", topic, "-m", "x", "--token", token},
 	} {
-		if len(text) == 0 {
-			t.Errorf("%s: empty, nothing checked", what)
+		var o, e bytes.Buffer
+		if code := run(ctx, args, &o, &e); code == 0 {
+			t.Errorf("%s with a bad token: exit 0", args[0])
 		}
-		for name, s := range secrets {
-			if s != "" && strings.Contains(text, s) {
-				t.Errorf("%s holds the %s", what, name)
-			}
-		}
+		errs.WriteString(o.String() + e.String())
 	}
-	if !strings.Contains(errs.String(), "token expired") || !strings.Contains(errs.String(), "signature") {
-		t.Errorf("the errors do not say why the tokens were refused:\n%s", errs.String())
-	}
+	return errs.String()
 }

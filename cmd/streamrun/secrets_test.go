@@ -15,6 +15,8 @@ func TestNoSecretOnTheCommandLine(t *testing.T) {
 		{"produce", "-t", "x", "-m", "a", "--token", "token:" + secret},
 		{"consume", "-t", "x", "-s", "s", "--token", secret},
 		{"topics", "list", "public/default", "--token", secret},
+		{"health", "--token", secret},
+		{"bench", "produce", "-n", "1", "--token", secret},
 		{"broker", "--memory", "--token-secret-key", secret},
 		{"broker", "--memory", "--token-public-key", secret},
 	} {

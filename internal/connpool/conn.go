@@ -210,8 +210,11 @@ func (p *Pool) dial(ctx context.Context, key connKey) (*Conn, error) {
 		done:           make(chan struct{}),
 		wkick:          make(chan struct{}, 1),
 	}
-	br := bufio.NewReaderSize(nc, 64<<10)
-	rd := pulsarwire.NewReader(br, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	// Frames are read straight into shared, recycled buffers: no copy
+	// from a read buffer, and payloads that cost no allocation once the
+	// buffers are recycled (see pulsarwire.Reader.ShareMessageBuffers).
+	rd := pulsarwire.NewReader(nc, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	rd.ShareMessageBuffers()
 	if err := c.handshake(ctx, rd); err != nil {
 		nc.Close()
 		return nil, p.cfg.ConnectError(key.physical, err)

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package store
+
+import "os"
+
+// writeRecordAt writes a record's header and data at off in one write.
+func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
+	if len(data) == 0 {
+		return f.WriteAt(hdr, off)
+	}
+	return f.WriteAt(append(hdr[:len(hdr):len(hdr)], data...), off)
+}
