@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -52,6 +53,13 @@ type conn struct {
 	wbuf    []byte
 	wclosed bool // no more output is taken
 	ending  bool // the writer flushes what it has, then closes
+	held    bool // the read loop flushes the output itself (holdOutput): no signal
+	// sockMu is held from taking output to having written it, by the
+	// writer or by the read loop's inline flush, so that output goes out
+	// in order; spare is the buffer last written, reused (guarded by it).
+	sockMu  sync.Mutex
+	spare   []byte
+	raw     syscall.RawConn // the TCP socket, for flushHeld's non-blocking write; nil with TLS
 	wsig    chan struct{}
 	drained chan struct{}
 	quit    chan struct{} // closed by abort: stop now
@@ -99,6 +107,9 @@ func newConn(s *server, nc net.Conn, isTLS bool) *conn {
 		producers:       make(map[uint64]*producer),
 		closedProducers: make(map[uint64]bool),
 		consumers:       make(map[uint64]*consumer),
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		cn.raw, _ = tc.SyscallConn()
 	}
 	cn.lastRead.Store(time.Now().UnixNano())
 	return cn
@@ -161,8 +172,122 @@ func (cn *conn) out() *[]byte {
 
 func (cn *conn) done() {
 	cn.outBytes.Store(int64(len(cn.wbuf)))
+	held := cn.held
+	cn.wmu.Unlock()
+	if !held {
+		cn.signal()
+	}
+}
+
+// holdOutput makes the output queued from now on wait for flushHeld,
+// which the read loop calls when it has handled the command: answering a
+// FLOW with an entry then costs one write(2) on the read loop, not a
+// hand-over to the writer goroutine (a wake-up of another thread) for
+// every entry.
+func (cn *conn) holdOutput() {
+	cn.wmu.Lock()
+	cn.held = true
+	cn.wmu.Unlock()
+}
+
+// flushHeld ends holdOutput and writes what the socket takes at once on
+// the calling goroutine, never waiting for it: the rest, and everything
+// when the writer is writing or the socket is not a plain TCP one, is the
+// writer's. A read loop blocked on a full socket would stop handling the
+// client's next FLOWs.
+func (cn *conn) flushHeld() {
+	cn.wmu.Lock()
+	cn.held = false
+	pending := len(cn.wbuf) > 0
+	cn.wmu.Unlock()
+	if !pending {
+		return
+	}
+	if cn.raw == nil || !cn.sockMu.TryLock() {
+		cn.signal()
+		return
+	}
+	defer cn.sockMu.Unlock()
+	cn.wmu.Lock()
+	if cn.wclosed || cn.ending || len(cn.wbuf) == 0 {
+		cn.wmu.Unlock()
+		cn.signal() // the writer does the closing
+		return
+	}
+	buf := cn.take()
+	cn.wmu.Unlock()
+	n := cn.tryWrite(buf)
+	if n == len(buf) {
+		if cap(buf) <= 4<<20 {
+			cn.spare = buf
+		}
+		if cn.wantWake.Swap(false) {
+			cn.wakeDispatchers() // as the writer does once drained
+		}
+		return
+	}
+	// The rest goes before whatever was queued since the take.
+	rest := buf[:copy(buf, buf[n:])]
+	cn.wmu.Lock()
+	cn.wbuf, cn.spare = append(rest, cn.wbuf...), cn.wbuf[:0]
+	cn.outBytes.Store(int64(len(cn.wbuf)))
 	cn.wmu.Unlock()
 	cn.signal()
+}
+
+// tryWrite writes as much of buf as the socket takes without waiting;
+// sockMu held. An error is left for the writer to meet.
+func (cn *conn) tryWrite(buf []byte) int {
+	n := 0
+	cn.raw.Write(func(fd uintptr) bool {
+		for n < len(buf) {
+			k, err := syscall.Write(int(fd), buf[n:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || k <= 0 {
+				break
+			}
+			n += k
+		}
+		return true // never wait for the socket to be writable
+	})
+	return n
+}
+
+// take hands over the queued output to be written; wmu and sockMu held.
+func (cn *conn) take() []byte {
+	buf := cn.wbuf
+	cn.wbuf, cn.spare = cn.spare[:0], nil
+	cn.outBytes.Store(0)
+	return buf
+}
+
+// writeOut writes buf to the socket, closing the connection when that
+// fails; sockMu held. It reports whether the connection is still up.
+func (cn *conn) writeOut(buf []byte) bool {
+	cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := cn.nc.Write(buf); err != nil {
+		select {
+		case <-cn.quit:
+		default:
+			cn.log.Info("closing connection: write failed", "err", err)
+		}
+		cn.abort("write failed")
+		return false
+	}
+	if cap(buf) > 4<<20 {
+		buf = nil // do not keep a burst's buffer
+	}
+	cn.spare = buf
+	select {
+	case cn.drained <- struct{}{}:
+	default:
+	}
+	if cn.wantWake.Swap(false) {
+		cn.wakeDispatchers()
+	}
+	return true
 }
 
 // congested reports whether dispatch should hold off this connection; it
@@ -180,7 +305,6 @@ func (cn *conn) writeLoop() {
 	ka := cn.c.opts.KeepAlive
 	ticker := time.NewTicker(ka)
 	defer ticker.Stop()
-	var spare []byte
 	var pingSent int64 // unix nanoseconds of an unanswered PING
 	for {
 		select {
@@ -207,6 +331,7 @@ func (cn *conn) writeLoop() {
 			continue
 		}
 		for {
+			cn.sockMu.Lock()
 			cn.wmu.Lock()
 			if len(cn.wbuf) == 0 {
 				ending := cn.ending
@@ -214,36 +339,19 @@ func (cn *conn) writeLoop() {
 					cn.wclosed = true
 				}
 				cn.wmu.Unlock()
+				cn.sockMu.Unlock()
 				if ending {
 					cn.abort("finished")
 					return
 				}
 				break
 			}
-			buf := cn.wbuf
-			cn.wbuf, spare = spare[:0], nil
-			cn.outBytes.Store(0)
+			buf := cn.take()
 			cn.wmu.Unlock()
-			cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := cn.nc.Write(buf); err != nil {
-				select {
-				case <-cn.quit:
-				default:
-					cn.log.Info("closing connection: write failed", "err", err)
-				}
-				cn.abort("write failed")
+			ok := cn.writeOut(buf)
+			cn.sockMu.Unlock()
+			if !ok {
 				return
-			}
-			if cap(buf) > 4<<20 {
-				buf = nil // do not keep a burst's buffer
-			}
-			spare = buf
-			select {
-			case cn.drained <- struct{}{}:
-			default:
-			}
-			if cn.wantWake.Swap(false) {
-				cn.wakeDispatchers()
 			}
 		}
 	}

@@ -22,6 +22,7 @@ type roundPlan struct {
 	readNew   bool
 	n         int           // new entries to read
 	fresh     []store.Entry // new entries already read by an earlier round
+	prefetch  bool          // no permits: only read ahead (see prefetchPlan)
 }
 
 // roundRead is what a round read from the store.
@@ -48,6 +49,12 @@ func (s *subscription) dispatchOnce() bool {
 	if s.deleted {
 		return false
 	}
+	if p.prefetch {
+		if s.epoch == p.epoch && s.readPos == p.from && len(s.ahead) == 0 && len(r.fresh) > 0 {
+			s.ahead, s.aheadEpoch = r.fresh, p.epoch
+		}
+		return false // a FLOW sends them (sendAhead) or wakes the next round
+	}
 	if s.epoch != p.epoch {
 		return true
 	}
@@ -70,20 +77,62 @@ func (s *subscription) planRound() (roundPlan, bool) {
 	d := dispatcherOf(s.typ)
 	budget := d.budget(s)
 	if budget <= 0 {
-		return roundPlan{}, false
+		return s.prefetchPlan(d)
 	}
 	p := roundPlan{d: d, epoch: s.epoch, from: s.readPos}
 	p.replayIDs = s.replay.first(min(budget, maxReadEntries))
 	p.readNew = p.from < s.t.log.Next() && d.readNew(s, len(p.replayIDs), budget)
 	// Read as many entries as the permits will take (entries hold
-	// avgMsgs messages on average), not a fixed amount: a batch-heavy
-	// topic would otherwise read far more than it sends.
-	p.n = min(int(float64(max(budget-len(p.replayIDs), 1))/s.avgMsgs)+1, maxReadEntries)
+	// avgMsgs messages on average), and what the next FLOW will (kept in
+	// s.ahead), not a fixed amount: a batch-heavy topic would otherwise
+	// read far more than it sends.
+	p.n = min(int(float64(int64(max(budget-len(p.replayIDs), 1))+s.lastFlow)/s.avgMsgs)+1, maxReadEntries)
 	if p.readNew && len(s.ahead) > 0 && s.aheadEpoch == p.epoch && s.ahead[0].ID == p.from {
 		p.fresh, p.readNew = s.ahead, false // what the last round read and did not send
 	}
 	s.ahead = nil
 	return p, true
+}
+
+// prefetchPlan plans, when the permits have run out, to read the entries
+// the next FLOW will take, so that it finds them in s.ahead and sendAhead
+// answers it at once. A consumer that refills its permits only when half
+// of them are spent (the Java client, pulsar-perf) is otherwise idle for
+// every FLOW's round trip plus a read; with batches as big as its window
+// that is once per entry. Only with an empty replay queue (it goes
+// first) and after the consumers have sent a FLOW; s.mu held.
+func (s *subscription) prefetchPlan(d dispatcher) (roundPlan, bool) {
+	if s.lastFlow <= 0 || s.replay.len() > 0 || s.readPos >= s.t.log.Next() ||
+		(len(s.ahead) > 0 && s.aheadEpoch == s.epoch && s.ahead[0].ID == s.readPos) {
+		return roundPlan{}, false
+	}
+	s.ahead = nil
+	// Two FLOWs' worth: one pread serves more than one FLOW.
+	n := min(int(float64(2*s.lastFlow)/s.avgMsgs)+1, maxReadEntries)
+	return roundPlan{d: d, epoch: s.epoch, from: s.readPos, readNew: true, n: n, prefetch: true}, true
+}
+
+// sendAhead sends the entries read ahead right away, on the goroutine that
+// granted permits, instead of waking the run goroutine to do it; s.mu
+// held. Entries in s.ahead stay valid while it is set: the run goroutine
+// clears it under s.mu before it reads into readBuf again. It reports
+// whether the run goroutine has work: false only when entries read ahead
+// are left and the permits are spent, so that a FLOW costs no wake-up of
+// a goroutine that would find nothing to do.
+func (s *subscription) sendAhead() bool {
+	if s.deleted || len(s.ahead) == 0 || s.aheadEpoch != s.epoch || s.ahead[0].ID != s.readPos || s.replay.len() > 0 {
+		return true
+	}
+	d := dispatcherOf(s.typ)
+	if d.budget(s) <= 0 {
+		return false
+	}
+	ahead := s.ahead
+	s.ahead = nil
+	delayed := len(s.delayed)
+	s.sendFresh(d, ahead, d.newRound())
+	// A held entry needs the run goroutine's timer (nextDue).
+	return len(s.ahead) == 0 || d.budget(s) > 0 || len(s.delayed) != delayed
 }
 
 // readRound reads the round's entries from the store, without s.mu. Only

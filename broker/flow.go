@@ -14,10 +14,17 @@ func (cn *conn) handleFlow(m *pb.CommandFlow) {
 		return
 	}
 	s := c.sub
+	// Entries sent from s.ahead go out on this goroutine (conn.holdOutput).
+	cn.holdOutput()
+	defer cn.flushHeld()
 	s.mu.Lock()
 	c.permits += int64(m.GetMessagePermits())
+	s.lastFlow = int64(m.GetMessagePermits())
+	wake := s.sendAhead()
 	s.mu.Unlock()
-	s.wakeup()
+	if wake {
+		s.wakeup()
+	}
 }
 
 // handleRedeliver sends unacknowledged messages again: the ones named, or

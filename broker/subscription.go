@@ -56,6 +56,7 @@ type subscription struct {
 	readBuf     store.ReadBuffer
 	readEnts    []store.Entry
 	avgMsgs     float64 // mean messages per entry, to read as many entries as permits allow
+	lastFlow    int64   // permits of the last FLOW, to size the read ahead of the next
 	epoch       uint64  // bumped by a reset, to drop reads in flight
 	deleted     bool
 	keepEmpty   bool      // a non-durable subscription kept after a seek, for its reconnecting reader

@@ -20,19 +20,22 @@ import (
 // STREAMRUN_PLUGIN_BATCH_FD. Batches come in as frames, answers go out as
 // frames; Init and Close stay on gRPC.
 
-// openChannel takes the batch channel's descriptor. It is made
-// close-on-exec (net.FileConn's dup is), so a process the handler starts
-// does not hold the channel open after this one is gone.
-func openChannel() (net.Conn, error) {
+// channelConn is the plugin's end of the batch channel (channel_unix.go).
+// Close ends a Read or Write under way on another goroutine.
+type channelConn interface {
+	io.ReadWriteCloser
+}
+
+// openChannel takes the batch channel's descriptor, named by
+// STREAMRUN_PLUGIN_BATCH_FD.
+func openChannel() (channelConn, error) {
 	v := os.Getenv(contract.EnvBatchFD)
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd < 0 {
 		return nil, fmt.Errorf("contract version %d needs the batch channel's descriptor in %s, which is %q",
 			contract.VersionBatchChannel, contract.EnvBatchFD, v)
 	}
-	f := os.NewFile(uintptr(fd), "streamrun-batch-channel")
-	conn, err := net.FileConn(f)
-	_ = f.Close()
+	conn, err := channelFromFD(fd)
 	if err != nil {
 		return nil, fmt.Errorf("the batch channel (descriptor %d): %w", fd, err)
 	}
@@ -40,9 +43,12 @@ func openChannel() (net.Conn, error) {
 }
 
 // serveChannel serves the batches that come on conn until the host ends
-// the channel (or goes). The handlers' context ends with it, as it ends
-// with the gRPC stream on version 1.
-func (s *server) serveChannel(conn net.Conn) {
+// the channel (or goes). The handlers' context ends when a free worker
+// reads the channel's end; a handler at work while every worker is busy
+// (always, at Concurrency 1) ends at its deadline, or when the host's
+// kill or exit takes the process (on version 1, gRPC ends the context
+// with the stream).
+func (s *server) serveChannel(conn channelConn) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	fr := wire.NewFrameReader(conn, s.maxSize)
@@ -73,7 +79,7 @@ func (s *server) serveChannel(conn net.Conn) {
 			return err
 		})
 	cancel()
-	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
 		slog.Warn("the batch channel failed; no more batches", "error", err)
 	}
 }

@@ -122,11 +122,12 @@
 //
 // # Cost
 //
-// Measured with plugin/host's BenchmarkProcess and BenchmarkProcessLocal (100-byte
-// messages, one output each, host and plugin sharing 2 cores): a round
-// trip on the Batches stream costs about 60 µs (75 µs of CPU in the two
-// processes); per message, about 1.6 µs in batches of 100 and 0.85 µs in
-// batches of 1000. The same handler in-process costs under 0.2 µs a
-// message, so batching is what makes the process boundary cheap: at batch
-// 1 it dominates, at 100 and more it is one or two µs a message.
+// Measured with plugin/host's BenchmarkProcess and BenchmarkProcessLocal
+// (100-byte messages, one output each, host and plugin sharing 2 busy
+// cores, on the batch channel): a round trip costs about 2 µs of CPU a
+// message in the two processes together at batch 100 and 1.5 to 2 at
+// batch 1000, against about 0.4 µs for the same handler in-process. A
+// batch has a fixed cost (a write and a read each way, two wake-ups), so
+// batching is what makes the process boundary cheap. docs/benchmarks.md
+// ("The plugin boundary") has the figures and the commands.
 package plugin

@@ -196,49 +196,50 @@ func (s *server) batches(stream grpc.ServerStream) error {
 	return err
 }
 
-// serveBatches serves batches read by recv until it fails: each batch
-// read goes, once a slot is free, to one of as many workers as there are
-// slots, and its answer goes back through send when it is ready. The
-// workers stay for the stream, with their grown stacks, instead of a
-// fresh goroutine per batch that grows its stack again. It returns
-// recv's error (or ctx's) once the answers of every batch read have been
-// sent.
+// serveBatches serves batches read by recv until it fails, on as many
+// workers as there are slots. A free worker reads the next batch itself
+// (one at a time: recv is not called concurrently), handles it and sends
+// its answer: a batch is never handed from a reader to a worker, which
+// would cost a wake-up of another thread each time. A batch that comes
+// while every worker is busy waits in the stream or channel until one is
+// free. The workers stay for the stream, with their grown stacks,
+// instead of a fresh goroutine per batch that grows its stack again. It
+// returns recv's first error once the answers of every batch read have
+// been sent.
 func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, send func(*resultsOut) error) error {
-	var sendMu sync.Mutex
+	var recvMu, sendMu sync.Mutex
+	var recvErr error // the first, under recvMu; it ends every worker
 	var wg sync.WaitGroup
-	work := make(chan *batchIn)
 	for range cap(s.slots) {
 		wg.Go(func() {
 			sc := new(scratch)
-			for in := range work {
-				out := s.answer(ctx, in, sc)
+			for {
+				var in batchIn
+				recvMu.Lock()
+				if recvErr == nil {
+					recvErr = recv(&in)
+				}
+				err := recvErr
+				recvMu.Unlock()
+				if err != nil {
+					return
+				}
+				s.slots <- struct{}{} // free: only the workers take slots
+				out := s.answer(ctx, &in, sc)
 				if out == nil {
 					continue
 				}
 				sendMu.Lock()
 				// An error means the stream is gone, and with it the
-				// host's wait for this answer.
+				// host's wait for this answer; the next recv says so.
 				_ = send(out)
 				sendMu.Unlock()
+				sc.sizes = out.sizes // grown, maybe
 			}
 		})
 	}
-	defer func() {
-		close(work)
-		wg.Wait()
-	}()
-	for {
-		in := new(batchIn)
-		if err := recv(in); err != nil {
-			return err
-		}
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		}
-		work <- in // a worker is free: it gave its slot back before it took more
-	}
+	wg.Wait()
+	return recvErr
 }
 
 // answer has the handler work on in, holding a slot it was given, and
@@ -267,7 +268,7 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 		// said "hung", or a moment before and say otherwise.
 		return nil
 	}
-	out := &resultsOut{res: res, seq: in.seq}
+	out := &resultsOut{res: res, seq: in.seq, sizes: sc.sizes}
 	if p != nil {
 		out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
 	}

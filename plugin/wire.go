@@ -35,6 +35,10 @@ type resultsOut struct {
 	res   []Result
 	seq   uint64
 	panic []byte
+	// sizes are the encoded sizes of each result and then of each of its
+	// outputs, worked out by Size for Append; its array may be a
+	// worker's (scratch), reused.
+	sizes []int
 }
 
 var outcomeToPB = [...]pb.Outcome{
@@ -45,11 +49,13 @@ var outcomeToPB = [...]pb.Outcome{
 }
 
 func (r *resultsOut) Size() int {
-	return resultsSize(r.res) + wire.SizeVarint(r.seq) + wire.SizeBlob(r.panic)
+	var n int
+	n, r.sizes = resultsSize(r.res, r.sizes[:0])
+	return n + wire.SizeVarint(r.seq) + wire.SizeBlob(r.panic)
 }
 
 func (r *resultsOut) Append(b []byte) []byte {
-	b = appendResults(b, r.res)
+	b = appendResults(b, r.res, r.sizes)
 	b = wire.AppendVarint(b, wire.ResultsSeq, r.seq)
 	return wire.AppendBlob(b, wire.ResultsPanic, r.panic)
 }
@@ -60,34 +66,48 @@ func outputSize(o *Output) int {
 		wire.SizeStr(o.TraceParent) + wire.SizeStr(o.TraceState)
 }
 
-func resultSize(i int, r *Result) int {
+// resultSize is the size of result i, r; the sizes of its outputs go
+// on the end of sizes.
+func resultSize(i int, r *Result, sizes []int) (int, []int) {
 	n := wire.SizeVarint(uint64(uint32(i))) + wire.SizeVarint(uint64(outcomeToPB[r.Outcome])) +
 		wire.SizeVarint(uint64(r.RetryDelay.Milliseconds())) + wire.SizeStr(r.Reason)
 	for k := range r.Outputs {
-		n += wire.SizeBytes(outputSize(&r.Outputs[k]))
+		on := outputSize(&r.Outputs[k])
+		sizes = append(sizes, on)
+		n += wire.SizeBytes(on)
 	}
-	return n
+	return n, sizes
 }
 
-func resultsSize(rs []Result) int {
+// resultsSize is the size of rs; sizes gets the size of each result,
+// then each of its outputs', in order, for appendResults.
+func resultsSize(rs []Result, sizes []int) (int, []int) {
 	n := 0
 	for i := range rs {
-		n += wire.SizeBytes(resultSize(i, &rs[i]))
+		at := len(sizes)
+		sizes = append(sizes, 0)
+		var rn int
+		rn, sizes = resultSize(i, &rs[i], sizes)
+		sizes[at] = rn
+		n += wire.SizeBytes(rn)
 	}
-	return n
+	return n, sizes
 }
 
-func appendResults(b []byte, rs []Result) []byte {
+// appendResults appends rs, whose sizes resultsSize worked out.
+func appendResults(b []byte, rs []Result, sizes []int) []byte {
 	for i := range rs {
 		r := &rs[i]
-		b = wire.AppendLen(b, wire.ResultsResults, resultSize(i, r))
+		b = wire.AppendLen(b, wire.ResultsResults, sizes[0])
+		sizes = sizes[1:]
 		b = wire.AppendVarint(b, wire.ResIndex, uint64(uint32(i)))
 		b = wire.AppendVarint(b, wire.ResOutcome, uint64(outcomeToPB[r.Outcome]))
 		b = wire.AppendVarint(b, wire.ResDelay, uint64(r.RetryDelay.Milliseconds()))
 		b = wire.AppendStr(b, wire.ResReason, r.Reason)
 		for k := range r.Outputs {
 			o := &r.Outputs[k]
-			b = wire.AppendLen(b, wire.ResOutputs, outputSize(o))
+			b = wire.AppendLen(b, wire.ResOutputs, sizes[0])
+			sizes = sizes[1:]
 			b = wire.AppendStr(b, wire.OutTopic, o.Topic)
 			b = wire.AppendStr(b, wire.OutKey, o.Key)
 			b = wire.AppendBlob(b, wire.OutOrderingKey, o.OrderingKey)
@@ -112,6 +132,7 @@ type scratch struct {
 	ptrs    []*Message
 	results []Result
 	outputs []Output
+	sizes   []int // resultsOut.sizes
 }
 
 // messages returns n cleared Messages and the pointers to them.

@@ -471,6 +471,11 @@ func (r *readLimits) take(size int) bool {
 	return true
 }
 
+// fits says whether take(size) would take it, without taking it.
+func (r *readLimits) fits(size int) bool {
+	return r.n == 0 || !((r.maxEntries > 0 && r.n >= r.maxEntries) || (r.maxBytes > 0 && r.bytes+size > r.maxBytes))
+}
+
 func (r *readLimits) full() bool {
 	return (r.maxEntries > 0 && r.n >= r.maxEntries) || (r.maxBytes > 0 && r.bytes >= r.maxBytes)
 }
@@ -658,7 +663,10 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 		if lim.maxBytes > 0 {
 			want = min(want, int64(lim.maxBytes-lim.bytes)+avg)
 		}
-		want = min(max(skip+want+want/8+recHeaderSize, minBlock), maxBlock)
+		// The margin is at least one mean record: reads of one or two
+		// entries (dispatch of a batched topic) would otherwise widen
+		// (a second pread) for every record above the mean.
+		want = min(max(skip+want+max(want/8, avg)+recHeaderSize, minBlock), maxBlock)
 		buf := rb.block(int(min(size-off, want)))
 		if n, err := f.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 			return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, off, err)
@@ -678,14 +686,19 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 				return res, false, &CorruptError{File: sg.path, Offset: at, Reason: "record length past end of segment"}
 			}
 			if len(buf)-pos < recHeaderSize+n {
-				if pos == 0 { // one record bigger than the block: read it alone
-					buf = make([]byte, recHeaderSize+n)
-					if _, err := f.ReadAt(buf, off); err != nil {
-						return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, off, err)
-					}
-					continue
+				if pos > 0 && id < from {
+					break // only skipped over: the next block starts at it
 				}
-				break
+				if pos > 0 && !lim.fits(n) {
+					return res, true, nil // the limits end the read before it: none of its rest
+				}
+				// The record goes past the block: read only its rest,
+				// not the block again from its start.
+				if buf, err = l.widen(f, rb, buf[pos:], at, min(size-at, int64(recHeaderSize+n))); err != nil {
+					return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, at, err)
+				}
+				off, pos = at, 0
+				continue
 			}
 			data := buf[pos+recHeaderSize : pos+recHeaderSize+n : pos+recHeaderSize+n]
 			if id >= from { // records only skipped over need no check
@@ -705,6 +718,20 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 		off += int64(pos)
 	}
 	return res, lim.full(), nil
+}
+
+// widen returns a block of n bytes from rb holding the file from off: the
+// bytes of buf (read from off already) and the rest read after them. A
+// record past the end of its block is common when entries vary in size;
+// reading only the rest, into rb, costs neither a fresh (zeroed) block
+// nor reading its start twice.
+func (l *Log) widen(f *os.File, rb *ReadBuffer, buf []byte, off, n int64) ([]byte, error) {
+	wide := rb.block(int(n))
+	k := copy(wide, buf)
+	if m, err := f.ReadAt(wide[k:], off+int64(k)); err != nil && !(errors.Is(err, io.EOF) && m == len(wide)-k) {
+		return nil, err
+	}
+	return wide, nil
 }
 
 // indexSegment builds the sparse index of a sealed segment the first time it

@@ -20,6 +20,9 @@ import (
 // 2, which the SDK negotiates), decode, handle, and back.
 func BenchmarkProcess(b *testing.B) {
 	inst := start(b, selfPlugin(b, "sdk", nil), `{"mode":"echo"}`)
+	// Closed, not only killed: the plugin then ends its CPU profile
+	// (STREAMRUN_PLUGIN_TEST_CPUPROFILE, see TestMain).
+	b.Cleanup(func() { _ = inst.Close(context.Background()) })
 	benchBatches(b, inst.Pid(), inst.Process)
 }
 

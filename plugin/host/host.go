@@ -296,7 +296,9 @@ func (i *Instance) Process(ctx context.Context, batch []*plugin.Message) ([]plug
 	if err != nil {
 		return nil, i.callError(ctx, "process", batch, err)
 	}
-	return i.decodeResults(batch, resp)
+	res, err := i.decodeResults(batch, resp)
+	i.batches.recycle(resp)
+	return res, err
 }
 
 // Close calls the handler's Close, then stops the process gracefully: it
@@ -400,7 +402,9 @@ func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]pl
 		return nil, bad(-1, "%d results for a batch of %d messages", len(resp.res), len(batch))
 	}
 	out := make([]plugin.Result, len(batch))
-	seen := make([]bool, len(batch))
+	// A plugin answers in the batch's order: then no index can repeat,
+	// and nothing need be remembered to tell.
+	var seen []bool
 	for j := range resp.res {
 		r := &resp.res[j]
 		if int64(r.index) >= int64(len(batch)) {
@@ -408,10 +412,18 @@ func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]pl
 				j, r.index, len(batch))
 		}
 		idx := int(r.index)
-		if seen[idx] {
-			return nil, bad(idx, "more than one result")
+		if idx != j && seen == nil {
+			seen = make([]bool, len(batch))
+			for k := range j {
+				seen[k] = true // results 0..j-1 were for messages 0..j-1
+			}
 		}
-		seen[idx] = true
+		if seen != nil {
+			if seen[idx] {
+				return nil, bad(idx, "more than one result")
+			}
+			seen[idx] = true
+		}
 		o, ok := outcomeFromPB(pb.Outcome(r.outcome))
 		if !ok {
 			return nil, bad(idx, "unknown outcome %d", r.outcome)

@@ -38,12 +38,14 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "sdk":
 		// STREAMRUN_PLUGIN_TEST_CPUPROFILE=file profiles the plugin's side
-		// of the benchmarks: its first 5 seconds (the host kills it
-		// without warning), in file.pid.
+		// of the benchmarks, in file.pid: until Serve returns, which it
+		// does when the host closes the instance (BenchmarkProcess does;
+		// a kill leaves the file empty).
 		if path := os.Getenv("STREAMRUN_PLUGIN_TEST_CPUPROFILE"); path != "" {
 			f, err := os.Create(fmt.Sprintf("%s.%d", path, os.Getpid()))
 			if err == nil && pprof.StartCPUProfile(f) == nil {
-				time.AfterFunc(5*time.Second, func() { pprof.StopCPUProfile(); f.Close() })
+				defer f.Close()
+				defer pprof.StopCPUProfile()
 			}
 		}
 		n, _ := strconv.Atoi(os.Getenv("STREAMRUN_PLUGIN_TEST_CONCURRENCY"))

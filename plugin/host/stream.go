@@ -38,6 +38,10 @@ type batchStream struct {
 	err     error // why the stream ended; nil while it runs
 
 	done chan struct{} // closed when the reader has ended
+
+	// spare holds answers their callers are done with, for the reader
+	// to decode the next ones into (their arrays of results).
+	spare sync.Pool
 }
 
 // carrier moves batches and answers between host and plugin: the gRPC
@@ -101,7 +105,10 @@ func newBatchStream(c carrier, maxSize int) *batchStream {
 func (s *batchStream) read() {
 	defer close(s.done)
 	for {
-		in := new(resultsIn)
+		in, _ := s.spare.Get().(*resultsIn)
+		if in == nil {
+			in = new(resultsIn)
+		}
 		err := s.carrier.recv(in)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -193,6 +200,15 @@ func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*re
 		s.forget(seq)
 		return nil, ctx.Err()
 	}
+}
+
+// recycle takes back an answer that its caller has converted: nothing
+// refers to its results any more (their outputs and strings, which the
+// caller keeps, are not in them but in the arrays and frames they point
+// to).
+func (s *batchStream) recycle(in *resultsIn) {
+	clear(in.res)
+	s.spare.Put(in)
 }
 
 func (s *batchStream) forget(seq uint64) {

@@ -24,6 +24,8 @@ type batchOut struct {
 	// traceParent and traceState are the trace context of the host's
 	// span for the batch, "" when it is not traced.
 	traceParent, traceState string
+	// sizes are the encoded sizes of msgs, worked out by Size for Append.
+	sizes []int
 }
 
 // resultsIn is a BatchResult as the host reads it.
@@ -47,14 +49,23 @@ type wireResult struct {
 // needs it again.
 func (b *batchOut) Size() int {
 	if b.msgsSize == 0 {
-		b.msgsSize = batchSize(b.msgs)
+		b.sizes = make([]int, 0, len(b.msgs))
+		for _, m := range b.msgs {
+			n := messageSize(m)
+			b.sizes = append(b.sizes, n)
+			b.msgsSize += wire.SizeBytes(n)
+		}
 	}
 	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs)) +
 		wire.SizeStr(b.traceParent) + wire.SizeStr(b.traceState)
 }
 
 func (b *batchOut) Append(buf []byte) []byte {
-	buf = appendBatch(buf, b.msgs)
+	if len(b.sizes) != len(b.msgs) {
+		b.msgsSize = 0
+		b.Size()
+	}
+	buf = appendBatch(buf, b.msgs, b.sizes)
 	buf = wire.AppendVarint(buf, wire.BatchSeq, b.seq)
 	buf = wire.AppendVarint(buf, wire.BatchTimeout, uint64(b.timeoutMs))
 	buf = wire.AppendStr(buf, wire.BatchTraceParent, b.traceParent)
@@ -68,17 +79,10 @@ func messageSize(m *plugin.Message) int {
 		wire.SizeVarint(uint64(m.RedeliveryCount)) + wire.SizeStr(m.TraceParent) + wire.SizeStr(m.TraceState)
 }
 
-func batchSize(msgs []*plugin.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += wire.SizeBytes(messageSize(m))
-	}
-	return n
-}
-
-func appendBatch(b []byte, msgs []*plugin.Message) []byte {
-	for _, m := range msgs {
-		b = wire.AppendLen(b, wire.BatchMessages, messageSize(m))
+// appendBatch appends msgs, whose encoded sizes are sizes.
+func appendBatch(b []byte, msgs []*plugin.Message, sizes []int) []byte {
+	for i, m := range msgs {
+		b = wire.AppendLen(b, wire.BatchMessages, sizes[i])
 		b = wire.AppendStr(b, wire.MsgID, m.ID)
 		b = wire.AppendStr(b, wire.MsgTopic, m.Topic)
 		b = wire.AppendStr(b, wire.MsgKey, m.Key)
@@ -115,7 +119,15 @@ func (out *resultsIn) Decode(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
-	rs := make([]wireResult, 0, n)
+	// The results' array is out's from its last answer (resultsIn are
+	// recycled, batchStream.recycle); the outputs' is new, for the
+	// caller keeps them.
+	rs := out.res[:0]
+	if cap(rs) < n {
+		rs = make([]wireResult, 0, n)
+	}
+	clear(rs[:n])
+	out.seq, out.panic = 0, nil
 	defer func() { out.res = rs }()
 	var outputs []plugin.Output // r's outputs are consecutive in here
 	var topic string

@@ -94,7 +94,12 @@ func FromMillis(ms int64) time.Time {
 // Sizes. A proto3 field at its zero value is not sent.
 
 // SizeBytes is the size of a length-delimited field of n bytes (tag < 16).
-func SizeBytes(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+func SizeBytes(n int) int {
+	if n < 1<<7 {
+		return 2 + n
+	}
+	return 1 + protowire.SizeVarint(uint64(n)) + n
+}
 
 func SizeStr(s string) int {
 	if s == "" {
@@ -119,6 +124,9 @@ func SizeVarint(v uint64) int {
 
 // SizeProps is the size of a map<string,string> field.
 func SizeProps(p map[string]string) int {
+	if len(p) == 0 {
+		return 0 // most messages: no iterator set up
+	}
 	n := 0
 	for k, v := range p {
 		n += SizeBytes(SizeStr(k) + SizeStr(v))
@@ -128,25 +136,29 @@ func SizeProps(p map[string]string) int {
 
 // Encoding.
 
+// The appends take a short path for what a batch is made of: field
+// numbers below 16 (a one-byte tag) and lengths and values below 2^14.
+
 func AppendStr(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	return append(AppendLen(b, num, len(s)), s...)
 }
 
 func AppendBlob(b []byte, num protowire.Number, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
+	return append(AppendLen(b, num, len(v)), v...)
 }
 
 func AppendVarint(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
+	}
+	if num < 16 && v < 1<<7 {
+		return append(b, byte(num)<<3|byte(protowire.VarintType), byte(v))
 	}
 	b = protowire.AppendTag(b, num, protowire.VarintType)
 	return protowire.AppendVarint(b, v)
@@ -154,12 +166,24 @@ func AppendVarint(b []byte, num protowire.Number, v uint64) []byte {
 
 // AppendLen starts a length-delimited field of n bytes.
 func AppendLen(b []byte, num protowire.Number, n int) []byte {
+	if num < 16 {
+		tag := byte(num)<<3 | byte(protowire.BytesType)
+		switch {
+		case n < 1<<7:
+			return append(b, tag, byte(n))
+		case n < 1<<14:
+			return append(b, tag, byte(n)|0x80, byte(n>>7))
+		}
+	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendVarint(b, uint64(n))
 }
 
 // AppendProps appends a map<string,string> field.
 func AppendProps(b []byte, num protowire.Number, p map[string]string) []byte {
+	if len(p) == 0 {
+		return b
+	}
 	for k, v := range p {
 		b = AppendLen(b, num, SizeStr(k)+SizeStr(v))
 		b = AppendStr(b, 1, k)
@@ -177,6 +201,31 @@ var ErrMalformed = errors.New("malformed protobuf")
 // Field reads one field: its number, its type, a varint value or a
 // length-delimited body, and the rest of b.
 func Field(b []byte) (num protowire.Number, typ protowire.Type, v uint64, body, rest []byte, err error) {
+	// The short path: a one-byte tag, a value or length of one or two
+	// bytes.
+	if len(b) >= 3 && b[0] < 0x80 && b[0] >= 1<<3 {
+		num, typ = protowire.Number(b[0]>>3), protowire.Type(b[0]&7)
+		x, k := uint64(b[1]), 2
+		if x >= 0x80 {
+			if b[2] >= 0x80 {
+				return fieldSlow(b)
+			}
+			x, k = x&0x7f|uint64(b[2])<<7, 3
+		}
+		switch typ {
+		case protowire.VarintType:
+			return num, typ, x, nil, b[k:], nil
+		case protowire.BytesType:
+			if end := k + int(x); end <= len(b) {
+				return num, typ, 0, b[k:end:end], b[end:], nil
+			}
+			return 0, 0, 0, nil, nil, ErrMalformed
+		}
+	}
+	return fieldSlow(b)
+}
+
+func fieldSlow(b []byte) (num protowire.Number, typ protowire.Type, v uint64, body, rest []byte, err error) {
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 {
 		return 0, 0, 0, nil, nil, ErrMalformed

@@ -1,0 +1,80 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
+)
+
+// BenchmarkPluginCodec is the plugin's CPU per batch of the batch
+// channel without the channel: decode a Batch of 100-byte messages into
+// a worker's arrays, run an echo handler (one output per message, the
+// payload), encode the answer. plugin/host's BenchmarkProcess is the
+// whole round trip.
+func BenchmarkPluginCodec(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			frame := benchBatchFrame(b, n)
+			echo := HandlerFunc(func(_ context.Context, w ResultWriter, batch []*Message) error {
+				for _, m := range batch {
+					w.Output(m, Output{Topic: "out", Key: m.Key, Payload: m.Payload})
+				}
+				return nil
+			})
+			sc := new(scratch)
+			var out []byte
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				var in batchIn
+				if err := in.decode(frame, sc); err != nil {
+					b.Fatal(err)
+				}
+				res, herr, p := handle(context.Background(), echo, in.msgs, sc)
+				if herr != nil || p != nil {
+					b.Fatal(herr, p)
+				}
+				r := resultsOut{res: res, seq: in.seq, sizes: sc.sizes}
+				var err error
+				if out, err = wire.AppendFrame(out[:0], &r); err != nil {
+					b.Fatal(err)
+				}
+				sc.sizes = r.sizes
+			}
+			// CPU, not wall: on a shared machine the wall time is mostly
+			// the wait for a core.
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*n), "cpu-ns/msg")
+		})
+	}
+}
+
+// benchBatchFrame is a Batch of n messages as the host sends them.
+func benchBatchFrame(b *testing.B, n int) []byte {
+	batch := &pb.Batch{Seq: 1, TimeoutMs: 30000}
+	payload := []byte(strings.Repeat("p", 100))
+	for i := range n {
+		batch.Messages = append(batch.Messages, &pb.Message{Id: fmt.Sprintf("1:%d:-1:-1", i),
+			Topic: "persistent://public/default/bench", Key: []byte(fmt.Sprintf("key-%d", i%16)),
+			Payload: payload, PublishTimeMs: time.UnixMilli(1_700_000_000_000).UnixMilli()})
+	}
+	frame, err := proto.Marshal(batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return frame
+}
+
+// processCPU is the CPU time (user and system) of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
