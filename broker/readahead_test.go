@@ -2,14 +2,12 @@ package broker_test
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
-	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
@@ -81,41 +79,16 @@ func TestFlowAnswerNeverBlocksTheReadLoop(t *testing.T) {
 	for i := range uint64(n) {
 		p.publish(pid, i, msg{payload: big})
 	}
-	nc, err := net.Dial("tcp", serviceAddr(c.ServiceURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	r := pulsarwire.NewReader(nc, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
-	write := func(m proto.Message) {
-		b, _ := pulsarwire.AppendCommand(nil, pulsarwire.Wrap(m))
-		if _, err := nc.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(&pb.CommandConnect{ClientVersion: proto.String("no-reader"), ProtocolVersion: proto.Int32(20)})
-	r.Next()
-	write(&pb.CommandSubscribe{Topic: proto.String("no-reader"), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Exclusive.Enum(),
-		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1), InitialPosition: pb.CommandSubscribe_Earliest.Enum()})
-	r.Next()
+	u := dialUnread(t, c.ServiceURL(), "no-reader", pb.CommandSubscribe_Earliest)
 	// One FLOW at a time, each handled before the next: from the second
 	// on, each is answered from the read-ahead, until the socket and then
 	// the connection's buffer are full.
 	for i := range int64(flows) {
-		write(&pb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1)})
+		u.send(&pb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1)})
 		brokertest.Eventually(t, waitFor, fmt.Sprintf("FLOW %d handled", i+1), func() bool {
 			ci := c.Consumers("no-reader", "s")
 			return len(ci) == 1 && ci[0].Permits+ci[0].Dispatched == i+1
 		})
 	}
-	got := 0 // one entry a permit
-	for got < flows {
-		f, err := r.Next()
-		if err != nil {
-			t.Fatalf("after %d messages: %v", got, err)
-		}
-		if f.Cmd.GetType() == pb.BaseCommand_MESSAGE {
-			got++
-		}
-	}
+	u.readMessages(flows) // one entry a permit
 }

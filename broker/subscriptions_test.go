@@ -3,7 +3,6 @@ package broker_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -522,21 +521,8 @@ func TestSharedConsumerBlockedAt50000Unacked(t *testing.T) {
 // it reads again.
 func TestSlowReaderBoundsTheBrokersBuffer(t *testing.T) {
 	c := brokertest.Start(t)
-	nc, err := net.Dial("tcp", serviceAddr(c.ServiceURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	r := pulsarwire.NewReader(nc, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
-	write := func(m proto.Message) {
-		b, _ := pulsarwire.AppendCommand(nil, pulsarwire.Wrap(m))
-		nc.Write(b)
-	}
-	write(&pb.CommandConnect{ClientVersion: proto.String("slow"), ProtocolVersion: proto.Int32(20)})
-	r.Next()
-	write(&pb.CommandSubscribe{Topic: proto.String("slow"), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1)})
-	r.Next()
-	write(&pb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1 << 30)})
+	u := dialUnread(t, c.ServiceURL(), "slow", pb.CommandSubscribe_Latest)
+	u.send(&pb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1 << 30)})
 
 	const n = 100 // of 1 MiB each
 	p := dial(t, c.ServiceURL())
@@ -549,14 +535,5 @@ func TestSlowReaderBoundsTheBrokersBuffer(t *testing.T) {
 	if d := dispatched(); d >= n/2 {
 		t.Fatalf("%d of %d MiB dispatched to a client that reads nothing", d, n)
 	}
-	got := 0
-	for got < n {
-		f, err := r.Next()
-		if err != nil {
-			t.Fatalf("after %d messages: %v", got, err)
-		}
-		if f.Cmd.GetType() == pb.BaseCommand_MESSAGE {
-			got++
-		}
-	}
+	u.readMessages(n)
 }
