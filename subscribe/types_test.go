@@ -151,6 +151,14 @@ func TestFailoverHandsOverOnClose(t *testing.T) {
 
 // KeyShared: each key goes to one consumer only, and in the order it
 // was published.
+//
+// Apache Pulsar 4.0's Key_Shared dispatcher may send an entry a second
+// time with no fault and no request (an entry read again from its replay
+// queue; CI saw one in about a hundred runs). Delivery is at least once,
+// so on Apache Pulsar a second copy of a message already received (same
+// message ID) is logged and not counted; order is checked over first
+// deliveries. The embedded broker sends nothing twice without cause, so
+// there a copy fails the test.
 func TestKeySharedKeepsEachKeyOnOneConsumerInOrder(t *testing.T) {
 	const total, keys = 2000, 40
 	tg := newTarget(t)
@@ -168,6 +176,8 @@ func TestKeySharedKeepsEachKeyOnOneConsumerInOrder(t *testing.T) {
 		mu      sync.Mutex
 		owner   = map[string]int{}
 		last    = map[string]int{}
+		seen    = map[pulsarwire.MessageID]bool{}
+		copies  int
 		counts  = make([]int, len(consumers))
 		got     atomic.Int64
 		failure error
@@ -186,6 +196,16 @@ func TestKeySharedKeepsEachKeyOnOneConsumerInOrder(t *testing.T) {
 				}
 				i, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), "message-"))
 				mu.Lock()
+				if seen[m.ID] {
+					copies++
+					if !tg.pulsar() && failure == nil {
+						failure = fmt.Errorf("key %s: message %d (%v) delivered twice", m.Key, i, m.ID)
+					}
+					mu.Unlock()
+					cons.Ack(rctx, m)
+					continue
+				}
+				seen[m.ID] = true
 				if o, ok := owner[m.Key]; ok && o != ci && failure == nil {
 					failure = fmt.Errorf("key %s went to consumers %d and %d", m.Key, o, ci)
 				}
@@ -209,6 +229,9 @@ func TestKeySharedKeepsEachKeyOnOneConsumerInOrder(t *testing.T) {
 	}
 	if failure != nil {
 		t.Fatal(failure)
+	}
+	if copies > 0 {
+		t.Logf("Apache Pulsar sent %d message(s) a second time; not counted", copies)
 	}
 	for i, n := range counts {
 		if n == 0 {
