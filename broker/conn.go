@@ -179,6 +179,16 @@ func (cn *conn) done() {
 	}
 }
 
+// doneInline is done, then the output written on the calling goroutine
+// as flushHeld does: a receipt the read loop answers a SEND with costs
+// one write(2) there, not a wake-up of the writer goroutine per entry;
+// wmu held, from out.
+func (cn *conn) doneInline() {
+	cn.held = true
+	cn.done()
+	cn.flushHeld()
+}
+
 // holdOutput makes the output queued from now on wait for flushHeld,
 // which the read loop calls when it has handled the command: answering a
 // FLOW with an entry then costs one write(2) on the read loop, not a
@@ -241,11 +251,11 @@ func (cn *conn) tryWrite(buf []byte) int {
 	n := 0
 	cn.raw.Write(func(fd uintptr) bool {
 		for n < len(buf) {
-			k, err := syscall.Write(int(fd), buf[n:])
+			k, err := rawWrite(fd, buf[n:])
 			if err == syscall.EINTR {
 				continue
 			}
-			if err != nil || k <= 0 {
+			if err != 0 || k <= 0 {
 				break
 			}
 			n += k
@@ -387,7 +397,7 @@ func (cn *conn) readLoop() {
 	// 16 KiB holds many small frames per read; a larger frame is read
 	// straight into its own buffer anyway, so a bigger one would only cost
 	// memory on every idle connection.
-	r := pulsarwire.NewReader(bufio.NewReaderSize(cn.nc, readBufferSize), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	r := pulsarwire.NewReader(bufio.NewReaderSize(socketReader(cn.nc), readBufferSize), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
 	// Every command is handled before the next is read, and SEND's entry
 	// is copied by the store's append: one buffer serves all frames.
 	r.ReuseMessageBuffers()

@@ -216,7 +216,7 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	}
 	if b := cn.out(); b != nil {
 		*b = appendReceipt(*b, s.GetProducerId(), s.GetSequenceId(), s.GetHighestSequenceId(), p.topic.ledger, id, s.HighestSequenceId != nil)
-		cn.done()
+		cn.doneInline()
 	}
 	return true
 }

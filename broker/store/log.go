@@ -668,7 +668,7 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 		// (a second pread) for every record above the mean.
 		want = min(max(skip+want+max(want/8, avg)+recHeaderSize, minBlock), maxBlock)
 		buf := rb.block(int(min(size-off, want)))
-		if n, err := f.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+		if n, err := readAt(f, buf, off); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 			return res, false, fmt.Errorf("store: read %s at %d: %w", sg.path, off, err)
 		}
 		pos := 0
@@ -728,7 +728,7 @@ func (l *Log) readSegment(res []Entry, rb *ReadBuffer, sg *segment, start indexP
 func (l *Log) widen(f *os.File, rb *ReadBuffer, buf []byte, off, n int64) ([]byte, error) {
 	wide := rb.block(int(n))
 	k := copy(wide, buf)
-	if m, err := f.ReadAt(wide[k:], off+int64(k)); err != nil && !(errors.Is(err, io.EOF) && m == len(wide)-k) {
+	if m, err := readAt(f, wide[k:], off+int64(k)); err != nil && !(errors.Is(err, io.EOF) && m == len(wide)-k) {
 		return nil, err
 	}
 	return wide, nil

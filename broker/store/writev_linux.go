@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -10,6 +12,15 @@ import (
 // writeRecordAt writes a record's header and data at off in one pwritev,
 // so the data goes from the caller's buffer straight to the page cache
 // without being copied next to its header first.
+//
+// The pwritev is a raw system call (the runtime is not told): a write
+// into the page cache is work on this CPU, not a wait, and a system call
+// the runtime sees lasting past 20 µs makes its monitor thread hand the
+// goroutine's P to another thread and keep polling every 20 µs; under a
+// stream of 100 KiB entries that churn of thread wake-ups cost the broker
+// more CPU than its own code (docs/benchmarks.md, "2026-12-01, evening").
+// A write the kernel throttles (dirty pages over the limit) holds the P
+// meanwhile: the other Ps run on.
 func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -21,7 +32,7 @@ func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 	// A regular file is not pollable: the function runs once.
 	if err := rc.Write(func(fd uintptr) bool {
 		for len(iov) > 0 {
-			n, err := unix.Pwritev(int(fd), iov, off+int64(total))
+			n, err := rawPwritev(fd, iov, off+int64(total))
 			if err == unix.EINTR {
 				continue
 			}
@@ -44,6 +55,29 @@ func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 		return total, &os.PathError{Op: "write", Path: f.Name(), Err: werr}
 	}
 	return total, nil
+}
+
+// rawPwritev is pwritev(2) of up to two buffers as a raw system call.
+func rawPwritev(fd uintptr, iov [][]byte, off int64) (int, error) {
+	var vec [2]unix.Iovec
+	cnt := 0
+	for _, b := range iov {
+		if len(b) == 0 || cnt == len(vec) {
+			continue
+		}
+		vec[cnt].Base = &b[0]
+		vec[cnt].SetLen(len(b))
+		cnt++
+	}
+	if cnt == 0 {
+		return 0, nil
+	}
+	r, _, e := unix.RawSyscall6(unix.SYS_PWRITEV, fd, uintptr(unsafe.Pointer(&vec[0])), uintptr(cnt), uintptr(off), 0, 0)
+	runtime.KeepAlive(iov)
+	if e != 0 {
+		return int(r), e
+	}
+	return int(r), nil
 }
 
 // advance drops the first n bytes of iov (a short write's rest).
