@@ -67,9 +67,12 @@ func ParseFrame(body []byte) (Frame, error) {
 	if cmdSize > len(rest) {
 		return f, fmt.Errorf("command of %d bytes in a frame of %d: %w", cmdSize, len(body), ErrTruncated)
 	}
-	cmd := new(pb.BaseCommand)
-	if err := proto.Unmarshal(rest[:cmdSize], cmd); err != nil {
-		return f, fmt.Errorf("command: %v: %w", err, ErrCorrupt)
+	cmd, ok := decodeFlow(rest[:cmdSize])
+	if !ok {
+		cmd = new(pb.BaseCommand)
+		if err := proto.Unmarshal(rest[:cmdSize], cmd); err != nil {
+			return f, fmt.Errorf("command: %v: %w", err, ErrCorrupt)
+		}
 	}
 	f.Cmd = cmd
 	rest = rest[cmdSize:]
