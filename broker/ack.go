@@ -41,7 +41,24 @@ func (cn *conn) handleAck(m *pb.CommandAck) {
 			}
 		}
 	}
+	// With no consumer holding a permit nothing can be sent, whatever the
+	// ack freed: the next FLOW wakes the dispatcher (handleFlow). Waking it
+	// on every ACK of a drained window was one thread wake-up an entry.
+	wake := s.anyPermits()
 	s.mu.Unlock()
 	cn.ackReply(m, nil, "")
-	s.wakeup()
+	if wake {
+		s.wakeup()
+	}
+}
+
+// anyPermits reports whether a consumer of s may be sent something; s.mu
+// held.
+func (s *subscription) anyPermits() bool {
+	for _, c := range s.consumers {
+		if c.permits > 0 {
+			return true
+		}
+	}
+	return false
 }

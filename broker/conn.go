@@ -180,9 +180,9 @@ func (cn *conn) done() {
 }
 
 // doneInline is done, then the output written on the calling goroutine
-// as flushHeld does: a receipt the read loop answers a SEND with costs
-// one write(2) there, not a wake-up of the writer goroutine per entry;
-// wmu held, from out.
+// as flushHeld does: a receipt the read loop (or, at fsync durability,
+// the receipt loop) answers SENDs with costs one write(2) there, not a
+// wake-up of the writer goroutine per entry; wmu held, from out.
 func (cn *conn) doneInline() {
 	cn.held = true
 	cn.done()

@@ -148,7 +148,9 @@ func (cn *conn) answer(batch []pendingAnswer, syncs []topicSync) []topicSync {
 		}
 		*b = appendReceipt(*b, a.producer, a.seq, a.highest, a.t.ledger, a.id, a.hasHighest)
 	}
-	cn.done()
+	// Written here, after the fsync, not by the writer goroutine: one
+	// thread wake-up less per fsync.
+	cn.doneInline()
 	for i := range syncs {
 		syncs[i] = topicSync{}
 	}
