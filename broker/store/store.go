@@ -104,6 +104,9 @@ func Open(opts Options) (*Store, error) {
 		nextLedger: 1,
 		writeAt:    writeRecordAt,
 	}
+	if opts.Sync {
+		s.writeAt = writeRecordAtSynced
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -15,13 +15,26 @@ import (
 //
 // The pwritev is a raw system call (the runtime is not told): a write
 // into the page cache is work on this CPU, not a wait, and a system call
-// the runtime sees lasting past 20 µs makes its monitor thread hand the
-// goroutine's P to another thread and keep polling every 20 µs; under a
-// stream of 100 KiB entries that churn of thread wake-ups cost the broker
-// more CPU than its own code (docs/benchmarks.md, "2026-12-01, evening").
-// A write the kernel throttles (dirty pages over the limit) holds the P
-// meanwhile: the other Ps run on.
+// the runtime sees wakes its monitor thread, which then polls every 20 µs
+// (and hands the P over when the call lasts); per 100 KiB entry that cost
+// the broker more CPU than its own code (docs/benchmarks.md, "2026-12-01,
+// evening"). A write the kernel throttles (dirty pages over the limit)
+// holds the P meanwhile: the other Ps run on.
 func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
+	return writeRecord(f, hdr, data, off, rawPwritev)
+}
+
+// writeRecordAtSynced is writeRecordAt for a store that fsyncs (Options.Sync):
+// there writeback runs on the segment's last pages all the time, and a
+// write into a page under writeback can wait for the disk (stable pages),
+// so the runtime is told, as for any system call that may wait.
+func writeRecordAtSynced(f *os.File, hdr, data []byte, off int64) (int, error) {
+	return writeRecord(f, hdr, data, off, func(fd uintptr, iov [][]byte, off int64) (int, error) {
+		return unix.Pwritev(int(fd), iov, off)
+	})
+}
+
+func writeRecord(f *os.File, hdr, data []byte, off int64, pwritev func(fd uintptr, iov [][]byte, off int64) (int, error)) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -32,7 +45,7 @@ func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 	// A regular file is not pollable: the function runs once.
 	if err := rc.Write(func(fd uintptr) bool {
 		for len(iov) > 0 {
-			n, err := rawPwritev(fd, iov, off+int64(total))
+			n, err := pwritev(fd, iov, off+int64(total))
 			if err == unix.EINTR {
 				continue
 			}

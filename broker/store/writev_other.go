@@ -11,3 +11,8 @@ func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 	}
 	return f.WriteAt(append(hdr[:len(hdr):len(hdr)], data...), off)
 }
+
+// writeRecordAtSynced is writeRecordAt.
+func writeRecordAtSynced(f *os.File, hdr, data []byte, off int64) (int, error) {
+	return writeRecordAt(f, hdr, data, off)
+}
