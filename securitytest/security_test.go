@@ -31,7 +31,7 @@ func topic(ns, name string) string { return "persistent://" + ns + "/" + uniq(na
 
 // A token signed with the key (per algorithm: a secret key, an RSA or an
 // EC key pair), unexpired, with a subject connects, and so does one made
-// by Apache Pulsar's tool with the standalone's key pair; an expired one,
+// by Apache Pulsar's tool with the standalone's key; an expired one,
 // one signed with another key of the same algorithm, one that is not a
 // JWT and no token at all are refused with AuthenticationError, on the
 // binary port and on the admin API.
