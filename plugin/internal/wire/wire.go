@@ -58,6 +58,10 @@ const (
 	ResultsResults = 1
 	ResultsSeq     = 2
 	ResultsPanic   = 3
+	// Contract version 3's compact form of a BatchResult.
+	ResultsOutcomes  = 4
+	ResultsEchoTopic = 5
+	ResultsPayloads  = 6
 
 	ResIndex   = 1
 	ResOutcome = 2
@@ -73,6 +77,14 @@ const (
 	OutEventTime   = 6
 	OutTraceParent = 7
 	OutTraceState  = 8
+)
+
+// The bytes of ResultsOutcomes, one per message (handler.proto, BatchResult).
+const (
+	CompactAck         = 0 // acknowledged, no output
+	CompactEcho        = 1 // acknowledged, one output echoing the input to the echo topic
+	CompactEchoPayload = 2 // the same with the next of ResultsPayloads as payload
+	CompactFull        = 3 // the full Result is among ResultsResults
 )
 
 // Millis is t in Unix milliseconds, 0 for the zero time (not sent).
