@@ -85,6 +85,8 @@ type Instance struct {
 
 	stopping atomic.Bool
 	stopOnce sync.Once
+
+	answers answerArrays
 }
 
 // hostConn is the host's client: the generated one for Init and Close;
@@ -303,6 +305,14 @@ func (i *Instance) Process(ctx context.Context, batch []*plugin.Message) ([]plug
 	return res, err
 }
 
+// Recycle takes back the results of a Process call once the caller is
+// done with them: nothing refers to them or to their outputs any more
+// (the strings, payloads and maps those point to may live on). Their
+// arrays then hold the answer to a later batch, instead of new ones
+// being made for every batch. Calling it is optional; results not
+// recycled are garbage as usual.
+func (i *Instance) Recycle(res []plugin.Result) { i.answers.recycle(res) }
+
 // Close calls the handler's Close, then stops the process gracefully: it
 // gets up to 2 seconds (go-plugin's grace) to exit before it is killed.
 // ctx bounds the handler's Close. Close waits for the exit.
@@ -399,7 +409,7 @@ func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]pl
 	if len(resp.res) != len(batch) {
 		return nil, i.badAnswer(batch, -1, "%d results for a batch of %d messages", len(resp.res), len(batch))
 	}
-	out := make([]plugin.Result, len(batch))
+	out := i.answers.get(len(batch), false).res
 	// A plugin answers in the batch's order: then no index can repeat,
 	// and nothing need be remembered to tell.
 	var seen []bool
@@ -476,19 +486,16 @@ func (i *Instance) decodeCompact(batch []*plugin.Message, resp *resultsIn) ([]pl
 	if len(codes) != len(batch) {
 		return nil, i.badAnswer(batch, -1, "%d outcomes for a batch of %d messages", len(codes), len(batch))
 	}
-	out := make([]plugin.Result, len(batch))
-	var echoes []plugin.Output // one array for the batch's echoed outputs
+	arrays := i.answers.get(len(batch), true)
+	out, echoes := arrays.res, arrays.echoes // echoes: one array for the batch's echoed outputs
 	full, payloads := 0, resp.payloads
 	for j, c := range codes {
 		switch c {
 		case wire.CompactAck:
-			out[j].Outcome = plugin.OutcomeAck
+			out[j] = plugin.Result{Outcome: plugin.OutcomeAck}
 		case wire.CompactEcho, wire.CompactEchoPayload:
 			if resp.echoTopic == "" {
 				return nil, i.badAnswer(batch, j, "an echoed output, and no echo topic")
-			}
-			if echoes == nil {
-				echoes = make([]plugin.Output, len(batch))
 			}
 			m, o := batch[j], &echoes[j]
 			*o = plugin.Output{Topic: resp.echoTopic, Key: m.Key, OrderingKey: m.OrderingKey,
