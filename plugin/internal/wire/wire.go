@@ -220,6 +220,15 @@ func Field(b []byte) (num protowire.Number, typ protowire.Type, v uint64, body, 
 		x, k := uint64(b[1]), 2
 		if x >= 0x80 {
 			if b[2] >= 0x80 {
+				if typ == protowire.VarintType {
+					// A long varint (a time in milliseconds): no tag to
+					// read again.
+					v, n := protowire.ConsumeVarint(b[1:])
+					if n < 0 {
+						return 0, 0, 0, nil, nil, ErrMalformed
+					}
+					return num, typ, v, nil, b[1+n:], nil
+				}
 				return fieldSlow(b)
 			}
 			x, k = x&0x7f|uint64(b[2])<<7, 3
