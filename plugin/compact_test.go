@@ -81,17 +81,22 @@ func TestCompactAnswersSayEveryOutcome(t *testing.T) {
 		if int(r.Index) != i {
 			t.Fatalf("full result %d is for message %d, want %d", k, r.Index, i)
 		}
-		want := cases[i].res
-		if len(r.Outputs) != len(want.Outputs) || r.Reason != want.Reason ||
-			r.RetryDelayMs != want.RetryDelay.Milliseconds() || r.Outcome != outcomeToPB[want.Outcome] {
-			t.Errorf("full result for message %d: %v, want %+v", i, r, want)
-		}
-		for j, o := range r.Outputs {
-			wo := want.Outputs[j]
-			if o.Topic != wo.Topic || string(o.Key) != wo.Key || !bytes.Equal(o.Payload, wo.Payload) ||
-				o.EventTimeMs != wire.Millis(wo.EventTime) || prop(o.Properties, "a") != propOr(wo.Properties, "a") {
-				t.Errorf("message %d output %d: %v, want %+v", i, j, o, wo)
-			}
+		checkFullResult(t, i, r, cases[i].res)
+	}
+}
+
+func checkFullResult(t *testing.T, i int, r *pb.Result, want Result) {
+	t.Helper()
+	if len(r.Outputs) != len(want.Outputs) || r.Reason != want.Reason ||
+		r.RetryDelayMs != want.RetryDelay.Milliseconds() || r.Outcome != outcomeToPB[want.Outcome] {
+		t.Errorf("full result for message %d: %v, want %+v", i, r, want)
+		return
+	}
+	for j, o := range r.Outputs {
+		wo := want.Outputs[j]
+		if o.Topic != wo.Topic || string(o.Key) != wo.Key || !bytes.Equal(o.Payload, wo.Payload) ||
+			o.EventTimeMs != wire.Millis(wo.EventTime) || prop(o.Properties, "a") != propOr(wo.Properties, "a") {
+			t.Errorf("message %d output %d: %v, want %+v", i, j, o, wo)
 		}
 	}
 }
