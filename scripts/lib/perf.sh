@@ -25,8 +25,8 @@ PERF_UNLIMITED_RATE=100000000
 # With PERF_START_RE set (the log line that starts the measured window,
 # e.g. 'Created [0-9]+ producers'), the phase's CPU is sampled from /proc
 # (phase_sample) into OUT.start when that line appears and into OUT.end at
-# the first poll that sees DONE (or, if pulsar-perf exits at DONE as
-# `consume -m` does, its last poll alive); PERF_BROKER_PID names the broker
+# each poll (every 0.2 s) until DONE is logged, so the window ends within
+# 0.2 s of DONE and before any thread ends; PERF_BROKER_PID names the broker
 # process to sample with it. One jstack of pulsar-perf, half a second into the
 # window, goes to OUT.jstack: it names the threads (/proc keeps 15
 # characters, and pulsar-client-io and pulsar-client-internal look alike).
@@ -44,10 +44,13 @@ perf_run() {
     if [[ -n ${PERF_START_RE:-} && -z $ended ]]; then
       if [[ -z $started ]] && grep -qsE -- "$PERF_START_RE" "$out"; then
         phase_sample "$pid" "${PERF_BROKER_PID:-}" >"$out.start" && started=$(now_s)
+      elif [[ -n $started ]] && grep -qs -- '- DONE' "$out"; then
+        ended=1
       elif [[ -n $started ]]; then
-        # Kept only if pulsar-perf was still alive for the whole sample.
+        # The last sample before DONE ends the window: `consume -m` exits
+        # at DONE, and a sample of its threads while they end is not one.
+        # Kept only if pulsar-perf was alive for the whole sample.
         phase_sample "$pid" "${PERF_BROKER_PID:-}" >"$out.tmp" && mv "$out.tmp" "$out.end"
-        grep -qs -- '- DONE' "$out" && ended=1
         dt=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print (b - a >= 0.5) ? 1 : 0 }')
         if [[ -z $named && $dt == 1 ]]; then
           named=1
