@@ -17,11 +17,29 @@ import (
 // BenchmarkPluginCodec is the plugin's CPU per batch of the batch
 // channel without the channel: decode a Batch of 100-byte messages into
 // a worker's arrays, run an echo handler (one output per message, the
-// payload), encode the answer. plugin/host's BenchmarkProcess is the
-// whole round trip.
+// payload), encode the answer: in full (contract versions 1 and 2) or
+// compact (version 3). plugin/host's BenchmarkProcess is the whole round
+// trip.
 func BenchmarkPluginCodec(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+		for _, compact := range []bool{false, true} {
+			b.Run(fmt.Sprintf("answer=%s/batch=%d", answerForm(compact), n), func(b *testing.B) {
+				benchPluginCodec(b, n, compact)
+			})
+		}
+	}
+}
+
+func answerForm(compact bool) string {
+	if compact {
+		return "compact"
+	}
+	return "full"
+}
+
+func benchPluginCodec(b *testing.B, n int, compact bool) {
+	{
+		{
 			frame := benchBatchFrame(b, n)
 			echo := HandlerFunc(func(_ context.Context, w ResultWriter, batch []*Message) error {
 				for _, m := range batch {
@@ -42,17 +60,18 @@ func BenchmarkPluginCodec(b *testing.B) {
 				if herr != nil || p != nil {
 					b.Fatal(herr, p)
 				}
-				r := resultsOut{res: res, seq: in.seq, sizes: sc.sizes}
+				r := resultsOut{res: res, seq: in.seq, sizes: sc.sizes, codes: sc.codes, msgs: in.msgs, compact: compact}
 				var err error
 				if out, err = wire.AppendFrame(out[:0], &r); err != nil {
 					b.Fatal(err)
 				}
-				sc.sizes = r.sizes
+				sc.sizes, sc.codes = r.sizes, r.codes
 			}
 			// CPU, not wall: on a shared machine the wall time is mostly
 			// the wait for a core.
 			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*n), "cpu-ns/msg")
-		})
+			b.ReportMetric(float64(len(out))/float64(n), "answer-B/msg")
+		}
 	}
 }
 

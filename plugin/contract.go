@@ -6,8 +6,9 @@ package plugin
 // both ends speak): a host and a plugin with none in common refuse each
 // other at start with an error naming both. Version 2 moves batches off
 // gRPC onto a channel the host hands the plugin (docs/runtime.md, "The
-// plugin boundary"); the handler sees no difference.
-const ContractVersion = 2
+// plugin boundary"); version 3 answers the common outcomes in a byte a
+// message. The handler sees no difference.
+const ContractVersion = 3
 
 // DefaultMaxMessageSize is the largest gRPC message (a batch, or a batch's
 // results) either side accepts unless told otherwise: 64 MiB, well above

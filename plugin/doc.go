@@ -113,7 +113,9 @@
 // on Unix), batches and answers do not travel on gRPC but on the batch
 // channel, a socket pair the host makes for the instance and hands the
 // plugin at its start: one frame each way per batch, the same bytes. The
-// handler sees no difference. Messages may be up to 64 MiB each way
+// handler sees no difference; from version 3 on, the SDK answers the
+// common outcomes (an ack, an output echoing its input) in a byte a
+// message. Messages may be up to 64 MiB each way
 // (DefaultMaxMessageSize; gRPC's default is 4 MiB), so that a batch of
 // Pulsar's largest messages fits; ServeOptions.MaxMessageSize (and the
 // host's ClientOptions.MaxMessageSize) change it. Nothing in the contract

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,11 +80,8 @@ func ServeWithOptions(h Handler, opts ServeOptions) {
 		HandshakeConfig: contract.Handshake(),
 		// The host offers the versions it speaks; go-plugin picks the
 		// highest both do and registers only that version's service.
-		VersionedPlugins: contract.PluginSets(map[int]*contract.GRPCPlugin{
-			contract.VersionGRPCBatches:  {Register: s.register(contract.VersionGRPCBatches)},
-			contract.VersionBatchChannel: {Register: s.register(contract.VersionBatchChannel)},
-		}),
-		Logger: contract.NewHCLog(opts.Logger),
+		VersionedPlugins: contract.PluginSets(s.versions()),
+		Logger:           contract.NewHCLog(opts.Logger),
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(size), grpc.MaxSendMsgSize(size),
 				grpc.ForceServerCodecV2(wire.NewCodec()),
@@ -96,6 +94,20 @@ func ServeWithOptions(h Handler, opts ServeOptions) {
 				grpc.InitialWindowSize(contract.WindowSize), grpc.InitialConnWindowSize(contract.WindowSize))...)
 		},
 	})
+}
+
+// versions are the contract versions the plugin offers: every one it
+// speaks, up to contract.EnvMaxVersion when that is set.
+func (s *server) versions() map[int]*contract.GRPCPlugin {
+	top := contract.Version
+	if v, err := strconv.Atoi(os.Getenv(contract.EnvMaxVersion)); err == nil && v >= contract.VersionGRPCBatches {
+		top = min(v, top)
+	}
+	vs := make(map[int]*contract.GRPCPlugin, top)
+	for v := contract.VersionGRPCBatches; v <= top; v++ {
+		vs[v] = &contract.GRPCPlugin{Register: s.register(v)}
+	}
+	return vs
 }
 
 // crashExitDelay is how long a plugin whose handler panicked lives on, so
@@ -130,7 +142,7 @@ type server struct {
 func (s *server) register(v int) func(*grpc.Server) error {
 	return func(g *grpc.Server) error {
 		s.version = v
-		if v == contract.VersionBatchChannel {
+		if contract.OnChannel(v) {
 			conn, err := openChannel()
 			if err != nil {
 				return err
@@ -234,7 +246,7 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 				// host's wait for this answer; the next recv says so.
 				_ = send(out)
 				sendMu.Unlock()
-				sc.sizes = out.sizes // grown, maybe
+				sc.sizes, sc.codes = out.sizes, out.codes // grown, maybe
 			}
 		})
 	}
@@ -268,7 +280,8 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 		// said "hung", or a moment before and say otherwise.
 		return nil
 	}
-	out := &resultsOut{res: res, seq: in.seq, sizes: sc.sizes}
+	out := &resultsOut{res: res, seq: in.seq, sizes: sc.sizes, codes: sc.codes, msgs: in.msgs,
+		compact: s.version >= contract.VersionCompactAnswers && p == nil}
 	if p != nil {
 		out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
 	}

@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -39,6 +41,14 @@ type resultsOut struct {
 	// outputs, worked out by Size for Append; its array may be a
 	// worker's (scratch), reused.
 	sizes []int
+
+	// compact: answer in contract version 3's compact form, a byte a
+	// message (codes, worked out by Size) and full results only where
+	// needed. msgs is the batch, which the echoes are checked against.
+	compact   bool
+	msgs      []*Message
+	codes     []byte
+	echoTopic string
 }
 
 var outcomeToPB = [...]pb.Outcome{
@@ -49,15 +59,108 @@ var outcomeToPB = [...]pb.Outcome{
 }
 
 func (r *resultsOut) Size() int {
+	if r.compact && len(r.res) > 0 {
+		return r.compactSize() + wire.SizeVarint(r.seq)
+	}
 	var n int
 	n, r.sizes = resultsSize(r.res, r.sizes[:0])
 	return n + wire.SizeVarint(r.seq) + wire.SizeBlob(r.panic)
 }
 
 func (r *resultsOut) Append(b []byte) []byte {
+	if r.compact && len(r.res) > 0 {
+		return wire.AppendVarint(r.appendCompact(b), wire.ResultsSeq, r.seq)
+	}
 	b = appendResults(b, r.res, r.sizes)
 	b = wire.AppendVarint(b, wire.ResultsSeq, r.seq)
 	return wire.AppendBlob(b, wire.ResultsPanic, r.panic)
+}
+
+// compactSize works out each message's byte of the compact form (codes)
+// and the sizes of the full results, and returns the size of all but the
+// seq.
+func (r *resultsOut) compactSize() int {
+	r.codes, r.sizes, r.echoTopic = r.codes[:0], r.sizes[:0], ""
+	n := wire.SizeBytes(len(r.res))
+	for i := range r.res {
+		res := &r.res[i]
+		c := compactCode(r.msgs[i], res, &r.echoTopic)
+		r.codes = append(r.codes, c)
+		switch c {
+		case wire.CompactEchoPayload:
+			n += wire.SizeBytes(len(res.Outputs[0].Payload))
+		case wire.CompactFull:
+			at := len(r.sizes)
+			r.sizes = append(r.sizes, 0)
+			var rn int
+			rn, r.sizes = resultSize(i, res, r.sizes)
+			r.sizes[at] = rn
+			n += wire.SizeBytes(rn)
+		}
+	}
+	return n + wire.SizeStr(r.echoTopic)
+}
+
+// appendCompact appends what compactSize sized.
+func (r *resultsOut) appendCompact(b []byte) []byte {
+	b = wire.AppendLen(b, wire.ResultsOutcomes, len(r.codes))
+	b = append(b, r.codes...)
+	b = wire.AppendStr(b, wire.ResultsEchoTopic, r.echoTopic)
+	for i, c := range r.codes {
+		if c == wire.CompactEchoPayload {
+			p := r.res[i].Outputs[0].Payload
+			b = append(wire.AppendLen(b, wire.ResultsPayloads, len(p)), p...) // empty too: a repeated field's entry
+		}
+	}
+	sizes := r.sizes
+	for i, c := range r.codes {
+		if c == wire.CompactFull {
+			b, sizes = appendResult(b, i, &r.res[i], sizes)
+		}
+	}
+	return b
+}
+
+// sameProperties is maps.Equal without its iterator for the common
+// case, no properties on either.
+func sameProperties(a, b map[string]string) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	return maps.Equal(a, b)
+}
+
+// compactCode is r's byte in the compact form for m: an ack with no
+// output, or with one output that echoes m (its key, ordering key and
+// properties, and its payload or another) to the answer's echo topic,
+// which the first such output sets; anything else is a full result.
+func compactCode(m *Message, r *Result, echoTopic *string) byte {
+	if r.Outcome != OutcomeAck {
+		return wire.CompactFull
+	}
+	switch len(r.Outputs) {
+	case 0:
+		return wire.CompactAck
+	case 1:
+	default:
+		return wire.CompactFull
+	}
+	o := &r.Outputs[0]
+	if o.Topic == "" || o.Key != m.Key || !bytes.Equal(o.OrderingKey, m.OrderingKey) || !o.EventTime.IsZero() ||
+		o.TraceParent != "" || o.TraceState != "" || !sameProperties(o.Properties, m.Properties) {
+		return wire.CompactFull
+	}
+	switch *echoTopic {
+	case o.Topic:
+	case "":
+		*echoTopic = o.Topic
+	default:
+		return wire.CompactFull
+	}
+	if bytes.Equal(o.Payload, m.Payload) {
+		return wire.CompactEcho
+	}
+	return wire.CompactEchoPayload
 }
 
 func outputSize(o *Output) int {
@@ -97,28 +200,34 @@ func resultsSize(rs []Result, sizes []int) (int, []int) {
 // appendResults appends rs, whose sizes resultsSize worked out.
 func appendResults(b []byte, rs []Result, sizes []int) []byte {
 	for i := range rs {
-		r := &rs[i]
-		b = wire.AppendLen(b, wire.ResultsResults, sizes[0])
-		sizes = sizes[1:]
-		b = wire.AppendVarint(b, wire.ResIndex, uint64(uint32(i)))
-		b = wire.AppendVarint(b, wire.ResOutcome, uint64(outcomeToPB[r.Outcome]))
-		b = wire.AppendVarint(b, wire.ResDelay, uint64(r.RetryDelay.Milliseconds()))
-		b = wire.AppendStr(b, wire.ResReason, r.Reason)
-		for k := range r.Outputs {
-			o := &r.Outputs[k]
-			b = wire.AppendLen(b, wire.ResOutputs, sizes[0])
-			sizes = sizes[1:]
-			b = wire.AppendStr(b, wire.OutTopic, o.Topic)
-			b = wire.AppendStr(b, wire.OutKey, o.Key)
-			b = wire.AppendBlob(b, wire.OutOrderingKey, o.OrderingKey)
-			b = wire.AppendProps(b, wire.OutProperties, o.Properties)
-			b = wire.AppendBlob(b, wire.OutPayload, o.Payload)
-			b = wire.AppendVarint(b, wire.OutEventTime, uint64(wire.Millis(o.EventTime)))
-			b = wire.AppendStr(b, wire.OutTraceParent, o.TraceParent)
-			b = wire.AppendStr(b, wire.OutTraceState, o.TraceState)
-		}
+		b, sizes = appendResult(b, i, &rs[i], sizes)
 	}
 	return b
+}
+
+// appendResult appends result i, r, whose size and then its outputs'
+// start sizes; it returns the sizes after them.
+func appendResult(b []byte, i int, r *Result, sizes []int) ([]byte, []int) {
+	b = wire.AppendLen(b, wire.ResultsResults, sizes[0])
+	sizes = sizes[1:]
+	b = wire.AppendVarint(b, wire.ResIndex, uint64(uint32(i)))
+	b = wire.AppendVarint(b, wire.ResOutcome, uint64(outcomeToPB[r.Outcome]))
+	b = wire.AppendVarint(b, wire.ResDelay, uint64(r.RetryDelay.Milliseconds()))
+	b = wire.AppendStr(b, wire.ResReason, r.Reason)
+	for k := range r.Outputs {
+		o := &r.Outputs[k]
+		b = wire.AppendLen(b, wire.ResOutputs, sizes[0])
+		sizes = sizes[1:]
+		b = wire.AppendStr(b, wire.OutTopic, o.Topic)
+		b = wire.AppendStr(b, wire.OutKey, o.Key)
+		b = wire.AppendBlob(b, wire.OutOrderingKey, o.OrderingKey)
+		b = wire.AppendProps(b, wire.OutProperties, o.Properties)
+		b = wire.AppendBlob(b, wire.OutPayload, o.Payload)
+		b = wire.AppendVarint(b, wire.OutEventTime, uint64(wire.Millis(o.EventTime)))
+		b = wire.AppendStr(b, wire.OutTraceParent, o.TraceParent)
+		b = wire.AppendStr(b, wire.OutTraceState, o.TraceState)
+	}
+	return b, sizes
 }
 
 // scratch is a worker's arrays for the batches it handles, reused from
@@ -132,7 +241,8 @@ type scratch struct {
 	ptrs    []*Message
 	results []Result
 	outputs []Output
-	sizes   []int // resultsOut.sizes
+	sizes   []int  // resultsOut.sizes
+	codes   []byte // resultsOut.codes
 }
 
 // messages returns n cleared Messages and the pointers to them.

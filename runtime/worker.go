@@ -59,10 +59,19 @@ type worker struct {
 	order chan *sent
 }
 
-// answer is a handler's answer for the messages of a batch.
+// answer is a handler's answer for the messages of a batch, from the
+// instance that gave it.
 type answer struct {
 	items []*item
 	res   []plugin.Result
+	from  instance
+}
+
+// recycler is an instance that takes back the arrays of its answers once
+// they are settled (a plugin process: host.Instance.Recycle), so that it
+// need not make new ones for every batch.
+type recycler interface {
+	Recycle(res []plugin.Result)
 }
 
 // sent is a batch sent to the instance: done is closed once every part
@@ -80,6 +89,11 @@ func (w *worker) publish() {
 		<-b.done
 		for _, a := range b.answers {
 			w.out.settle(a.items, a.res)
+			// Settled: the outputs are in the producers' hands (their
+			// payloads and maps, not the arrays).
+			if r, ok := a.from.(recycler); ok {
+				r.Recycle(a.res)
+			}
 		}
 	}
 }
@@ -174,7 +188,8 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		}
 		ctx, cancel := context.WithTimeout(w.out.calling(w.hard, b, w.id), w.timeout)
 		t0 := time.Now()
-		res, err := l.inst().Process(ctx, buf)
+		inst := l.inst()
+		res, err := inst.Process(ctx, buf)
 		took := time.Since(t0)
 		// The batch's deadline is the only one: the plugin may report it
 		// a moment before ctx does.
@@ -186,7 +201,7 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		w.out.called(b, w.id, len(cur.items), took, err)
 		if err == nil {
 			w.sup.release(l, nil)
-			sb.answers = append(sb.answers, answer{cur.items, res})
+			sb.answers = append(sb.answers, answer{cur.items, res, inst})
 			parts = parts[1:]
 			continue
 		}

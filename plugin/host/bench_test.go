@@ -23,7 +23,7 @@ func BenchmarkProcess(b *testing.B) {
 	// Closed, not only killed: the plugin then ends its CPU profile
 	// (STREAMRUN_PLUGIN_TEST_CPUPROFILE, see TestMain).
 	b.Cleanup(func() { _ = inst.Close(context.Background()) })
-	benchBatches(b, inst.Pid(), inst.Process)
+	benchBatches(b, inst.Pid(), inst.Process, inst.Recycle)
 }
 
 // BenchmarkProcessLocal is the same handler run in the host's process
@@ -32,13 +32,15 @@ func BenchmarkProcessLocal(b *testing.B) {
 	h := &testHandler{mode: "echo"}
 	benchBatches(b, 0, func(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
 		return ProcessLocal(ctx, h, batch)
-	})
+	}, nil)
 }
 
 // benchBatches runs process over batches; pid is the plugin's process, 0
-// for none. cpu-µs/msg is the CPU time of the test process and of the
-// plugin's, per message.
-func benchBatches(b *testing.B, pid int, process func(context.Context, []*plugin.Message) ([]plugin.Result, error)) {
+// for none; recycle, when not nil, takes the results back as the runtime
+// does once it has settled them. cpu-µs/msg is the CPU time of the test
+// process and of the plugin's, per message.
+func benchBatches(b *testing.B, pid int, process func(context.Context, []*plugin.Message) ([]plugin.Result, error),
+	recycle func([]plugin.Result)) {
 	payload := strings.Repeat("p", 100)
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
@@ -60,6 +62,9 @@ func benchBatches(b *testing.B, pid int, process func(context.Context, []*plugin
 				res, err := process(ctx, batch)
 				if err != nil || len(res) != n {
 					b.Fatalf("%d results, %v", len(res), err)
+				}
+				if recycle != nil {
+					recycle(res)
 				}
 			}
 			perMsg := float64(b.Elapsed().Nanoseconds()) / float64(b.N*n)

@@ -25,12 +25,14 @@ type channelCarrier struct {
 	conn net.Conn
 	fr   *wire.FrameReader
 	out  []byte // the frame being written, reused (sends are serialized)
+	// compact: answers may come in contract version 3's compact form.
+	compact bool
 
 	closeOnce sync.Once
 }
 
-func newChannelCarrier(conn net.Conn, maxSize int) *channelCarrier {
-	return &channelCarrier{conn: conn, fr: wire.NewFrameReader(conn, maxSize)}
+func newChannelCarrier(conn net.Conn, maxSize int, compact bool) *channelCarrier {
+	return &channelCarrier{conn: conn, fr: wire.NewFrameReader(conn, maxSize), compact: compact}
 }
 
 func (c *channelCarrier) send(b *batchOut) error {
@@ -62,6 +64,7 @@ func (c *channelCarrier) recv(r *resultsIn) error {
 		}
 		return channelError("read an answer", err)
 	}
+	r.compact = c.compact
 	if err := r.Decode(frame); err != nil {
 		// A plugin that writes what is not a BatchResult cannot be
 		// trusted with the next one: the instance goes.

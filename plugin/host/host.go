@@ -85,6 +85,8 @@ type Instance struct {
 
 	stopping atomic.Bool
 	stopOnce sync.Once
+
+	answers answerArrays
 }
 
 // hostConn is the host's client: the generated one for Init and Close;
@@ -136,8 +138,8 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
 	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String(), certEnv)
-	// Contract version 1 always; version 2 where the batch channel can be
-	// made. The plugin picks.
+	// Contract version 1 always; versions 2 and 3 where the batch channel
+	// can be made. The plugin picks.
 	versions := map[int]*contract.GRPCPlugin{contract.VersionGRPCBatches: {Dial: dial}}
 	channel, childEnd, err := newChannel()
 	if err != nil {
@@ -148,6 +150,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		proc.cmd.ExtraFiles = []*os.File{childEnd}
 		env = append(env, fmt.Sprintf("%s=%d", contract.EnvBatchFD, 3)) // ExtraFiles' first
 		versions[contract.VersionBatchChannel] = &contract.GRPCPlugin{Dial: dial}
+		versions[contract.VersionCompactAnswers] = &contract.GRPCPlugin{Dial: dial}
 	}
 	size := opts.MaxMessageSize
 	client := goplugin.NewClient(&goplugin.ClientConfig{
@@ -212,10 +215,11 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 }
 
 // carrier is how the instance's batches travel, as the contract version
-// negotiated says: the batch channel (version 2), else the gRPC stream.
+// negotiated says: the batch channel (versions 2 and 3), else the gRPC
+// stream.
 func (i *Instance) carrier(channel net.Conn) (carrier, error) {
-	if i.version == contract.VersionBatchChannel && channel != nil {
-		return newChannelCarrier(channel, i.opts.MaxMessageSize), nil
+	if contract.OnChannel(i.version) && channel != nil {
+		return newChannelCarrier(channel, i.opts.MaxMessageSize, i.version >= contract.VersionCompactAnswers), nil
 	}
 	closeChannel(channel)
 	return openGRPCCarrier(i.rpc.conn)
@@ -300,6 +304,14 @@ func (i *Instance) Process(ctx context.Context, batch []*plugin.Message) ([]plug
 	i.batches.recycle(resp)
 	return res, err
 }
+
+// Recycle takes back the results of a Process call once the caller is
+// done with them: nothing refers to them or to their outputs any more
+// (the strings, payloads and maps those point to may live on). Their
+// arrays then hold the answer to a later batch, instead of new ones
+// being made for every batch. Calling it is optional; results not
+// recycled are garbage as usual.
+func (i *Instance) Recycle(res []plugin.Result) { i.answers.recycle(res) }
 
 // Close calls the handler's Close, then stops the process gracefully: it
 // gets up to 2 seconds (go-plugin's grace) to exit before it is killed.
@@ -391,24 +403,20 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*plugin.Mes
 
 // decodeResults checks and converts the plugin's answer to a batch.
 func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]plugin.Result, error) {
-	bad := func(idx int, format string, args ...any) error {
-		e := &ResponseError{Plugin: i.name, Index: idx, Problem: fmt.Sprintf(format, args...)}
-		if idx >= 0 {
-			e.MessageID = batch[idx].ID
-		}
-		return e
+	if resp.codes != nil {
+		return i.decodeCompact(batch, resp)
 	}
 	if len(resp.res) != len(batch) {
-		return nil, bad(-1, "%d results for a batch of %d messages", len(resp.res), len(batch))
+		return nil, i.badAnswer(batch, -1, "%d results for a batch of %d messages", len(resp.res), len(batch))
 	}
-	out := make([]plugin.Result, len(batch))
+	out := i.answers.get(len(batch), false).res
 	// A plugin answers in the batch's order: then no index can repeat,
 	// and nothing need be remembered to tell.
 	var seen []bool
 	for j := range resp.res {
 		r := &resp.res[j]
 		if int64(r.index) >= int64(len(batch)) {
-			return nil, bad(-1, "result %d is for message index %d, out of range for a batch of %d messages",
+			return nil, i.badAnswer(batch, -1, "result %d is for message index %d, out of range for a batch of %d messages",
 				j, r.index, len(batch))
 		}
 		idx := int(r.index)
@@ -420,28 +428,109 @@ func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]pl
 		}
 		if seen != nil {
 			if seen[idx] {
-				return nil, bad(idx, "more than one result")
+				return nil, i.badAnswer(batch, idx, "more than one result")
 			}
 			seen[idx] = true
 		}
-		o, ok := outcomeFromPB(pb.Outcome(r.outcome))
-		if !ok {
-			return nil, bad(idx, "unknown outcome %d", r.outcome)
+		res, err := i.result(batch, r)
+		if err != nil {
+			return nil, err
 		}
-		if r.delayMs < 0 {
-			return nil, bad(idx, "negative retry delay %dms", r.delayMs)
-		}
-		res := plugin.Result{Outcome: o, Reason: r.reason}
-		if o == plugin.OutcomeRetry {
-			res.RetryDelay = time.Duration(r.delayMs) * time.Millisecond
-		}
-		if o == plugin.OutcomeAck && len(r.outputs) > 0 {
-			for k := range r.outputs {
-				if r.outputs[k].Topic == "" {
-					return nil, bad(idx, "output %d has no topic", k)
-				}
+		out[idx] = res
+	}
+	return out, nil
+}
+
+// badAnswer is the error of a wrong answer, about the message at idx
+// (-1: the answer as a whole).
+func (i *Instance) badAnswer(batch []*plugin.Message, idx int, format string, args ...any) error {
+	e := &ResponseError{Plugin: i.name, Index: idx, Problem: fmt.Sprintf(format, args...)}
+	if idx >= 0 {
+		e.MessageID = batch[idx].ID
+	}
+	return e
+}
+
+// result checks and converts one full result, whose index is in range.
+func (i *Instance) result(batch []*plugin.Message, r *wireResult) (plugin.Result, error) {
+	idx := int(r.index)
+	o, ok := outcomeFromPB(pb.Outcome(r.outcome))
+	if !ok {
+		return plugin.Result{}, i.badAnswer(batch, idx, "unknown outcome %d", r.outcome)
+	}
+	if r.delayMs < 0 {
+		return plugin.Result{}, i.badAnswer(batch, idx, "negative retry delay %dms", r.delayMs)
+	}
+	res := plugin.Result{Outcome: o, Reason: r.reason}
+	if o == plugin.OutcomeRetry {
+		res.RetryDelay = time.Duration(r.delayMs) * time.Millisecond
+	}
+	if o == plugin.OutcomeAck && len(r.outputs) > 0 {
+		for k := range r.outputs {
+			if r.outputs[k].Topic == "" {
+				return plugin.Result{}, i.badAnswer(batch, idx, "output %d has no topic", k)
 			}
-			res.Outputs = r.outputs // decoded into one array for the whole batch
+		}
+		res.Outputs = r.outputs // decoded into one array for the whole batch
+	}
+	return res, nil
+}
+
+// decodeCompact checks and converts an answer in contract version 3's
+// compact form (handler.proto, BatchResult): a byte a message, full
+// results, in the batch's order, for the messages whose byte says so. An
+// echoed output is made here from the host's own message, so its key,
+// properties and payload are the very ones the host sent.
+func (i *Instance) decodeCompact(batch []*plugin.Message, resp *resultsIn) ([]plugin.Result, error) {
+	codes := resp.codes
+	if len(codes) != len(batch) {
+		return nil, i.badAnswer(batch, -1, "%d outcomes for a batch of %d messages", len(codes), len(batch))
+	}
+	arrays := i.answers.get(len(batch), true)
+	out, echoes := arrays.res, arrays.echoes // echoes: one array for the batch's echoed outputs
+	full, payloads := 0, resp.payloads
+	for j, c := range codes {
+		switch c {
+		case wire.CompactAck:
+			out[j] = plugin.Result{Outcome: plugin.OutcomeAck}
+		case wire.CompactEcho, wire.CompactEchoPayload:
+			if resp.echoTopic == "" {
+				return nil, i.badAnswer(batch, j, "an echoed output, and no echo topic")
+			}
+			m, o := batch[j], &echoes[j]
+			*o = plugin.Output{Topic: resp.echoTopic, Key: m.Key, OrderingKey: m.OrderingKey,
+				Properties: m.Properties, Payload: m.Payload}
+			if c == wire.CompactEchoPayload {
+				if len(payloads) == 0 {
+					return nil, i.badAnswer(batch, j, "an output's payload is missing")
+				}
+				o.Payload, payloads = payloads[0], payloads[1:]
+			}
+			out[j] = plugin.Result{Outcome: plugin.OutcomeAck, Outputs: echoes[j : j+1 : j+1]}
+		case wire.CompactFull:
+			full++
+		default:
+			return nil, i.badAnswer(batch, j, "unknown compact outcome %d", c)
+		}
+	}
+	if len(payloads) > 0 {
+		return nil, i.badAnswer(batch, -1, "%d payloads more than the outcomes ask for", len(payloads))
+	}
+	if len(resp.res) != full {
+		return nil, i.badAnswer(batch, -1, "%d full results where the outcomes ask for %d", len(resp.res), full)
+	}
+	prev := -1
+	for j := range resp.res {
+		r := &resp.res[j]
+		idx := int64(r.index)
+		if idx >= int64(len(batch)) || idx <= int64(prev) || codes[idx] != wire.CompactFull {
+			return nil, i.badAnswer(batch, -1, "full result %d is for message index %d, which the outcomes do not ask for after %d",
+				j, r.index, prev)
+		}
+		prev = int(idx)
+		res, err := i.result(batch, r)
+		if err != nil {
+			return nil, err
 		}
 		out[idx] = res
 	}

@@ -208,6 +208,8 @@ func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*re
 // to).
 func (s *batchStream) recycle(in *resultsIn) {
 	clear(in.res)
+	clear(in.payloads)
+	in.codes, in.echoTopic = nil, ""
 	s.spare.Put(in)
 }
 

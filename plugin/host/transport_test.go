@@ -71,10 +71,12 @@ func TestAPluginOutlivesThreadsThatEnd(t *testing.T) {
 	}
 }
 
-// A plugin on the SDK gets contract version 2, batches on the batch
-// channel; one that speaks only version 1 (as the Python SDK does) gets
-// that, batches on gRPC. Both answer.
+// A plugin on the SDK gets contract version 3, batches on the batch
+// channel and compact answers; capped at version 2, the batch channel
+// and full answers; capped at 1, or one that speaks only version 1 (as
+// the Python SDK does), batches on gRPC. All answer.
 func TestTheBatchChannelIsNegotiated(t *testing.T) {
+	capped := ClientOptions{Path: example("uppercase"), Env: []string{contract.EnvMaxVersion + "=2"}}
 	cases := []struct {
 		name    string
 		opts    ClientOptions
@@ -82,7 +84,10 @@ func TestTheBatchChannelIsNegotiated(t *testing.T) {
 		version int
 		channel bool
 	}{
-		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionBatchChannel, true},
+		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionCompactAnswers, true},
+		{"sdk up to version 2", capped, `{"output":"o"}`, contract.VersionBatchChannel, true},
+		{"sdk up to version 1", ClientOptions{Path: example("uppercase"), Env: []string{contract.EnvMaxVersion + "=1"}},
+			`{"output":"o"}`, contract.VersionGRPCBatches, false},
 		{"version 1 only", selfPlugin(t, "raw", nil), `{"mode":"ok"}`, contract.VersionGRPCBatches, false},
 	}
 	for _, c := range cases {

@@ -33,6 +33,15 @@ type resultsIn struct {
 	res   []wireResult
 	seq   uint64
 	panic []byte // an encoded Panic, nil when there is none
+
+	// compact says the answer may come in contract version 3's compact
+	// form (set by the carrier before Decode); codes, echoTopic and
+	// payloads are that form's fields, codes nil when the answer is in
+	// the full form.
+	compact   bool
+	codes     []byte
+	echoTopic string
+	payloads  [][]byte
 }
 
 // wireResult is one Result as read from the wire, before it is checked.
@@ -128,6 +137,7 @@ func (out *resultsIn) Decode(b []byte) error {
 	}
 	clear(rs[:n])
 	out.seq, out.panic = 0, nil
+	out.codes, out.echoTopic, out.payloads = nil, "", out.payloads[:0]
 	defer func() { out.res = rs }()
 	var outputs []plugin.Output // r's outputs are consecutive in here
 	var topic string
@@ -143,6 +153,15 @@ func (out *resultsIn) Decode(b []byte) error {
 			continue
 		case num == wire.ResultsPanic && typ == protowire.BytesType:
 			out.panic = wire.Blob(body)
+			continue
+		case out.compact && typ == protowire.BytesType && num == wire.ResultsOutcomes:
+			out.codes = body[:len(body):len(body)] // not nil: the compact form
+			continue
+		case out.compact && typ == protowire.BytesType && num == wire.ResultsEchoTopic:
+			out.echoTopic = wire.Str(body)
+			continue
+		case out.compact && typ == protowire.BytesType && num == wire.ResultsPayloads:
+			out.payloads = append(out.payloads, wire.Blob(body))
 			continue
 		case num != wire.ResultsResults || typ != protowire.BytesType:
 			continue

@@ -28,13 +28,29 @@ import (
 //     host makes and hands the plugin at its start (EnvBatchFD), each
 //     Batch and BatchResult one frame (plugin/internal/wire's frame.go);
 //     Init and Close stay on gRPC.
-const Version = VersionBatchChannel
+//   - VersionCompactAnswers (3): the batch channel, and a BatchResult may
+//     answer in its compact form: a byte per message for the common
+//     outcomes (acked with no output, or with one output that echoes the
+//     input's key, properties and payload or replaces only the payload),
+//     full Results only for the rest (handler.proto, BatchResult).
+const Version = VersionCompactAnswers
 
 // The contract's versions (see Version).
 const (
-	VersionGRPCBatches  = 1
-	VersionBatchChannel = 2
+	VersionGRPCBatches    = 1
+	VersionBatchChannel   = 2
+	VersionCompactAnswers = 3
 )
+
+// OnChannel reports whether version v carries batches on the batch
+// channel.
+func OnChannel(v int) bool { return v == VersionBatchChannel || v == VersionCompactAnswers }
+
+// EnvMaxVersion, in a plugin's environment, caps the versions the Go SDK
+// offers: a plugin given 2 speaks version 2 to a host that offers 3. For
+// tests and for measuring one version against another with one binary;
+// unset, the SDK offers every version it speaks.
+const EnvMaxVersion = "STREAMRUN_PLUGIN_MAX_CONTRACT_VERSION"
 
 // EnvBatchFD names, in the plugin's environment, the file descriptor of
 // its end of the batch channel. The host sets it, and offers

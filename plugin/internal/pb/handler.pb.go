@@ -5,9 +5,17 @@
 // pipeline's handler config, then sends it batches on the Batches stream,
 // then calls Close.
 //
-// Versioning: this file is contract version 1. The version is negotiated in
-// go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS), never guessed, and
-// repeated in InitRequest so a plugin can refuse a host it does not know.
+// Versioning: this file's messages are contract versions 1, 2 and 3. The
+// version is negotiated in go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS:
+// the host offers all it speaks, the plugin picks the highest it speaks),
+// never guessed, and repeated in InitRequest so a plugin can refuse a host
+// it does not know. They differ only in how Batch and BatchResult travel:
+// on the Batches stream below (version 1), or on the batch channel
+// (versions 2 and 3: a socket pair the host hands the plugin at its start,
+// file descriptor STREAMRUN_PLUGIN_BATCH_FD; each message one frame, a
+// 4-byte little-endian length and the message's protobuf bytes), and in
+// version 3 a BatchResult may take its compact form (below). Init and
+// Close are gRPC calls in all.
 // Within a version, fields are only ever added (new field numbers); a change
 // that an old peer would misread is a new version and a new package name
 // (streamrun.plugin.v2).
@@ -690,6 +698,23 @@ func (x *Result) GetOutputs() []*Output {
 }
 
 // One Result for every message of the Batch, each index exactly once.
+//
+// Contract version 3 adds a compact form: when `outcomes` is set, it
+// holds one byte per message of the Batch, in the Batch's order, and
+// `results` holds the full Result of only the messages whose byte says
+// so, in the Batch's order. The bytes:
+//
+//	0  acknowledged, no output;
+//	1  acknowledged with one output to `echo_topic` whose key,
+//	   ordering_key, properties and payload are the input's, with no
+//	   event time and no trace context;
+//	2  as 1, with the payload the next of `payloads` instead of the
+//	   input's (one entry per byte 2, in order);
+//	3  the message's Result is in `results`.
+//
+// Any other byte is a wrong answer. A plugin may always answer in the
+// full form; hosts and plugins of versions 1 and 2 never see these
+// fields.
 type BatchResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Results []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -697,7 +722,11 @@ type BatchResult struct {
 	Seq uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// Set, with no results, when the handler panicked on the batch. The
 	// plugin exits right after.
-	Panic         *Panic `protobuf:"bytes,3,opt,name=panic,proto3" json:"panic,omitempty"`
+	Panic *Panic `protobuf:"bytes,3,opt,name=panic,proto3" json:"panic,omitempty"`
+	// Version 3's compact form (above).
+	Outcomes      []byte   `protobuf:"bytes,4,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	EchoTopic     string   `protobuf:"bytes,5,opt,name=echo_topic,json=echoTopic,proto3" json:"echo_topic,omitempty"`
+	Payloads      [][]byte `protobuf:"bytes,6,rep,name=payloads,proto3" json:"payloads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -749,6 +778,27 @@ func (x *BatchResult) GetSeq() uint64 {
 func (x *BatchResult) GetPanic() *Panic {
 	if x != nil {
 		return x.Panic
+	}
+	return nil
+}
+
+func (x *BatchResult) GetOutcomes() []byte {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *BatchResult) GetEchoTopic() string {
+	if x != nil {
+		return x.EchoTopic
+	}
+	return ""
+}
+
+func (x *BatchResult) GetPayloads() [][]byte {
+	if x != nil {
+		return x.Payloads
 	}
 	return nil
 }
@@ -951,11 +1001,15 @@ const file_handler_proto_rawDesc = "" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1c.streamrun.plugin.v1.OutcomeR\aoutcome\x12$\n" +
 	"\x0eretry_delay_ms\x18\x03 \x01(\x03R\fretryDelayMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x125\n" +
-	"\aoutputs\x18\x05 \x03(\v2\x1b.streamrun.plugin.v1.OutputR\aoutputs\"\x88\x01\n" +
+	"\aoutputs\x18\x05 \x03(\v2\x1b.streamrun.plugin.v1.OutputR\aoutputs\"\xdf\x01\n" +
 	"\vBatchResult\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.streamrun.plugin.v1.ResultR\aresults\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x120\n" +
-	"\x05panic\x18\x03 \x01(\v2\x1a.streamrun.plugin.v1.PanicR\x05panic\"\x0e\n" +
+	"\x05panic\x18\x03 \x01(\v2\x1a.streamrun.plugin.v1.PanicR\x05panic\x12\x1a\n" +
+	"\boutcomes\x18\x04 \x01(\fR\boutcomes\x12\x1d\n" +
+	"\n" +
+	"echo_topic\x18\x05 \x01(\tR\techoTopic\x12\x1a\n" +
+	"\bpayloads\x18\x06 \x03(\fR\bpayloads\"\x0e\n" +
 	"\fCloseRequest\"\x0f\n" +
 	"\rCloseResponse\"I\n" +
 	"\x05Panic\x12\x14\n" +

@@ -5,9 +5,17 @@
 // pipeline's handler config, then sends it batches on the Batches stream,
 // then calls Close.
 //
-// Versioning: this file is contract version 1. The version is negotiated in
-// go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS), never guessed, and
-// repeated in InitRequest so a plugin can refuse a host it does not know.
+// Versioning: this file's messages are contract versions 1, 2 and 3. The
+// version is negotiated in go-plugin's handshake (PLUGIN_PROTOCOL_VERSIONS:
+// the host offers all it speaks, the plugin picks the highest it speaks),
+// never guessed, and repeated in InitRequest so a plugin can refuse a host
+// it does not know. They differ only in how Batch and BatchResult travel:
+// on the Batches stream below (version 1), or on the batch channel
+// (versions 2 and 3: a socket pair the host hands the plugin at its start,
+// file descriptor STREAMRUN_PLUGIN_BATCH_FD; each message one frame, a
+// 4-byte little-endian length and the message's protobuf bytes), and in
+// version 3 a BatchResult may take its compact form (below). Init and
+// Close are gRPC calls in all.
 // Within a version, fields are only ever added (new field numbers); a change
 // that an old peer would misread is a new version and a new package name
 // (streamrun.plugin.v2).

@@ -58,6 +58,10 @@ const (
 	ResultsResults = 1
 	ResultsSeq     = 2
 	ResultsPanic   = 3
+	// Contract version 3's compact form of a BatchResult.
+	ResultsOutcomes  = 4
+	ResultsEchoTopic = 5
+	ResultsPayloads  = 6
 
 	ResIndex   = 1
 	ResOutcome = 2
@@ -73,6 +77,14 @@ const (
 	OutEventTime   = 6
 	OutTraceParent = 7
 	OutTraceState  = 8
+)
+
+// The bytes of ResultsOutcomes, one per message (handler.proto, BatchResult).
+const (
+	CompactAck         = 0 // acknowledged, no output
+	CompactEcho        = 1 // acknowledged, one output echoing the input to the echo topic
+	CompactEchoPayload = 2 // the same with the next of ResultsPayloads as payload
+	CompactFull        = 3 // the full Result is among ResultsResults
 )
 
 // Millis is t in Unix milliseconds, 0 for the zero time (not sent).
@@ -208,6 +220,15 @@ func Field(b []byte) (num protowire.Number, typ protowire.Type, v uint64, body, 
 		x, k := uint64(b[1]), 2
 		if x >= 0x80 {
 			if b[2] >= 0x80 {
+				if typ == protowire.VarintType {
+					// A long varint (a time in milliseconds): no tag to
+					// read again.
+					v, n := protowire.ConsumeVarint(b[1:])
+					if n < 0 {
+						return 0, 0, 0, nil, nil, ErrMalformed
+					}
+					return num, typ, v, nil, b[1+n:], nil
+				}
 				return fieldSlow(b)
 			}
 			x, k = x&0x7f|uint64(b[2])<<7, 3

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rhandler.proto\x12\x13streamrun.plugin.v1\"^\n\x0bInitRequest\x12\x0e\n\x06\x63onfig\x18\x01 \x01(\x0c\x12\x10\n\x08pipeline\x18\x02 \x01(\t\x12\x13\n\x0binstance_id\x18\x03 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x04 \x01(\r\"(\n\x0cInitResponse\x12\x18\n\x10\x63ontract_version\x18\x01 \x01(\r\"\xfe\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x04 \x01(\x0c\x12\x31\n\nproperties\x18\x05 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x17\n\x0fpublish_time_ms\x18\x07 \x01(\x03\x12\x15\n\revent_time_ms\x18\x08 \x01(\x03\x12\x18\n\x10redelivery_count\x18\t \x01(\r\x12\x13\n\x0btraceparent\x18\n \x01(\t\x12\x12\n\ntracestate\x18\x0b \x01(\t\"\x81\x01\n\x05\x42\x61tch\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.streamrun.plugin.v1.Message\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x03\x12\x13\n\x0btraceparent\x18\x04 \x01(\t\x12\x12\n\ntracestate\x18\x05 \x01(\t\"&\n\x08Property\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"\xbe\x01\n\x06Output\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x03 \x01(\x0c\x12\x31\n\nproperties\x18\x04 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12\x15\n\revent_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\x12\x12\n\ntracestate\x18\x08 \x01(\t\"\x9c\x01\n\x06Result\x12\r\n\x05index\x18\x01 \x01(\r\x12-\n\x07outcome\x18\x02 \x01(\x0e\x32\x1c.streamrun.plugin.v1.Outcome\x12\x16\n\x0eretry_delay_ms\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12,\n\x07outputs\x18\x05 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Output\"s\n\x0b\x42\x61tchResult\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Result\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12)\n\x05panic\x18\x03 \x01(\x0b\x32\x1a.streamrun.plugin.v1.Panic\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"4\n\x05Panic\x12\r\n\x05index\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t\x12\r\n\x05stack\x18\x03 \x01(\t*q\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n\x0bOUTCOME_ACK\x10\x01\x12\x11\n\rOUTCOME_RETRY\x10\x02\x12\x17\n\x13OUTCOME_DEAD_LETTER\x10\x03\x12\x10\n\x0cOUTCOME_DROP\x10\x04\x32\xf3\x01\n\x07Handler\x12K\n\x04Init\x12 .streamrun.plugin.v1.InitRequest\x1a!.streamrun.plugin.v1.InitResponse\x12N\n\x05\x43lose\x12!.streamrun.plugin.v1.CloseRequest\x1a\".streamrun.plugin.v1.CloseResponse\x12K\n\x07\x42\x61tches\x12\x1a.streamrun.plugin.v1.Batch\x1a .streamrun.plugin.v1.BatchResult(\x01\x30\x01\x42\x33Z1github.com/streamrun/streamrun/plugin/internal/pbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rhandler.proto\x12\x13streamrun.plugin.v1\"^\n\x0bInitRequest\x12\x0e\n\x06\x63onfig\x18\x01 \x01(\x0c\x12\x10\n\x08pipeline\x18\x02 \x01(\t\x12\x13\n\x0binstance_id\x18\x03 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x04 \x01(\r\"(\n\x0cInitResponse\x12\x18\n\x10\x63ontract_version\x18\x01 \x01(\r\"\xfe\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x04 \x01(\x0c\x12\x31\n\nproperties\x18\x05 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x17\n\x0fpublish_time_ms\x18\x07 \x01(\x03\x12\x15\n\revent_time_ms\x18\x08 \x01(\x03\x12\x18\n\x10redelivery_count\x18\t \x01(\r\x12\x13\n\x0btraceparent\x18\n \x01(\t\x12\x12\n\ntracestate\x18\x0b \x01(\t\"\x81\x01\n\x05\x42\x61tch\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.streamrun.plugin.v1.Message\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x03\x12\x13\n\x0btraceparent\x18\x04 \x01(\t\x12\x12\n\ntracestate\x18\x05 \x01(\t\"&\n\x08Property\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"\xbe\x01\n\x06Output\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x03 \x01(\x0c\x12\x31\n\nproperties\x18\x04 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12\x15\n\revent_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\x12\x12\n\ntracestate\x18\x08 \x01(\t\"\x9c\x01\n\x06Result\x12\r\n\x05index\x18\x01 \x01(\r\x12-\n\x07outcome\x18\x02 \x01(\x0e\x32\x1c.streamrun.plugin.v1.Outcome\x12\x16\n\x0eretry_delay_ms\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12,\n\x07outputs\x18\x05 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Output\"\xab\x01\n\x0b\x42\x61tchResult\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Result\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12)\n\x05panic\x18\x03 \x01(\x0b\x32\x1a.streamrun.plugin.v1.Panic\x12\x10\n\x08outcomes\x18\x04 \x01(\x0c\x12\x12\n\necho_topic\x18\x05 \x01(\t\x12\x10\n\x08payloads\x18\x06 \x03(\x0c\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"4\n\x05Panic\x12\r\n\x05index\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t\x12\r\n\x05stack\x18\x03 \x01(\t*q\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n\x0bOUTCOME_ACK\x10\x01\x12\x11\n\rOUTCOME_RETRY\x10\x02\x12\x17\n\x13OUTCOME_DEAD_LETTER\x10\x03\x12\x10\n\x0cOUTCOME_DROP\x10\x04\x32\xf3\x01\n\x07Handler\x12K\n\x04Init\x12 .streamrun.plugin.v1.InitRequest\x1a!.streamrun.plugin.v1.InitResponse\x12N\n\x05\x43lose\x12!.streamrun.plugin.v1.CloseRequest\x1a\".streamrun.plugin.v1.CloseResponse\x12K\n\x07\x42\x61tches\x12\x1a.streamrun.plugin.v1.Batch\x1a .streamrun.plugin.v1.BatchResult(\x01\x30\x01\x42\x33Z1github.com/streamrun/streamrun/plugin/internal/pbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,8 +32,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'handler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/streamrun/streamrun/plugin/internal/pb'
-  _globals['_OUTCOME']._serialized_start=1161
-  _globals['_OUTCOME']._serialized_end=1274
+  _globals['_OUTCOME']._serialized_start=1218
+  _globals['_OUTCOME']._serialized_end=1331
   _globals['_INITREQUEST']._serialized_start=38
   _globals['_INITREQUEST']._serialized_end=132
   _globals['_INITRESPONSE']._serialized_start=134
@@ -48,14 +48,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OUTPUT']._serialized_end=796
   _globals['_RESULT']._serialized_start=799
   _globals['_RESULT']._serialized_end=955
-  _globals['_BATCHRESULT']._serialized_start=957
-  _globals['_BATCHRESULT']._serialized_end=1072
-  _globals['_CLOSEREQUEST']._serialized_start=1074
-  _globals['_CLOSEREQUEST']._serialized_end=1088
-  _globals['_CLOSERESPONSE']._serialized_start=1090
-  _globals['_CLOSERESPONSE']._serialized_end=1105
-  _globals['_PANIC']._serialized_start=1107
-  _globals['_PANIC']._serialized_end=1159
-  _globals['_HANDLER']._serialized_start=1277
-  _globals['_HANDLER']._serialized_end=1520
+  _globals['_BATCHRESULT']._serialized_start=958
+  _globals['_BATCHRESULT']._serialized_end=1129
+  _globals['_CLOSEREQUEST']._serialized_start=1131
+  _globals['_CLOSEREQUEST']._serialized_end=1145
+  _globals['_CLOSERESPONSE']._serialized_start=1147
+  _globals['_CLOSERESPONSE']._serialized_end=1162
+  _globals['_PANIC']._serialized_start=1164
+  _globals['_PANIC']._serialized_end=1216
+  _globals['_HANDLER']._serialized_start=1334
+  _globals['_HANDLER']._serialized_end=1577
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,118 @@
+package host
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/internal/pb"
+	"github.com/streamrun/streamrun/plugin/internal/wire"
+)
+
+// The host reads contract version 3's compact answer as the generated
+// code writes it: echoed outputs are made of the host's own messages, full
+// results go to the messages their bytes name.
+func TestTheHostReadsCompactAnswers(t *testing.T) {
+	batch := []*plugin.Message{
+		{ID: "0", Key: "k0", Payload: []byte("p0")},
+		{ID: "1", Key: "k1", OrderingKey: []byte("ok1"), Properties: map[string]string{"a": "1"}, Payload: []byte("p1")},
+		{ID: "2", Key: "k2", Payload: []byte("p2")},
+		{ID: "3", Payload: []byte("p3")},
+	}
+	answer := &pb.BatchResult{Seq: 3, EchoTopic: "out",
+		Outcomes: []byte{wire.CompactAck, wire.CompactEcho, wire.CompactEchoPayload, wire.CompactFull},
+		Payloads: [][]byte{[]byte("new")},
+		Results:  []*pb.Result{{Index: 3, Outcome: pb.Outcome_OUTCOME_RETRY, Reason: "later"}}}
+	res, err := decodeAnswer(t, batch, answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []plugin.Result{
+		{Outcome: plugin.OutcomeAck},
+		{Outcome: plugin.OutcomeAck, Outputs: []plugin.Output{{Topic: "out", Key: "k1", OrderingKey: []byte("ok1"),
+			Properties: batch[1].Properties, Payload: []byte("p1")}}},
+		{Outcome: plugin.OutcomeAck, Outputs: []plugin.Output{{Topic: "out", Key: "k2", Payload: []byte("new")}}},
+		{Outcome: plugin.OutcomeRetry, Reason: "later"},
+	}
+	for i := range want {
+		g, w := res[i], want[i]
+		if g.Outcome != w.Outcome || g.Reason != w.Reason || len(g.Outputs) != len(w.Outputs) {
+			t.Fatalf("message %d: %+v, want %+v", i, g, w)
+		}
+		for k := range w.Outputs {
+			o, wo := g.Outputs[k], w.Outputs[k]
+			if o.Topic != wo.Topic || o.Key != wo.Key || string(o.OrderingKey) != string(wo.OrderingKey) ||
+				string(o.Payload) != string(wo.Payload) || len(o.Properties) != len(wo.Properties) || o.Properties["a"] != wo.Properties["a"] {
+				t.Errorf("message %d output %d: %+v, want %+v", i, k, o, wo)
+			}
+		}
+	}
+	if &res[1].Outputs[0].Payload[0] != &batch[1].Payload[0] {
+		t.Error("an echoed payload is a copy, not the host's own")
+	}
+}
+
+// A compact answer that does not add up is a wrong answer naming what is
+// wrong, never a panic; and on versions 1 and 2 the compact fields are
+// not read at all.
+func TestWrongCompactAnswersAreErrors(t *testing.T) {
+	batch := []*plugin.Message{{ID: "0", Payload: []byte("a")}, {ID: "1", Payload: []byte("b")}}
+	full := func(i uint32) *pb.Result { return &pb.Result{Index: i, Outcome: pb.Outcome_OUTCOME_ACK} }
+	for _, tc := range []struct {
+		name   string
+		answer *pb.BatchResult
+		want   string
+	}{
+		{"short", &pb.BatchResult{Outcomes: []byte{0}}, "1 outcomes for a batch of 2 messages"},
+		{"unknown byte", &pb.BatchResult{Outcomes: []byte{0, 9}}, "for message 1 (1): unknown compact outcome 9"},
+		{"no echo topic", &pb.BatchResult{Outcomes: []byte{1, 0}}, "for message 0 (0): an echoed output, and no echo topic"},
+		{"payload missing", &pb.BatchResult{Outcomes: []byte{2, 0}, EchoTopic: "o"}, "for message 0 (0): an output's payload is missing"},
+		{"payload extra", &pb.BatchResult{Outcomes: []byte{0, 0}, Payloads: [][]byte{nil}}, "1 payloads more than the outcomes ask for"},
+		{"full missing", &pb.BatchResult{Outcomes: []byte{3, 0}}, "0 full results where the outcomes ask for 1"},
+		{"full not asked", &pb.BatchResult{Outcomes: []byte{3, 0}, Results: []*pb.Result{full(1)}},
+			"full result 0 is for message index 1, which the outcomes do not ask for"},
+		{"full twice", &pb.BatchResult{Outcomes: []byte{3, 3}, Results: []*pb.Result{full(1), full(1)}},
+			"full result 1 is for message index 1, which the outcomes do not ask for after 1"},
+		{"full out of range", &pb.BatchResult{Outcomes: []byte{3, 0}, Results: []*pb.Result{full(7)}},
+			"full result 0 is for message index 7"},
+		{"full result wrong", &pb.BatchResult{Outcomes: []byte{0, 3}, Results: []*pb.Result{{Index: 1}}},
+			"for message 1 (1): unknown outcome 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := decodeAnswer(t, batch, tc.answer)
+			if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), tc.want) || res != nil {
+				t.Fatalf("got %v, %v; want %q", res, err, tc.want)
+			}
+		})
+	}
+	t.Run("not on version 2", func(t *testing.T) {
+		raw, _ := proto.Marshal(&pb.BatchResult{Outcomes: []byte{0, 0}})
+		var rin resultsIn // compact unset: a carrier of versions 1 and 2
+		if err := rin.Decode(raw); err != nil {
+			t.Fatal(err)
+		}
+		inst := &Instance{name: "p"}
+		if _, err := inst.decodeResults(batch, &rin); err == nil || !strings.Contains(err.Error(), "0 results for a batch of 2") {
+			t.Fatalf("compact fields read on version 2: %v", err)
+		}
+	})
+}
+
+// decodeAnswer decodes answer as a version 3 carrier would, and converts
+// it as Instance.Process does.
+func decodeAnswer(t *testing.T, batch []*plugin.Message, answer *pb.BatchResult) ([]plugin.Result, error) {
+	t.Helper()
+	raw, err := proto.Marshal(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rin := resultsIn{compact: true}
+	if err := rin.Decode(raw); err != nil {
+		t.Fatal(err)
+	}
+	inst := &Instance{name: "p"}
+	return inst.decodeResults(batch, &rin)
+}
