@@ -21,15 +21,43 @@ PERF_UNLIMITED_RATE=100000000
 
 # perf_run OUT TIMEOUT ARGS...: run `pulsar-perf ARGS...` with output in OUT,
 # cut the post-DONE sleep short, and give up (non-zero) after TIMEOUT s.
+#
+# With PERF_START_RE set (the log line that starts the measured window,
+# e.g. 'Created [0-9]+ producers'), the phase's CPU is sampled from /proc
+# (phase_sample) into OUT.start when that line appears and into OUT.end at
+# each poll (every 0.5 s) until DONE is logged, so the window ends within
+# 0.5 s of DONE and before any thread ends; PERF_BROKER_PID names the broker
+# process to sample with it. One jstack of pulsar-perf, half a second into the
+# window, goes to OUT.jstack: it names the threads (/proc keeps 15
+# characters, and pulsar-client-io and pulsar-client-internal look alike).
+# phase_cpu OUT reads the three files.
 perf_run() {
-  local out=$1 limit=$2 pid start=$SECONDS done_at=
+  local out=$1 limit=$2 pid start=$SECONDS done_at= started= ended= named= dt
   shift 2
+  rm -f "$out.start" "$out.end" "$out.jstack"
   # pulsar-perf's logs go to the console (captured in OUT); keep any file
   # it writes out of the shared tarball.
   PULSAR_LOG_DIR=${PERF_LOG_DIR:-${TMPDIR:-/tmp}} \
     "$STREAMRUN_PULSAR_HOME/bin/pulsar-perf" "$@" >"$out" 2>&1 </dev/null &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
+    if [[ -n ${PERF_START_RE:-} && -z $ended ]]; then
+      if [[ -z $started ]] && grep -qsE -- "$PERF_START_RE" "$out"; then
+        phase_sample "$pid" "${PERF_BROKER_PID:-}" >"$out.start" && started=$(now_s)
+      elif [[ -n $started ]] && grep -qs -- '- DONE' "$out"; then
+        ended=1
+      elif [[ -n $started ]]; then
+        # The last sample before DONE ends the window: `consume -m` exits
+        # at DONE, and a sample of its threads while they end is not one.
+        # Kept only if pulsar-perf was alive for the whole sample.
+        phase_sample "$pid" "${PERF_BROKER_PID:-}" >"$out.tmp" && mv "$out.tmp" "$out.end"
+        dt=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print (b - a >= 0.5) ? 1 : 0 }')
+        if [[ -z $named && $dt == 1 ]]; then
+          named=1
+          perf_thread_names "$pid" >"$out.jstack"
+        fi
+      fi
+    fi
     if [[ -z $done_at ]] && grep -qs -- '- DONE' "$out"; then
       done_at=$SECONDS
     fi
@@ -47,9 +75,12 @@ perf_run() {
       wait "$pid" 2>/dev/null || true
       return 1
     fi
-    sleep 0.5
+    # Watch closely for the start line; then sample every 0.5 s (a sample
+    # of pulsar-perf's ~45 threads costs about 20 ms of CPU).
+    if [[ -n ${PERF_START_RE:-} && -z $started ]]; then sleep 0.2; else sleep 0.5; fi
   done
   wait "$pid" 2>/dev/null || true
+  rm -f "$out.tmp"
   grep -qs 'Aggregated throughput stats' "$out"
 }
 
@@ -97,7 +128,7 @@ perf_rate() {
 # which may itself hold spaces).
 cpu_ticks() {
   local stat
-  stat=$(<"/proc/$1/stat") || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
   stat=${stat##*) }
   awk '{ print $12 + $13 }' <<<"$stat"
 }
@@ -121,4 +152,87 @@ cpu_per_million() {
     if (c < 0) c = 0
     printf "%.2f\n", c / n * 1e6
   }'
+}
+
+# --- where the CPU goes during a pulsar-perf phase (Linux /proc) ----------
+
+# phase_sample PERF_PID [BROKER_PID]: one snapshot, as lines
+#   time S             wall clock
+#   idle TICKS         the machine's idle+iowait ticks, all CPUs (/proc/stat)
+#   perf TICKS         pulsar-perf's utime+stime
+#   broker TICKS       the broker's (when given)
+#   task TID TICKS COMM  each pulsar-perf thread's utime+stime and its
+#                        name as /proc keeps it (15 characters)
+# Fails (non-zero) when pulsar-perf is gone, so a half-taken snapshot is
+# never used.
+phase_sample() {
+  local pid=$1 broker=${2:-} f stat t comm fields
+  echo "time $(now_s)"
+  awk '/^cpu / { print "idle " $5 + $6; exit }' /proc/stat
+  t=$(cpu_ticks "$pid") || return 1
+  echo "perf $t"
+  if [[ -n $broker ]]; then
+    t=$(cpu_ticks "$broker") || return 1
+    echo "broker $t"
+  fi
+  for f in /proc/"$pid"/task/*/stat; do
+    # A thread may end between the glob and the read. (Not $(<file): in
+    # bash 5.2 its failure ends the script under set -e even after ||.)
+    { read -r stat <"$f"; } 2>/dev/null || continue
+    f=${f%/stat}
+    comm=${stat#*(}
+    comm=${comm%)*}
+    # No process per thread here: this runs five times a second beside the
+    # benchmark. Fields 14 and 15 are the 12th and 13th after the ")".
+    read -r -a fields <<<"${stat##*) }"
+    echo "task ${f##*/} $((fields[11] + fields[12])) ${comm// /_}"
+  done
+  kill -0 "$pid" 2>/dev/null
+}
+
+# perf_thread_names PID: "TID NAME" for each Java thread of PID, from jstack
+# (its nid is the Linux tid in hex); spaces in names become "_".
+perf_thread_names() {
+  local line name nid
+  timeout 20 jstack "$1" 2>/dev/null | while IFS= read -r line; do
+    [[ $line == '"'*nid=0x* ]] || continue
+    name=${line#\"}
+    name=${name%%\"*}
+    nid=${line##*nid=0x}
+    nid=${nid%% *}
+    echo "$((16#$nid)) ${name// /_}"
+  done
+}
+
+# phase_cpu OUT: cores used over the window between OUT.start and OUT.end
+# (perf_run), as one line
+#   WALL PERF BROKER IDLE THREADS
+# PERF is pulsar-perf's JVM, BROKER the broker's process, IDLE the machine's
+# idle cores (of nproc); THREADS the three busiest pulsar-perf threads as
+# name=cores,... (names from OUT.jstack, perf_thread_names; else the 15
+# characters /proc keeps).
+# All "n/a" when the window was not sampled.
+phase_cpu() {
+  local out=$1 na="n/a n/a n/a n/a n/a"
+  [[ -s $out.start && -s $out.end ]] || { echo "$na"; return; }
+  [[ -e $out.jstack ]] || : >"$out.jstack"
+  awk -v hz="$(getconf CLK_TCK)" -v na="$na" '
+    FILENAME ~ /\.jstack$/ { name[$1] = $2; next }
+    FILENAME ~ /\.start$/ { if ($1 == "task") a[$2] = $3; else s[$1] = $2; next }
+    { if ($1 == "task") { b[$2] = $3; comm[$2] = $4 } else e[$1] = $2 }
+    END {
+      w = e["time"] - s["time"]
+      if (w <= 0) { print na; exit }
+      for (t in b) d[t] = b[t] - ((t in a) ? a[t] : 0)
+      top = ""
+      for (k = 0; k < 3; k++) {
+        best = ""
+        for (t in d) if (best == "" || d[t] > d[best]) best = t
+        if (best == "") break
+        top = top (k ? "," : "") ((best in name) ? name[best] : comm[best]) "=" sprintf("%.2f", d[best] / hz / w)
+        delete d[best]
+      }
+      br = ("broker" in e) ? sprintf("%.2f", (e["broker"] - s["broker"]) / hz / w) : "n/a"
+      printf "%.1f %.2f %s %.2f %s\n", w, (e["perf"] - s["perf"]) / hz / w, br, (e["idle"] - s["idle"]) / hz / w, top
+    }' "$out.jstack" "$out.start" "$out.end" 2>/dev/null || echo "$na"
 }
