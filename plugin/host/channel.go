@@ -23,6 +23,7 @@ import (
 // protects against).
 type channelCarrier struct {
 	conn net.Conn
+	io   io.ReadWriter // conn, by raw system calls where it can (rawchannel_linux.go)
 	fr   *wire.FrameReader
 	out  []byte // the frame being written, reused (sends are serialized)
 	// compact: answers may come in contract version 3's compact form.
@@ -32,7 +33,8 @@ type channelCarrier struct {
 }
 
 func newChannelCarrier(conn net.Conn, maxSize int, compact bool) *channelCarrier {
-	return &channelCarrier{conn: conn, fr: wire.NewFrameReader(conn, maxSize), compact: compact}
+	rw := channelIO(conn)
+	return &channelCarrier{conn: conn, io: rw, fr: wire.NewFrameReader(rw, maxSize), compact: compact}
 }
 
 func (c *channelCarrier) send(b *batchOut) error {
@@ -46,7 +48,7 @@ func (c *channelCarrier) send(b *batchOut) error {
 	if cap(c.out) > 4*chunkRetain {
 		c.out = nil // one huge batch does not pin its buffer for good
 	}
-	if _, err := c.conn.Write(frame); err != nil {
+	if _, err := c.io.Write(frame); err != nil {
 		c.close()
 		return channelError("send a batch", err)
 	}
