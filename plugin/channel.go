@@ -51,7 +51,9 @@ func openChannel() (channelConn, error) {
 func (s *server) serveChannel(conn channelConn) {
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	fr := wire.NewFrameReader(conn, s.maxSize)
+	// Recycled: a decoded batch copies its strings out of its frame
+	// (strs), and the worker releases the frame once it is answered.
+	fr := wire.NewRecyclingFrameReader(conn, s.maxSize)
 	var out []byte // the answer being written, reused: sends are serialized
 	// A batch that does not decode ends the channel: the host sees the
 	// plugin's end, a crash, and retries its batches elsewhere.
@@ -61,13 +63,13 @@ func (s *server) serveChannel(conn channelConn) {
 	}
 	err := s.serveBatches(ctx,
 		func(in *batchIn) error {
-			frame, err := fr.Next()
+			frame, chunk, err := fr.NextChunk()
 			if err != nil {
 				cancel() // the host is gone: so is the work for it
 				return err
 			}
 			// Decoded by the worker that takes it, into its arrays.
-			in.frame, in.fail = frame, bad
+			in.frame, in.fail, in.chunk = frame, bad, chunk
 			return nil
 		},
 		func(r *resultsOut) error {

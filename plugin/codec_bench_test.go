@@ -76,7 +76,7 @@ func benchPluginCodec(b *testing.B, n int, compact bool) {
 }
 
 // benchBatchFrame is a Batch of n messages as the host sends them.
-func benchBatchFrame(b *testing.B, n int) []byte {
+func benchBatchFrame(b testing.TB, n int) []byte {
 	batch := &pb.Batch{Seq: 1, TimeoutMs: 30000}
 	payload := []byte(strings.Repeat("p", 100))
 	for i := range n {

@@ -8,9 +8,11 @@ import (
 // Message is one message from a subscription, as a handler sees it. The
 // host fills it from what the broker delivered; a handler must not keep a
 // Message, or slices inside it, after its Process call returns. In a plugin
-// process the strings and slices of a batch's messages share one buffer,
-// the batch as received: a string kept after Process keeps that buffer in
-// memory (strings.Clone keeps only the string).
+// process the slices of a batch's messages (Payload, OrderingKey) share the
+// buffer the batch was received in, which the SDK reads the next batches
+// into once this one is answered: copy a slice to keep it. Strings stay
+// valid: they are copies, several messages' in one buffer, so a kept string
+// keeps that buffer in memory (strings.Clone keeps only the string).
 type Message struct {
 	// ID is the message id in its text form "ledger:entry:partition:batchIndex".
 	ID string

@@ -239,6 +239,7 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 				s.slots <- struct{}{} // free: only the workers take slots
 				out := s.answer(ctx, &in, sc)
 				if out == nil {
+					in.chunk.Release()
 					continue
 				}
 				sendMu.Lock()
@@ -246,6 +247,10 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, se
 				// host's wait for this answer; the next recv says so.
 				_ = send(out)
 				sendMu.Unlock()
+				// Encoded and written: nothing uses the frame now (a
+				// handler keeps no slice of a Message, and its strings
+				// are copies).
+				in.chunk.Release()
 				sc.sizes, sc.codes = out.sizes, out.codes // grown, maybe
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -22,6 +23,9 @@ type batchIn struct {
 	// and calls fail should it not decode.
 	frame []byte
 	fail  func(error)
+	// chunk is what frame is read into, released once the answer is
+	// sent (nil when frame is not recycled).
+	chunk *wire.Chunk
 
 	msgs      []*Message
 	seq       uint64
@@ -233,9 +237,10 @@ func appendResult(b []byte, i int, r *Result, sizes []int) ([]byte, []int) {
 // scratch is a worker's arrays for the batches it handles, reused from
 // one batch to the next: no handler may keep a Message or its
 // ResultWriter after Process returns (see Message and Handler), and the
-// answer is encoded before the worker takes the next batch. Strings and
-// payloads are not in here: they alias the received frame, which is
-// never reused, so a string a handler keeps stays as it was.
+// answer is encoded before the worker takes the next batch. Strings are
+// not in here: they alias the received frame or, when that is recycled
+// (strs.copy), a buffer of their own that is never reused, so a string a
+// handler keeps stays as it was.
 type scratch struct {
 	msgs    []Message
 	ptrs    []*Message
@@ -243,6 +248,44 @@ type scratch struct {
 	outputs []Output
 	sizes   []int  // resultsOut.sizes
 	codes   []byte // resultsOut.codes
+	strs    strs
+}
+
+// arenaSize is how much a strs allocates at once for the strings it
+// copies: a batch of 100 messages' ids and keys fits a few times over.
+const arenaSize = 16 << 10
+
+// strs makes a batch's strings. When copy is set, the frame is
+// recycled once the batch is answered (a handler may keep no slice of a
+// Message, but may keep its strings), so strings are copied out of it,
+// into an arena that is only appended to: one allocation for many
+// messages, instead of keeping the whole frame, payloads and all.
+type strs struct {
+	copy  bool
+	arena []byte
+	// topic is the last topic made, reused while messages come from it
+	// (a batch's topics are mostly one, and so are the next batch's).
+	topic string
+}
+
+func (s *strs) str(b []byte) string {
+	if !s.copy || len(b) == 0 {
+		return wire.Str(b)
+	}
+	if cap(s.arena)-len(s.arena) < len(b) {
+		s.arena = make([]byte, 0, max(arenaSize, len(b)))
+	}
+	at := len(s.arena)
+	s.arena = append(s.arena, b...)
+	return unsafe.String(&s.arena[at], len(b))
+}
+
+// interned is str, the previous topic when b is the same.
+func (s *strs) interned(b []byte) string {
+	if string(b) != s.topic {
+		s.topic = s.str(b)
+	}
+	return s.topic
 }
 
 // messages returns n cleared Messages and the pointers to them.
@@ -277,13 +320,18 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 	}
 	var ms []Message
 	var out []*Message
+	st := &strs{}
 	if sc != nil {
 		ms, out = sc.messages(n)
+		st = &sc.strs
+		st.copy = in.chunk != nil
+		if !st.copy {
+			st.topic = "" // aliases the frame: not kept past it
+		}
 	} else {
 		ms, out = make([]Message, n), make([]*Message, n) // one allocation for the whole batch
 	}
 	in.msgs = out
-	var topic string
 	for i := 0; len(b) > 0; {
 		num, typ, v, body, rest, _ := wire.Field(b) // checked by Count
 		b = rest
@@ -299,10 +347,10 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 		if typ == protowire.BytesType {
 			switch num {
 			case wire.BatchTraceParent:
-				in.traceParent = wire.Str(body)
+				in.traceParent = st.str(body)
 				continue
 			case wire.BatchTraceState:
-				in.traceState = wire.Str(body)
+				in.traceState = st.str(body)
 				continue
 			}
 		}
@@ -313,14 +361,14 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 		m.index = i
 		out[i] = m
 		i++
-		if err := decodeMessage(m, body, &topic); err != nil {
+		if err := decodeMessage(m, body, st); err != nil {
 			return fmt.Errorf("batch: message %d: %w", i-1, err)
 		}
 	}
 	return nil
 }
 
-func decodeMessage(m *Message, b []byte, topic *string) error {
+func decodeMessage(m *Message, b []byte, st *strs) error {
 	for len(b) > 0 {
 		num, typ, v, fb, rest, err := wire.Field(b)
 		if err != nil {
@@ -343,24 +391,51 @@ func decodeMessage(m *Message, b []byte, topic *string) error {
 		}
 		switch num {
 		case wire.MsgID:
-			m.ID = wire.Str(fb)
+			m.ID = st.str(fb)
 		case wire.MsgTopic:
-			m.Topic = wire.Interned(topic, fb)
+			m.Topic = st.interned(fb)
 		case wire.MsgKey:
-			m.Key = wire.Str(fb)
+			m.Key = st.str(fb)
 		case wire.MsgOrderingKey:
 			m.OrderingKey = wire.Blob(fb)
 		case wire.MsgProperties:
-			if m.Properties, err = wire.DecodeProps(m.Properties, fb); err != nil {
+			if m.Properties, err = decodeProp(m.Properties, fb, st); err != nil {
 				return err
 			}
 		case wire.MsgPayload:
 			m.Payload = wire.Blob(fb)
 		case wire.MsgTraceParent:
-			m.TraceParent = wire.Str(fb)
+			m.TraceParent = st.str(fb)
 		case wire.MsgTraceState:
-			m.TraceState = wire.Str(fb)
+			m.TraceState = st.str(fb)
 		}
 	}
 	return nil
+}
+
+// decodeProp adds the map entry b to p (made when nil), its strings
+// made by st.
+func decodeProp(p map[string]string, b []byte, st *strs) (map[string]string, error) {
+	var k, v string
+	for len(b) > 0 {
+		num, typ, _, body, rest, err := wire.Field(b)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case 1:
+			k = st.str(body)
+		case 2:
+			v = st.str(body)
+		}
+	}
+	if p == nil {
+		p = make(map[string]string)
+	}
+	p[k] = v
+	return p, nil
 }

@@ -30,6 +30,11 @@ type FrameReader struct {
 	max      int
 	buf      []byte
 	off, end int // buf[off:end] is read and not yet handed out
+
+	// pool and cur, when recycling (NewRecyclingFrameReader): the chunks
+	// to reuse, and the one buf is.
+	pool *chunkPool
+	cur  *Chunk
 }
 
 // NewFrameReader reads frames from r; a frame above max bytes is an error.
@@ -78,8 +83,17 @@ func (f *FrameReader) room(need int) {
 	if len(f.buf)-f.off >= need {
 		return
 	}
-	nb := make([]byte, max(chunkSize, need))
-	f.end = copy(nb, f.buf[f.off:f.end])
+	var nb []byte
+	if f.pool != nil {
+		c := f.pool.get(max(chunkSize, need))
+		nb = c.buf
+		f.end = copy(nb, f.buf[f.off:f.end])
+		f.cur.Release() // the reader's own reference, once it is copied from
+		f.cur = c
+	} else {
+		nb = make([]byte, max(chunkSize, need))
+		f.end = copy(nb, f.buf[f.off:f.end])
+	}
 	f.off = 0
 	f.buf = nb
 }
