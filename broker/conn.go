@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/internal/rawsock"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -251,7 +252,7 @@ func (cn *conn) tryWrite(buf []byte) int {
 	n := 0
 	cn.raw.Write(func(fd uintptr) bool {
 		for n < len(buf) {
-			k, err := rawWrite(fd, buf[n:])
+			k, err := rawsock.Write(fd, buf[n:])
 			if err == syscall.EINTR {
 				continue
 			}
@@ -397,7 +398,7 @@ func (cn *conn) readLoop() {
 	// 16 KiB holds many small frames per read; a larger frame is read
 	// straight into its own buffer anyway, so a bigger one would only cost
 	// memory on every idle connection.
-	r := pulsarwire.NewReader(bufio.NewReaderSize(socketReader(cn.nc), readBufferSize), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	r := pulsarwire.NewReader(bufio.NewReaderSize(rawsock.Wrap(cn.nc), readBufferSize), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
 	// Every command is handled before the next is read, and SEND's entry
 	// is copied by the store's append: one buffer serves all frames.
 	r.ReuseMessageBuffers()

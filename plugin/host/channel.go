@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/streamrun/streamrun/internal/rawsock"
 	"github.com/streamrun/streamrun/plugin/internal/wire"
 )
 
@@ -23,7 +24,7 @@ import (
 // protects against).
 type channelCarrier struct {
 	conn net.Conn
-	io   io.ReadWriter // conn, by raw system calls where it can (rawchannel_linux.go)
+	io   io.ReadWriter // conn, by raw system calls where it can (internal/rawsock)
 	fr   *wire.FrameReader
 	out  []byte // the frame being written, reused (sends are serialized)
 	// compact: answers may come in contract version 3's compact form.
@@ -33,7 +34,7 @@ type channelCarrier struct {
 }
 
 func newChannelCarrier(conn net.Conn, maxSize int, compact bool) *channelCarrier {
-	rw := channelIO(conn)
+	rw := rawsock.Wrap(conn)
 	return &channelCarrier{conn: conn, io: rw, fr: wire.NewFrameReader(rw, maxSize), compact: compact}
 }
 

@@ -1,0 +1,105 @@
+package rawsock
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// Wrap returns nc read and written by raw system calls, or nc itself when
+// it has no descriptor (a TLS conn, a pipe).
+func Wrap(nc net.Conn) io.ReadWriter {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nc
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nc
+	}
+	return &conn{nc: nc, rc: rc}
+}
+
+type conn struct {
+	nc net.Conn
+	rc syscall.RawConn
+}
+
+func (c *conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: c.nc.LocalAddr().Network(), Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: err}
+}
+
+func (c *conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var rerr syscall.Errno
+	err := c.rc.Read(func(fd uintptr) bool {
+		for {
+			k, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false // wait for the poller
+			}
+			n, rerr = int(k), e
+			return true
+		}
+	})
+	runtime.KeepAlive(p)
+	switch {
+	case err != nil:
+		return 0, err // a *net.OpError already
+	case rerr != 0:
+		return 0, c.opError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *conn) Write(p []byte) (int, error) {
+	var n int
+	var werr syscall.Errno
+	err := c.rc.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			k, e := Write(fd, p[n:])
+			switch e {
+			case 0:
+				n += k
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false // the socket's buffer is full: wait for the poller
+			default:
+				werr = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return n, err
+	case werr != 0:
+		return n, c.opError("write", werr)
+	}
+	return n, nil
+}
+
+// Write is one write(2) as a raw system call, for a non-blocking socket's
+// descriptor (inside syscall.RawConn.Write, which keeps it open).
+func Write(fd uintptr, b []byte) (int, syscall.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	k, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	runtime.KeepAlive(b)
+	if e != 0 {
+		return 0, e
+	}
+	return int(k), 0
+}
