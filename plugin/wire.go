@@ -399,7 +399,7 @@ func decodeMessage(m *Message, b []byte, st *strs) error {
 		case wire.MsgOrderingKey:
 			m.OrderingKey = wire.Blob(fb)
 		case wire.MsgProperties:
-			if m.Properties, err = decodeProp(m.Properties, fb, st); err != nil {
+			if m.Properties, err = wire.DecodePropsWith(m.Properties, fb, st.str); err != nil {
 				return err
 			}
 		case wire.MsgPayload:
@@ -411,31 +411,4 @@ func decodeMessage(m *Message, b []byte, st *strs) error {
 		}
 	}
 	return nil
-}
-
-// decodeProp adds the map entry b to p (made when nil), its strings
-// made by st.
-func decodeProp(p map[string]string, b []byte, st *strs) (map[string]string, error) {
-	var k, v string
-	for len(b) > 0 {
-		num, typ, _, body, rest, err := wire.Field(b)
-		if err != nil {
-			return nil, err
-		}
-		b = rest
-		if typ != protowire.BytesType {
-			continue
-		}
-		switch num {
-		case 1:
-			k = st.str(body)
-		case 2:
-			v = st.str(body)
-		}
-	}
-	if p == nil {
-		p = make(map[string]string)
-	}
-	p[k] = v
-	return p, nil
 }

@@ -295,6 +295,12 @@ func Interned(prev *string, b []byte) string {
 
 // DecodeProps adds the map entry b to p (made when nil).
 func DecodeProps(p map[string]string, b []byte) (map[string]string, error) {
+	return DecodePropsWith(p, b, Str)
+}
+
+// DecodePropsWith is DecodeProps with its strings made by str (the SDK
+// copies them out of a frame it recycles).
+func DecodePropsWith(p map[string]string, b []byte, str func([]byte) string) (map[string]string, error) {
 	var k, v string
 	for len(b) > 0 {
 		num, typ, _, body, rest, err := Field(b)
@@ -307,9 +313,9 @@ func DecodeProps(p map[string]string, b []byte) (map[string]string, error) {
 		}
 		switch num {
 		case 1:
-			k = Str(body)
+			k = str(body)
 		case 2:
-			v = Str(body)
+			v = str(body)
 		}
 	}
 	if p == nil {
