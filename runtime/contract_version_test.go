@@ -37,19 +37,7 @@ func TestEchoesFlowOnEveryContractVersion(t *testing.T) {
 			for i := range n {
 				want[fmt.Sprintf("echo-%d", i)] = fmt.Sprintf("k%d", i%7)
 			}
-			for _, m := range got.waitLen(t, n) {
-				key, ok := want[string(m.Payload)]
-				if !ok {
-					t.Fatalf("unexpected output %q", m.Payload)
-				}
-				if m.Key != key {
-					t.Errorf("output %q has key %q, want %q", m.Payload, m.Key, key)
-				}
-				delete(want, string(m.Payload))
-			}
-			if len(want) > 0 {
-				t.Fatalf("%d outputs missing", len(want))
-			}
+			checkOutputs(t, got.waitLen(t, n), want)
 			waitFor(t, "every input acknowledged", func() bool { return r.stats("echo").Acked == n })
 		})
 	}

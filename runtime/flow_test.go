@@ -36,19 +36,7 @@ func TestMessagesFlowThroughAPlugin(t *testing.T) {
 	for i := range n {
 		want[fmt.Sprintf("HELLO-%d", i)] = fmt.Sprintf("k%d", i%10)
 	}
-	for _, m := range msgs {
-		key, ok := want[string(m.Payload)]
-		if !ok {
-			t.Fatalf("unexpected output %q", m.Payload)
-		}
-		if m.Key != key {
-			t.Errorf("output %q has key %q, want %q", m.Payload, m.Key, key)
-		}
-		delete(want, string(m.Payload))
-	}
-	if len(want) > 0 {
-		t.Fatalf("%d outputs missing", len(want))
-	}
+	checkOutputs(t, msgs, want)
 	waitFor(t, "every input acknowledged", func() bool { return r.stats("shout").Acked == n })
 	waitFor(t, "an empty backlog", func() bool { return c.Backlog(in, "shout") == 0 })
 	s := r.stats("shout")

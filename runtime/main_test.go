@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -346,6 +347,26 @@ func (c *collector) all() []*subscribe.Message {
 }
 
 // waitLen waits until at least n messages arrived.
+// checkOutputs fails t unless msgs are exactly the payloads of want,
+// each once, each with the key want gives it.
+func checkOutputs(t testing.TB, msgs []*subscribe.Message, want map[string]string) {
+	t.Helper()
+	want = maps.Clone(want)
+	for _, m := range msgs {
+		key, ok := want[string(m.Payload)]
+		if !ok {
+			t.Fatalf("unexpected output %q", m.Payload)
+		}
+		if m.Key != key {
+			t.Errorf("output %q has key %q, want %q", m.Payload, m.Key, key)
+		}
+		delete(want, string(m.Payload))
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d outputs missing", len(want))
+	}
+}
+
 func (c *collector) waitLen(t testing.TB, n int) []*subscribe.Message {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%d messages (have %d)", n, c.len()), func() bool { return c.len() >= n })
