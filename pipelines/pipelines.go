@@ -276,12 +276,20 @@ type Handler struct {
 	// slows consumption. Default max(4 × BatchSize × Instances, 1000).
 	MaxInFlight int `yaml:"max_in_flight,omitempty" json:"max_in_flight,omitempty"`
 	// MaxBatchesInFlight is how many batches one instance works on at
-	// once: the next batch goes to the instance while the last is still in
+	// once: the next batches go to the instance while the last is still in
 	// it, so that host and plugin process do not wait for each other. The
 	// outputs are still published in the order the batches were sent.
-	// Default 2 on Shared subscriptions, 1 on Exclusive, Failover and
-	// KeyShared, where each key's order must hold; more than 1 on those
-	// is an error.
+	// Default 8 on Shared subscriptions: a plugin's round trip (a write and
+	// a wake-up each way) costs more than a fast handler's work on a batch,
+	// and with batches queued behind the one at work the plugin takes the
+	// next as soon as it has answered, instead of waiting for the host;
+	// MaxInFlight still bounds the messages held, so this holds no more of
+	// them. Past 2 at once, an instance gets more only while its last call
+	// took under a quarter of Timeout (a batch's Timeout runs from its send,
+	// its wait behind the others included), so a slow handler has 2 and is
+	// not taken for hung because batches queued for it. Default 1 on
+	// Exclusive, Failover and KeyShared, where each key's order must hold;
+	// more than 1 on those is an error.
 	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty"`
 }
 
@@ -338,7 +346,7 @@ const (
 	DefaultMinInFlight      = 1000
 	// DefaultSharedBatchesInFlight is Handler.MaxBatchesInFlight's default
 	// on a Shared subscription (1 on the others).
-	DefaultSharedBatchesInFlight = 2
+	DefaultSharedBatchesInFlight = 8
 	DefaultBackoffInitial        = time.Second
 	DefaultBackoffMax            = time.Minute
 	DefaultMaxCrashes            = 3

@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 		Source: pipelines.Source{Topics: []string{"orders"}, Subscription: "enrich",
 			Type: pipelines.Shared, InitialPosition: pipelines.Latest, ReceiverQueue: 1000},
 		Handler: pipelines.Handler{Plugin: "./bin/enrich", BatchSize: 100, BatchWait: 10 * time.Millisecond,
-			Instances: 1, Timeout: 30 * time.Second, MaxInFlight: 1000, MaxBatchesInFlight: 2},
+			Instances: 1, Timeout: 30 * time.Second, MaxInFlight: 1000, MaxBatchesInFlight: 8},
 		ErrorPolicy: pipelines.ErrorPolicy{MaxCrashes: 3,
 			Backoff: pipelines.Backoff{Initial: time.Second, Max: time.Minute}},
 	}

@@ -216,7 +216,7 @@ var benchInstances = func() int {
 }()
 
 // benchBatchesInFlightEnv sets Handler.MaxBatchesInFlight of
-// BenchmarkPipeline's handler (default: the default, 2 on Shared).
+// BenchmarkPipeline's handler (default: the default, 8 on Shared).
 const benchBatchesInFlightEnv = "STREAMRUN_BENCH_BATCHES_IN_FLIGHT"
 
 var benchBatchesInFlight, _ = strconv.Atoi(os.Getenv(benchBatchesInFlightEnv))

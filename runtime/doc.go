@@ -76,9 +76,13 @@
 // # Batches in flight
 //
 // An instance works on up to Handler.MaxBatchesInFlight batches at once
-// (2 by default on Shared, 1 on the types that keep order, where more is
-// refused): the next batch is sent while the last is still in the
+// (8 by default on Shared, 1 on the types that keep order, where more is
+// refused): the next batches are sent while the last is still in the
 // plugin, so that host and plugin process do not wait for each other.
+// Past 2 at once, an instance gets more only while its last call took
+// under a quarter of Handler.Timeout: a batch's timeout runs from its
+// send, so a slow handler is not taken for hung for the batches queued
+// ahead of one.
 // The handler is called concurrently (an in-process handler too; a
 // plugin's server runs one Process at a time but decodes and encodes the
 // others meanwhile). Outputs are still published in the order the

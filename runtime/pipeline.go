@@ -233,12 +233,16 @@ func (p *pipeline) newSupervisor(i int) *supervisor {
 func (p *pipeline) newWorker(s *supervisor) *worker {
 	hc := &p.cfg.Handler
 	limit := max(hc.MaxBatchesInFlight, 1)
-	return &worker{
+	w := &worker{
 		id: s.id, sup: s, out: p, log: p.log,
 		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes,
 		hard: p.hard, abort: p.recvCtx.Done(),
 		order: make(chan *sent, limit),
 	}
+	// Slow until an answer shows otherwise: no more than steadyBatches go
+	// to a handler not yet timed.
+	w.took.Store(int64(hc.Timeout))
+	return w
 }
 
 // open prepares the handler, opens the output producers, starts every

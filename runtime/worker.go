@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
@@ -43,8 +44,12 @@ type worker struct {
 	out sink
 	log *slog.Logger
 
-	limit      int           // batches in flight on the instance
-	timeout    time.Duration // of one call
+	limit   int           // batches in flight on the instance
+	timeout time.Duration // of one call
+	// took is how long the last call took, from send to answer (waiting
+	// behind the batches sent before it included), in nanoseconds: past
+	// steadyBatches, another batch goes only while it is short (deep).
+	took       atomic.Int64
 	maxCrashes int
 	// hard ends at the pipeline's hard stop: calls are abandoned and
 	// what is left handed back.
@@ -113,7 +118,7 @@ func (w *worker) run(q <-chan *batch) {
 			exited, gen, changed = w.sup.watch()
 		}
 		qq := q
-		if inflight >= w.limit {
+		if inflight >= w.limit || (inflight >= steadyBatches && !w.deep()) {
 			qq = nil
 		}
 		select {
@@ -160,6 +165,20 @@ func (w *worker) run(q <-chan *batch) {
 	}
 }
 
+// steadyBatches is how many batches an instance is always given at once
+// (when its limit allows): one at work and the next waiting.
+const steadyBatches = 2
+
+// deep says whether the instance answers fast enough to be given more
+// than steadyBatches batches at once: its last call took under a quarter
+// of the timeout. Each batch's timeout runs from its send, waiting behind
+// the others included, so a handler slow enough that k batches would
+// wait near the timeout gets at most steadyBatches (as when k was the
+// default), and is not taken for hung because more were queued.
+func (w *worker) deep() bool {
+	return time.Duration(w.took.Load()) < w.timeout/4
+}
+
 // process gets the handler's answer for every message of b, retrying on
 // fresh instances through crashes and hangs, and leaves the answers in
 // sb for the publisher. alone says that the instance never has another
@@ -191,6 +210,7 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		inst := l.inst()
 		res, err := inst.Process(ctx, buf)
 		took := time.Since(t0)
+		w.took.Store(int64(took))
 		// The batch's deadline is the only one: the plugin may report it
 		// a moment before ctx does.
 		if errors.Is(err, context.DeadlineExceeded) && w.hard.Err() == nil {
