@@ -190,8 +190,13 @@ type batchWriter struct {
 	done    bool
 	current int // the message a MessageFunc is handling, -1 when unknown
 	// spare holds the first output of the messages that have not had one
-	// yet: one allocation per batch instead of one per message.
-	spare []Output
+	// yet: one allocation per batch instead of one per message. When it
+	// is a worker's (scratch), its slots are not cleared beforehand (each
+	// is written whole when handed out), and taken counts those handed
+	// out, for scratch.outputsUsed.
+	spare   []Output
+	scratch bool
+	taken   int
 }
 
 // newBatchWriter makes the writer of batch's results, in sc's arrays
@@ -202,6 +207,7 @@ func newBatchWriter(batch []*Message, sc *scratch) *batchWriter {
 		w.results = make([]Result, len(batch))
 	} else {
 		w.results, w.spare = sc.resultArrays(len(batch))
+		w.scratch = true
 	}
 	for i := range w.results {
 		w.results[i].Outcome = OutcomeAck
@@ -244,7 +250,10 @@ func (w *batchWriter) Output(m *Message, out Output) {
 	if r := w.slot(m, "Output"); r != nil {
 		if r.Outputs == nil {
 			if len(w.spare) == 0 {
-				w.spare = make([]Output, len(w.batch))
+				w.spare, w.scratch = make([]Output, len(w.batch)), false
+			}
+			if w.scratch {
+				w.taken++
 			}
 			r.Outputs, w.spare = w.spare[:0:1], w.spare[1:]
 		}
@@ -293,6 +302,13 @@ func (w *batchWriter) finish(handlerErr error) []Result {
 		}
 	}
 	return w.results
+}
+
+// scratchTaken is how many of the scratch's outputs were handed out.
+func (w *batchWriter) scratchTaken() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.taken
 }
 
 // handlingIndex is the message being handled when a panic struck, -1 when

@@ -326,6 +326,9 @@ func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res 
 		if r := recover(); r != nil {
 			p = panicOf(r, w.handlingIndex())
 		}
+		if sc != nil {
+			sc.outputsUsed(w.scratchTaken())
+		}
 	}()
 	herr = h.Process(ctx, w, batch)
 	return w.finish(herr), herr, nil

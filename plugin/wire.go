@@ -246,9 +246,13 @@ type scratch struct {
 	ptrs    []*Message
 	results []Result
 	outputs []Output
-	sizes   []int  // resultsOut.sizes
-	codes   []byte // resultsOut.codes
-	strs    strs
+	// dirty is how many of outputs, from the start, may still hold a
+	// batch's outputs: they are cleared once no batch uses them, not
+	// before each batch (a handled batch writes each slot it takes whole).
+	dirty int
+	sizes []int  // resultsOut.sizes
+	codes []byte // resultsOut.codes
+	strs  strs
 }
 
 // arenaSize is how much a strs allocates at once for the strings it
@@ -288,25 +292,35 @@ func (s *strs) interned(b []byte) string {
 	return s.topic
 }
 
-// messages returns n cleared Messages and the pointers to them.
+// messages returns n Messages, not cleared (decode writes each whole),
+// and the pointers to them.
 func (sc *scratch) messages(n int) ([]Message, []*Message) {
 	if cap(sc.msgs) < n {
 		sc.msgs, sc.ptrs = make([]Message, n), make([]*Message, n)
 	}
-	ms := sc.msgs[:n]
-	clear(ms)
-	return ms, sc.ptrs[:n]
+	return sc.msgs[:n], sc.ptrs[:n]
 }
 
-// resultArrays returns n cleared Results and as many spare Outputs.
+// resultArrays returns n cleared Results and as many spare Outputs, not
+// cleared: each is written whole when handed out (batchWriter.Output).
 func (sc *scratch) resultArrays(n int) ([]Result, []Output) {
 	if cap(sc.results) < n {
-		sc.results, sc.outputs = make([]Result, n), make([]Output, n)
+		sc.results, sc.outputs, sc.dirty = make([]Result, n), make([]Output, n), 0
 	}
-	rs, outs := sc.results[:n], sc.outputs[:n]
+	rs := sc.results[:n]
 	clear(rs)
-	clear(outs)
-	return rs, outs
+	return rs, sc.outputs[:n]
+}
+
+// outputsUsed says that the batch just handled took the first n of the
+// outputs: those past n that an earlier batch left are cleared, so that
+// they keep nothing of it alive. The first n are overwritten by the
+// next batch that takes them.
+func (sc *scratch) outputsUsed(n int) {
+	if sc.dirty > n {
+		clear(sc.outputs[n:sc.dirty])
+	}
+	sc.dirty = n
 }
 
 // Decode reads a Batch into in, setting each message's index.
@@ -357,11 +371,16 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 		if num != wire.BatchMessages || typ != protowire.BytesType {
 			continue
 		}
+		// Decoded on the stack and written whole: one pass over the
+		// array's memory, not a clearing pass before the fields.
+		var dm Message
+		dm.index = i
+		err := decodeMessage(&dm, body, st)
 		m := &ms[i]
-		m.index = i
+		*m = dm
 		out[i] = m
 		i++
-		if err := decodeMessage(m, body, st); err != nil {
+		if err != nil {
 			return fmt.Errorf("batch: message %d: %w", i-1, err)
 		}
 	}
