@@ -9,6 +9,16 @@ import (
 	"syscall"
 )
 
+// channelBuffer is the send buffer asked for on each end of the batch
+// channel. A Unix stream socket holds what its sender wrote until the
+// peer reads it, up to the sender's buffer (about 208 KiB by default):
+// with several batches in flight, a batch of 1000 messages of 100 bytes
+// (about 170 KB) would find the buffer full behind the last and wait on
+// the poller for the plugin to read, a wake-up more each way. This holds
+// several such batches (the kernel doubles what is asked for its own
+// bookkeeping).
+const channelBuffer = 1 << 20
+
 // newChannel makes the batch channel of contract version 2: a connected
 // pair of Unix stream sockets with no name in any file system, so nobody
 // can connect to either end; the host keeps one end (conn) and the
@@ -28,6 +38,11 @@ func newChannel() (conn net.Conn, child *os.File, err error) {
 	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, nil, fmt.Errorf("batch channel: %w", err)
+	}
+	for _, fd := range fds {
+		// Best effort: the system's limit (net.core.wmem_max) may hold it
+		// lower, which costs speed, not correctness.
+		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, channelBuffer)
 	}
 	host := os.NewFile(uintptr(fds[0]), "streamrun-batch-channel")
 	child = os.NewFile(uintptr(fds[1]), "streamrun-batch-channel-plugin")
