@@ -216,7 +216,8 @@ var benchInstances = func() int {
 }()
 
 // benchBatchesInFlightEnv sets Handler.MaxBatchesInFlight of
-// BenchmarkPipeline's handler (default: the default, 8 on Shared).
+// BenchmarkPipeline's handler (default: the default, on Shared 8 at
+// batch 100 and 2 at batch 1000).
 const benchBatchesInFlightEnv = "STREAMRUN_BENCH_BATCHES_IN_FLIGHT"
 
 var benchBatchesInFlight, _ = strconv.Atoi(os.Getenv(benchBatchesInFlightEnv))

@@ -30,7 +30,8 @@ func (c *callPeak) enter() int32 {
 }
 
 // runDeep runs an in-process handler h on a Shared subscription with the
-// default batches in flight (8) and the given timeout over n messages,
+// default batches in flight (8 at batches of 10) and the given timeout
+// over n messages,
 // and waits until every input is acknowledged.
 func runDeep(t *testing.T, name string, n int, timeout time.Duration, h func(out string) plugin.Handler) *running {
 	t.Helper()
@@ -58,7 +59,7 @@ func runDeep(t *testing.T, name string, n int, timeout time.Duration, h func(out
 }
 
 // A handler that answers fast gets more than two batches at once by
-// default on Shared (up to 8): after its first answers, a handler that
+// default on Shared (up to 8 at small batches): after its first answers, a handler that
 // waits (10 s at most, once) for a third call inside it sees one.
 func TestAFastHandlerGetsMoreThanTwoBatchesAtOnce(t *testing.T) {
 	var cp callPeak
@@ -91,7 +92,7 @@ func TestAFastHandlerGetsMoreThanTwoBatchesAtOnce(t *testing.T) {
 }
 
 // A handler slower than a quarter of its timeout a batch gets two
-// batches at once, not the default 8: each batch's timeout runs from its
+// batches at once, not the 8 the default gives batches of 10: each batch's timeout runs from its
 // send, so eight queued for it would wait past the timeout and the
 // instance be taken for hung.
 func TestASlowHandlerGetsTwoBatchesAtOnce(t *testing.T) {

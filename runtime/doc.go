@@ -76,8 +76,9 @@
 // # Batches in flight
 //
 // An instance works on up to Handler.MaxBatchesInFlight batches at once
-// (8 by default on Shared, 1 on the types that keep order, where more is
-// refused): the next batches are sent while the last is still in the
+// (by default on Shared what Handler.MaxInFlight leaves an instance once
+// two batches are kept aside, 2 to 8: 8 at the default batch of 100; 1 on
+// the types that keep order, where more is refused): the next batches are sent while the last is still in the
 // plugin, so that host and plugin process do not wait for each other.
 // Past 2 at once, an instance gets more only while its last call took
 // under a quarter of Handler.Timeout: a batch's timeout runs from its
