@@ -92,9 +92,9 @@ func TestAFastHandlerGetsMoreThanTwoBatchesAtOnce(t *testing.T) {
 }
 
 // A handler slower than a quarter of its timeout a batch gets two
-// batches at once, not the 8 the default gives batches of 10: each batch's timeout runs from its
-// send, so eight queued for it would wait past the timeout and the
-// instance be taken for hung.
+// batches at once, not the 8 the default gives batches of 10: each
+// batch's timeout runs from its send, so eight queued for it would wait
+// past the timeout and the instance be taken for hung.
 func TestASlowHandlerGetsTwoBatchesAtOnce(t *testing.T) {
 	var cp callPeak
 	const timeout = 2 * time.Second
