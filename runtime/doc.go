@@ -78,8 +78,9 @@
 // An instance works on up to Handler.MaxBatchesInFlight batches at once
 // (by default on Shared what Handler.MaxInFlight leaves an instance once
 // two batches are kept aside, 2 to 8: 8 at the default batch of 100; 1 on
-// the types that keep order, where more is refused): the next batches are sent while the last is still in the
-// plugin, so that host and plugin process do not wait for each other.
+// the types that keep order, where more is refused): the next batches are
+// sent while the last is still in the plugin, so that host and plugin
+// process do not wait for each other.
 // Past 2 at once, an instance gets more only while its last call took
 // under a quarter of Handler.Timeout: a batch's timeout runs from its
 // send, so a slow handler is not taken for hung for the batches queued
