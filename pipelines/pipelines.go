@@ -279,15 +279,15 @@ type Handler struct {
 	// once: the next batches go to the instance while the last is still in
 	// it, so that host and plugin process do not wait for each other. The
 	// outputs are still published in the order the batches were sent.
-	// Default on Shared subscriptions: what MaxInFlight leaves an instance
-	// once two batches are kept aside (one forming, one being published),
-	// MaxInFlight / (BatchSize × Instances) − 2, at least 2 and at most 8
-	// (8 at the default batch of 100, 2 at a batch of 1000). A plugin's
-	// round trip (a write and a wake-up each way) costs more than a fast
-	// handler's work on a small batch; with batches queued behind the one
-	// at work the plugin takes the next as soon as it has answered instead
-	// of waiting for the host, and MaxInFlight still bounds the messages
-	// held. Past 2 at once, an instance gets more only while its last call
+	// Default 8 on Shared subscriptions for a plugin: its round trip (a
+	// write and a wake-up each way) costs more than a fast handler's work
+	// on a batch, and with batches queued behind the one at work the
+	// plugin takes the next as soon as it has answered instead of waiting
+	// for the host; MaxInFlight still bounds the messages held (4 batches
+	// of 1000 by default). A handler run in the host's process
+	// (runtime.Options.LocalHandlers) has no round trip to hide and gets
+	// 2 (DefaultLocalBatchesInFlight): more would only bunch its calls and
+	// leave the receive loop without credits. Past 2 at once, an instance gets more only while its last call
 	// took under a quarter of Timeout (a batch's Timeout runs from its send,
 	// its wait behind the others included), so a slow handler has 2 and is
 	// not taken for hung because batches queued for it. Default 1 on
@@ -347,11 +347,12 @@ const (
 	DefaultInstances        = 1
 	DefaultTimeout          = 30 * time.Second
 	DefaultMinInFlight      = 1000
-	// DefaultSharedBatchesInFlight is the most Handler.MaxBatchesInFlight's
-	// default is on a Shared subscription (1 on the others); its least is
-	// MinSharedBatchesInFlight.
+	// DefaultSharedBatchesInFlight is Handler.MaxBatchesInFlight's default
+	// on a Shared subscription (1 on the others);
+	// DefaultLocalBatchesInFlight is the runtime's for a Shared pipeline
+	// whose handler runs in the host's process.
 	DefaultSharedBatchesInFlight = 8
-	MinSharedBatchesInFlight     = 2
+	DefaultLocalBatchesInFlight  = 2
 	DefaultBackoffInitial        = time.Second
 	DefaultBackoffMax            = time.Minute
 	DefaultMaxCrashes            = 3
@@ -407,11 +408,7 @@ func (p Pipeline) WithDefaults() Pipeline {
 	if h.MaxBatchesInFlight == 0 {
 		h.MaxBatchesInFlight = 1
 		if !s.Type.KeepsOrder() {
-			// Two batches' worth of MaxInFlight kept aside: handing
-			// batches to the instance must not starve the receive loop
-			// and the publisher of credits.
-			n := h.MaxInFlight/max(h.BatchSize*h.Instances, 1) - 2
-			h.MaxBatchesInFlight = min(max(n, MinSharedBatchesInFlight), DefaultSharedBatchesInFlight)
+			h.MaxBatchesInFlight = DefaultSharedBatchesInFlight
 		}
 	}
 	e := &p.ErrorPolicy

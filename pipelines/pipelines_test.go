@@ -40,23 +40,14 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// On Shared, the default batches in flight are what MaxInFlight leaves
-// an instance once two batches are kept aside, from 2 to 8.
+// On Shared the default is 8 batches in flight, whatever the batch size
+// (MaxInFlight bounds the messages); a value set is kept.
 func TestSharedBatchesInFlightDefault(t *testing.T) {
-	for _, c := range []struct{ batch, instances, maxInFlight, want int }{
-		{100, 1, 0, 8},      // 1000 in flight: 10 batches, 8 to the instance
-		{1000, 1, 0, 2},     // 4000: 4 batches, 2
-		{100, 2, 0, 3},      // 1000 for 2 instances: 5 batches each, 3
-		{10, 1, 0, 8},       // 100 batches: at most 8
-		{100, 4, 0, 2},      // 1600: 4 batches each, 2
-		{100, 1, 100000, 8}, // set by hand: still at most 8
-		{100, 1, 300, 2},    // 3 batches: at least 2
-	} {
+	for _, batch := range []int{10, 100, 1000} {
 		p := valid()
-		p.Handler.BatchSize, p.Handler.Instances, p.Handler.MaxInFlight = c.batch, c.instances, c.maxInFlight
-		if got := p.WithDefaults().Handler.MaxBatchesInFlight; got != c.want {
-			t.Errorf("batch %d, %d instances, max_in_flight %d: %d batches in flight, want %d",
-				c.batch, c.instances, c.maxInFlight, got, c.want)
+		p.Handler.BatchSize = batch
+		if got := p.WithDefaults().Handler.MaxBatchesInFlight; got != pipelines.DefaultSharedBatchesInFlight {
+			t.Errorf("batch %d: %d batches in flight, want %d", batch, got, pipelines.DefaultSharedBatchesInFlight)
 		}
 	}
 	p := valid()

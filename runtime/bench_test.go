@@ -216,8 +216,8 @@ var benchInstances = func() int {
 }()
 
 // benchBatchesInFlightEnv sets Handler.MaxBatchesInFlight of
-// BenchmarkPipeline's handler (default: the default, on Shared 8 at
-// batch 100 and 2 at batch 1000).
+// BenchmarkPipeline's handler (default: the default, on Shared 8 for the
+// plugin and 2 in-process).
 const benchBatchesInFlightEnv = "STREAMRUN_BENCH_BATCHES_IN_FLIGHT"
 
 var benchBatchesInFlight, _ = strconv.Atoi(os.Getenv(benchBatchesInFlightEnv))

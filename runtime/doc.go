@@ -76,9 +76,9 @@
 // # Batches in flight
 //
 // An instance works on up to Handler.MaxBatchesInFlight batches at once
-// (by default on Shared what Handler.MaxInFlight leaves an instance once
-// two batches are kept aside, 2 to 8: 8 at the default batch of 100; 1 on
-// the types that keep order, where more is refused): the next batches are
+// (by default on Shared 8 for a plugin, whose round trip it hides, and 2
+// for a handler in the host's process; 1 on the types that keep order,
+// where more is refused): the next batches are
 // sent while the last is still in the plugin, so that host and plugin
 // process do not wait for each other.
 // Past 2 at once, an instance gets more only while its last call took

@@ -102,7 +102,13 @@ type batch struct {
 }
 
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
+	depthDefault := cfg.Handler.MaxBatchesInFlight == 0
 	cfg = cfg.WithDefaults()
+	if _, local := h.opts.LocalHandlers[cfg.Name]; local && depthDefault {
+		// In the host's process there is no round trip to hide (see
+		// pipelines.Handler.MaxBatchesInFlight).
+		cfg.Handler.MaxBatchesInFlight = min(cfg.Handler.MaxBatchesInFlight, pipelines.DefaultLocalBatchesInFlight)
+	}
 	p := &pipeline{
 		h:        h,
 		cfg:      cfg,
