@@ -86,16 +86,6 @@ type conn struct {
 	// the read loop sends on it and closes it.
 	receipts     chan pendingAnswer
 	receiptsDone chan struct{}
-	// unanswered counts the answers queued on receipts and not yet sent:
-	// at 0 the receipt loop is idle and the read loop may answer a SEND
-	// itself (answerAtOnce). The read loop adds, the receipt loop takes off.
-	unanswered atomic.Int64
-	// in is the read loop's buffered input: what it holds was sent
-	// already and waits to be read. Read loop only.
-	in *bufio.Reader
-	// now and nowSyncs are the read loop's scratch for answerAtOnce.
-	now      [1]pendingAnswer
-	nowSyncs []topicSync
 }
 
 func newConn(s *server, nc net.Conn, isTLS bool) *conn {
@@ -408,8 +398,7 @@ func (cn *conn) readLoop() {
 	// 16 KiB holds many small frames per read; a larger frame is read
 	// straight into its own buffer anyway, so a bigger one would only cost
 	// memory on every idle connection.
-	cn.in = bufio.NewReaderSize(rawsock.Wrap(cn.nc), readBufferSize)
-	r := pulsarwire.NewReader(cn.in, pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
+	r := pulsarwire.NewReader(bufio.NewReaderSize(rawsock.Wrap(cn.nc), readBufferSize), pulsarwire.MaxFrameSize(cn.c.opts.MaxMessageSize))
 	// Every command is handled before the next is read, and SEND's entry
 	// is copied by the store's append: one buffer serves all frames.
 	r.ReuseMessageBuffers()

@@ -211,13 +211,8 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	p.msgs.Add(int64(s.GetNumMessages()))
 	p.bytes.Add(int64(len(f.Entry)))
 	if p.topic.log.Syncs() {
-		a := pendingAnswer{t: p.topic, id: id, producer: s.GetProducerId(), seq: s.GetSequenceId(),
-			highest: s.GetHighestSequenceId(), hasHighest: s.HighestSequenceId != nil}
-		if cn.mayAnswerAtOnce() {
-			cn.answerAtOnce(a)
-			return true
-		}
-		return cn.queueAnswer(a)
+		return cn.queueAnswer(pendingAnswer{t: p.topic, id: id, producer: s.GetProducerId(), seq: s.GetSequenceId(),
+			highest: s.GetHighestSequenceId(), hasHighest: s.HighestSequenceId != nil})
 	}
 	if b := cn.out(); b != nil {
 		*b = appendReceipt(*b, s.GetProducerId(), s.GetSequenceId(), s.GetHighestSequenceId(), p.topic.ledger, id, s.HighestSequenceId != nil)

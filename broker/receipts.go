@@ -17,16 +17,6 @@ import (
 // the queue a connection would wait for each fsync before reading its next
 // SEND, and a single producer would pay one fsync per entry.
 
-// When the receipt loop is idle (nothing queued) and the client has
-// sent nothing more yet, the read loop fsyncs and answers the SEND
-// itself (answerAtOnce): handing the entry to the receipt loop would cost
-// a goroutine wake-up per fsync round (on a busy 2-core machine 0.1 ms at
-// the median and 0.7 ms at p99, docs/benchmarks.md "The sync level's
-// tail"), and there is nothing to read meanwhile. A SEND that arrives
-// during that fsync waits in the socket, where it would otherwise have
-// waited for the next fsync anyway; once SENDs queue up, the receipt loop
-// takes over again.
-
 // receiptQueueLen bounds the answers waiting for an fsync: a full queue
 // holds the read loop, so a producer cannot run ahead of the disk without
 // limit.
@@ -57,29 +47,12 @@ func (cn *conn) queueAnswer(a pendingAnswer) bool {
 		cn.srv.wg.Add(1)
 		go cn.receiptLoop(cn.receipts, cn.receiptsDone)
 	}
-	cn.unanswered.Add(1)
 	select {
 	case cn.receipts <- a:
 		return true
 	case <-cn.quit:
 		return false
 	}
-}
-
-// mayAnswerAtOnce reports whether the read loop may fsync and answer a
-// SEND itself: no answer is waiting in the receipt queue (so none can go
-// after it) and no input is buffered (so no SEND waits to be read
-// meanwhile). Read loop only.
-func (cn *conn) mayAnswerAtOnce() bool {
-	return cn.unanswered.Load() == 0 && cn.in != nil && cn.in.Buffered() == 0
-}
-
-// answerAtOnce fsyncs what a needs and sends it, on the read loop; only
-// when mayAnswerAtOnce.
-func (cn *conn) answerAtOnce(a pendingAnswer) {
-	cn.now[0] = a
-	cn.nowSyncs = cn.answer(cn.now[:], cn.nowSyncs[:0])
-	cn.now[0] = pendingAnswer{}
 }
 
 // sendAfterReceipts sends m once the answers already queued have gone
@@ -130,9 +103,6 @@ func (cn *conn) receiptLoop(q <-chan pendingAnswer, done chan<- struct{}) {
 			}
 		}
 		syncs = cn.answer(batch, syncs[:0])
-		// Only now: the read loop answers a SEND itself only once
-		// everything before it has gone out.
-		cn.unanswered.Add(-int64(len(batch)))
 		clear(batch) // let the topics and commands go
 	}
 }

@@ -80,15 +80,14 @@ func TestSyncReceiptsKeepOrderWhileTheConnectionReadsOn(t *testing.T) {
 	}
 }
 
-// At fsync durability a SEND the read loop answers itself (nothing queued,
-// nothing more sent yet) and SENDs that queue for the receipt loop mix on
-// one connection: receipts stay in order with consecutive entries, and a
-// consumer already waiting on the topic gets each message once its
-// receipt's fsync is done, whichever goroutine did it.
-func TestSyncReceiptsInOrderWhetherAnsweredAtOnceOrQueued(t *testing.T) {
+// At fsync durability SENDs one at a time (each waiting for its receipt)
+// and in bursts mix on one connection: receipts stay in order with
+// consecutive entries, and a consumer already waiting on the topic gets
+// each message once its receipt's fsync is done.
+func TestSyncReceiptsInOrderForSinglesAndBursts(t *testing.T) {
 	c := brokertest.Start(t, func(o *broker.Options) { o.Memory = false; o.DataDir = t.TempDir(); o.Sync = true })
 	p := dial(t, c.ServiceURL())
-	topic := "persistent://public/default/sync-at-once"
+	topic := "persistent://public/default/sync-singles-bursts"
 	cid := p.subscribe(topic, "s", pb.CommandSubscribe_Exclusive)
 	pid := p.producer(topic)
 	const n = 90
