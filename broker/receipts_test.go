@@ -79,3 +79,55 @@ func TestSyncReceiptsKeepOrderWhileTheConnectionReadsOn(t *testing.T) {
 		}
 	}
 }
+
+// At fsync durability SENDs one at a time (each waiting for its receipt)
+// and in bursts mix on one connection: receipts stay in order with
+// consecutive entries, and a consumer already waiting on the topic gets
+// each message once its receipt's fsync is done.
+func TestSyncReceiptsInOrderForSinglesAndBursts(t *testing.T) {
+	c := brokertest.Start(t, func(o *broker.Options) { o.Memory = false; o.DataDir = t.TempDir(); o.Sync = true })
+	p := dial(t, c.ServiceURL())
+	topic := "persistent://public/default/sync-singles-bursts"
+	cid := p.subscribe(topic, "s", pb.CommandSubscribe_Exclusive)
+	pid := p.producer(topic)
+	const n = 90
+	p.flow(cid, n)
+	seq := uint64(0)
+	next := func() {
+		t.Helper()
+		r := p.publish(pid, seq, msg{payload: fmt.Sprint("m-", seq)})
+		if e := r.GetMessageId().GetEntryId(); e != seq {
+			t.Fatalf("receipt of sequence %d for entry %d", seq, e)
+		}
+		if m := p.receive(cid); m.payload != fmt.Sprint("m-", seq) {
+			t.Fatalf("after the receipt of %d the consumer got %q", seq, m.payload)
+		}
+		seq++
+	}
+	for round := 0; round < 3; round++ {
+		// One at a time: each waits for its receipt before the next.
+		for i := 0; i < 10; i++ {
+			next()
+		}
+		// Then many in one write, then one alone again.
+		var frames []byte
+		first := seq
+		for i := 0; i < 19; i++ {
+			frames = append(frames, sendFrame(pid, seq+uint64(i), msg{payload: fmt.Sprint("m-", seq+uint64(i))})...)
+		}
+		p.write(frames)
+		for i := uint64(0); i < 19; i++ {
+			f := p.expect("receipt", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_SEND_RECEIPT })
+			if r := f.Cmd.GetSendReceipt(); r.GetSequenceId() != first+i || r.GetMessageId().GetEntryId() != first+i {
+				t.Fatalf("receipt %d of a burst: sequence %d entry %d, want %d", i, r.GetSequenceId(), r.GetMessageId().GetEntryId(), first+i)
+			}
+		}
+		for i := uint64(0); i < 19; i++ {
+			if m := p.receive(cid); m.payload != fmt.Sprint("m-", first+i) {
+				t.Fatalf("burst message %d is %q", i, m.payload)
+			}
+		}
+		seq += 19
+		next()
+	}
+}

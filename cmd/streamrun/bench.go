@@ -444,6 +444,7 @@ func (b *bench) conditions(ctx context.Context, external bool) {
 	c.MessageSize, c.Keys, c.Rate, c.Count = f.size, f.keys, f.rate, f.count
 	c.DurationSeconds = f.duration.Seconds()
 	c.Batching = benchrun.Batching{Enabled: !f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelayMs: float64(f.batchDelay) / float64(time.Millisecond)}
+	c.MaxPending = f.maxPending
 	c.Broker = "embedded"
 	switch {
 	case external:

@@ -75,7 +75,7 @@ var (
 	benchLatencyFields    = []string{"count", "p50", "p99", "p99_9", "max", "mean"}
 	benchConditionsFields = []string{
 		"url", "broker", "broker_version", "broker_durability", "topic", "topics", "pattern", "partitions", "message_size", "keys",
-		"rate", "count", "duration_seconds", "batching", "gomaxprocs", "num_cpu", "go_version", "os", "arch",
+		"rate", "count", "duration_seconds", "batching", "max_pending", "gomaxprocs", "num_cpu", "go_version", "os", "arch",
 		"streamrun_version", "load_average_start", "load_average_end", "started_at",
 	}
 	benchBatchingFields = []string{"enabled", "max_messages", "max_bytes", "max_delay_ms"}

@@ -88,14 +88,17 @@ type Conditions struct {
 	// Pattern: the consumer subscribed to the topics by a pattern.
 	Pattern bool `json:"pattern"`
 	// Pipelines in the host (pipeline only).
-	Pipelines        int      `json:"pipelines,omitempty"`
-	Partitions       int      `json:"partitions"`
-	MessageSize      int      `json:"message_size"`
-	Keys             int      `json:"keys"`
-	Rate             float64  `json:"rate"`
-	Count            int64    `json:"count"`
-	DurationSeconds  float64  `json:"duration_seconds"`
-	Batching         Batching `json:"batching"`
+	Pipelines       int      `json:"pipelines,omitempty"`
+	Partitions      int      `json:"partitions"`
+	MessageSize     int      `json:"message_size"`
+	Keys            int      `json:"keys"`
+	Rate            float64  `json:"rate"`
+	Count           int64    `json:"count"`
+	DurationSeconds float64  `json:"duration_seconds"`
+	Batching        Batching `json:"batching"`
+	// MaxPending is the most messages published and not yet receipted
+	// (--max-pending): at an unlimited rate it sets the produce latency.
+	MaxPending       int      `json:"max_pending"`
 	Subscription     string   `json:"subscription,omitempty"`
 	SubscriptionType string   `json:"subscription_type,omitempty"`
 	ReceiverQueue    int      `json:"receiver_queue,omitempty"`
