@@ -287,10 +287,11 @@ type Handler struct {
 	// of 1000 by default). A handler run in the host's process
 	// (runtime.Options.LocalHandlers) has no round trip to hide and gets
 	// 2 (DefaultLocalBatchesInFlight): more would only bunch its calls and
-	// leave the receive loop without credits. Past 2 at once, an instance gets more only while its last call
-	// took under a quarter of Timeout (a batch's Timeout runs from its send,
-	// its wait behind the others included), so a slow handler has 2 and is
-	// not taken for hung because batches queued for it. Default 1 on
+	// leave the receive loop without credits. Past 2 at once, an instance
+	// gets more only while its last call took under a quarter of Timeout
+	// (a batch's Timeout runs from its send, its wait behind the others
+	// included), so a slow handler has 2 and is not taken for hung because
+	// batches queued for it. Default 1 on
 	// Exclusive, Failover and KeyShared, where each key's order must hold;
 	// more than 1 on those is an error.
 	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty"`
