@@ -320,6 +320,20 @@ func (c *Client) Flush(ctx context.Context) error {
 	return err
 }
 
+// SendOpenBatches sends the open batches of every producer now, without
+// waiting for their receipts. A publisher that will add nothing more
+// until some of its messages are acknowledged (it holds no more credits)
+// calls it: waiting out Batching.MaxDelay would only stall it.
+func (c *Client) SendOpenBatches() {
+	for _, p := range c.own().allProducers() {
+		for _, pp := range p.partList() {
+			pp.mu.Lock()
+			pp.flushLocked()
+			pp.mu.Unlock()
+		}
+	}
+}
+
 // flushAll closes the open batches of every partition of ps, then waits
 // for them all: one round trip, not one per producer. It returns the
 // first producer still waiting when ctx ended, with Flush's error.

@@ -148,6 +148,8 @@ func (r *recorder) deadLetter(it *item, reason string) {
 	r.dead[it.pm.ID] = reason
 }
 
+func (r *recorder) caughtUp() {}
+
 func (r *recorder) handBack(it *item) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -187,3 +187,43 @@ func TestAnOutputThatCannotBePublished(t *testing.T) {
 			s, received.Load(), handled.Load(), settled.Load(), batches.Load())
 	}
 }
+
+// A pipeline that holds fewer messages than its output producer's batch
+// takes (MaxInFlight 100 against 1000) runs out of credits with its
+// outputs in an open batch: it sends that batch at once rather than
+// waiting out the producer's batching delay, here an hour, so round
+// after round gets through. Only the last round may wait (a pipeline with
+// credits to spare leaves a batch open for MaxDelay, as asked), until the
+// host's stop flushes it; nothing is lost.
+func TestStarvedPipelineSendsItsOpenOutputBatches(t *testing.T) {
+	for _, mode := range []string{"plugin", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			c := cluster(t)
+			cl := client(t, c)
+			in, out := topic(t, "in"), topic(t, "out")
+			const n, held = 1000, 100
+			publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("m-%d", i) }, nil)
+			got := collect(t, cl, out)
+
+			h := self(testConfig{Output: out})
+			h.BatchSize, h.MaxInFlight = 10, held
+			opts := streamrun.Options{}
+			opts.Pool.Producer.Batching.MaxDelay = time.Hour
+			if mode == "local" {
+				opts.LocalHandlers = map[string]func() plugin.Handler{"starved": func() plugin.Handler { return plugin.Configure(newTestHandler) }}
+			}
+			r := runHost(t, c, opts, pipelines.Pipeline{
+				Name:    "starved",
+				Source:  pipelines.Source{Topics: []string{in}, Subscription: "starved", InitialPosition: pipelines.Earliest},
+				Handler: h,
+				Outputs: []string{out},
+			})
+			got.waitLen(t, n-held)
+			if err := r.stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			got.waitLen(t, n)
+			waitFor(t, "an empty backlog", func() bool { return c.Backlog(in, "starved") == 0 })
+		})
+	}
+}

@@ -188,6 +188,17 @@ func (p *pipeline) handBack(it *item) {
 	p.release(it)
 }
 
+// caughtUp sends the open output batches at once when the pipeline holds
+// every credit: nothing more is received until some of them are
+// acknowledged, so waiting out the producer's batching delay would only
+// stall it, a delay per round (a MaxInFlight below the batch's message
+// limit, outputs spread over partitions or topics).
+func (p *pipeline) caughtUp() {
+	if p.credits.exhausted() {
+		p.client.SendOpenBatches()
+	}
+}
+
 // settled counts it under o and gives its credit back.
 func (p *pipeline) settled(it *item, o Outcome) {
 	switch o {

@@ -31,6 +31,9 @@ type sink interface {
 	// handBack leaves it unsettled for the broker to deliver again (only
 	// at the hard stop).
 	handBack(it *item)
+	// caughtUp is told that a publisher has settled every batch sent to
+	// it so far.
+	caughtUp()
 }
 
 // worker is the dispatcher of one instance slot: it feeds the slot's
@@ -99,6 +102,9 @@ func (w *worker) publish() {
 			if r, ok := a.from.(recycler); ok {
 				r.Recycle(a.res)
 			}
+		}
+		if len(w.order) == 0 {
+			w.out.caughtUp()
 		}
 	}
 }
