@@ -248,6 +248,26 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 	}
 }
 
+// SendOpenBatches sends a batch that would otherwise wait out MaxDelay,
+// and returns without waiting for its receipts.
+func TestSendOpenBatchesSendsWithoutWaiting(t *testing.T) {
+	tg := newTarget(t)
+	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
+	topic := brokertest.TopicName(t)
+	ctx := brokertest.Context(t, time.Minute)
+	const n = 10
+	col := newCollector(n)
+	for i := 0; i < n; i++ {
+		c.PublishAsync(ctx, topic, Message{Payload: []byte("x")}, col.cb(i))
+	}
+	c.SendOpenBatches()
+	select {
+	case <-col.done:
+	case <-ctx.Done():
+		t.Fatal("no receipts after SendOpenBatches: the batch still waits for MaxDelay")
+	}
+}
+
 func TestEveryCodecIsReadBack(t *testing.T) {
 	tg := newTarget(t)
 	for _, ct := range []Compression{LZ4, ZLIB, ZSTD, Snappy} {
