@@ -42,10 +42,14 @@ type pipeline struct {
 	supMu   sync.Mutex
 	sups    []*supervisor // one per instance slot; guarded by supMu (a reload changes it)
 	credits *credits
-	stats   counters
-	retries retryCounts
-	tr      *tracing // nil when not traced
-	met     *metrics // nil when not measured
+	// awaiting counts the messages whose outputs are all published and
+	// not all acknowledged yet: when it reaches every credit, nothing
+	// moves until the open output batches go out (caughtUp).
+	awaiting atomic.Int64
+	stats    counters
+	retries  retryCounts
+	tr       *tracing // nil when not traced
+	met      *metrics // nil when not measured
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 
@@ -534,6 +538,9 @@ func (p *pipeline) stop(deadline time.Time) {
 	}()
 	select {
 	case <-done:
+		// Every output is published and nothing more will be: what
+		// waits in open batches would wait out the batching delay.
+		p.client.SendOpenBatches()
 	case <-ctx.Done():
 	}
 	if err := p.credits.waitAll(ctx); err != nil {

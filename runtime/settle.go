@@ -39,6 +39,7 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 				continue
 			}
 			it.pending.Store(int32(len(r.Outputs)))
+			p.awaiting.Add(1)
 			done := func(_ pulsarwire.MessageID, err error) { p.receipt(it, err) }
 			for j := range r.Outputs {
 				o := &r.Outputs[j]
@@ -99,6 +100,7 @@ func (p *pipeline) receipt(it *item, err error) {
 	if it.pending.Add(-1) != 0 {
 		return
 	}
+	p.awaiting.Add(-1)
 	if it.outErr.Load() != nil {
 		p.redo.push(it)
 		return
@@ -188,13 +190,16 @@ func (p *pipeline) handBack(it *item) {
 	p.release(it)
 }
 
-// caughtUp sends the open output batches at once when the pipeline holds
-// every credit: nothing more is received until some of them are
-// acknowledged, so waiting out the producer's batching delay would only
-// stall it, a delay per round (a MaxInFlight below the batch's message
-// limit, outputs spread over partitions or topics).
+// caughtUp sends the open output batches at once when every credit is
+// held by a message waiting only for its outputs' receipts: nothing more
+// is received until some are acknowledged, so waiting out the producer's
+// batching delay would only stall the pipeline, a delay per round (a
+// MaxInFlight below the batch's message limit, outputs spread over
+// partitions or topics). While any message is still on its way to the
+// publisher, its outputs may yet fill the batch: sending it early would
+// only split it.
 func (p *pipeline) caughtUp() {
-	if p.credits.exhausted() {
+	if p.awaiting.Load() >= int64(p.credits.total) && p.credits.exhausted() {
 		p.client.SendOpenBatches()
 	}
 }
