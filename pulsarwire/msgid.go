@@ -36,14 +36,31 @@ var (
 
 // String returns the stable text form.
 func (id MessageID) String() string {
+	// One allocation, the string: the text is made on the stack (a
+	// message's id is written for every message a handler gets).
+	var buf [MaxMessageIDText]byte
+	return string(id.AppendText(buf[:0]))
+}
+
+// MaxMessageIDText is the longest text form of a MessageID: two uint64s,
+// two int32s and three colons.
+const MaxMessageIDText = 2*20 + 2*11 + 3
+
+// AppendText appends the text form (String's) to b.
+func (id MessageID) AppendText(b []byte) []byte {
 	switch id {
 	case Earliest:
-		return "earliest"
+		return append(b, "earliest"...)
 	case Latest:
-		return "latest"
+		return append(b, "latest"...)
 	}
-	return strconv.FormatUint(id.Ledger, 10) + ":" + strconv.FormatUint(id.Entry, 10) + ":" +
-		strconv.Itoa(int(id.Partition)) + ":" + strconv.Itoa(int(id.BatchIndex))
+	b = strconv.AppendUint(b, id.Ledger, 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, id.Entry, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(id.Partition), 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, int64(id.BatchIndex), 10)
 }
 
 // ParseMessageID reads the text form written by String. The batch index

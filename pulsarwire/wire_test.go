@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -206,10 +207,15 @@ func TestLZ4Literals(t *testing.T) {
 }
 
 func TestMessageIDText(t *testing.T) {
-	for _, id := range []MessageID{{Ledger: 17, Entry: 4, Partition: -1, BatchIndex: -1}, {Ledger: 1, Entry: 0, Partition: 3, BatchIndex: 9}, Earliest, Latest} {
+	longest := MessageID{Ledger: math.MaxUint64, Entry: math.MaxUint64 - 1, Partition: math.MaxInt32, BatchIndex: math.MaxInt32}
+	for _, id := range []MessageID{{Ledger: 17, Entry: 4, Partition: -1, BatchIndex: -1}, {Ledger: 1, Entry: 0, Partition: 3, BatchIndex: 9}, Earliest, Latest, longest} {
 		got, err := ParseMessageID(id.String())
 		if err != nil || got != id {
 			t.Fatalf("%s: got %v %v", id, got, err)
+		}
+		// AppendText appends String's text after what b holds.
+		if b := id.AppendText([]byte("x")); string(b) != "x"+id.String() {
+			t.Fatalf("%s: AppendText gave %q", id, b)
 		}
 		if back := MessageIDFromProto(id.Proto()); back != id {
 			t.Fatalf("%s: proto round trip gave %v", id, back)
@@ -221,6 +227,12 @@ func TestMessageIDText(t *testing.T) {
 		}
 	}
 	a := MessageID{Ledger: 1, Entry: 2, BatchIndex: 0}
+	if s := longest.String(); len(s) > MaxMessageIDText || s != "18446744073709551615:18446744073709551614:2147483647:2147483647" {
+		t.Fatalf("the longest id is %q (%d bytes, MaxMessageIDText %d)", s, len(s), MaxMessageIDText)
+	}
+	if s := (MessageID{Ledger: 17, Entry: 4, Partition: -1, BatchIndex: -1}).String(); s != "17:4:-1:-1" {
+		t.Fatalf("text form %q", s)
+	}
 	if a.Compare(MessageID{Ledger: 1, Entry: 2, BatchIndex: 1}) >= 0 || a.Compare(MessageID{Ledger: 1, Entry: 1}) <= 0 {
 		t.Fatal("Compare order wrong")
 	}
