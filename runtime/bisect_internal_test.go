@@ -66,7 +66,7 @@ func TestAfterFailureSplitsAPartThatKeepsFailing(t *testing.T) {
 	}
 	one := []part{{items: items("x", 1), fails: 1}, rest}
 	st = afterFailure(one, err, 2)
-	if len(st.dead) != 1 || st.dead[0].it.pm.ID != "x-0" || !strings.Contains(st.dead[0].reason, "failed 2 times on it alone; last: plugin exited") {
+	if len(st.dead) != 1 || name(st.dead[0].it) != "x-0" || !strings.Contains(st.dead[0].reason, "failed 2 times on it alone; last: plugin exited") {
 		t.Fatalf("alone: %+v", st)
 	}
 	if len(st.parts) != 1 || !slices.Equal(ids(st.parts[0].items), ids(rest.items)) {
@@ -105,7 +105,7 @@ func TestAfterFailureFindsAPoisonMessage(t *testing.T) {
 					dead = append(dead, d.it)
 				}
 			}
-			if len(dead) != 1 || dead[0] != bad || len(answered) != n-1 || slices.Contains(answered, bad.pm.ID) {
+			if len(dead) != 1 || dead[0] != bad || len(answered) != n-1 || slices.Contains(answered, name(bad)) {
 				t.Fatalf("n=%d poison=%d: dead %v, %d answered", n, poison, ids(dead), len(answered))
 			}
 			if most := maxCrashes * (bits.Len(uint(n)) + 1); failures > most {

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/plugin/host"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 // The in-package tests run the supervisor, the dispatcher and the
@@ -31,8 +34,15 @@ type fakeInstance struct {
 	calls   atomic.Int64
 }
 
-func (f *fakeInstance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
+// ProcessBatch hands process the batch's messages with their test names
+// as ids (name).
+func (f *fakeInstance) ProcessBatch(ctx context.Context, b host.Batch) ([]plugin.Result, error) {
 	f.calls.Add(1)
+	its := b.(callBatch)
+	batch := make([]*plugin.Message, len(its))
+	for i, it := range its {
+		batch[i] = &plugin.Message{ID: name(it)}
+	}
 	if f.process != nil {
 		return f.process(ctx, batch)
 	}
@@ -135,7 +145,7 @@ func (r *recorder) settle(items []*item, res []plugin.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, it := range items {
-		r.settled = append(r.settled, it.pm.ID)
+		r.settled = append(r.settled, name(it))
 	}
 }
 
@@ -145,7 +155,7 @@ func (r *recorder) deadLetter(it *item, reason string) {
 	if r.dead == nil {
 		r.dead = map[string]string{}
 	}
-	r.dead[it.pm.ID] = reason
+	r.dead[name(it)] = reason
 }
 
 func (r *recorder) caughtUp() {}
@@ -153,22 +163,26 @@ func (r *recorder) caughtUp() {}
 func (r *recorder) handBack(it *item) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.back = append(r.back, it.pm.ID)
+	r.back = append(r.back, name(it))
 }
 
-// items makes n items with ids prefix-0 ... prefix-(n-1).
+// items makes n items named prefix-0 ... prefix-(n-1) (name).
 func items(prefix string, n int) []*item {
 	out := make([]*item, n)
 	for i := range out {
-		out[i] = &item{pm: plugin.Message{ID: fmt.Sprintf("%s-%d", prefix, i)}}
+		out[i] = &item{m: &subscribe.Message{Topic: prefix,
+			ID: pulsarwire.MessageID{Entry: uint64(i), Partition: -1, BatchIndex: -1}}}
 	}
 	return out
 }
 
+// name is the name items gave it.
+func name(it *item) string { return fmt.Sprintf("%s-%d", it.m.Topic, it.m.ID.Entry) }
+
 func ids(its []*item) []string {
 	var out []string
 	for _, it := range its {
-		out = append(out, it.pm.ID)
+		out = append(out, name(it))
 	}
 	return out
 }

@@ -17,7 +17,9 @@ import (
 // instance is one running copy of a pipeline's handler: a plugin process
 // (*host.Instance) or a handler in the host's own process.
 type instance interface {
-	Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error)
+	// ProcessBatch gets the handler's answer for every message of batch
+	// (host.Instance's).
+	ProcessBatch(ctx context.Context, batch host.Batch) ([]plugin.Result, error)
 	// Close stops it gracefully (the handler's Close runs).
 	Close(ctx context.Context) error
 	// Kill stops it at once and waits for it.
@@ -93,8 +95,8 @@ type localInstance struct {
 	once sync.Once
 }
 
-func (l *localInstance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
-	return host.ProcessLocal(ctx, l.h, batch)
+func (l *localInstance) ProcessBatch(ctx context.Context, batch host.Batch) ([]plugin.Result, error) {
+	return host.ProcessLocalBatch(ctx, l.h, batch)
 }
 
 func (l *localInstance) Close(ctx context.Context) error {

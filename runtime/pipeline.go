@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamrun/streamrun/pipelines"
-	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -81,10 +81,10 @@ type lane struct {
 	first time.Time // when its first message arrived
 }
 
-// item is one message in the host's hands.
+// item is one message in the host's hands. What a handler gets of it is
+// read from m as its batch is sent (callBatch, message.go).
 type item struct {
 	m       *subscribe.Message
-	pm      plugin.Message
 	b       *batch
 	crashes int // handler panics on this message
 
@@ -395,7 +395,6 @@ func (p *pipeline) route(ms []*subscribe.Message) {
 	for i, m := range ms {
 		it := &items[i]
 		it.m = m
-		fillMessage(&it.pm, m)
 		l := 0
 		if len(p.lanes) > 1 {
 			l = int(laneHash(m) % uint32(len(p.lanes)))
@@ -430,33 +429,6 @@ func laneHash(m *subscribe.Message) uint32 {
 	}
 	return h
 }
-
-func fillMessage(pm *plugin.Message, m *subscribe.Message) {
-	*pm = plugin.Message{
-		ID:              m.ID.String(),
-		Topic:           m.Topic,
-		Key:             m.Key,
-		Properties:      m.Properties,
-		Payload:         m.Payload,
-		PublishTime:     m.PublishTime,
-		EventTime:       m.EventTime,
-		RedeliveryCount: m.RedeliveryCount,
-	}
-	if m.OrderingKey != "" {
-		pm.OrderingKey = []byte(m.OrderingKey)
-	}
-	if m.Properties != nil {
-		pm.TraceParent = m.Properties[propTraceParent]
-		pm.TraceState = m.Properties[propTraceState]
-	}
-}
-
-// W3C trace context in message properties, as the Java client's tracing
-// carries it.
-const (
-	propTraceParent = "traceparent"
-	propTraceState  = "tracestate"
-)
 
 // nextDue is when the oldest batch being formed must go.
 func (p *pipeline) nextDue() (time.Time, bool) {
@@ -594,10 +566,11 @@ type counters struct {
 	handedBack, crashes, restarts                              atomic.Int64
 }
 
-// retryKey names a message for the host's own count of its retries.
+// retryKey names a message for the host's own count of its retries
+// (retryKeyOf).
 type retryKey struct {
 	topic string
-	id    string
+	id    pulsarwire.MessageID // BatchSize 0
 }
 
 // retryCounts counts retries by message where the broker does not
@@ -670,7 +643,7 @@ func (p *pipeline) redoLoop() {
 		case <-p.redo.kick:
 			for _, it := range p.redo.take() {
 				err := *it.outErr.Load()
-				p.log.Warn("publishing an output failed; the message is retried", "id", it.pm.ID, "err", err)
+				p.log.Warn("publishing an output failed; the message is retried", "id", it.id(), "err", err)
 				p.retry(it, 0, "publishing an output failed: "+err.Error())
 			}
 		case <-p.stopRedo:

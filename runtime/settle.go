@@ -71,14 +71,14 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 func (p *pipeline) outputMessage(it *item, o *plugin.Output) pool.Message {
 	props := o.Properties
 	// Traced, the output's "send" span gives it a trace context instead.
-	if p.tr == nil && it.pm.TraceParent != "" && props[propTraceParent] == "" {
+	if tp, ts := traceContext(it.m); p.tr == nil && tp != "" && props[propTraceParent] == "" {
 		props = maps.Clone(props)
 		if props == nil {
 			props = make(map[string]string, 2)
 		}
-		props[propTraceParent] = it.pm.TraceParent
-		if it.pm.TraceState != "" {
-			props[propTraceState] = it.pm.TraceState
+		props[propTraceParent] = tp
+		if ts != "" {
+			props[propTraceState] = ts
 		}
 	}
 	return pool.Message{
@@ -111,7 +111,7 @@ func (p *pipeline) receipt(it *item, err error) {
 func (p *pipeline) ack(it *item, o Outcome) {
 	if err := p.cons.Ack(context.Background(), it.m); err != nil {
 		// Only a closed consumer refuses: the message comes again.
-		p.log.Debug("ack", "id", it.pm.ID, "err", err)
+		p.log.Debug("ack", "id", it.id(), "err", err)
 	}
 	p.settled(it, o)
 }
@@ -120,7 +120,7 @@ func (p *pipeline) ack(it *item, o Outcome) {
 // or after the error policy's backoff when delay is 0, unless it has been
 // retried MaxRetries times already: then it is dead-lettered.
 func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
-	k := retryKey{it.m.Topic, it.pm.ID}
+	k := retryKeyOf(it.m)
 	n := max(int(it.m.RedeliveryCount), int(p.retries.get(k)))
 	ep := &p.cfg.ErrorPolicy
 	if ep.MaxRetries > 0 && n >= ep.MaxRetries {
@@ -132,9 +132,9 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 	}
 	p.retries.set(k, uint32(n+1))
 	p.tr.retried(it, reason, delay.Milliseconds())
-	p.log.Debug("retry", "id", it.pm.ID, "topic", it.m.Topic, "delay", delay, "reason", reason)
+	p.log.Debug("retry", "id", it.id(), "topic", it.m.Topic, "delay", delay, "reason", reason)
 	if err := p.cons.NackAfter(it.m, delay); err != nil {
-		p.log.Debug("nack", "id", it.pm.ID, "err", err)
+		p.log.Debug("nack", "id", it.id(), "err", err)
 	}
 	p.settled(it, Retried)
 }
@@ -148,9 +148,9 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 	props := make(map[string]string, len(m.Properties)+3)
 	maps.Copy(props, m.Properties)
 	props[PropertyRealTopic] = m.Topic
-	props[PropertyOriginMessageID] = it.pm.ID
+	props[PropertyOriginMessageID] = it.id()
 	props[PropertyDeadLetterReason] = reason
-	p.log.Warn("dead-lettering a message", "id", it.pm.ID, "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
+	p.log.Warn("dead-lettering a message", "id", it.id(), "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
 	p.tr.deadLettered(it, reason)
 	parent, traced := p.tr.batchContext(it)
 	p.publish(parent, traced, topic, pool.Message{
@@ -161,7 +161,7 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 		EventTime:   m.EventTime,
 	}, func(_ pulsarwire.MessageID, err error) {
 		if err != nil {
-			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.pm.ID, "topic", topic, "err", err)
+			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.id(), "topic", topic, "err", err)
 			_ = p.cons.NackAfter(m, p.cfg.ErrorPolicy.Backoff.Delay(1))
 			p.settled(it, Retried)
 			return
@@ -217,7 +217,7 @@ func (p *pipeline) settled(it *item, o Outcome) {
 		p.stats.dropped.Add(1)
 	}
 	if o != Retried {
-		p.retries.forget(retryKey{it.m.Topic, it.pm.ID})
+		p.retries.forget(retryKeyOf(it.m))
 	}
 	if f := p.h.opts.Hooks.Settled; f != nil {
 		f(p.name, o)

@@ -84,8 +84,8 @@ func (t *tracing) startProcess(b *batch, slot int) {
 		if it.m.Topic != topic {
 			topic = "" // several topics: named after the subscription below
 		}
-		if !traced && it.pm.TraceParent != "" {
-			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
+		if tp, ts := traceContext(it.m); !traced && tp != "" {
+			if sc := msgtrace.Parse(tp, ts); sc.IsValid() {
 				ctx, traced = trace.ContextWithRemoteSpanContext(ctx, sc), true
 			}
 		}
@@ -109,8 +109,8 @@ func (t *tracing) startProcess(b *batch, slot int) {
 	}
 	if span.IsRecording() && traced {
 		for _, it := range b.items {
-			if sc := msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState); sc.IsValid() {
-				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.pm.ID)}})
+			if sc := msgtrace.Parse(traceContext(it.m)); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.id())}})
 			}
 		}
 	}
@@ -161,7 +161,7 @@ func (t *tracing) event(it *item, name string, attrs ...attribute.KeyValue) {
 	if t == nil || it.b == nil || it.b.span == nil || !it.b.span.IsRecording() {
 		return
 	}
-	it.b.span.AddEvent(name, trace.WithAttributes(append(attrs, msgtrace.KeyMessageID.String(it.pm.ID))...))
+	it.b.span.AddEvent(name, trace.WithAttributes(append(attrs, msgtrace.KeyMessageID.String(it.id()))...))
 }
 
 func (t *tracing) retried(it *item, reason string, delayMs int64) {
@@ -211,7 +211,7 @@ func (t *tracing) batchContext(it *item) (sc trace.SpanContext, traced bool) {
 			return trace.SpanContext{}, false
 		}
 	}
-	return msgtrace.Parse(it.pm.TraceParent, it.pm.TraceState), true
+	return msgtrace.Parse(traceContext(it.m)), true
 }
 
 // publish publishes m to topic as p.client.PublishAsync does; traced, it

@@ -191,7 +191,6 @@ func (w *worker) deep() bool {
 // batch beside this one (limit 1).
 func (w *worker) process(b *batch, sb *sent, alone bool) {
 	parts := []part{{items: b.items}}
-	buf := make([]*plugin.Message, 0, len(b.items))
 	for len(parts) > 0 {
 		cur := &parts[0]
 		if len(cur.items) == 0 {
@@ -207,14 +206,10 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 			}
 			return
 		}
-		buf = buf[:0]
-		for _, it := range cur.items {
-			buf = append(buf, &it.pm)
-		}
 		ctx, cancel := context.WithTimeout(w.out.calling(w.hard, b, w.id), w.timeout)
 		t0 := time.Now()
 		inst := l.inst()
-		res, err := inst.Process(ctx, buf)
+		res, err := inst.ProcessBatch(ctx, callBatch(cur.items))
 		took := time.Since(t0)
 		w.took.Store(int64(took))
 		// The batch's deadline is the only one: the plugin may report it
@@ -223,7 +218,6 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 			err = fmt.Errorf("%w: %d messages, no answer after %v: %w", errHung, len(cur.items), w.timeout, err)
 		}
 		cancel()
-		clear(buf)
 		w.out.called(b, w.id, len(cur.items), took, err)
 		if err == nil {
 			w.sup.release(l, nil)

@@ -56,12 +56,12 @@ func benchHostCodec(b *testing.B, n int, compact bool) {
 			b.ReportAllocs()
 			cpu0 := cpuTime(0)
 			for b.Loop() {
-				wb := batchOut{msgs: batch, seq: 1, timeoutMs: 30000}
+				wb := batchOut{batch: Messages(batch), seq: 1, timeoutMs: 30000}
 				out = wb.Append(out[:0])
 				if err := in.Decode(frame); err != nil {
 					b.Fatal(err)
 				}
-				res, err := inst.decodeResults(batch, &in)
+				res, err := inst.decodeResults(Messages(batch), &in)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -95,7 +95,7 @@ func TestWrongCompactAnswersAreErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		inst := &Instance{name: "p"}
-		if _, err := inst.decodeResults(batch, &rin); err == nil || !strings.Contains(err.Error(), "0 results for a batch of 2") {
+		if _, err := inst.decodeResults(Messages(batch), &rin); err == nil || !strings.Contains(err.Error(), "0 results for a batch of 2") {
 			t.Fatalf("compact fields read on version 2: %v", err)
 		}
 	})
@@ -114,5 +114,5 @@ func decodeAnswer(t *testing.T, batch []*plugin.Message, answer *pb.BatchResult)
 		t.Fatal(err)
 	}
 	inst := &Instance{name: "p"}
-	return inst.decodeResults(batch, &rin)
+	return inst.decodeResults(Messages(batch), &rin)
 }

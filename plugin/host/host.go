@@ -290,10 +290,16 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 // A handler that failed the whole batch comes back as every message
 // retried, with the handler's error as reason.
 func (i *Instance) Process(ctx context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
+	return i.ProcessBatch(ctx, Messages(batch))
+}
+
+// ProcessBatch is Process for a batch in the caller's own form: its
+// messages are encoded for the plugin straight from it (see Batch).
+func (i *Instance) ProcessBatch(ctx context.Context, batch Batch) ([]plugin.Result, error) {
 	if i.stopping.Load() {
 		return nil, ErrClosed
 	}
-	if len(batch) == 0 {
+	if batch.Len() == 0 {
 		return nil, nil
 	}
 	resp, err := i.batches.process(ctx, batch)
@@ -357,7 +363,7 @@ func (i *Instance) closeStream() {
 const crashWait = 5 * time.Second
 
 // callError classifies a failed call (see Instance).
-func (i *Instance) callError(ctx context.Context, op string, batch []*plugin.Message, err error) error {
+func (i *Instance) callError(ctx context.Context, op string, batch Batch, err error) error {
 	if i.stopping.Load() {
 		return fmt.Errorf("plugin %s: %s: %w", i.name, op, ErrClosed)
 	}
@@ -370,8 +376,8 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*plugin.Mes
 	switch {
 	case p != nil:
 		crash.Panic, crash.Stack = p.Value, p.Stack
-		if p.Index >= 0 && int(p.Index) < len(batch) {
-			crash.Index, crash.MessageID = int(p.Index), batch[p.Index].ID
+		if batch != nil && p.Index >= 0 && int(p.Index) < batch.Len() {
+			crash.Index, crash.MessageID = int(p.Index), messageID(batch, int(p.Index))
 		}
 	case ctx.Err() != nil && i.Alive():
 		return fmt.Errorf("plugin %s: %s: %w", i.name, op, ctx.Err())
@@ -402,26 +408,27 @@ func (i *Instance) callError(ctx context.Context, op string, batch []*plugin.Mes
 }
 
 // decodeResults checks and converts the plugin's answer to a batch.
-func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]plugin.Result, error) {
+func (i *Instance) decodeResults(batch Batch, resp *resultsIn) ([]plugin.Result, error) {
+	n := batch.Len()
 	if resp.codes != nil {
 		return i.decodeCompact(batch, resp)
 	}
-	if len(resp.res) != len(batch) {
-		return nil, i.badAnswer(batch, -1, "%d results for a batch of %d messages", len(resp.res), len(batch))
+	if len(resp.res) != n {
+		return nil, i.badAnswer(batch, -1, "%d results for a batch of %d messages", len(resp.res), n)
 	}
-	out := i.answers.get(len(batch), false).res
+	out := i.answers.get(n, false).res
 	// A plugin answers in the batch's order: then no index can repeat,
 	// and nothing need be remembered to tell.
 	var seen []bool
 	for j := range resp.res {
 		r := &resp.res[j]
-		if int64(r.index) >= int64(len(batch)) {
+		if int64(r.index) >= int64(n) {
 			return nil, i.badAnswer(batch, -1, "result %d is for message index %d, out of range for a batch of %d messages",
-				j, r.index, len(batch))
+				j, r.index, n)
 		}
 		idx := int(r.index)
 		if idx != j && seen == nil {
-			seen = make([]bool, len(batch))
+			seen = make([]bool, n)
 			for k := range j {
 				seen[k] = true // results 0..j-1 were for messages 0..j-1
 			}
@@ -443,16 +450,16 @@ func (i *Instance) decodeResults(batch []*plugin.Message, resp *resultsIn) ([]pl
 
 // badAnswer is the error of a wrong answer, about the message at idx
 // (-1: the answer as a whole).
-func (i *Instance) badAnswer(batch []*plugin.Message, idx int, format string, args ...any) error {
+func (i *Instance) badAnswer(batch Batch, idx int, format string, args ...any) error {
 	e := &ResponseError{Plugin: i.name, Index: idx, Problem: fmt.Sprintf(format, args...)}
 	if idx >= 0 {
-		e.MessageID = batch[idx].ID
+		e.MessageID = messageID(batch, idx)
 	}
 	return e
 }
 
 // result checks and converts one full result, whose index is in range.
-func (i *Instance) result(batch []*plugin.Message, r *wireResult) (plugin.Result, error) {
+func (i *Instance) result(batch Batch, r *wireResult) (plugin.Result, error) {
 	idx := int(r.index)
 	o, ok := outcomeFromPB(pb.Outcome(r.outcome))
 	if !ok {
@@ -481,12 +488,13 @@ func (i *Instance) result(batch []*plugin.Message, r *wireResult) (plugin.Result
 // results, in the batch's order, for the messages whose byte says so. An
 // echoed output is made here from the host's own message, so its key,
 // properties and payload are the very ones the host sent.
-func (i *Instance) decodeCompact(batch []*plugin.Message, resp *resultsIn) ([]plugin.Result, error) {
+func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result, error) {
+	n := batch.Len()
 	codes := resp.codes
-	if len(codes) != len(batch) {
-		return nil, i.badAnswer(batch, -1, "%d outcomes for a batch of %d messages", len(codes), len(batch))
+	if len(codes) != n {
+		return nil, i.badAnswer(batch, -1, "%d outcomes for a batch of %d messages", len(codes), n)
 	}
-	arrays := i.answers.get(len(batch), true)
+	arrays := i.answers.get(n, true)
 	out, echoes := arrays.res, arrays.echoes // echoes: one array for the batch's echoed outputs
 	full, payloads := 0, resp.payloads
 	for j, c := range codes {
@@ -497,9 +505,13 @@ func (i *Instance) decodeCompact(batch []*plugin.Message, resp *resultsIn) ([]pl
 			if resp.echoTopic == "" {
 				return nil, i.badAnswer(batch, j, "an echoed output, and no echo topic")
 			}
-			m, o := batch[j], &echoes[j]
-			*o = plugin.Output{Topic: resp.echoTopic, Key: m.Key, OrderingKey: m.OrderingKey,
-				Properties: m.Properties, Payload: m.Payload}
+			var m Fields
+			batch.Fields(j, &m)
+			o := &echoes[j]
+			*o = plugin.Output{Topic: resp.echoTopic, Key: m.Key, Properties: m.Properties, Payload: m.Payload}
+			if m.OrderingKey != "" {
+				o.OrderingKey = []byte(m.OrderingKey) // the output's own: the caller keeps it
+			}
 			if c == wire.CompactEchoPayload {
 				if len(payloads) == 0 {
 					return nil, i.badAnswer(batch, j, "an output's payload is missing")
@@ -523,7 +535,7 @@ func (i *Instance) decodeCompact(batch []*plugin.Message, resp *resultsIn) ([]pl
 	for j := range resp.res {
 		r := &resp.res[j]
 		idx := int64(r.index)
-		if idx >= int64(len(batch)) || idx <= int64(prev) || codes[idx] != wire.CompactFull {
+		if idx >= int64(n) || idx <= int64(prev) || codes[idx] != wire.CompactFull {
 			return nil, i.badAnswer(batch, -1, "full result %d is for message index %d, which the outcomes do not ask for after %d",
 				j, r.index, prev)
 		}

@@ -22,3 +22,9 @@ func ProcessLocal(ctx context.Context, h plugin.Handler, batch []*plugin.Message
 	}
 	return res, err
 }
+
+// ProcessLocalBatch is ProcessLocal for a batch in the caller's own form
+// (Batch), made into plugin.Messages for the handler.
+func ProcessLocalBatch(ctx context.Context, h plugin.Handler, batch Batch) ([]plugin.Result, error) {
+	return ProcessLocal(ctx, h, pluginMessages(batch))
+}

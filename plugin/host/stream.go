@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/internal/contract"
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
@@ -152,8 +151,8 @@ func (s *batchStream) fail(err error) {
 
 // process sends batch and waits for its answer, or for ctx. The errors
 // are gRPC statuses or ctx's, for Instance.callError to classify.
-func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*resultsIn, error) {
-	wb := &batchOut{msgs: batch}
+func (s *batchStream) process(ctx context.Context, batch Batch) (*resultsIn, error) {
+	wb := &batchOut{batch: batch}
 	// The batch's span, if traced, is the parent of the handler's.
 	wb.traceParent, wb.traceState = msgtrace.Format(trace.SpanContextFromContext(ctx))
 	// Room for the seq and timeout, not known yet.
@@ -161,7 +160,7 @@ func (s *batchStream) process(ctx context.Context, batch []*plugin.Message) (*re
 		// gRPC would refuse it too, and end the stream with it: refused
 		// here, the instance stays usable for the next batch.
 		return nil, status.Errorf(codes.ResourceExhausted,
-			"a batch of %d messages is %d bytes, above the limit of %d", len(batch), n, s.maxSize)
+			"a batch of %d messages is %d bytes, above the limit of %d", batch.Len(), n, s.maxSize)
 	}
 	ch := make(chan streamAnswer, 1)
 	s.mu.Lock()

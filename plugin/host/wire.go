@@ -17,15 +17,18 @@ import (
 
 // batchOut is a Batch the host sends.
 type batchOut struct {
-	msgs      []*plugin.Message
+	batch     Batch
 	seq       uint64
 	timeoutMs int64
-	msgsSize  int // the encoded size of msgs once known, else 0
+	msgsSize  int // the encoded size of the messages once known, else 0
 	// traceParent and traceState are the trace context of the host's
 	// span for the batch, "" when it is not traced.
 	traceParent, traceState string
-	// sizes are the encoded sizes of msgs, worked out by Size for Append.
-	sizes []int
+	// sizes are the encoded sizes of the messages and ids their ids'
+	// text, one after the other (idEnds), worked out by Size for Append.
+	sizes  []int
+	ids    []byte
+	idEnds []int32
 }
 
 // resultsIn is a BatchResult as the host reads it.
@@ -58,11 +61,17 @@ type wireResult struct {
 // needs it again.
 func (b *batchOut) Size() int {
 	if b.msgsSize == 0 {
-		b.sizes = make([]int, 0, len(b.msgs))
-		for _, m := range b.msgs {
-			n := messageSize(m)
-			b.sizes = append(b.sizes, n)
-			b.msgsSize += wire.SizeBytes(n)
+		n := b.batch.Len()
+		b.sizes, b.idEnds, b.ids = make([]int, 0, n), make([]int32, 0, n), b.ids[:0]
+		var f Fields
+		for i := range n {
+			b.batch.Fields(i, &f)
+			start := len(b.ids)
+			b.ids = b.batch.AppendID(b.ids, i)
+			size := messageSize(&f, len(b.ids)-start)
+			b.sizes = append(b.sizes, size)
+			b.idEnds = append(b.idEnds, int32(len(b.ids)))
+			b.msgsSize += wire.SizeBytes(size)
 		}
 	}
 	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs)) +
@@ -70,41 +79,55 @@ func (b *batchOut) Size() int {
 }
 
 func (b *batchOut) Append(buf []byte) []byte {
-	if len(b.sizes) != len(b.msgs) {
+	if len(b.sizes) != b.batch.Len() {
 		b.msgsSize = 0
 		b.Size()
 	}
-	buf = appendBatch(buf, b.msgs, b.sizes)
+	buf = b.appendMessages(buf)
 	buf = wire.AppendVarint(buf, wire.BatchSeq, b.seq)
 	buf = wire.AppendVarint(buf, wire.BatchTimeout, uint64(b.timeoutMs))
 	buf = wire.AppendStr(buf, wire.BatchTraceParent, b.traceParent)
 	return wire.AppendStr(buf, wire.BatchTraceState, b.traceState)
 }
 
-func messageSize(m *plugin.Message) int {
-	return wire.SizeStr(m.ID) + wire.SizeStr(m.Topic) + wire.SizeStr(m.Key) + wire.SizeBlob(m.OrderingKey) +
-		wire.SizeProps(m.Properties) + wire.SizeBlob(m.Payload) +
-		wire.SizeVarint(uint64(wire.Millis(m.PublishTime))) + wire.SizeVarint(uint64(wire.Millis(m.EventTime))) +
-		wire.SizeVarint(uint64(m.RedeliveryCount)) + wire.SizeStr(m.TraceParent) + wire.SizeStr(m.TraceState)
+// messageSize is the encoded size of a message of fields f and an id of
+// idLen bytes.
+func messageSize(f *Fields, idLen int) int {
+	id := 0
+	if idLen > 0 {
+		id = wire.SizeBytes(idLen)
+	}
+	return id + wire.SizeStr(f.Topic) + wire.SizeStr(f.Key) + wire.SizeStr(f.OrderingKey) +
+		wire.SizeProps(f.Properties) + wire.SizeBlob(f.Payload) +
+		wire.SizeVarint(uint64(wire.Millis(f.PublishTime))) + wire.SizeVarint(uint64(wire.Millis(f.EventTime))) +
+		wire.SizeVarint(uint64(f.RedeliveryCount)) + wire.SizeStr(f.TraceParent) + wire.SizeStr(f.TraceState)
 }
 
-// appendBatch appends msgs, whose encoded sizes are sizes.
-func appendBatch(b []byte, msgs []*plugin.Message, sizes []int) []byte {
-	for i, m := range msgs {
-		b = wire.AppendLen(b, wire.BatchMessages, sizes[i])
-		b = wire.AppendStr(b, wire.MsgID, m.ID)
-		b = wire.AppendStr(b, wire.MsgTopic, m.Topic)
-		b = wire.AppendStr(b, wire.MsgKey, m.Key)
-		b = wire.AppendBlob(b, wire.MsgOrderingKey, m.OrderingKey)
-		b = wire.AppendProps(b, wire.MsgProperties, m.Properties)
-		b = wire.AppendBlob(b, wire.MsgPayload, m.Payload)
-		b = wire.AppendVarint(b, wire.MsgPublishTime, uint64(wire.Millis(m.PublishTime)))
-		b = wire.AppendVarint(b, wire.MsgEventTime, uint64(wire.Millis(m.EventTime)))
-		b = wire.AppendVarint(b, wire.MsgRedelivery, uint64(m.RedeliveryCount))
-		b = wire.AppendStr(b, wire.MsgTraceParent, m.TraceParent)
-		b = wire.AppendStr(b, wire.MsgTraceState, m.TraceState)
+// appendMessages appends the batch's messages, straight from its Fields
+// and the ids Size wrote, as handler.proto's Message each (the ordering
+// key, bytes there, has a string's encoding).
+func (b *batchOut) appendMessages(buf []byte) []byte {
+	var f Fields
+	start := int32(0)
+	for i, size := range b.sizes {
+		b.batch.Fields(i, &f)
+		buf = wire.AppendLen(buf, wire.BatchMessages, size)
+		if id := b.ids[start:b.idEnds[i]]; len(id) > 0 {
+			buf = append(wire.AppendLen(buf, wire.MsgID, len(id)), id...)
+		}
+		start = b.idEnds[i]
+		buf = wire.AppendStr(buf, wire.MsgTopic, f.Topic)
+		buf = wire.AppendStr(buf, wire.MsgKey, f.Key)
+		buf = wire.AppendStr(buf, wire.MsgOrderingKey, f.OrderingKey)
+		buf = wire.AppendProps(buf, wire.MsgProperties, f.Properties)
+		buf = wire.AppendBlob(buf, wire.MsgPayload, f.Payload)
+		buf = wire.AppendVarint(buf, wire.MsgPublishTime, uint64(wire.Millis(f.PublishTime)))
+		buf = wire.AppendVarint(buf, wire.MsgEventTime, uint64(wire.Millis(f.EventTime)))
+		buf = wire.AppendVarint(buf, wire.MsgRedelivery, uint64(f.RedeliveryCount))
+		buf = wire.AppendStr(buf, wire.MsgTraceParent, f.TraceParent)
+		buf = wire.AppendStr(buf, wire.MsgTraceState, f.TraceState)
 	}
-	return b
+	return buf
 }
 
 // outcomeFromPB returns false for an outcome this version does not know.

@@ -56,7 +56,7 @@ func checkBatchOut(t *testing.T, c wire.Codec) {
 		{},
 		{Topic: "persistent://t/n/a", Payload: []byte("x")},
 	}
-	data, err := c.Marshal(&batchOut{msgs: batch, seq: 1 << 40, timeoutMs: 1500})
+	data, err := c.Marshal(&batchOut{batch: Messages(batch), seq: 1 << 40, timeoutMs: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
