@@ -497,6 +497,7 @@ func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result,
 	arrays := i.answers.get(n, true)
 	out, echoes := arrays.res, arrays.echoes // echoes: one array for the batch's echoed outputs
 	full, payloads := 0, resp.payloads
+	var m Fields // one for the loop: it escapes, through the interface
 	for j, c := range codes {
 		switch c {
 		case wire.CompactAck:
@@ -505,7 +506,6 @@ func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result,
 			if resp.echoTopic == "" {
 				return nil, i.badAnswer(batch, j, "an echoed output, and no echo topic")
 			}
-			var m Fields
 			batch.Fields(j, &m)
 			o := &echoes[j]
 			*o = plugin.Output{Topic: resp.echoTopic, Key: m.Key, Properties: m.Properties, Payload: m.Payload}

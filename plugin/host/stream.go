@@ -41,6 +41,9 @@ type batchStream struct {
 	// spare holds answers their callers are done with, for the reader
 	// to decode the next ones into (their arrays of results).
 	spare sync.Pool
+	// outs holds batches sent, for the next to be encoded with (their
+	// arrays of sizes and ids).
+	outs sync.Pool
 }
 
 // carrier moves batches and answers between host and plugin: the gRPC
@@ -152,13 +155,18 @@ func (s *batchStream) fail(err error) {
 // process sends batch and waits for its answer, or for ctx. The errors
 // are gRPC statuses or ctx's, for Instance.callError to classify.
 func (s *batchStream) process(ctx context.Context, batch Batch) (*resultsIn, error) {
-	wb := &batchOut{batch: batch}
+	wb, _ := s.outs.Get().(*batchOut)
+	if wb == nil {
+		wb = new(batchOut)
+	}
+	wb.reset(batch)
 	// The batch's span, if traced, is the parent of the handler's.
 	wb.traceParent, wb.traceState = msgtrace.Format(trace.SpanContextFromContext(ctx))
 	// Room for the seq and timeout, not known yet.
 	if n := wb.Size() + 2*binary.MaxVarintLen64; n > s.maxSize {
 		// gRPC would refuse it too, and end the stream with it: refused
 		// here, the instance stays usable for the next batch.
+		s.putOut(wb)
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"a batch of %d messages is %d bytes, above the limit of %d", batch.Len(), n, s.maxSize)
 	}
@@ -167,6 +175,7 @@ func (s *batchStream) process(ctx context.Context, batch Batch) (*resultsIn, err
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
+		s.putOut(wb)
 		return nil, err
 	}
 	s.next++
@@ -187,6 +196,7 @@ func (s *batchStream) process(ctx context.Context, batch Batch) (*resultsIn, err
 	err := s.carrier.send(wb)
 	s.sendMu.Unlock()
 	stop()
+	s.putOut(wb) // encoded: the carrier keeps nothing of it
 	if err != nil && !errors.Is(err, io.EOF) {
 		// A failed send ends the carrier; io.EOF means it had ended, and
 		// the reader tells why.
@@ -199,6 +209,16 @@ func (s *batchStream) process(ctx context.Context, batch Batch) (*resultsIn, err
 		s.forget(seq)
 		return nil, ctx.Err()
 	}
+}
+
+// putOut keeps wb, sent or refused, for a next batch, unless its arrays
+// are those of an unusually large one.
+func (s *batchStream) putOut(wb *batchOut) {
+	if cap(wb.ids) > chunkRetain {
+		return
+	}
+	wb.reset(nil) // nothing of the caller's batch is kept
+	s.outs.Put(wb)
 }
 
 // recycle takes back an answer that its caller has converted: nothing

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -62,7 +63,10 @@ type wireResult struct {
 func (b *batchOut) Size() int {
 	if b.msgsSize == 0 {
 		n := b.batch.Len()
-		b.sizes, b.idEnds, b.ids = make([]int, 0, n), make([]int32, 0, n), b.ids[:0]
+		// The arrays of the last batch sent, when b is a recycled one
+		// (batchStream.process); room for ids of a usual length.
+		b.sizes, b.idEnds = slices.Grow(b.sizes[:0], n), slices.Grow(b.idEnds[:0], n)
+		b.ids = slices.Grow(b.ids[:0], n*idRoom)
 		var f Fields
 		for i := range n {
 			b.batch.Fields(i, &f)
@@ -76,6 +80,15 @@ func (b *batchOut) Size() int {
 	}
 	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs)) +
 		wire.SizeStr(b.traceParent) + wire.SizeStr(b.traceState)
+}
+
+// idRoom is the room made for a message's id text: "ledger:entry:-1:-1"
+// with ledger and entry ids of up to 7 digits.
+const idRoom = 24
+
+// reset makes b ready for batch, keeping its arrays.
+func (b *batchOut) reset(batch Batch) {
+	*b = batchOut{batch: batch, sizes: b.sizes[:0], ids: b.ids[:0], idEnds: b.idEnds[:0]}
 }
 
 func (b *batchOut) Append(buf []byte) []byte {
