@@ -58,9 +58,18 @@ func (id MessageID) AppendText(b []byte) []byte {
 	b = append(b, ':')
 	b = strconv.AppendUint(b, id.Entry, 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(id.Partition), 10)
+	b = appendIndex(b, id.Partition)
 	b = append(b, ':')
-	return strconv.AppendInt(b, int64(id.BatchIndex), 10)
+	return appendIndex(b, id.BatchIndex)
+}
+
+// appendIndex appends a partition or batch index, most often -1 (none),
+// which strconv takes its slow path for.
+func appendIndex(b []byte, v int32) []byte {
+	if v == -1 {
+		return append(b, '-', '1')
+	}
+	return strconv.AppendInt(b, int64(v), 10)
 }
 
 // ParseMessageID reads the text form written by String. The batch index

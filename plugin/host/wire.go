@@ -25,8 +25,10 @@ type batchOut struct {
 	// traceParent and traceState are the trace context of the host's
 	// span for the batch, "" when it is not traced.
 	traceParent, traceState string
-	// sizes are the encoded sizes of the messages and ids their ids'
-	// text, one after the other (idEnds), worked out by Size for Append.
+	// fields are the messages' fields, read once from the batch, sizes
+	// their encoded sizes and ids their ids' text, one after the other
+	// (idEnds): worked out by Size for Append.
+	fields []Fields
 	sizes  []int
 	ids    []byte
 	idEnds []int32
@@ -67,12 +69,16 @@ func (b *batchOut) Size() int {
 		// (batchStream.process); room for ids of a usual length.
 		b.sizes, b.idEnds = slices.Grow(b.sizes[:0], n), slices.Grow(b.idEnds[:0], n)
 		b.ids = slices.Grow(b.ids[:0], n*idRoom)
-		var f Fields
+		if cap(b.fields) < n {
+			b.fields = make([]Fields, n)
+		}
+		b.fields = b.fields[:n]
 		for i := range n {
-			b.batch.Fields(i, &f)
+			f := &b.fields[i]
+			b.batch.Fields(i, f)
 			start := len(b.ids)
 			b.ids = b.batch.AppendID(b.ids, i)
-			size := messageSize(&f, len(b.ids)-start)
+			size := messageSize(f, len(b.ids)-start)
 			b.sizes = append(b.sizes, size)
 			b.idEnds = append(b.idEnds, int32(len(b.ids)))
 			b.msgsSize += wire.SizeBytes(size)
@@ -86,13 +92,15 @@ func (b *batchOut) Size() int {
 // with ledger and entry ids of up to 7 digits.
 const idRoom = 24
 
-// reset makes b ready for batch, keeping its arrays.
+// reset makes b ready for batch, keeping its arrays (the fields
+// cleared: they point into the last batch).
 func (b *batchOut) reset(batch Batch) {
-	*b = batchOut{batch: batch, sizes: b.sizes[:0], ids: b.ids[:0], idEnds: b.idEnds[:0]}
+	clear(b.fields)
+	*b = batchOut{batch: batch, fields: b.fields[:0], sizes: b.sizes[:0], ids: b.ids[:0], idEnds: b.idEnds[:0]}
 }
 
 func (b *batchOut) Append(buf []byte) []byte {
-	if len(b.sizes) != b.batch.Len() {
+	if len(b.sizes) != b.batch.Len() || len(b.fields) != len(b.sizes) {
 		b.msgsSize = 0
 		b.Size()
 	}
@@ -120,10 +128,9 @@ func messageSize(f *Fields, idLen int) int {
 // and the ids Size wrote, as handler.proto's Message each (the ordering
 // key, bytes there, has a string's encoding).
 func (b *batchOut) appendMessages(buf []byte) []byte {
-	var f Fields
 	start := int32(0)
 	for i, size := range b.sizes {
-		b.batch.Fields(i, &f)
+		f := &b.fields[i]
 		buf = wire.AppendLen(buf, wire.BatchMessages, size)
 		if id := b.ids[start:b.idEnds[i]]; len(id) > 0 {
 			buf = append(wire.AppendLen(buf, wire.MsgID, len(id)), id...)
