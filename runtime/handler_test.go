@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,6 +31,8 @@ import (
 //	hang:...      the first time: the handler sleeps for a minute
 //	boom:...      the handler panics, every time
 //	exit:...      the plugin process exits (status 3), every time
+//	fields:...    its output's payload is what the handler was given of
+//	              the message, as JSON (seen)
 type testConfig struct {
 	Output string `json:"output"`
 	// Upper uppercases the payloads it echoes.
@@ -140,6 +143,14 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 			// An output over the broker's 5 MiB limit.
 			w.Output(m, plugin.Output{Topic: h.cfg.Output, Payload: bytes.Repeat([]byte("x"), 6<<20)})
 			continue
+		case strings.HasPrefix(p, "fields:"):
+			// What the handler was given of the message, as JSON.
+			b, err := json.Marshal(seenMessage(m))
+			if err != nil {
+				return err
+			}
+			w.Output(m, plugin.Output{Topic: h.cfg.Output, Payload: b})
+			continue
 		case strings.HasPrefix(p, "boom:"):
 			panic("boom on " + p)
 		case strings.HasPrefix(p, "exit:"):
@@ -158,4 +169,20 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 		w.Output(m, plugin.Output{Topic: h.cfg.Output, Key: m.Key, Properties: m.Properties, Payload: out})
 	}
 	return nil
+}
+
+// seen is what a handler was given of a message (the "fields:" payload).
+type seen struct {
+	ID, Topic, Key, TraceParent, TraceState string
+	OrderingKey                             []byte
+	Properties                              map[string]string
+	Payload                                 []byte
+	PublishTime, EventTime                  time.Time
+	RedeliveryCount                         uint32
+	Index                                   int
+}
+
+func seenMessage(m *plugin.Message) seen {
+	return seen{m.ID, m.Topic, m.Key, m.TraceParent, m.TraceState, m.OrderingKey, m.Properties,
+		m.Payload, m.PublishTime, m.EventTime, m.RedeliveryCount, m.Index()}
 }
