@@ -95,7 +95,10 @@ func (p *pipeline) outputMessage(it *item, o *plugin.Output) pool.Message {
 // to the settler.
 func (p *pipeline) receipt(it *item, err error) {
 	if err != nil {
-		it.outErr.CompareAndSwap(nil, &err)
+		// A copy of its own: taking err's address would put every
+		// receipt's err on the heap, failed or not.
+		e := err
+		it.outErr.CompareAndSwap(nil, &e)
 	}
 	if it.pending.Add(-1) != 0 {
 		return
