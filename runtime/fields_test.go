@@ -69,26 +69,32 @@ func TestAHandlerIsGivenEveryFieldInAPluginAsInProcess(t *testing.T) {
 		}
 	}
 	for i, s := range got["plugin"] {
-		m := sent[i]
-		id, err := pulsarwire.ParseMessageID(s.ID)
-		if err != nil || id.Ledger != ids[i].Ledger || id.Entry != ids[i].Entry || id.Partition != ids[i].Partition {
-			t.Errorf("message %d: id %q, published as %v (%v)", i, s.ID, ids[i], err)
-		}
-		wantTP, wantTS := m.Properties["traceparent"], m.Properties["tracestate"]
-		if s.Topic != in || s.Key != m.Key || string(s.OrderingKey) != m.OrderingKey || len(s.Properties) != len(m.Properties) ||
-			string(s.Payload) != string(m.Payload) || !s.EventTime.Equal(m.EventTime) || s.PublishTime.IsZero() ||
-			s.RedeliveryCount != 0 || s.TraceParent != wantTP || s.TraceState != wantTS || s.Index != 0 {
-			t.Errorf("message %d: the plugin was given %+v for %+v", i, s, m)
-		}
-		for k, v := range m.Properties {
-			if s.Properties[k] != v {
-				t.Errorf("message %d: property %q is %q, want %q", i, k, s.Properties[k], v)
-			}
-		}
+		checkSeen(t, i, s, sent[i], ids[i], in)
 	}
 	pb, _ := json.Marshal(got["plugin"])
 	lb, _ := json.Marshal(got["local"])
 	if !bytes.Equal(pb, lb) {
 		t.Errorf("in a plugin the handler was given\n%s\nin the host's process\n%s", pb, lb)
+	}
+}
+
+// checkSeen checks what a handler was given of message i, published as
+// m to topic with id.
+func checkSeen(t *testing.T, i int, s seen, m pool.Message, id pulsarwire.MessageID, topic string) {
+	t.Helper()
+	got, err := pulsarwire.ParseMessageID(s.ID)
+	if err != nil || got.Ledger != id.Ledger || got.Entry != id.Entry || got.Partition != id.Partition {
+		t.Errorf("message %d: id %q, published as %v (%v)", i, s.ID, id, err)
+	}
+	wantTP, wantTS := m.Properties["traceparent"], m.Properties["tracestate"]
+	if s.Topic != topic || s.Key != m.Key || string(s.OrderingKey) != m.OrderingKey || len(s.Properties) != len(m.Properties) ||
+		string(s.Payload) != string(m.Payload) || !s.EventTime.Equal(m.EventTime) || s.PublishTime.IsZero() ||
+		s.RedeliveryCount != 0 || s.TraceParent != wantTP || s.TraceState != wantTS || s.Index != 0 {
+		t.Errorf("message %d: the plugin was given %+v for %+v", i, s, m)
+	}
+	for k, v := range m.Properties {
+		if s.Properties[k] != v {
+			t.Errorf("message %d: property %q is %q, want %q", i, k, s.Properties[k], v)
+		}
 	}
 }

@@ -101,7 +101,8 @@ func (h *testHandler) once(name string) bool {
 	return true
 }
 
-func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch []*plugin.Message) error {
+// delay waits as the config says before a batch is handled.
+func (h *testHandler) delay(ctx context.Context) error {
 	if h.cfg.Jitter > 0 {
 		time.Sleep(rand.N(h.cfg.Jitter))
 	}
@@ -111,6 +112,13 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch []*plugin.Message) error {
+	if err := h.delay(ctx); err != nil {
+		return err
 	}
 	for _, m := range batch {
 		p := string(m.Payload)
