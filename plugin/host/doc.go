@@ -15,6 +15,11 @@
 // Instance documents how each failure is told apart: crash, deadline (a
 // hang), wrong answer, refused config.
 //
+// Process takes plugin.Messages; ProcessBatch takes a Batch, the
+// caller's messages in a form of its own, read by index while the batch
+// is encoded (the runtime's, as its consumer received them), so that no
+// plugin.Message or id string is made of each.
+//
 // # Crashes
 //
 // A panic in a handler ends its process: the SDK reports the panic value,
