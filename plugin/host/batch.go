@@ -13,8 +13,8 @@ import (
 // received them) sends them so without making a plugin.Message of each:
 // no id string, no copy. Messages is the Batch of plugin.Messages.
 //
-// A Batch is read during the call only, from the calling goroutine and
-// the one that reads the answer, and must not change meanwhile.
+// A Batch is read during the call only, on the calling goroutine, and
+// must not change meanwhile.
 type Batch interface {
 	// Len is the number of messages.
 	Len() int

@@ -214,12 +214,16 @@ func (s *batchStream) process(ctx context.Context, batch Batch) (*resultsIn, err
 // putOut keeps wb, sent or refused, for a next batch, unless its arrays
 // are those of an unusually large one.
 func (s *batchStream) putOut(wb *batchOut) {
-	if cap(wb.ids) > chunkRetain {
+	if cap(wb.ids) > chunkRetain || cap(wb.fields) > maxKeptFields {
 		return
 	}
 	wb.reset(nil) // nothing of the caller's batch is kept
 	s.outs.Put(wb)
 }
+
+// maxKeptFields bounds the messages' fields a kept batchOut holds room
+// for (a Fields is about 180 bytes).
+const maxKeptFields = 4096
 
 // recycle takes back an answer that its caller has converted: nothing
 // refers to its results any more (their outputs and strings, which the
