@@ -19,7 +19,9 @@ type Batch interface {
 	// Len is the number of messages.
 	Len() int
 	// Fields sets f to message i's fields, its id apart. f's strings,
-	// maps and slices may be the batch's own: the host only reads them.
+	// maps and slices may be the batch's own: the host only reads them,
+	// and an output echoing the message (contract version 3's compact
+	// answer) carries its key, properties and payload on as they are.
 	Fields(i int, f *Fields)
 	// AppendID appends message i's id, in its text form
 	// ("ledger:entry:partition:batchIndex"), to b.
@@ -66,7 +68,7 @@ func pluginMessages(b Batch) []*plugin.Message {
 	msgs := make([]plugin.Message, n)
 	out := make([]*plugin.Message, n)
 	var f Fields
-	var id [48]byte
+	var id [48]byte // room for most ids' text; append grows past it
 	for i := range msgs {
 		b.Fields(i, &f)
 		m := &msgs[i]
