@@ -18,8 +18,8 @@ func TestAppendOnAFullDiskFailsCleanlyAndResumes(t *testing.T) {
 	l := topic(t, s, "t")
 	appendN(t, l, 0, 30) // crosses segments
 	full := true
-	s.writeAt = func(f *os.File, hdr, data []byte, pad int, off int64) (int, error) {
-		b := append(append(hdr[:len(hdr):len(hdr)], data...), make([]byte, pad)...)
+	s.writeAt = func(f *os.File, hdr, data []byte, off int64) (int, error) {
+		b := append(hdr[:len(hdr):len(hdr)], data...)
 		if !full {
 			return f.WriteAt(b, off)
 		}

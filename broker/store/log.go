@@ -32,9 +32,6 @@ type Log struct {
 	dir    string // "" in memory mode
 	ledger uint64
 	sync   bool
-	// prealloc: segments are written with zeros ahead of the appends
-	// (prealloc.go); guarded by mu, turned off for good if that fails.
-	prealloc bool
 
 	// Lock order: curMu, trimMu, syncMu, mu.
 	curMu   sync.Mutex // cursor writes, so the map matches the files
@@ -68,7 +65,6 @@ func openLog(s *Store, te *topicEntry) (*Log, error) {
 		return l, nil
 	}
 	l.cache.limit = s.opts.CacheBytes
-	l.prealloc = l.sync
 	if err := l.recover(); err != nil {
 		for _, sg := range l.segs {
 			sg.destroy(false)
@@ -183,22 +179,9 @@ func (l *Log) recoverLast() error {
 	if err != nil {
 		return err
 	}
-	if res.dropped > 0 {
-		// Only writes no fsync had covered can be cut short this way (see
-		// scanSegment), so no receipt at the sync level promised them.
-		l.s.log.Warn("store: dropping records written after one a crash cut short", "topic", l.name,
-			"file", last.path, "offset", res.end, "next_valid_record_at", res.dropped)
-	}
-	last.size, last.index, last.maxTime, last.indexed = res.end, res.index, res.maxTime, true
-	switch {
-	case !res.torn && fi.Size() > res.end && l.prealloc && fi.Size()%pageSize == 0:
-		// Zeros preallocated past the records: appends go on into them.
-		last.alloc = fi.Size()
-	case res.torn || fi.Size() > res.end:
-		if res.torn {
-			l.s.log.Warn("store: truncating torn tail", "topic", l.name, "file", last.path,
-				"offset", res.end, "bytes", fi.Size()-res.end)
-		}
+	if res.torn {
+		l.s.log.Warn("store: truncating torn tail", "topic", l.name, "file", last.path,
+			"offset", res.end, "bytes", fi.Size()-res.end)
 		if err := f.Truncate(res.end); err != nil {
 			return err
 		}
@@ -208,6 +191,7 @@ func (l *Log) recoverLast() error {
 			}
 		}
 	}
+	last.size, last.index, last.maxTime, last.indexed = res.end, res.index, res.maxTime, true
 	l.next = last.base + res.count
 	l.visible = l.next
 	l.cache.first = l.next
@@ -340,16 +324,8 @@ func (l *Log) write(publishTime int64, data []byte, known *knownSum) (uint64, er
 			}
 			a = l.segs[len(l.segs)-1]
 		}
-		pad := 0
-		if l.prealloc {
-			end := a.size + int64(recLen)
-			if alignUp(end) > a.alloc {
-				l.preallocate(a, end)
-			}
-			pad = padFor(a, end)
-		}
 		var err error
-		if stored, err = l.writeRecord(a, publishTime, data, known, pad); err != nil {
+		if stored, err = l.writeRecord(a, publishTime, data, known); err != nil {
 			l.mu.Unlock()
 			return 0, fmt.Errorf("store: append to %q: %w", l.name, noSpace(err))
 		}
@@ -371,10 +347,10 @@ func (l *Log) write(publishTime int64, data []byte, known *knownSum) (uint64, er
 }
 
 // writeRecord writes data as a record at the end of segment a (its
-// checksum from known when not nil), and pad zero bytes after it; it
-// returns the copy the tail cache keeps, nil when it keeps none. Called
-// with l.mu held.
-func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *knownSum, pad int) ([]byte, error) {
+// checksum from known when not nil); it returns
+// the copy the tail cache keeps, nil when it keeps none. Called with l.mu
+// held.
+func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *knownSum) ([]byte, error) {
 	recLen := recHeaderSize + len(data)
 	// The record is built where the cache keeps it, so the one copy of
 	// data serves both the write and later reads; without the cache, data
@@ -397,13 +373,12 @@ func (l *Log) writeRecord(a *segment, publishTime int64, data []byte, known *kno
 	}
 	// One write per record: a process killed mid-append leaves the
 	// record whole or not at all in the page cache.
-	if _, err := l.s.writeAt(a.f, hdr, body, pad, a.size); err != nil {
+	if _, err := l.s.writeAt(a.f, hdr, body, a.size); err != nil {
 		// Cut what part of the record was written (a full disk writes
 		// what fits), so the next append starts clean.
 		if terr := a.f.Truncate(a.size); terr != nil {
 			l.fail(terr)
 		}
-		a.alloc = 0 // the preallocated zeros went with it
 		return nil, err
 	}
 	if !cached {
@@ -434,13 +409,9 @@ func (l *Log) CacheTail(on bool) {
 // l.mu held.
 func (l *Log) roll() error {
 	old := l.segs[len(l.segs)-1]
-	// Entries of the old segment still waiting for SyncTo are covered
-	// here (sealFile fsyncs), as SyncTo only syncs the newest file.
-	if old.alloc != 0 {
-		if err := sealFile(old); err != nil {
-			return l.fail(err)
-		}
-	} else if l.sync {
+	if l.sync {
+		// Entries of the old segment still waiting for SyncTo are covered
+		// here, as SyncTo only fsyncs the newest file.
 		if err := old.f.Sync(); err != nil {
 			return l.fail(err)
 		}
@@ -472,9 +443,7 @@ func (l *Log) SyncTo(n uint64) error {
 	}
 	target, f := l.next, l.segs[len(l.segs)-1].f
 	l.mu.Unlock()
-	// fdatasync (syncFile): with the segment preallocated an append
-	// changed no metadata, so it flushes the data pages and nothing else.
-	err := syncFile(f)
+	err := f.Sync()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {

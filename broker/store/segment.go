@@ -62,13 +62,9 @@ func addToIndex(index []indexPoint, id uint64, off, publishTime int64) []indexPo
 //
 // Fields other than the noted ones are guarded by the owning Log's mu.
 type segment struct {
-	base uint64
-	path string // "" in memory mode
-	size int64  // bytes of whole records plus header
-	// alloc: the file holds durable zeros from size up to alloc
-	// (prealloc.go); 0: the file ends at size; -1: it may be longer,
-	// with zeros past size.
-	alloc   int64
+	base    uint64
+	path    string // "" in memory mode
+	size    int64  // bytes of whole records plus header
 	index   []indexPoint
 	maxTime int64 // largest publish time in the segment
 	indexed bool  // index and maxTime are built (sealed segments index lazily)
@@ -200,10 +196,6 @@ type scanResult struct {
 	end     int64  // offset just past the last valid record
 	maxTime int64
 	torn    bool // the bytes from end to the file's size are a torn tail
-	// dropped, when not 0, is the offset of a valid record after the torn
-	// one: dropped with it, as a crash that cut a write short can leave
-	// later writes whole (see tailEnd).
-	dropped int64
 }
 
 // scanSegment checks every record of a segment of the given size and builds
@@ -242,7 +234,13 @@ func scanSegment(r io.ReaderAt, path string, base uint64, size int64, tail bool)
 			if !tail {
 				return res, &CorruptError{File: path, Offset: off, Reason: why}
 			}
-			return tailEnd(r, path, off, size, why, res)
+			if at, found, err := findRecord(r, off+1, size); err != nil {
+				return res, fmt.Errorf("store: read %s: %w", path, err)
+			} else if found {
+				return res, &CorruptError{File: path, Offset: off, Reason: fmt.Sprintf("%s, with a valid record after it at offset %d", why, at)}
+			}
+			res.torn = true
+			return res, nil
 		}
 		pt := int64(binary.LittleEndian.Uint64(hdr[8:]))
 		id := base + res.count
@@ -255,100 +253,32 @@ func scanSegment(r io.ReaderAt, path string, base uint64, size int64, tail bool)
 	return res, nil
 }
 
-// tailEnd decides what the bytes of the last segment from off (where the
-// scan found no valid record, for reason why) to size are:
-//
-//   - all zeros: the end of the log in a preallocated file (or a blank
-//     tail); nothing is torn.
-//   - a torn write: nothing valid starts after off. Cut off.
-//   - a valid record after the bad one: corruption, unless the bad record
-//     holds an all-zero, 512-byte-aligned sector, or its header is all
-//     zeros (unwritten). A crash in the middle of an fsync can leave any
-//     subset of the sectors it was writing on the disk, and in a
-//     preallocated file a sector that did not make it reads as zeros;
-//     everything that fsync covered was written after the last fsync
-//     that returned, so no receipt promised it, and the log ends at the
-//     bad record. Anything else (a record's bytes changed) is a
-//     *CorruptError: nothing is dropped that an fsync may have covered.
-func tailEnd(r io.ReaderAt, path string, off, size int64, why string, res scanResult) (scanResult, error) {
-	rest := make([]byte, size-off)
-	if _, err := r.ReadAt(rest, off); err != nil && !errors.Is(err, io.EOF) {
-		return res, fmt.Errorf("store: read %s: %w", path, err)
-	}
-	last := len(rest) - 1
-	for last >= 0 && rest[last] == 0 {
-		last--
-	}
-	if last < 0 {
-		return res, nil // zeros: the end of the log
-	}
-	res.torn = true
-	// A valid record has a nonzero byte in it (a record of zeros fails
-	// its check), so none starts past the last nonzero byte.
-	at, found := findRecord(rest[1:], last-1)
-	if !found {
-		return res, nil
-	}
-	at += off + 1
-	if !unwritten(rest, off) {
-		return res, &CorruptError{File: path, Offset: off, Reason: fmt.Sprintf("%s, with a valid record after it at offset %d", why, at)}
-	}
-	res.dropped = at
-	return res, nil
-}
-
-// sectorSize is the unit a disk writes whole or not at all.
-const sectorSize = 512
-
-// unwritten says whether the record at the start of rest (at file offset
-// off) shows a write that never reached the disk: an all-zero header, or
-// an all-zero 512-byte-aligned sector among those its length spans.
-func unwritten(rest []byte, off int64) bool {
-	if len(rest) < recHeaderSize {
-		return allZero(rest)
-	}
-	if allZero(rest[:recHeaderSize]) {
-		return true
-	}
-	n := int64(binary.LittleEndian.Uint32(rest[0:]))
-	end := min(int64(len(rest)), recHeaderSize+n)
-	for s := (off+sectorSize-1)/sectorSize*sectorSize - off; s+sectorSize <= int64(len(rest)) && s < end; s += sectorSize {
-		if allZero(rest[s : s+sectorSize]) {
-			return true
-		}
-	}
-	return false
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// findRecord looks for a valid record in buf starting at index at most
-// last. A torn write leaves at most one partial record at the end of a
-// file, so finding a valid one after a bad one means damage in the middle
-// or, in a preallocated file, a crash in the middle of an fsync (tailEnd).
+// findRecord looks for any valid record starting in [from, size). A torn
+// write leaves at most one partial record at the end of a file, so finding a
+// valid one after a bad one means damage in the middle, never a torn tail.
 // The search gives up (reporting found, to stay on the safe side) after
 // checksumming maxResync bytes, which only adversarial content reaches.
-func findRecord(buf []byte, last int) (int64, bool) {
+func findRecord(r io.ReaderAt, from, size int64) (int64, bool, error) {
 	const maxResync = 1 << 30
+	if size-from < recHeaderSize {
+		return 0, false, nil
+	}
+	buf := make([]byte, size-from)
+	if _, err := r.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false, err
+	}
 	work := 0
-	for i := 0; i <= last && i+recHeaderSize <= len(buf); i++ {
+	for i := 0; i+recHeaderSize <= len(buf); i++ {
 		n := int(binary.LittleEndian.Uint32(buf[i:]))
 		if n > MaxEntryBytes || n > len(buf)-i-recHeaderSize {
 			continue
 		}
 		if work += n + recHeaderSize; work > maxResync {
-			return int64(i), true
+			return from + int64(i), true, nil
 		}
 		if recordOK(buf[i:i+recHeaderSize], buf[i+recHeaderSize:i+recHeaderSize+n]) {
-			return int64(i), true
+			return from + int64(i), true, nil
 		}
 	}
-	return 0, false
+	return 0, false, nil
 }

@@ -54,10 +54,10 @@ type Store struct {
 	meta   map[string][]byte
 
 	// writeAt writes a record (its header, then data; data may be
-	// empty when hdr holds the whole record) and pad zero bytes after it
-	// to a segment at an offset: writeRecordAt, or a failing one in tests
-	// (a full disk without a full disk).
-	writeAt func(f *os.File, hdr, data []byte, pad int, off int64) (int, error)
+	// empty when hdr holds the whole record) to a segment at an offset:
+	// writeRecordAt, or a failing one in tests (a full disk without a
+	// full disk).
+	writeAt func(f *os.File, hdr, data []byte, off int64) (int, error)
 }
 
 type topicEntry struct {

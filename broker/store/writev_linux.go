@@ -11,8 +11,7 @@ import (
 
 // writeRecordAt writes a record's header and data at off in one pwritev,
 // so the data goes from the caller's buffer straight to the page cache
-// without being copied next to its header first. pad zero bytes follow
-// (see Log.writeRecord: they fill a preallocated segment's page).
+// without being copied next to its header first.
 //
 // The pwritev is a raw system call (the runtime is not told): a write
 // into the page cache is work on this CPU, not a wait, and a system call
@@ -21,26 +20,26 @@ import (
 // the broker more CPU than its own code (docs/benchmarks.md, "2026-12-01,
 // evening"). A write the kernel throttles (dirty pages over the limit)
 // holds the P meanwhile: the other Ps run on.
-func writeRecordAt(f *os.File, hdr, data []byte, pad int, off int64) (int, error) {
-	return writeRecord(f, hdr, data, pad, off, rawPwritev)
+func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
+	return writeRecord(f, hdr, data, off, rawPwritev)
 }
 
 // writeRecordAtSynced is writeRecordAt for a store that fsyncs (Options.Sync):
 // there writeback runs on the segment's last pages all the time, and a
 // write into a page under writeback can wait for the disk (stable pages),
 // so the runtime is told, as for any system call that may wait.
-func writeRecordAtSynced(f *os.File, hdr, data []byte, pad int, off int64) (int, error) {
-	return writeRecord(f, hdr, data, pad, off, func(fd uintptr, iov [][]byte, off int64) (int, error) {
+func writeRecordAtSynced(f *os.File, hdr, data []byte, off int64) (int, error) {
+	return writeRecord(f, hdr, data, off, func(fd uintptr, iov [][]byte, off int64) (int, error) {
 		return unix.Pwritev(int(fd), iov, off)
 	})
 }
 
-func writeRecord(f *os.File, hdr, data []byte, pad int, off int64, pwritev func(fd uintptr, iov [][]byte, off int64) (int, error)) (int, error) {
+func writeRecord(f *os.File, hdr, data []byte, off int64, pwritev func(fd uintptr, iov [][]byte, off int64) (int, error)) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, err
 	}
-	iov := [][]byte{hdr, data, zeroPage[:pad]}
+	iov := [][]byte{hdr, data}
 	total := 0
 	var werr error
 	// A regular file is not pollable: the function runs once.
@@ -71,9 +70,9 @@ func writeRecord(f *os.File, hdr, data []byte, pad int, off int64, pwritev func(
 	return total, nil
 }
 
-// rawPwritev is pwritev(2) of up to three buffers as a raw system call.
+// rawPwritev is pwritev(2) of up to two buffers as a raw system call.
 func rawPwritev(fd uintptr, iov [][]byte, off int64) (int, error) {
-	var vec [3]unix.Iovec
+	var vec [2]unix.Iovec
 	cnt := 0
 	for _, b := range iov {
 		if len(b) == 0 || cnt == len(vec) {
