@@ -58,6 +58,10 @@ type Store struct {
 	// writeRecordAt, or a failing one in tests (a full disk without a
 	// full disk).
 	writeAt func(f *os.File, hdr, data []byte, off int64) (int, error)
+
+	// rings run Log.SyncTo's fdatasyncs (syncring_linux.go); nil
+	// without Sync.
+	rings *syncRings
 }
 
 type topicEntry struct {
@@ -105,7 +109,14 @@ func Open(opts Options) (*Store, error) {
 		writeAt:    writeRecordAt,
 	}
 	if opts.Sync {
-		s.writeAt = writeRecordAtSynced
+		s.rings = newSyncRings()
+		// At --sync the fdatasyncs run on io_uring workers, so a raw
+		// pwritev leaves the round with no call the runtime sees (each
+		// would wake its monitor thread): where writes never wait for
+		// writeback (rawWritesSafe).
+		if opts.Dir == "" || !rawWritesSafe(opts.Dir) {
+			s.writeAt = writeRecordAtSynced
+		}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -397,6 +408,8 @@ func (s *Store) Close() error {
 			te.log.shut(ErrClosed)
 		}
 	}
+	// Every log is shut, so no SyncTo holds a ring.
+	s.rings.closeAll()
 	if s.lock != nil {
 		return s.lock.Close()
 	}
