@@ -215,7 +215,9 @@ func (r *syncRing) wait() error {
 }
 
 // syncRings hands out rings, at most maxSyncRings, made as needed; a
-// caller finding none free (or io_uring unavailable) syncs directly.
+// caller finding none free (or io_uring unavailable: old kernels,
+// kernel.io_uring_disabled, seccomp filters such as Docker's default)
+// syncs directly.
 type syncRings struct {
 	free chan *syncRing
 	made atomic.Int32
