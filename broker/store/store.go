@@ -110,13 +110,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.Sync {
 		s.rings = newSyncRings()
-		// At --sync the fdatasyncs run on io_uring workers, so a raw
-		// pwritev leaves the round with no call the runtime sees (each
-		// would wake its monitor thread): where writes never wait for
-		// writeback (rawWritesSafe).
-		if opts.Dir == "" || !rawWritesSafe(opts.Dir) {
-			s.writeAt = writeRecordAtSynced
-		}
+		s.writeAt = writeRecordAtSynced
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -129,6 +123,13 @@ func Open(opts Options) (*Store, error) {
 			s.lock.Close()
 		}
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
+	// At Sync the fdatasyncs run on io_uring workers, so a raw pwritev
+	// leaves an append's round with no call the runtime sees (each would
+	// wake its monitor thread), where writes never wait for writeback
+	// (rawWritesSafe; asked once the directory exists).
+	if opts.Sync && rawWritesSafe(s.path("topics")) {
+		s.writeAt = writeRecordAt
 	}
 	return s, nil
 }

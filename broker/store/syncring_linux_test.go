@@ -128,3 +128,16 @@ func TestRawWritesSafeOnlyWhereKnown(t *testing.T) {
 		t.Fatal("rawWritesSafe(tmpfs) = false")
 	}
 }
+
+// A store at Sync in a directory it creates itself writes raw where that
+// file system allows it: the check runs once the directory exists.
+func TestSyncStoreInANewDirectoryChecksItsFileSystem(t *testing.T) {
+	parent := t.TempDir()
+	if !rawWritesSafe(parent) {
+		t.Skipf("%s is not a file system known to never wait for writeback", parent)
+	}
+	s := open(t, Options{Dir: filepath.Join(parent, "new", "data"), Sync: true})
+	if fmt.Sprintf("%p", s.writeAt) != fmt.Sprintf("%p", writeRecordAt) {
+		t.Fatal("a new directory on a file system that never waits for writeback: records not written raw")
+	}
+}
