@@ -6,8 +6,11 @@
 // Each topic is a directory of segment files; a record is
 // [length u32][crc32c u32][publish time i64][data], one write(2) per Append,
 // so an entry is in the OS (and survives kill -9) when Append returns; with
-// Options.Sync it is fsynced too (concurrent appenders share an fsync), and
-// readers see it only then. Opening a topic scans its last segment and
+// Options.Sync it is on stable storage too (concurrent appenders share an
+// fsync), and readers see it only then. That fsync is fdatasync(2) of the
+// segment (the data and the size; not the times), run through io_uring on
+// Linux so the waiting goroutine is parked on the netpoller rather than in
+// a system call (syncring_linux.go), the system call elsewhere. Opening a topic scans its last segment and
 // truncates a torn tail; a bad record with good ones after it is reported as
 // a *CorruptError naming file and offset. Older segments are checked and
 // indexed (sparsely, a point per 64 KiB) the first time they are read. The

@@ -443,7 +443,9 @@ func (l *Log) SyncTo(n uint64) error {
 	}
 	target, f := l.next, l.segs[len(l.segs)-1].f
 	l.mu.Unlock()
-	err := f.Sync()
+	// fdatasync, through io_uring where there is one (syncring_linux.go):
+	// an append's data and the size it grew the file to.
+	err := syncData(l.s.rings, f)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {

@@ -58,6 +58,10 @@ type Store struct {
 	// writeRecordAt, or a failing one in tests (a full disk without a
 	// full disk).
 	writeAt func(f *os.File, hdr, data []byte, off int64) (int, error)
+
+	// rings run Log.SyncTo's fdatasyncs (syncring_linux.go); nil
+	// without Sync.
+	rings *syncRings
 }
 
 type topicEntry struct {
@@ -105,6 +109,7 @@ func Open(opts Options) (*Store, error) {
 		writeAt:    writeRecordAt,
 	}
 	if opts.Sync {
+		s.rings = newSyncRings()
 		s.writeAt = writeRecordAtSynced
 	}
 	if s.log == nil {
@@ -118,6 +123,13 @@ func Open(opts Options) (*Store, error) {
 			s.lock.Close()
 		}
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
+	// At Sync the fdatasyncs run on io_uring workers, so a raw pwritev
+	// leaves an append's round with no call the runtime sees (each would
+	// wake its monitor thread), where writes never wait for writeback
+	// (rawWritesSafe; asked once the directory exists).
+	if opts.Sync && rawWritesSafe(s.path("topics")) {
+		s.writeAt = writeRecordAt
 	}
 	return s, nil
 }
@@ -397,6 +409,8 @@ func (s *Store) Close() error {
 			te.log.shut(ErrClosed)
 		}
 	}
+	// Every log is shut, so no SyncTo holds a ring.
+	s.rings.closeAll()
 	if s.lock != nil {
 		return s.lock.Close()
 	}

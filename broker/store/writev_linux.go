@@ -24,10 +24,11 @@ func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 	return writeRecord(f, hdr, data, off, rawPwritev)
 }
 
-// writeRecordAtSynced is writeRecordAt for a store that fsyncs (Options.Sync):
-// there writeback runs on the segment's last pages all the time, and a
-// write into a page under writeback can wait for the disk (stable pages),
-// so the runtime is told, as for any system call that may wait.
+// writeRecordAtSynced is writeRecordAt for a store that fsyncs (Options.Sync)
+// on a file system where writes may wait for writeback (rawWritesSafe
+// false): there writeback runs on the segment's last pages all the time,
+// and a write into a page under writeback can wait for the disk (stable
+// pages), so the runtime is told, as for any system call that may wait.
 func writeRecordAtSynced(f *os.File, hdr, data []byte, off int64) (int, error) {
 	return writeRecord(f, hdr, data, off, func(fd uintptr, iov [][]byte, off int64) (int, error) {
 		return unix.Pwritev(int(fd), iov, off)
