@@ -222,10 +222,12 @@ func TestPartitionedTopicRoutesKeysLikeJavaAndRoundRobinsTheRest(t *testing.T) {
 	}
 }
 
-func TestFlushWaitsForEveryReceipt(t *testing.T) {
-	tg := newTarget(t)
-	// A long MaxDelay: only Flush sends the batch.
-	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
+// publishToAnOpenBatch publishes 10 messages with a batching delay of an
+// hour, so that they wait in an open batch, and returns the client, the
+// receipts' collector and the test's context.
+func publishToAnOpenBatch(t *testing.T) (*Client, *collector, context.Context) {
+	t.Helper()
+	c := newClient(t, newTarget(t), Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
 	topic := brokertest.TopicName(t)
 	ctx := brokertest.Context(t, time.Minute)
 	const n = 10
@@ -233,6 +235,12 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 	for i := 0; i < n; i++ {
 		c.PublishAsync(ctx, topic, Message{Payload: []byte("x")}, col.cb(i))
 	}
+	return c, col, ctx
+}
+
+func TestFlushWaitsForEveryReceipt(t *testing.T) {
+	// A long MaxDelay: only Flush sends the batch.
+	c, col, ctx := publishToAnOpenBatch(t)
 	select {
 	case <-col.done:
 		t.Fatal("receipts before the batch was due")
@@ -251,15 +259,7 @@ func TestFlushWaitsForEveryReceipt(t *testing.T) {
 // SendOpenBatches sends a batch that would otherwise wait out MaxDelay,
 // and returns without waiting for its receipts.
 func TestSendOpenBatchesSendsWithoutWaiting(t *testing.T) {
-	tg := newTarget(t)
-	c := newClient(t, tg, Options{Producer: ProducerOptions{Batching: BatchingOptions{MaxDelay: time.Hour}}})
-	topic := brokertest.TopicName(t)
-	ctx := brokertest.Context(t, time.Minute)
-	const n = 10
-	col := newCollector(n)
-	for i := 0; i < n; i++ {
-		c.PublishAsync(ctx, topic, Message{Payload: []byte("x")}, col.cb(i))
-	}
+	c, col, ctx := publishToAnOpenBatch(t)
 	c.SendOpenBatches()
 	select {
 	case <-col.done:

@@ -67,13 +67,6 @@ func (c *credits) release(n int) {
 	}
 }
 
-// exhausted says whether every credit is taken.
-func (c *credits) exhausted() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.free == 0
-}
-
 // held is the number of credits taken.
 func (c *credits) held() int {
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package runtime
 import (
 	"github.com/streamrun/streamrun/plugin/host"
 	"github.com/streamrun/streamrun/subscribe"
+	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
 // callBatch is the messages of a call to an instance, as the instance reads
@@ -33,15 +34,8 @@ func traceContext(m *subscribe.Message) (parent, state string) {
 	if m.Properties == nil {
 		return "", ""
 	}
-	return m.Properties[propTraceParent], m.Properties[propTraceState]
+	return m.Properties[msgtrace.PropertyTraceParent], m.Properties[msgtrace.PropertyTraceState]
 }
-
-// W3C trace context in message properties, as the Java client's tracing
-// carries it.
-const (
-	propTraceParent = "traceparent"
-	propTraceState  = "tracestate"
-)
 
 // retryKeyOf names m for the host's own count of its retries: by its id
 // as numbers, so that settling a message (every message) makes no string.

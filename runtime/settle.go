@@ -71,14 +71,14 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 func (p *pipeline) outputMessage(it *item, o *plugin.Output) pool.Message {
 	props := o.Properties
 	// Traced, the output's "send" span gives it a trace context instead.
-	if tp, ts := traceContext(it.m); p.tr == nil && tp != "" && props[propTraceParent] == "" {
+	if tp, ts := traceContext(it.m); p.tr == nil && tp != "" && props[msgtrace.PropertyTraceParent] == "" {
 		props = maps.Clone(props)
 		if props == nil {
 			props = make(map[string]string, 2)
 		}
-		props[propTraceParent] = tp
+		props[msgtrace.PropertyTraceParent] = tp
 		if ts != "" {
-			props[propTraceState] = ts
+			props[msgtrace.PropertyTraceState] = ts
 		}
 	}
 	return pool.Message{
@@ -200,9 +200,10 @@ func (p *pipeline) handBack(it *item) {
 // MaxInFlight below the batch's message limit, outputs spread over
 // partitions or topics). While any message is still on its way to the
 // publisher, its outputs may yet fill the batch: sending it early would
-// only split it.
+// only split it. A message awaiting receipts holds its credit, so
+// awaiting reaching the total means every credit is held.
 func (p *pipeline) caughtUp() {
-	if p.awaiting.Load() >= int64(p.credits.total) && p.credits.exhausted() {
+	if p.awaiting.Load() >= int64(p.credits.total) {
 		p.client.SendOpenBatches()
 	}
 }

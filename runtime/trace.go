@@ -84,8 +84,8 @@ func (t *tracing) startProcess(b *batch, slot int) {
 		if it.m.Topic != topic {
 			topic = "" // several topics: named after the subscription below
 		}
-		if tp, ts := traceContext(it.m); !traced && tp != "" {
-			if sc := msgtrace.Parse(tp, ts); sc.IsValid() {
+		if !traced {
+			if sc := msgtrace.Extract(it.m.Properties); sc.IsValid() {
 				ctx, traced = trace.ContextWithRemoteSpanContext(ctx, sc), true
 			}
 		}
@@ -109,7 +109,7 @@ func (t *tracing) startProcess(b *batch, slot int) {
 	}
 	if span.IsRecording() && traced {
 		for _, it := range b.items {
-			if sc := msgtrace.Parse(traceContext(it.m)); sc.IsValid() {
+			if sc := msgtrace.Extract(it.m.Properties); sc.IsValid() {
 				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.id())}})
 			}
 		}
@@ -211,7 +211,7 @@ func (t *tracing) batchContext(it *item) (sc trace.SpanContext, traced bool) {
 			return trace.SpanContext{}, false
 		}
 	}
-	return msgtrace.Parse(traceContext(it.m)), true
+	return msgtrace.Extract(it.m.Properties), true
 }
 
 // publish publishes m to topic as p.client.PublishAsync does; traced, it

@@ -8,13 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Magic numbers of statfs(2)'s f_type.
-const (
-	fsExt4  = 0xEF53
-	fsXFS   = 0x58465342
-	fsTmpfs = 0x01021994
-)
-
 // rawWritesSafe says whether a record's pwritev to files in dir can be a
 // raw system call (writeRecordAt) in a store that syncs: whether a write
 // into a page being written back never waits for the disk. It waits when
@@ -30,9 +23,9 @@ func rawWritesSafe(dir string) bool {
 		return false
 	}
 	switch uint32(st.Type) {
-	case fsTmpfs:
+	case unix.TMPFS_MAGIC:
 		return true
-	case fsExt4, fsXFS:
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC:
 	default:
 		return false
 	}

@@ -124,7 +124,7 @@ func TestRawWritesSafeOnlyWhereKnown(t *testing.T) {
 		t.Fatal("rawWritesSafe of a missing directory = true")
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &st); err == nil && uint32(st.Type) == fsTmpfs && !rawWritesSafe("/dev/shm") {
+	if err := unix.Statfs("/dev/shm", &st); err == nil && st.Type == unix.TMPFS_MAGIC && !rawWritesSafe("/dev/shm") {
 		t.Fatal("rawWritesSafe(tmpfs) = false")
 	}
 }

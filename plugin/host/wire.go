@@ -78,7 +78,7 @@ func (b *batchOut) Size() int {
 			b.batch.Fields(i, f)
 			start := len(b.ids)
 			b.ids = b.batch.AppendID(b.ids, i)
-			size := messageSize(f, len(b.ids)-start)
+			size := messageSize(f, b.ids[start:])
 			b.sizes = append(b.sizes, size)
 			b.idEnds = append(b.idEnds, int32(len(b.ids)))
 			b.msgsSize += wire.SizeBytes(size)
@@ -111,14 +111,10 @@ func (b *batchOut) Append(buf []byte) []byte {
 	return wire.AppendStr(buf, wire.BatchTraceState, b.traceState)
 }
 
-// messageSize is the encoded size of a message of fields f and an id of
-// idLen bytes.
-func messageSize(f *Fields, idLen int) int {
-	id := 0
-	if idLen > 0 {
-		id = wire.SizeBytes(idLen)
-	}
-	return id + wire.SizeStr(f.Topic) + wire.SizeStr(f.Key) + wire.SizeStr(f.OrderingKey) +
+// messageSize is the encoded size of a message of fields f and id (its
+// text).
+func messageSize(f *Fields, id []byte) int {
+	return wire.SizeBlob(id) + wire.SizeStr(f.Topic) + wire.SizeStr(f.Key) + wire.SizeStr(f.OrderingKey) +
 		wire.SizeProps(f.Properties) + wire.SizeBlob(f.Payload) +
 		wire.SizeVarint(uint64(wire.Millis(f.PublishTime))) + wire.SizeVarint(uint64(wire.Millis(f.EventTime))) +
 		wire.SizeVarint(uint64(f.RedeliveryCount)) + wire.SizeStr(f.TraceParent) + wire.SizeStr(f.TraceState)
@@ -132,9 +128,7 @@ func (b *batchOut) appendMessages(buf []byte) []byte {
 	for i, size := range b.sizes {
 		f := &b.fields[i]
 		buf = wire.AppendLen(buf, wire.BatchMessages, size)
-		if id := b.ids[start:b.idEnds[i]]; len(id) > 0 {
-			buf = append(wire.AppendLen(buf, wire.MsgID, len(id)), id...)
-		}
+		buf = wire.AppendBlob(buf, wire.MsgID, b.ids[start:b.idEnds[i]])
 		start = b.idEnds[i]
 		buf = wire.AppendStr(buf, wire.MsgTopic, f.Topic)
 		buf = wire.AppendStr(buf, wire.MsgKey, f.Key)
