@@ -166,10 +166,12 @@ func collect(t *testing.T, client *pool.Client, topic string) *outputs {
 			if err != nil {
 				return
 			}
-			_ = c.Ack(rctx, m)
+			// Kept before it is acknowledged, so that an empty backlog
+			// on test-collector means every output is in o (caughtUp).
 			o.mu.Lock()
 			o.msgs = append(o.msgs, m)
 			o.mu.Unlock()
+			_ = c.Ack(rctx, m)
 		}
 	}()
 	t.Cleanup(func() {
@@ -180,6 +182,16 @@ func collect(t *testing.T, client *pool.Client, topic string) *outputs {
 		_ = c.Close(cctx)
 	})
 	return o
+}
+
+// caughtUp waits until collect's subscription on topic has no backlog:
+// every output published so far is in o. Outputs published just before a
+// run exits are still on their way to the collector when it does.
+func (o *outputs) caughtUp(t *testing.T, adminURL, topic string) {
+	t.Helper()
+	brokertest.Eventually(t, time.Minute, "the collector to read every output of "+topic, func() bool {
+		return subscriptionBacklog(t, adminURL, topic, "test-collector") == 0
+	})
 }
 
 // newClient connects to url. Its producers batch by key, as publishers

@@ -233,6 +233,7 @@ func sigintDrains(t *testing.T, url, adminURL string) {
 	if code := p.wait(t, shutdown+10*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGINT, want 0", code)
 	}
+	outs.caughtUp(t, adminURL, out)
 	got := map[string]bool{}
 	for _, m := range outs.all() {
 		got[string(m.Payload)] = true
