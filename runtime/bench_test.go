@@ -22,7 +22,8 @@ import (
 )
 
 // BenchmarkPipeline measures a whole pipeline: consume -> identity
-// handler (each message echoed to the output topic) -> produce -> ack,
+// handler (each message echoed to the output topic, nothing allocated by
+// the handler itself) -> produce -> ack,
 // with the handler in a plugin process or in the host (the baseline),
 // for batches of 1, 100 and 1000 messages of 100 bytes, with one
 // instance of the handler (STREAMRUN_BENCH_INSTANCES=n for n) and the
