@@ -50,8 +50,11 @@ import (
 //
 // Broker, producer, host, plugin and output consumer share the machine.
 func BenchmarkPipeline(b *testing.B) {
-	for _, mode := range []string{"plugin", "local"} {
-		for _, batch := range []int{1, 100, 1000} {
+	// Batch size outermost: the two paths at one size run one right after
+	// the other, so that their ratio spans seconds, not the whole run
+	// (this machine's speed drifts from minute to minute).
+	for _, batch := range []int{1, 100, 1000} {
+		for _, mode := range []string{"plugin", "local"} {
 			name := fmt.Sprintf("handler=%s/batch=%d", mode, batch)
 			if benchInstances > 1 {
 				name += fmt.Sprintf("/instances=%d", benchInstances)
