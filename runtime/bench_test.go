@@ -52,7 +52,7 @@ import (
 func BenchmarkPipeline(b *testing.B) {
 	// Batch size outermost: the two paths at one size run one right after
 	// the other, so that their ratio spans seconds, not the whole run
-	// (this machine's speed drifts from minute to minute).
+	// (a shared machine's speed drifts from minute to minute).
 	for _, batch := range []int{1, 100, 1000} {
 		for _, mode := range []string{"plugin", "local"} {
 			name := fmt.Sprintf("handler=%s/batch=%d", mode, batch)
