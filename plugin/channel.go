@@ -54,12 +54,16 @@ func (s *server) serveChannel(conn channelConn) {
 	// Recycled: a decoded batch copies its strings out of its frame
 	// (strs), and the worker releases the frame once it is answered.
 	fr := wire.NewRecyclingFrameReader(conn, s.maxSize)
-	var out []byte // the answer being written, reused: sends are serialized
+	var out []byte // the answers to write, reused: sends are serialized
 	// A batch that does not decode ends the channel: the host sees the
 	// plugin's end, a crash, and retries its batches elsewhere.
 	bad := func(err error) {
 		slog.Error("a batch from the host does not decode; the batch channel ends", "error", err)
 		_ = conn.Close()
+	}
+	take := func(in *batchIn, frame []byte, chunk *wire.Chunk) {
+		// Decoded by the worker that takes it, into its arrays.
+		in.frame, in.fail, in.chunk = frame, bad, chunk
 	}
 	err := s.serveBatches(ctx,
 		func(in *batchIn) error {
@@ -68,16 +72,34 @@ func (s *server) serveChannel(conn channelConn) {
 				cancel() // the host is gone: so is the work for it
 				return err
 			}
-			// Decoded by the worker that takes it, into its arrays.
-			in.frame, in.fail, in.chunk = frame, bad, chunk
+			take(in, frame, chunk)
 			return nil
 		},
-		func(r *resultsOut) error {
-			var err error
-			if out, err = wire.AppendFrame(out[:0], r); err != nil {
-				return err
+		func(in *batchIn) bool {
+			if !fr.Buffered() {
+				return false
 			}
-			_, err = conn.Write(out)
+			frame, chunk, err := fr.NextChunk() // read already: no wait, no error
+			if err != nil {
+				return false
+			}
+			take(in, frame, chunk)
+			return true
+		},
+		func(r *resultsOut, hold bool) error {
+			if r != nil {
+				n := len(out)
+				var err error
+				if out, err = wire.AppendFrame(out, r); err != nil {
+					out = out[:n] // the answers held before it still go
+					return err
+				}
+			}
+			if hold || len(out) == 0 {
+				return nil
+			}
+			_, err := conn.Write(out)
+			out = out[:0]
 			return err
 		})
 	cancel()

@@ -200,8 +200,13 @@ func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanCon
 // serveBatches). Batch and answer are the hand-encoded wire types (see
 // wire.go), not the generated ones.
 func (s *server) batches(stream grpc.ServerStream) error {
-	err := s.serveBatches(stream.Context(), func(in *batchIn) error { return stream.RecvMsg(in) },
-		func(out *resultsOut) error { return stream.SendMsg(out) })
+	err := s.serveBatches(stream.Context(), func(in *batchIn) error { return stream.RecvMsg(in) }, nil,
+		func(out *resultsOut, _ bool) error {
+			if out == nil {
+				return nil
+			}
+			return stream.SendMsg(out)
+		})
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -218,46 +223,95 @@ func (s *server) batches(stream grpc.ServerStream) error {
 // instead of a fresh goroutine per batch that grows its stack again. It
 // returns recv's first error once the answers of every batch read have
 // been sent.
-func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, send func(*resultsOut) error) error {
+//
+// ready, when not nil, takes the next batch into in when one has already
+// been read (it never waits) and reports whether it did. A worker that
+// has just answered a quick batch and finds the next one ready sends its
+// answer with hold set: send may keep it, encoded, to go out with the
+// next answer sent without hold, so that a burst of small batches costs
+// the host one read and one wake-up, not one each (docs/runtime.md, "The
+// plugin boundary"). send(nil, false) sends what is kept.
+func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, ready func(*batchIn) bool,
+	send func(out *resultsOut, hold bool) error) error {
 	var recvMu, sendMu sync.Mutex
 	var recvErr error // the first, under recvMu; it ends every worker
 	var wg sync.WaitGroup
 	for range cap(s.slots) {
 		wg.Go(func() {
 			sc := new(scratch)
+			var next batchIn
+			haveNext := false
+			held := 0               // answers sent with hold since the last sent without
+			var heldSince time.Time // when the batch of the first of them was begun
 			for {
 				var in batchIn
-				recvMu.Lock()
-				if recvErr == nil {
-					recvErr = recv(&in)
-				}
-				err := recvErr
-				recvMu.Unlock()
-				if err != nil {
-					return
+				if haveNext {
+					in, next, haveNext = next, batchIn{}, false
+				} else {
+					recvMu.Lock()
+					if recvErr == nil {
+						recvErr = recv(&in)
+					}
+					err := recvErr
+					recvMu.Unlock()
+					if err != nil {
+						return
+					}
 				}
 				s.slots <- struct{}{} // free: only the workers take slots
+				start := time.Now()
 				out := s.answer(ctx, &in, sc)
-				if out == nil {
-					in.chunk.Release()
-					continue
+				hold := false
+				// A panic's answer goes at once, with those held: the
+				// process exits soon after it.
+				if ready != nil && held < maxHeldAnswers && out != nil && out.panic == nil {
+					if held == 0 {
+						heldSince = start
+					}
+					// TryLock: another worker may be in recv, waiting for a
+					// batch with the lock held; this one must not wait
+					// behind it with an answer unsent.
+					if time.Since(heldSince) < holdBelow && recvMu.TryLock() {
+						if recvErr == nil {
+							haveNext = ready(&next)
+						}
+						recvMu.Unlock()
+						hold = haveNext
+					}
 				}
 				sendMu.Lock()
 				// An error means the stream is gone, and with it the
 				// host's wait for this answer; the next recv says so.
-				_ = send(out)
+				_ = send(out, hold)
 				sendMu.Unlock()
-				// Encoded and written: nothing uses the frame now (a
-				// handler keeps no slice of a Message, and its strings
-				// are copies).
+				if hold {
+					held++
+				} else {
+					held = 0
+				}
+				// Encoded (and written, or kept as bytes): nothing uses the
+				// frame now (a handler keeps no slice of a Message, and its
+				// strings are copies).
 				in.chunk.Release()
-				sc.sizes, sc.codes = out.sizes, out.codes // grown, maybe
+				if out != nil {
+					sc.sizes, sc.codes = out.sizes, out.codes // grown, maybe
+				}
 			}
 		})
 	}
 	wg.Wait()
 	return recvErr
 }
+
+// A worker holds answers back (serveBatches) only for quick batches: at
+// most maxHeldAnswers of them, the first begun less than holdBelow
+// before the last is answered. A first answer waits at most that long
+// for the host; a slow handler's answers go out one by one, its round
+// trips costing little beside its work.
+const (
+	maxHeldAnswers = 8
+	holdBelow      = 500 * time.Microsecond
+)
 
 // answer has the handler work on in, holding a slot it was given, and
 // returns the answer to send, nil for none. It gives the slot back. The

@@ -76,6 +76,16 @@ func (f *FrameReader) Next() ([]byte, error) {
 	}
 }
 
+// Buffered reports whether a whole frame has been read and not yet
+// handed out: Next returns it without reading.
+func (f *FrameReader) Buffered() bool {
+	if f.end-f.off < FrameHeader {
+		return false
+	}
+	n := int(binary.LittleEndian.Uint32(f.buf[f.off:]))
+	return n <= f.max && f.end-f.off-FrameHeader >= n
+}
+
 // room makes buf hold need bytes from off, moving what is unread to a
 // new chunk when it does not: bytes already handed out are never moved
 // or overwritten.
