@@ -164,3 +164,29 @@ func TestASlowBatchsAnswerGoesAtOnce(t *testing.T) {
 		t.Errorf("a slow batch and the next were answered in %d writes; want 2, one each", w)
 	}
 }
+
+// A quick batch's answer held for the next batch goes without it should
+// that batch run long: here it blocks until the test has read the first
+// answer.
+func TestAHeldAnswerDoesNotWaitForALongNextBatch(t *testing.T) {
+	release := make(chan struct{})
+	blocking := HandlerFunc(func(ctx context.Context, w ResultWriter, batch []*Message) error {
+		if string(batch[0].Payload) == "2/0" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return echoHandler.Process(ctx, w, batch)
+	})
+	host, _ := channelPair(t, blocking, 1)
+	burst := append(batchFrame(t, 1, 1), batchFrame(t, 2, 1)...)
+	go func() { _, _ = host.Write(burst) }()
+	if r := readAnswer(t, host); r.Seq != 1 {
+		t.Fatalf("answer %d, want 1 while batch 2 is at work", r.Seq)
+	}
+	close(release)
+	if r := readAnswer(t, host); r.Seq != 2 {
+		t.Fatalf("answer %d, want 2", r.Seq)
+	}
+}

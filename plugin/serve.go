@@ -243,6 +243,17 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, re
 			haveNext := false
 			held := 0               // answers sent with hold since the last sent without
 			var heldSince time.Time // when the batch of the first of them was begun
+			// Should the batch after a held answer run long, this sends
+			// what is held without it: no answer waits much past
+			// holdBelow, whatever the next batch costs (nor risks its
+			// own deadline for it).
+			flush := time.AfterFunc(time.Hour, func() {
+				sendMu.Lock()
+				_ = send(nil, false)
+				sendMu.Unlock()
+			})
+			flush.Stop()
+			defer flush.Stop()
 			for {
 				var in batchIn
 				if haveNext {
@@ -285,8 +296,12 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, re
 				_ = send(out, hold)
 				sendMu.Unlock()
 				if hold {
+					if held == 0 {
+						flush.Reset(holdBelow)
+					}
 					held++
-				} else {
+				} else if held > 0 {
+					flush.Stop() // sent; should it fire all the same, it finds nothing or others' held answers
 					held = 0
 				}
 				// Encoded (and written, or kept as bytes): nothing uses the
@@ -305,9 +320,10 @@ func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, re
 
 // A worker holds answers back (serveBatches) only for quick batches: at
 // most maxHeldAnswers of them, the first begun less than holdBelow
-// before the last is answered. A first answer waits at most that long
-// for the host; a slow handler's answers go out one by one, its round
-// trips costing little beside its work.
+// before the last is answered, and none for longer than holdBelow (a
+// timer sends them should the next batch run long). A slow handler's
+// answers go out one by one, its round trips costing little beside its
+// work.
 const (
 	maxHeldAnswers = 8
 	holdBelow      = 500 * time.Microsecond
