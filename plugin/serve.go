@@ -229,8 +229,8 @@ func (s *server) batches(stream grpc.ServerStream) error {
 // has just answered a quick batch and finds the next one ready sends its
 // answer with hold set: send may keep it, encoded, to go out with the
 // next answer sent without hold, so that a burst of small batches costs
-// the host one read and one wake-up, not one each (docs/runtime.md, "The
-// plugin boundary"). send(nil, false) sends what is kept.
+// the host one read and one wake-up, not one each (docs/runtime.md,
+// "Answers held for a burst"). send(nil, false) sends what is kept.
 func (s *server) serveBatches(ctx context.Context, recv func(*batchIn) error, ready func(*batchIn) bool,
 	send func(out *resultsOut, hold bool) error) error {
 	var recvMu, sendMu sync.Mutex
