@@ -35,15 +35,24 @@ func (cn *conn) handleSeek(m *pb.CommandSeek) {
 		cn.sendError(rid, pb.ServerError_MetadataError, "Message id and message publish time were not present")
 		return
 	}
-	s.mu.Lock()
-	s.reset(pos)
+	// The consumers are taken off first, the cursor reset after: a
+	// dispatch between the two would give a consumer about to be closed
+	// entries from the new position, which its close would then queue
+	// for replay ahead of the rest, out of order.
 	if !s.durable {
+		s.mu.Lock()
 		s.keepEmpty = true // the reader comes back to the sought position
 		s.keptAt = time.Now()
+		s.mu.Unlock()
 	}
+	closed := s.detachAll()
+	s.mu.Lock()
+	s.reset(pos)
 	s.mu.Unlock()
 	cn.log.Debug("subscription reset", "topic", s.t.name, "subscription", s.name, "entry", pos)
-	s.closeAll()
+	for _, c := range closed {
+		c.tellClosed()
+	}
 	s.save()
 	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(rid)})
 }

@@ -498,12 +498,21 @@ func (s *subscription) released(_ uint64, pe pendingEntry) {
 // closeAll disconnects every consumer with a CLOSE_CONSUMER, as Apache
 // Pulsar does when a topic is unloaded or deleted or a cursor is reset.
 func (s *subscription) closeAll() {
+	for _, c := range s.detachAll() {
+		c.tellClosed()
+	}
+}
+
+// detachAll takes every consumer off the subscription and its
+// connection, without telling the clients yet, and returns them.
+func (s *subscription) detachAll() []*consumer {
 	s.mu.Lock()
 	cs := slices.Clone(s.consumers)
 	s.mu.Unlock()
 	for _, c := range cs {
-		c.closeByBroker()
+		c.detach()
 	}
+	return cs
 }
 
 func (t *topic) removeSubscription(s *subscription) {
