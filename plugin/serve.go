@@ -341,13 +341,17 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 			return nil
 		}
 	}
-	hctx, cancel := ctx, context.CancelFunc(func() {})
+	hctx := ctx
+	var bc *batchContext // the batch's deadline, with no timer unless asked for (deadline.go)
 	if in.timeoutMs > 0 {
-		hctx, cancel = context.WithTimeout(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
+		bc = newBatchContext(ctx, time.Duration(in.timeoutMs)*time.Millisecond)
+		hctx = bc
 	}
 	res, p := s.run(hctx, in.msgs, msgtrace.Parse(in.traceParent, in.traceState), sc)
-	late := in.timeoutMs > 0 && hctx.Err() != nil
-	cancel()
+	late := bc != nil && bc.Err() != nil
+	if bc != nil {
+		bc.release()
+	}
 	<-s.slots
 	if late && p == nil {
 		// The host has given up on it (its deadline is the same): an
