@@ -135,14 +135,6 @@ func (t *topic) removeProducer(p *producer) {
 	t.mu.Unlock()
 }
 
-// closeByBroker tells the client its producer is gone (the topic was
-// deleted or unloaded); the client looks the topic up again.
-func (p *producer) closeByBroker() {
-	if p.detach() {
-		p.tellClosed()
-	}
-}
-
 // detach takes the producer off its topic and connection without telling
 // the client; false when it was closed already. Messages the client sent
 // before it learns are ignored (Apache Pulsar's recently closed

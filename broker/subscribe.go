@@ -192,13 +192,6 @@ func (cn *conn) handleCloseConsumer(m *pb.CommandCloseConsumer) {
 	cn.send(&pb.CommandSuccess{RequestId: proto.Uint64(m.GetRequestId())})
 }
 
-// closeByBroker detaches the consumer and tells the client with a
-// CLOSE_CONSUMER; the client subscribes again.
-func (c *consumer) closeByBroker() {
-	c.detach()
-	c.tellClosed()
-}
-
 // detach takes the consumer off its connection and its subscription
 // (its unacknowledged messages go back) without telling the client.
 func (c *consumer) detach() {
