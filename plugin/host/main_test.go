@@ -25,10 +25,11 @@ import (
 	"github.com/streamrun/streamrun/plugin/internal/pb"
 )
 
-// The test binary plays four parts, chosen by roleEnv: the tests (unset),
-// a plugin built on the SDK ("sdk"), a plugin that answers wrongly ("raw"),
-// a plugin of another contract version ("v2"), and a host that starts a
-// plugin and waits to be killed ("host", for the orphan test).
+// The test binary plays several parts, chosen by roleEnv: the tests
+// (unset), a plugin built on the SDK ("sdk"), a plugin that answers
+// wrongly ("raw"), a plugin of another contract version ("future"), a
+// host that starts a plugin and waits to be killed ("host", for the
+// orphan test), and BenchmarkWakeup's other process ("pong").
 const roleEnv = "STREAMRUN_PLUGIN_TEST_ROLE"
 
 // bin holds the example plugins, built once by TestMain.
@@ -60,6 +61,9 @@ func TestMain(m *testing.M) {
 		return
 	case "host":
 		childHost()
+		return
+	case "pong":
+		pongMain() // BenchmarkWakeup's other process
 		return
 	}
 

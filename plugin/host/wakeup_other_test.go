@@ -1,0 +1,6 @@
+//go:build !linux
+
+package host
+
+// pongMain: BenchmarkWakeup runs on Linux only.
+func pongMain() {}
