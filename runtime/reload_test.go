@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -279,18 +280,11 @@ func buildMarked(t *testing.T, dir, marker, bin string) {
 	changed := strings.Replace(string(src), was, fmt.Sprintf("Payload: append([]byte(%q), m.Payload...)", marker+":"), 1)
 	changed = strings.Replace(changed, "\t\"bytes\"\n", "", 1)
 	mod := filepath.Join(dir, marker)
-	if err := os.MkdirAll(mod, 0o755); err != nil {
+	if err := testkit.WriteModule(mod, "swaptest", repo); err != nil {
 		t.Fatal(err)
 	}
-	gomod := fmt.Sprintf("module swaptest\n\ngo 1.26.0\n\nrequire github.com/streamrun/streamrun v0.0.0\n\nreplace github.com/streamrun/streamrun => %s\n", repo)
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(changed), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	for name, b := range map[string][]byte{"main.go": []byte(changed), "go.mod": []byte(gomod), "go.sum": sum} {
-		if err := os.WriteFile(filepath.Join(mod, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = mod

@@ -19,6 +19,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -288,21 +289,14 @@ func TestRunWatchSwapsAChangedHandler(t *testing.T) {
 	if !bytes.Contains(src, []byte(was)) {
 		t.Fatalf("the uppercase example no longer says %q", was)
 	}
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
+	if err := testkit.WriteModule(dir, "swaptest", repo); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "h"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{
-		"go.mod":    fmt.Appendf(nil, "module swaptest\n\ngo 1.26.0\n\nrequire github.com/streamrun/streamrun v0.0.0\n\nreplace github.com/streamrun/streamrun => %s\n", repo),
-		"go.sum":    sum,
-		"h/main.go": marked("v1"),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(dir, "h", "main.go"), marked("v1"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// Offline: the module's requirements come from the module cache.
 	env := []string{"GOFLAGS=-mod=mod", "GOPROXY=off"}
