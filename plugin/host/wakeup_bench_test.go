@@ -93,10 +93,17 @@ func benchWakeup(b *testing.B, processes bool, cpus string) {
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := keepTo(pingCPU); err != nil {
-		b.Fatal(err)
+	if pingCPU >= 0 {
+		// The thread goes back to the runtime with the CPUs it had.
+		var had unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &had); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = unix.SchedSetaffinity(0, &had) }()
+		if err := keepTo(pingCPU); err != nil {
+			b.Fatal(err)
+		}
 	}
-	defer func() { _ = keepTo(-1) }()
 	one := []byte{1}
 	trip := func() error {
 		if _, err := syscall.Write(to[1], one); err != nil {
@@ -126,10 +133,13 @@ func benchWakeup(b *testing.B, processes bool, cpus string) {
 }
 
 // pong answers each byte read from r with a byte written to w until r
-// ends, on CPU cpu (-1: any) for the calling thread, which it locks.
+// ends, on CPU cpu (-1: wherever the scheduler puts it), on a thread the
+// caller has locked and does not give back to the runtime.
 func pong(r, w, cpu int) error {
-	if err := keepTo(cpu); err != nil {
-		return err
+	if cpu >= 0 {
+		if err := keepTo(cpu); err != nil {
+			return err
+		}
 	}
 	b := []byte{0}
 	for {
@@ -156,17 +166,10 @@ func pongMain() {
 	}
 }
 
-// keepTo keeps the calling thread to CPU cpu, or lets it run on any when
-// cpu is -1.
+// keepTo keeps the calling thread to CPU cpu.
 func keepTo(cpu int) error {
 	var set unix.CPUSet
-	if cpu < 0 {
-		for c := range runtime.NumCPU() {
-			set.Set(c)
-		}
-	} else {
-		set.Set(cpu)
-	}
+	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		return fmt.Errorf("keep the thread to CPU %d: %w", cpu, err)
 	}
