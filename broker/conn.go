@@ -180,6 +180,79 @@ func (cn *conn) done() {
 	}
 }
 
+// directMin is the entry size from which dispatch writes an entry to the
+// socket from the buffer it was read into, not copied into the output
+// buffer first: at this size the copy costs more than a writev(2) of its
+// own (docs/benchmarks.md, "Entries written from where they were read").
+const directMin = 16 << 10
+
+// sendEntry queues a frame of head (appended by appendHead) and body,
+// and, when the socket is a plain TCP one that nobody is writing, writes
+// everything queued and the frame at once on the calling goroutine with
+// one writev(2), never waiting: body is copied only for what the socket
+// does not take. body need stay valid only until sendEntry returns.
+func (cn *conn) sendEntry(appendHead func([]byte) []byte, body []byte) {
+	cn.wmu.Lock()
+	if cn.wclosed {
+		cn.wmu.Unlock()
+		return
+	}
+	cn.wbuf = appendHead(cn.wbuf)
+	// sockMu is taken after wmu here and before it elsewhere: TryLock
+	// cannot wait, so the order cannot deadlock.
+	if cn.raw == nil || cn.ending || !cn.sockMu.TryLock() {
+		cn.wbuf = append(cn.wbuf, body...)
+		cn.done()
+		return
+	}
+	buf := cn.wbuf
+	n := cn.tryWritev(buf, body)
+	cn.sockMu.Unlock()
+	switch {
+	case n == len(buf)+len(body):
+		cn.wbuf = buf[:0]
+	case n < len(buf):
+		cn.wbuf = append(buf[:copy(buf, buf[n:])], body...)
+	default:
+		cn.wbuf = append(buf[:0], body[n-len(buf):]...)
+	}
+	if len(cn.wbuf) > 0 {
+		cn.done() // the writer sends the rest (or meets the error)
+		return
+	}
+	cn.outBytes.Store(0)
+	cn.wmu.Unlock()
+	if cn.wantWake.Swap(false) {
+		cn.wakeDispatchers() // as the writer does once drained
+	}
+}
+
+// tryWritev is tryWrite of a then b, in one system call each time;
+// sockMu held.
+func (cn *conn) tryWritev(a, b []byte) int {
+	n := 0
+	cn.raw.Write(func(fd uintptr) bool {
+		for n < len(a)+len(b) {
+			var k int
+			var err syscall.Errno
+			if n < len(a) {
+				k, err = rawsock.Writev2(fd, a[n:], b)
+			} else {
+				k, err = rawsock.Write(fd, b[n-len(a):])
+			}
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != 0 || k <= 0 {
+				break
+			}
+			n += k
+		}
+		return true // never wait for the socket to be writable
+	})
+	return n
+}
+
 // doneInline is done, then the output written on the calling goroutine
 // as flushHeld does: a receipt the read loop (or, at fsync durability,
 // the receipt loop) answers SENDs with costs one write(2) there, not a

@@ -85,6 +85,13 @@ var noneKey = []byte("NONE_KEY")
 // appendMessage appends a MESSAGE frame carrying a stored entry, encoding
 // the command by hand: this is the hot path of every consumer.
 func appendMessage(dst []byte, consumerID, ledger, entryID uint64, partition int32, redelivery uint32, ackSet []int64, epoch uint64, hasEpoch bool, entry []byte) []byte {
+	dst = appendMessageHead(dst, consumerID, ledger, entryID, partition, redelivery, ackSet, epoch, hasEpoch, len(entry))
+	return append(dst, entry...)
+}
+
+// appendMessageHead appends what of a MESSAGE frame comes before its
+// entry of entryLen bytes: sizes and the command.
+func appendMessageHead(dst []byte, consumerID, ledger, entryID uint64, partition int32, redelivery uint32, ackSet []int64, epoch uint64, hasEpoch bool, entryLen int) []byte {
 	// MessageIdData
 	var idb [40]byte
 	id := idb[:0]
@@ -107,7 +114,7 @@ func appendMessage(dst []byte, consumerID, ledger, entryID uint64, partition int
 		msgLen += 1 + protowire.SizeVarint(epoch)
 	}
 	cmdLen := 2 + 1 + protowire.SizeBytes(msgLen) // type tag+value(9), message field
-	total := 4 + cmdLen + len(entry)
+	total := 4 + cmdLen + entryLen
 	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(cmdLen))
 	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
@@ -130,7 +137,7 @@ func appendMessage(dst []byte, consumerID, ledger, entryID uint64, partition int
 		dst = protowire.AppendTag(dst, 5, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, epoch)
 	}
-	return append(dst, entry...)
+	return dst
 }
 
 // appendReceipt appends a SEND_RECEIPT frame, by hand for the same reason.

@@ -103,3 +103,29 @@ func Write(fd uintptr, b []byte) (int, syscall.Errno) {
 	}
 	return int(k), 0
 }
+
+// Writev2 is writev(2) of a then b as one raw system call, for a
+// non-blocking socket's descriptor: a frame's head and a body that lives
+// elsewhere go out without being copied together first.
+func Writev2(fd uintptr, a, b []byte) (int, syscall.Errno) {
+	var vec [2]syscall.Iovec
+	cnt := 0
+	for _, p := range [2][]byte{a, b} {
+		if len(p) == 0 {
+			continue
+		}
+		vec[cnt].Base = &p[0]
+		vec[cnt].SetLen(len(p))
+		cnt++
+	}
+	if cnt == 0 {
+		return 0, 0
+	}
+	k, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&vec[0])), uintptr(cnt))
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+	if e != 0 {
+		return 0, e
+	}
+	return int(k), 0
+}

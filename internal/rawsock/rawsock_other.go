@@ -22,3 +22,18 @@ func Write(fd uintptr, b []byte) (int, syscall.Errno) {
 	}
 	return n, 0
 }
+
+// Writev2 writes a, then b when all of a went, for a non-blocking
+// socket's descriptor: two write(2)s where Linux has one writev(2).
+func Writev2(fd uintptr, a, b []byte) (int, syscall.Errno) {
+	n, e := Write(fd, a)
+	if e != 0 || n < len(a) || len(b) == 0 {
+		return n, e
+	}
+	k, e := Write(fd, b)
+	if e != 0 {
+		// What went of a went: report it, the error comes again next time.
+		return n, 0
+	}
+	return n + k, 0
+}
