@@ -184,7 +184,7 @@ func (cn *conn) done() {
 // socket from the buffer it was read into, not copied into the output
 // buffer first: at this size the copy costs more than a writev(2) of its
 // own (docs/benchmarks.md, "Entries written from where they were read, and
-// read eight FLOWs ahead").
+// read further ahead").
 const directMin = 16 << 10
 
 // sendEntry queues a frame of head (appended by appendHead) and body,
