@@ -228,8 +228,9 @@ func (cn *conn) sendEntry(appendHead func([]byte) []byte, body []byte) {
 	}
 }
 
-// tryWritev is tryWrite of a then b, in one system call each time;
-// sockMu held.
+// tryWritev writes as much of a, then b, as the socket takes without
+// waiting, in one system call each time; sockMu held. An error is left for
+// the writer to meet.
 func (cn *conn) tryWritev(a, b []byte) int {
 	n := 0
 	cn.raw.Write(func(fd uintptr) bool {
@@ -322,23 +323,7 @@ func (cn *conn) flushHeld() {
 
 // tryWrite writes as much of buf as the socket takes without waiting;
 // sockMu held. An error is left for the writer to meet.
-func (cn *conn) tryWrite(buf []byte) int {
-	n := 0
-	cn.raw.Write(func(fd uintptr) bool {
-		for n < len(buf) {
-			k, err := rawsock.Write(fd, buf[n:])
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != 0 || k <= 0 {
-				break
-			}
-			n += k
-		}
-		return true // never wait for the socket to be writable
-	})
-	return n
-}
+func (cn *conn) tryWrite(buf []byte) int { return cn.tryWritev(buf, nil) }
 
 // take hands over the queued output to be written; wmu and sockMu held.
 func (cn *conn) take() []byte {
