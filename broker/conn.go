@@ -180,28 +180,23 @@ func (cn *conn) done() {
 	}
 }
 
-// directMin is the entry size from which dispatch writes an entry to the
-// socket from the buffer it was read into, not copied into the output
-// buffer first: at this size the copy costs more than a writev(2) of its
-// own (docs/benchmarks.md, "Entries written from where they were read, and
+// directMin is the body size from which doneWith writes a frame's body
+// to the socket from where it lies, not copied into the output buffer
+// first: at this size the copy costs more than a writev(2) of its own
+// (docs/benchmarks.md, "Entries written from where they were read, and
 // read further ahead").
 const directMin = 16 << 10
 
-// sendEntry queues a frame of head (appended by appendHead) and body,
-// and, when the socket is a plain TCP one that nobody is writing, writes
-// everything queued and the frame at once on the calling goroutine with
-// one writev(2), never waiting: body is copied only for what the socket
-// does not take. body need stay valid only until sendEntry returns.
-func (cn *conn) sendEntry(appendHead func([]byte) []byte, body []byte) {
-	cn.wmu.Lock()
-	if cn.wclosed {
-		cn.wmu.Unlock()
-		return
-	}
-	cn.wbuf = appendHead(cn.wbuf)
+// doneWith is done for a frame whose head the caller appended (after
+// out) and whose body lies elsewhere. A small body is appended; a big one,
+// when the socket is a plain TCP one that nobody is writing, goes out with
+// everything queued in one writev(2) on the calling goroutine, never
+// waiting, and only what the socket does not take is copied. body need
+// stay valid only until doneWith returns; wmu held, from out.
+func (cn *conn) doneWith(body []byte) {
 	// sockMu is taken after wmu here and before it elsewhere: TryLock
 	// cannot wait, so the order cannot deadlock.
-	if cn.raw == nil || cn.ending || !cn.sockMu.TryLock() {
+	if len(body) < directMin || cn.raw == nil || cn.ending || !cn.sockMu.TryLock() {
 		cn.wbuf = append(cn.wbuf, body...)
 		cn.done()
 		return

@@ -288,16 +288,9 @@ func (s *subscription) deliver(c *consumer, e store.Entry, info entryInfo, hash 
 	c.msgsOut.Add(int64(msgs))
 	c.bytesOut.Add(int64(len(e.Data)))
 	s.countOut(msgs, len(e.Data))
-	redelivery, acks := s.redeliveries[e.ID], s.batchAcks[e.ID]
-	if len(e.Data) >= directMin {
-		c.conn.sendEntry(func(dst []byte) []byte {
-			return appendMessageHead(dst, c.id, s.t.ledger, e.ID, s.t.partition, redelivery, acks, c.epoch, c.hasEpoch, len(e.Data))
-		}, e.Data)
-		return
-	}
 	if b := c.conn.out(); b != nil {
-		*b = appendMessage(*b, c.id, s.t.ledger, e.ID, s.t.partition, redelivery, acks, c.epoch, c.hasEpoch, e.Data)
-		c.conn.done()
+		*b = appendMessageHead(*b, c.id, s.t.ledger, e.ID, s.t.partition, s.redeliveries[e.ID], s.batchAcks[e.ID], c.epoch, c.hasEpoch, len(e.Data))
+		c.conn.doneWith(e.Data)
 	}
 }
 

@@ -82,15 +82,10 @@ func scanEntry(entry []byte) (entryInfo, error) {
 // noneKey is Apache Pulsar's sticky key for messages without one.
 var noneKey = []byte("NONE_KEY")
 
-// appendMessage appends a MESSAGE frame carrying a stored entry, encoding
-// the command by hand: this is the hot path of every consumer.
-func appendMessage(dst []byte, consumerID, ledger, entryID uint64, partition int32, redelivery uint32, ackSet []int64, epoch uint64, hasEpoch bool, entry []byte) []byte {
-	dst = appendMessageHead(dst, consumerID, ledger, entryID, partition, redelivery, ackSet, epoch, hasEpoch, len(entry))
-	return append(dst, entry...)
-}
-
-// appendMessageHead appends what of a MESSAGE frame comes before its
-// entry of entryLen bytes: sizes and the command.
+// appendMessageHead appends what of a MESSAGE frame carrying a stored
+// entry of entryLen bytes comes before the entry (sizes and the command),
+// encoding the command by hand: this is the hot path of every consumer.
+// The entry follows verbatim (conn.doneWith).
 func appendMessageHead(dst []byte, consumerID, ledger, entryID uint64, partition int32, redelivery uint32, ackSet []int64, epoch uint64, hasEpoch bool, entryLen int) []byte {
 	// MessageIdData
 	var idb [40]byte
