@@ -19,6 +19,46 @@
 # shellcheck disable=SC2034 # used by the scripts that source this file
 PERF_UNLIMITED_RATE=100000000
 
+# fresh_pages: the state of the machine's memory every produce phase starts
+# from, whichever target ran before. Dirty pages are written out (sync), so
+# no target pays for the writeback of what the one before it wrote; and with
+# PERF_DROP_CACHES=1 the clean page cache is dropped too, so every target
+# writes into memory just freed. On a virtual machine whose balloon reports
+# free memory back to its host, a page free for long costs a fault on the
+# host when it is next written, and a target that writes after another kept
+# its GBs cached (Apache Pulsar deletes ledgers lazily) pays it for every page
+# it writes (docs/benchmarks.md, "Page cache dropped before every produce
+# phase").
+fresh_pages() {
+  sync
+  if [[ ${PERF_DROP_CACHES:-0} == 1 ]]; then
+    echo 1 >/proc/sys/vm/drop_caches
+  fi
+}
+
+# drop_caches_setting KEEP: PERF_DROP_CACHES for a run, 1 unless KEEP is set
+# or this process cannot drop the page cache (not root, or /proc/sys
+# read-only in a container): it tries once.
+drop_caches_setting() {
+  if [[ -n $1 ]]; then
+    echo 0
+  elif (echo 1 >/proc/sys/vm/drop_caches) 2>/dev/null; then
+    echo 1
+  else
+    echo "page cache: cannot write /proc/sys/vm/drop_caches here (not root?), so it is kept between phases" >&2
+    echo 0
+  fi
+}
+
+# drop_caches_label: how produce phases start, for a run's conditions.
+drop_caches_label() {
+  if [[ ${PERF_DROP_CACHES:-0} == 1 ]]; then
+    echo "before every produce phase: sync, then the page cache dropped (echo 1 > /proc/sys/vm/drop_caches)"
+  else
+    echo "before every produce phase: sync; the page cache kept"
+  fi
+}
+
 # perf_run OUT TIMEOUT ARGS...: run `pulsar-perf ARGS...` with output in OUT,
 # cut the post-DONE sleep short, and give up (non-zero) after TIMEOUT s.
 #
