@@ -50,12 +50,11 @@ type Fault struct {
 
 // FaultHandle is an added fault.
 type FaultHandle struct {
-	f      Fault
-	topic  string // normalized
-	set    *faultSet
-	fired  atomic.Int64
-	left   int // guarded by set.mu; <0: unlimited
-	remove bool
+	f     Fault
+	topic string // normalized
+	set   *faultSet
+	fired atomic.Int64
+	left  int // guarded by set.mu; <0: unlimited
 }
 
 // Fired returns how many commands the fault has applied to so far.

@@ -56,7 +56,7 @@ func benchPluginCodec(b *testing.B, n int, compact bool) {
 				if err := in.decode(frame, sc); err != nil {
 					b.Fatal(err)
 				}
-				res, herr, p := handle(context.Background(), echo, in.msgs, sc)
+				res, p, herr := handle(context.Background(), echo, in.msgs, sc)
 				if herr != nil || p != nil {
 					b.Fatal(herr, p)
 				}

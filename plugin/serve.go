@@ -181,7 +181,7 @@ func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanCon
 		tr = s.tracing.tr
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, s.info.Load(), len(batch))
-	res, herr, p := handle(ctx, s.h, batch, sc)
+	res, p, herr := handle(ctx, s.h, batch, sc)
 	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		// The process exits soon: its spans go first, briefly.
@@ -394,7 +394,7 @@ func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseR
 
 // handle runs h over batch: the one place where a Handler is called, for
 // the plugin process and for ProcessLocal. A panic comes back as p.
-func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res []Result, herr error, p *pb.Panic) {
+func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res []Result, p *pb.Panic, herr error) {
 	w := newBatchWriter(batch, sc)
 	defer func() {
 		if r := recover(); r != nil {
@@ -405,7 +405,7 @@ func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res 
 		}
 	}()
 	herr = h.Process(ctx, w, batch)
-	return w.finish(herr), herr, nil
+	return w.finish(herr), nil, herr
 }
 
 func panicOf(r any, index int) *pb.Panic {
@@ -458,7 +458,7 @@ func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, e
 		tr = trace.SpanFromContext(ctx).TracerProvider().Tracer(msgtrace.ScopeName)
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, nil, len(batch))
-	res, herr, p := handle(ctx, h, batch, nil)
+	res, p, herr := handle(ctx, h, batch, nil)
 	endHandlerSpan(span, res, herr, p)
 	if p != nil {
 		pe := &PanicError{Value: p.Value, Stack: p.Stack, Index: int(p.Index)}

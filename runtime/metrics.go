@@ -45,14 +45,6 @@ var (
 	sizeBuckets     = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000}
 )
 
-// outcomeValue is streamrun.outcome's value for o.
-func outcomeValue(o Outcome) string {
-	if o == DeadLettered {
-		return "dead_lettered"
-	}
-	return o.String()
-}
-
 // hostMetrics are the host's instruments; nil without
 // Options.MeterProvider, and every method of a nil one does nothing.
 //

@@ -611,7 +611,7 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// close shuts the connection for good: pending requests fail, producers
+// Close shuts the connection for good: pending requests fail, producers
 // and consumers on it are told, the pool forgets it.
 func (c *Conn) Close(cause error) {
 	c.mu.Lock()

@@ -31,13 +31,13 @@ func (b Broker) String() string {
 // Lookup asks the service URL which broker owns topic, following
 // redirects (carrying `authoritative`) up to MaxLookupRedirects. It makes
 // one attempt; its callers retry it.
-func (c *Pool) Lookup(ctx context.Context, topic string) (Broker, error) {
+func (p *Pool) Lookup(ctx context.Context, topic string) (Broker, error) {
 	t, err := pulsarwire.ParseTopic(topic)
 	if err != nil {
 		return Broker{}, err
 	}
 	name := t.String()
-	conn, err := c.ServiceConn(ctx)
+	conn, err := p.ServiceConn(ctx)
 	if err != nil {
 		return Broker{}, fmt.Errorf("lookup %s: %w", name, err)
 	}
@@ -55,7 +55,7 @@ func (c *Pool) Lookup(ctx context.Context, topic string) (Broker, error) {
 		if lr == nil {
 			return Broker{}, fmt.Errorf("lookup %s: broker answered %s: %w", name, resp.GetType(), pulsarwire.ErrCorrupt)
 		}
-		b, err := c.lookupAnswer(lr, via)
+		b, err := p.lookupAnswer(lr, via)
 		if err != nil {
 			return Broker{}, fmt.Errorf("lookup %s: %w", name, err)
 		}
@@ -67,7 +67,7 @@ func (c *Pool) Lookup(ctx context.Context, topic string) (Broker, error) {
 				return Broker{}, fmt.Errorf("lookup %s: more than %d redirects, the last to %s", name, MaxLookupRedirects, b)
 			}
 			authoritative = lr.GetAuthoritative()
-			if conn, err = c.BrokerConn(ctx, b); err != nil {
+			if conn, err = p.BrokerConn(ctx, b); err != nil {
 				return Broker{}, fmt.Errorf("lookup %s: redirected to %s: %w", name, b, err)
 			}
 		default:
@@ -79,12 +79,12 @@ func (c *Pool) Lookup(ctx context.Context, topic string) (Broker, error) {
 // lookupAnswer reads where a LOOKUP_RESPONSE points. With a pulsar+ssl://
 // service URL only the broker's TLS listener will do, unless the answer
 // says to go through the service URL (a proxy), whose connection is TLS.
-func (c *Pool) lookupAnswer(lr *pb.CommandLookupTopicResponse, via string) (Broker, error) {
+func (p *Pool) lookupAnswer(lr *pb.CommandLookupTopicResponse, via string) (Broker, error) {
 	b := Broker{URL: lr.GetBrokerServiceUrl()}
 	if lr.GetProxyThroughServiceUrl() {
 		b.Proxy = via
 	}
-	if c.cfg.Service.TLS {
+	if p.cfg.Service.TLS {
 		if u := lr.GetBrokerServiceUrlTls(); u != "" || b.Proxy == "" {
 			b.URL = u
 		}
@@ -99,26 +99,26 @@ func (c *Pool) lookupAnswer(lr *pb.CommandLookupTopicResponse, via string) (Brok
 }
 
 // BrokerConn returns the pooled connection to b, opening it if needed.
-func (c *Pool) BrokerConn(ctx context.Context, b Broker) (*Conn, error) {
+func (p *Pool) BrokerConn(ctx context.Context, b Broker) (*Conn, error) {
 	hostPort, isTLS, err := BrokerAddr(b.URL)
 	if err != nil {
 		return nil, err
 	}
 	key := connKey{logical: hostPort, physical: hostPort, tls: isTLS}
 	if b.Proxy != "" {
-		key.physical, key.tls = b.Proxy, c.cfg.Service.TLS
+		key.physical, key.tls = b.Proxy, p.cfg.Service.TLS
 	}
-	return c.getConn(ctx, key)
+	return p.getConn(ctx, key)
 }
 
 // Conn looks topic up and returns the pooled connection to its owner: one
 // attempt, see Lookup.
-func (c *Pool) Conn(ctx context.Context, topic string) (*Conn, error) {
-	b, err := c.Lookup(ctx, topic)
+func (p *Pool) Conn(ctx context.Context, topic string) (*Conn, error) {
+	b, err := p.Lookup(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := c.BrokerConn(ctx, b)
+	conn, err := p.BrokerConn(ctx, b)
 	if err != nil {
 		return nil, fmt.Errorf("connect for %s: %w", topic, err)
 	}
@@ -127,13 +127,13 @@ func (c *Pool) Conn(ctx context.Context, topic string) (*Conn, error) {
 
 // PartitionedTopicMetadata asks for topic's number of partitions; 0 means
 // the topic is not partitioned. One attempt.
-func (c *Pool) PartitionedTopicMetadata(ctx context.Context, topic string) (int, error) {
+func (p *Pool) PartitionedTopicMetadata(ctx context.Context, topic string) (int, error) {
 	t, err := pulsarwire.ParseTopic(topic)
 	if err != nil {
 		return 0, err
 	}
 	name := t.String()
-	conn, err := c.ServiceConn(ctx)
+	conn, err := p.ServiceConn(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("partitioned metadata of %s: %w", name, err)
 	}
@@ -151,8 +151,8 @@ func (c *Pool) PartitionedTopicMetadata(ctx context.Context, topic string) (int,
 // TopicsOfNamespace lists the topics of namespace ("tenant/ns") by their
 // full names, partitions one by one (persistent://t/ns/x-partition-0,
 // ...). One attempt.
-func (c *Pool) TopicsOfNamespace(ctx context.Context, namespace string, mode pb.CommandGetTopicsOfNamespace_Mode) ([]string, error) {
-	conn, err := c.ServiceConn(ctx)
+func (p *Pool) TopicsOfNamespace(ctx context.Context, namespace string, mode pb.CommandGetTopicsOfNamespace_Mode) ([]string, error) {
+	conn, err := p.ServiceConn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topics of %s: %w", namespace, err)
 	}

@@ -44,7 +44,7 @@ type Messages []*plugin.Message
 
 func (ms Messages) Len() int { return len(ms) }
 
-// Fields: the ordering key's string is m's bytes, not a copy (the host
+// Fields sets f from message i. The ordering key's string is m's bytes, not a copy (the host
 // only reads it, during the call).
 func (ms Messages) Fields(i int, f *Fields) {
 	m := ms[i]

@@ -46,10 +46,10 @@ const (
 // channel.
 func OnChannel(v int) bool { return v == VersionBatchChannel || v == VersionCompactAnswers }
 
-// EnvMaxVersion, in a plugin's environment, caps the versions the Go SDK
-// offers: a plugin given 2 speaks version 2 to a host that offers 3. For
-// tests and for measuring one version against another with one binary;
-// unset, the SDK offers every version it speaks.
+// EnvMaxVersion names the variable of a plugin's environment that caps
+// the versions the Go SDK offers: a plugin given 2 speaks version 2 to a
+// host that offers 3. For tests and for measuring one version against
+// another with one binary; unset, the SDK offers every version it speaks.
 const EnvMaxVersion = "STREAMRUN_PLUGIN_MAX_CONTRACT_VERSION"
 
 // EnvBatchFD names, in the plugin's environment, the file descriptor of
