@@ -179,7 +179,7 @@ func (r *Runner) Run(m *Message) Verdict {
 		}
 		if err != nil {
 			n.Errors++
-			err = fmt.Errorf("step %s: %w", s.Name, describe(err, r.c))
+			err = fmt.Errorf("step %s: %w", s.Name, describe(err))
 			switch s.OnError {
 			case ErrorDrop:
 				return Verdict{Outcome: Dropped, Step: i, Err: err, Topic: v.Topic}
@@ -222,7 +222,7 @@ func (r *Runner) reason(s *Step, small bool) string {
 	}
 	why, err := r.str(s.Reason, small)
 	if err != nil {
-		return fmt.Sprintf("%s (its reason failed: %v)", def, describe(err, r.c))
+		return fmt.Sprintf("%s (its reason failed: %v)", def, describe(err))
 	}
 	return why
 }
@@ -308,15 +308,13 @@ func (r *Runner) small(m *Message) bool {
 }
 
 // describe words an evaluation's error for a reason or a log.
-func describe(err error, c *Chain) error {
+func describe(err error) error {
 	var cancelled interpreter.EvalCancelledError
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
-		return errCostLimit
+		return ErrCostLimit
 	}
 	return err
 }
 
 // ErrCostLimit is the error of an evaluation stopped at the cost limit.
 var ErrCostLimit = errors.New("the expression reached its cost limit")
-
-var errCostLimit = ErrCostLimit
