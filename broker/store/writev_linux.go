@@ -17,9 +17,9 @@ import (
 // into the page cache is work on this CPU, not a wait, and a system call
 // the runtime sees wakes its monitor thread, which then polls every 20 µs
 // (and hands the P over when the call lasts); per 100 KiB entry that cost
-// the broker more CPU than its own code (docs/benchmarks.md, "2026-12-01,
-// evening"). A write the kernel throttles (dirty pages over the limit)
-// holds the P meanwhile: the other Ps run on.
+// the broker more CPU than its own code (docs/benchmarks.md, "System
+// calls the Go runtime need not see"). A write the kernel throttles
+// (dirty pages over the limit) holds the P meanwhile: the other Ps run on.
 func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {
 	return writeRecord(f, hdr, data, off, rawPwritev)
 }
