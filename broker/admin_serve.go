@@ -18,9 +18,10 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 	if c.opts.HTTP == "-" && c.opts.HTTPS == "" {
 		return nil
 	}
+	api := adminAPI{c}
 	// Failed handshakes and the like go to the broker's log at debug, not
 	// to the process's standard logger.
-	c.httpSrv = &http.Server{Handler: c.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
+	c.httpSrv = &http.Server{Handler: api.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)}
 	if c.opts.HTTP != "-" {
 		ln, u, err := listenAdmin(ctx, c.opts.HTTP, "http", c.opts.AdvertisedHost)
@@ -28,7 +29,7 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 			return err
 		}
 		c.adminURL = u
-		c.serveAdmin(ln, u)
+		api.serveAdmin(ln, u)
 	}
 	if c.opts.HTTPS != "" {
 		ln, u, err := listenAdmin(ctx, c.opts.HTTPS, "https", c.opts.AdvertisedHost)
@@ -36,7 +37,7 @@ func (c *Cluster) startHTTP(ctx context.Context) error {
 			return err
 		}
 		c.adminURLTLS = u
-		c.serveAdmin(tls.NewListener(ln, c.tlsCfg), u)
+		api.serveAdmin(tls.NewListener(ln, c.tlsCfg), u)
 	}
 	return nil
 }
@@ -60,7 +61,7 @@ func listenAdmin(ctx context.Context, addr, scheme, advertised string) (net.List
 	return ln, scheme + "://" + net.JoinHostPort(host, port), nil
 }
 
-func (c *Cluster) serveAdmin(ln net.Listener, url string) {
+func (c adminAPI) serveAdmin(ln net.Listener, url string) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -73,7 +74,7 @@ func (c *Cluster) serveAdmin(ln net.Listener, url string) {
 
 // adminAuth authenticates and authorizes an admin request, answering
 // 401 or 403 as Apache Pulsar does when it may not go on.
-func (c *Cluster) adminAuth(w http.ResponseWriter, r *http.Request) bool {
+func (c adminAPI) adminAuth(w http.ResponseWriter, r *http.Request) bool {
 	if !c.authRequired() {
 		return true
 	}

@@ -3,9 +3,10 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -158,7 +159,7 @@ func (s *subscription) stats(now time.Time) subscriptionStats {
 	return ss
 }
 
-func (c *Cluster) adminStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (c adminAPI) adminStats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	tp, err := c.adminTopic(r)
 	if err != nil {
 		return nil, err
@@ -168,7 +169,7 @@ func (c *Cluster) adminStats(_ http.ResponseWriter, r *http.Request) (any, error
 
 // adminTopic is the existing topic a request's path names; a topic that
 // does not exist is a 404, as Apache Pulsar answers.
-func (c *Cluster) adminTopic(r *http.Request) (*topic, error) {
+func (c adminAPI) adminTopic(r *http.Request) (*topic, error) {
 	t, err := topicName(r)
 	if err != nil {
 		return nil, err
@@ -176,7 +177,7 @@ func (c *Cluster) adminTopic(r *http.Request) (*topic, error) {
 	return c.existingTopic(t)
 }
 
-func (c *Cluster) existingTopic(t pulsarwire.Topic) (*topic, error) {
+func (c adminAPI) existingTopic(t pulsarwire.Topic) (*topic, error) {
 	tp, err := c.topicFor(t, false)
 	if err != nil {
 		return nil, herr(http.StatusNotFound, "Topic not found")
@@ -217,7 +218,7 @@ func (a *topicStats) add(st topicStats) {
 	}
 }
 
-func (c *Cluster) adminPartitionedStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (c adminAPI) adminPartitionedStats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	t, err := topicName(r)
 	if err != nil {
 		return nil, err
@@ -321,7 +322,7 @@ func (t *topic) internalStats() internalStats {
 	return st
 }
 
-func (c *Cluster) adminInternalStats(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (c adminAPI) adminInternalStats(_ http.ResponseWriter, r *http.Request) (any, error) {
 	tp, err := c.adminTopic(r)
 	if err != nil {
 		return nil, err
@@ -329,58 +330,60 @@ func (c *Cluster) adminInternalStats(_ http.ResponseWriter, r *http.Request) (an
 	return tp.internalStats(), nil
 }
 
-// ---------------------------------------------------------------- reset to an id
-
-// messageIDBody is the JSON body of reset-cursor to a message id, as
-// Apache Pulsar's admin API takes it.
-type messageIDBody struct {
-	LedgerID       int64 `json:"ledgerId"`
-	EntryID        int64 `json:"entryId"`
-	PartitionIndex int32 `json:"partitionIndex"`
-	IsExcluded     bool  `json:"isExcluded"`
+// counter counts what passes a point (published to a topic, dispatched
+// to a subscription): entries, messages (a batch counts its messages, as
+// Apache Pulsar's msgInCounter and msgOutCounter do) and bytes of the
+// entries as stored (metadata and payload).
+type counter struct {
+	entries, msgs, bytes atomic.Int64
+	rate                 meter
 }
 
-// adminResetCursorToID (pulsar-admin topics reset-cursor -m ID) moves the
-// subscription so the message id is the next delivered (the one after it
-// with isExcluded) and disconnects its consumers, as Apache Pulsar does.
-func (c *Cluster) adminResetCursorToID(_ http.ResponseWriter, r *http.Request) (any, error) {
-	var id messageIDBody
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<12)).Decode(&id); err != nil {
-		return nil, herr(http.StatusBadRequest, "Invalid message id: %v", err)
+// add counts one entry of msgs messages and n bytes.
+func (c *counter) add(msgs int32, n int) {
+	c.entries.Add(1)
+	c.msgs.Add(int64(msgs))
+	c.bytes.Add(int64(n))
+}
+
+// rates returns the messages and bytes per second of late.
+func (c *counter) rates(now time.Time) (float64, float64) {
+	return c.rate.rates(now, c.msgs.Load(), c.bytes.Load())
+}
+
+// countOut counts an entry of msgs messages and n bytes dispatched by s;
+// s.mu held.
+func (s *subscription) countOut(msgs int32, n int) {
+	s.out.add(msgs, n)
+	s.t.out.add(msgs, n)
+}
+
+// meter turns running totals of messages and bytes into rates, lazily:
+// the window starts at the first read.
+type meter struct {
+	mu            sync.Mutex
+	since         time.Time // start of the current window
+	msgs0, bytes0 int64     // the totals then
+	msgRate       float64   // of the last full window
+	byteRate      float64
+}
+
+func (m *meter) rates(now time.Time, msgs, bytes int64) (float64, float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.since.IsZero() {
+		m.since, m.msgs0, m.bytes0 = now, msgs, bytes
+		return 0, 0
 	}
-	t, err := topicName(r)
-	if err != nil {
-		return nil, err
+	el := now.Sub(m.since)
+	if el < minRateWindow {
+		return m.msgRate, m.byteRate
 	}
-	if _, ok := c.partitions(t.String()); ok {
-		if id.PartitionIndex < 0 {
-			return nil, herr(http.StatusPreconditionFailed, "A partitioned topic needs the message id's partition")
-		}
-		t = t.Partition(int(id.PartitionIndex))
+	mr := float64(msgs-m.msgs0) / el.Seconds()
+	br := float64(bytes-m.bytes0) / el.Seconds()
+	if el >= rateWindow {
+		m.msgRate, m.byteRate = mr, br
+		m.since, m.msgs0, m.bytes0 = now, msgs, bytes
 	}
-	tp, err := c.existingTopic(t)
-	if err != nil {
-		return nil, err
-	}
-	s := tp.subscription(r.PathValue("sub"))
-	if s == nil {
-		return nil, herr(http.StatusNotFound, "Subscription not found")
-	}
-	at := min(max(id.EntryID, int64(tp.log.First())), int64(tp.log.Next()))
-	if id.LedgerID != int64(tp.ledger) {
-		// Another incarnation's ledger: before ours is the start, after it the end.
-		if id.LedgerID < int64(tp.ledger) {
-			at = int64(tp.log.First())
-		} else {
-			at = int64(tp.log.Next())
-		}
-	} else if id.IsExcluded && at < int64(tp.log.Next()) {
-		at++
-	}
-	s.mu.Lock()
-	s.reset(uint64(at))
-	s.mu.Unlock()
-	s.closeAll()
-	s.save()
-	return nil, nil
+	return mr, br
 }

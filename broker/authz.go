@@ -3,8 +3,6 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -86,8 +84,6 @@ func (cn *conn) authorizeLookup(t pulsarwire.Topic) (pb.ServerError, string, boo
 	return pb.ServerError_AuthorizationError, fmt.Sprintf("Client with role %q is not authorized to lookup %s", cn.principal, t.String()), false
 }
 
-// ---------------------------------------------------------------- admin
-
 // adminAuthorized decides an admin request of role: with authorization on
 // only superusers use the admin API, except a topic's lookup, which
 // needs produce or consume there.
@@ -100,67 +96,4 @@ func (c *Cluster) adminAuthorized(r *http.Request, role string) bool {
 		return err == nil && (c.allowed(role, t, actionProduce) || c.allowed(role, t, actionConsume))
 	}
 	return false
-}
-
-func (c *Cluster) adminGetPermissions(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := c.namespaceMustExist(r); err != nil {
-		return nil, err
-	}
-	return c.permissions(nsName(r))
-}
-
-// adminGrant sets a role's actions on a namespace; the body is a JSON
-// array of actions, as pulsar-admin namespaces grant-permission sends.
-func (c *Cluster) adminGrant(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := c.namespaceMustExist(r); err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-	if err != nil {
-		return nil, herr(http.StatusBadRequest, "read body: %v", err)
-	}
-	var actions []string
-	if err := json.Unmarshal(body, &actions); err != nil {
-		return nil, herr(http.StatusBadRequest, "body: want a JSON array of actions (%s): %v", strings.Join(knownActions, ", "), err)
-	}
-	for _, a := range actions {
-		if !slices.Contains(knownActions, a) {
-			return nil, herr(http.StatusBadRequest, "unknown action %q: want one of %s", a, strings.Join(knownActions, ", "))
-		}
-	}
-	// Listed in AuthAction's order, as Apache Pulsar lists them.
-	slices.SortFunc(actions, func(a, b string) int { return slices.Index(knownActions, a) - slices.Index(knownActions, b) })
-	return nil, c.updatePermissions(nsName(r), func(p map[string][]string) { p[r.PathValue("role")] = slices.Compact(actions) })
-}
-
-func (c *Cluster) adminRevoke(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if err := c.namespaceMustExist(r); err != nil {
-		return nil, err
-	}
-	return nil, c.updatePermissions(nsName(r), func(p map[string][]string) { delete(p, r.PathValue("role")) })
-}
-
-func (c *Cluster) namespaceMustExist(r *http.Request) error {
-	if !slices.Contains(c.namespaceList(""), nsName(r)) {
-		return herr(http.StatusNotFound, "Namespace does not exist")
-	}
-	return nil
-}
-
-// updatePermissions applies f to a namespace's grants under the
-// cluster's lock, so that two admin requests do not lose one another.
-func (c *Cluster) updatePermissions(ns string, f func(map[string][]string)) error {
-	c.permMu.Lock()
-	defer c.permMu.Unlock()
-	p, err := c.permissions(ns)
-	if err != nil {
-		return err
-	}
-	p = maps.Clone(p)
-	f(p)
-	b, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	return c.store.PutMeta(permissionsKey+ns, b)
 }

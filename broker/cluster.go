@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/auth"
 	"github.com/streamrun/streamrun/broker/store"
 )
 
@@ -33,8 +34,8 @@ type Cluster struct {
 	tlsCfg *tls.Config
 	faults faultSet
 
-	verifier *tokenVerifier // nil without a token key
-	permMu   sync.Mutex     // serializes changes of namespace permissions
+	verifier *auth.TokenVerifier // nil without a token key
+	permMu   sync.Mutex          // serializes changes of namespace permissions
 
 	ctx    context.Context // canceled by Close; stops dispatchers and the flusher
 	cancel context.CancelFunc

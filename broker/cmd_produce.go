@@ -162,7 +162,7 @@ func (p *producer) tellClosed() {
 // handleSend appends the message and answers with its receipt. The append
 // returns only once the entry is written to the OS, so a receipted message
 // survives kill -9. At fsync durability the receipt waits in the
-// connection's receipt queue for the fsync (receipts.go) while the read
+// connection's receipt queue for the fsync (conn_receipts.go) while the read
 // loop goes on.
 func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 	s := f.Cmd.GetSend()

@@ -3,7 +3,7 @@ package broker
 import "github.com/streamrun/streamrun/broker/store"
 
 // keyShared dispatches Key_Shared subscriptions: each entry to the
-// consumer its sticky key's hash belongs to (keyshared.go), order kept
+// consumer its sticky key's hash belongs to (dispatch_selectors.go), order kept
 // per hash. An entry whose consumer is busy, or still draining the hash
 // from another consumer, is set aside in the replay queue and the round
 // goes on with the other keys; newer entries of its hash wait behind it.

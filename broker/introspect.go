@@ -3,8 +3,6 @@ package broker
 import (
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -170,34 +168,6 @@ func (c *Cluster) topicByName(topic string) (*topic, error) {
 	return c.topicFor(t, false)
 }
 
-// counter counts what passes a point (published to a topic, dispatched
-// to a subscription): entries, messages (a batch counts its messages, as
-// Apache Pulsar's msgInCounter and msgOutCounter do) and bytes of the
-// entries as stored (metadata and payload).
-type counter struct {
-	entries, msgs, bytes atomic.Int64
-	rate                 meter
-}
-
-// add counts one entry of msgs messages and n bytes.
-func (c *counter) add(msgs int32, n int) {
-	c.entries.Add(1)
-	c.msgs.Add(int64(msgs))
-	c.bytes.Add(int64(n))
-}
-
-// rates returns the messages and bytes per second of late.
-func (c *counter) rates(now time.Time) (float64, float64) {
-	return c.rate.rates(now, c.msgs.Load(), c.bytes.Load())
-}
-
-// countOut counts an entry of msgs messages and n bytes dispatched by s;
-// s.mu held.
-func (s *subscription) countOut(msgs int32, n int) {
-	s.out.add(msgs, n)
-	s.t.out.add(msgs, n)
-}
-
 // Rates are averages over a window of rateWindow (Apache Pulsar's are
 // over its stats interval, 60 s by default); a window shorter than
 // minRateWindow gives the last full window's rate instead.
@@ -205,33 +175,3 @@ const (
 	rateWindow    = 5 * time.Second
 	minRateWindow = time.Second
 )
-
-// meter turns running totals of messages and bytes into rates, lazily:
-// the window starts at the first read.
-type meter struct {
-	mu            sync.Mutex
-	since         time.Time // start of the current window
-	msgs0, bytes0 int64     // the totals then
-	msgRate       float64   // of the last full window
-	byteRate      float64
-}
-
-func (m *meter) rates(now time.Time, msgs, bytes int64) (float64, float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.since.IsZero() {
-		m.since, m.msgs0, m.bytes0 = now, msgs, bytes
-		return 0, 0
-	}
-	el := now.Sub(m.since)
-	if el < minRateWindow {
-		return m.msgRate, m.byteRate
-	}
-	mr := float64(msgs-m.msgs0) / el.Seconds()
-	br := float64(bytes-m.bytes0) / el.Seconds()
-	if el >= rateWindow {
-		m.msgRate, m.byteRate = mr, br
-		m.since, m.msgs0, m.bytes0 = now, msgs, bytes
-	}
-	return mr, br
-}

@@ -148,7 +148,7 @@ type Options struct {
 	HandshakeTimeout time.Duration
 
 	// FaultAPI serves the fault-injection routes under
-	// /admin/v2/streamrun/ on the admin API (broker/faultapi.go), for
+	// /admin/v2/streamrun/ on the admin API (faults_api.go), for
 	// fault campaigns that run the broker in a process of its own.
 	// Default false; never turn it on for a broker that serves real work.
 	FaultAPI bool

@@ -18,7 +18,7 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
-// subscription is a named cursor on a topic (cursor.go) and the consumers
+// subscription is a named cursor on a topic (subscription_cursor.go) and the consumers
 // sharing it. One goroutine per subscription (run) dispatches, through
 // the dispatcher of its kind (dispatcher.go).
 type subscription struct {

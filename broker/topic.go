@@ -554,3 +554,16 @@ func errorCode(err error) pb.ServerError {
 	}
 	return pb.ServerError_PersistenceError
 }
+
+// partitionsOf lists the topics behind a name: its partitions when it is
+// partitioned, else itself.
+func (c *Cluster) partitionsOf(t pulsarwire.Topic) []pulsarwire.Topic {
+	if n, ok := c.partitions(t.String()); ok {
+		out := make([]pulsarwire.Topic, n)
+		for i := range out {
+			out[i] = t.Partition(i)
+		}
+		return out
+	}
+	return []pulsarwire.Topic{t}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/auth"
 )
 
 // algs are the token algorithms the suite verifies on both brokers: one
@@ -93,7 +94,7 @@ func readTokenKey(alg, keyFile, pubFile string) (tokenKey, error) {
 	if err != nil {
 		return tokenKey{}, fmt.Errorf("%s public key: %w", alg, err)
 	}
-	if _, err := broker.ParsePublicKey(pub); err != nil {
+	if _, err := auth.ParsePublicKey(pub); err != nil {
 		return tokenKey{}, fmt.Errorf("%s public key %s: %w", alg, pubFile, err)
 	}
 	return tokenKey{alg: alg, priv: priv, verify: pub}, nil

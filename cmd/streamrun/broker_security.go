@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/auth"
 )
 
 // securityFlags are `streamrun broker`'s authentication and
@@ -55,7 +56,7 @@ func (f *securityFlags) apply(o *broker.Options) error {
 		if o.TokenPublicKey, err = readTokenKey("--token-public-key", f.publicKey); err != nil {
 			return err
 		}
-		if _, err := broker.ParsePublicKey(o.TokenPublicKey); err != nil {
+		if _, err := auth.ParsePublicKey(o.TokenPublicKey); err != nil {
 			return usagef("--token-public-key: %v", err)
 		}
 	}
