@@ -38,8 +38,10 @@
 // A plugin's slog records (JSON lines on its stderr) are logged again
 // through ClientOptions.Logger, at their own level with their attributes,
 // tagged plugin=<name> and instance=<id>; its other output on stdout and
-// stderr at INFO with stream=stdout or stream=stderr; a crash trace as one
-// ERROR record.
+// stderr at INFO with stream=stdout or stream=stderr; a Go crash trace,
+// and each Python traceback, as one ERROR record. A plugin that ends
+// before its handshake fails Start with the end of its stderr quoted
+// (up to 20 lines: a traceback's end, a Go trace's start).
 //
 // # Cost
 //

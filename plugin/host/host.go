@@ -200,7 +200,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	if d.err != nil {
 		closeChannel(channel)
 		inst.Kill()
-		return nil, fmt.Errorf("plugin %s: start: %w", name, d.err)
+		return nil, fmt.Errorf("plugin %s: start: %w", name, proc.startError(d.err))
 	}
 	inst.rpc = d.rpc
 	inst.version = client.NegotiatedVersion()

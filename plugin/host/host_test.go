@@ -532,3 +532,31 @@ func running(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
+
+// A plugin that dies before its handshake is reported with the end of
+// its stderr, where it said why; a Python traceback there is logged as
+// one ERROR record, not a record a line.
+func TestAPluginThatDiesAtStartIsReportedWithItsStderr(t *testing.T) {
+	l, logger := newLogs()
+	_, err := Start(context.Background(), selfPlugin(t, "nosdk", logger))
+	quoted := "  " + strings.ReplaceAll(noSDKTraceback, "\n", "\n  ")
+	if err == nil || !strings.Contains(err.Error(), "exited before its handshake (exit status 1); the end of its stderr:\n"+quoted) ||
+		strings.Contains(err.Error(), "Unrecognized remote plugin message") {
+		t.Fatalf("start: %v\nwant the exit and the traceback quoted", err)
+	}
+	t.Logf("start: %v", err)
+	r, ok := l.Find(func(r testkit.Record) bool { return r.Attrs["trace"] != "" })
+	if !ok || r.Level != slog.LevelError || r.Attrs["trace"] != noSDKTraceback ||
+		r.Attrs["error"] != "ModuleNotFoundError: No module named 'streamrun'" || r.Attrs["plugin"] != "test-nosdk" ||
+		l.Count("stream=stderr") != 0 {
+		t.Fatalf("want the traceback as one ERROR record, no line of it on its own; have:\n%s", l.String())
+	}
+
+	// A Go plugin's panic is quoted from its start: the value, then the
+	// first frames.
+	_, err = Start(context.Background(), selfPlugin(t, "panicstart", nil))
+	if err == nil || !strings.Contains(err.Error(), "exited before its handshake (exit status 2); the end of its stderr:\n"+
+		"  panic: no config file at /etc/handler.json\n  \n  goroutine 1 [running]:") {
+		t.Fatalf("start of a plugin that panics: %v", err)
+	}
+}

@@ -19,8 +19,11 @@ import (
 //     (logStderr) and logs each record again through its own slog.Logger at
 //     the record's level, with the record's attributes, tagged plugin= and
 //     instance=. Lines that are not such records (the Go runtime's panic
-//     and fatal error traces, cgo writes) are logged at INFO, except a
-//     crash trace, which is gathered into one ERROR record.
+//     and fatal error traces, Python's tracebacks, cgo writes) are logged
+//     at INFO, except a Go crash trace and a Python traceback, each
+//     gathered into one ERROR record.
+//   - The last of those records are kept (stderrTail), so that a plugin
+//     that dies before its handshake is reported with what it said.
 //   - Writes to os.Stdout and os.Stderr inside the plugin go through
 //     go-plugin's stdio stream; the host logs each line at INFO with
 //     stream=stdout or stream=stderr (lineWriter).
@@ -33,10 +36,12 @@ const maxLogLine = 1 << 20
 // maxCrashTrace caps a gathered crash trace.
 const maxCrashTrace = 256 << 10
 
-// logStderr logs the lines of a plugin's stderr pipe until EOF.
-func logStderr(ctx context.Context, l *slog.Logger, r io.Reader) {
+// logStderr logs the lines of a plugin's stderr pipe until EOF, keeping
+// the last records in tail.
+func logStderr(ctx context.Context, l *slog.Logger, r io.Reader, tail *stderrTail) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var trace []byte // a crash trace being gathered
+	var trace []byte // a Go crash trace being gathered, to EOF
+	var tb []byte    // a Python traceback being gathered, to its exception line
 	for {
 		line, err := readLine(br)
 		if len(line) > 0 || err == nil {
@@ -45,15 +50,29 @@ func logStderr(ctx context.Context, l *slog.Logger, r io.Reader) {
 				if len(trace) < maxCrashTrace {
 					trace = append(append(trace, '\n'), line...)
 				}
+			case tb != nil:
+				if len(tb) < maxCrashTrace {
+					tb = append(append(tb, '\n'), line...)
+				}
+				if endsTraceback(line) {
+					logTraceback(ctx, l, tb, line, tail)
+					tb = nil
+				}
 			case bytes.HasPrefix(line, []byte("panic: ")) || bytes.HasPrefix(line, []byte("fatal error: ")):
 				trace = append([]byte(nil), line...)
+			case startsTraceback(line):
+				tb = append([]byte(nil), line...)
 			default:
-				logLine(ctx, l, line)
+				logLine(ctx, l, line, tail)
 			}
 		}
 		if err != nil {
+			if tb != nil {
+				logTraceback(ctx, l, tb, nil, tail)
+			}
 			if trace != nil {
 				l.LogAttrs(ctx, slog.LevelError, "plugin crashed", slog.String("trace", string(trace)))
+				tail.add(string(trace), false)
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
 				l.Debug("reading plugin stderr", "error", err)
@@ -61,6 +80,53 @@ func logStderr(ctx context.Context, l *slog.Logger, r io.Reader) {
 			return
 		}
 	}
+}
+
+// How Python writes an exception it was not given to handle: a header,
+// the frames (indented), and the exception's own line, not indented; a
+// chained one is introduced by one of the phrases below. A syntax error in
+// the script itself comes without the header, from its "  File" line.
+var (
+	tracebackHeader = []byte("Traceback (most recent call last):")
+	tracebackChains = [][]byte{
+		[]byte("During handling of the above exception, another exception occurred:"),
+		[]byte("The above exception was the direct cause of the following exception:"),
+	}
+	tracebackFile = []byte(`  File "`)
+)
+
+func startsTraceback(line []byte) bool {
+	return bytes.Equal(line, tracebackHeader) || bytes.HasPrefix(line, tracebackFile) || isChainPhrase(line)
+}
+
+func isChainPhrase(line []byte) bool {
+	for _, p := range tracebackChains {
+		if bytes.Equal(line, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// endsTraceback reports whether line, within a traceback, is its last:
+// the exception's own line, the first that is not indented (blank lines
+// and headers come between chained exceptions).
+func endsTraceback(line []byte) bool {
+	if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+		return false
+	}
+	return !bytes.Equal(line, tracebackHeader) && !isChainPhrase(line)
+}
+
+// logTraceback logs a gathered Python traceback as one ERROR record, its
+// exception line (nil when the pipe ended first) as the error.
+func logTraceback(ctx context.Context, l *slog.Logger, tb, exc []byte, tail *stderrTail) {
+	attrs := []slog.Attr{slog.String("trace", string(tb))}
+	if exc != nil {
+		attrs = append([]slog.Attr{slog.String("error", string(exc))}, attrs...)
+	}
+	l.LogAttrs(ctx, slog.LevelError, "plugin raised an exception it did not handle", attrs...)
+	tail.add(string(tb), true)
 }
 
 // readLine returns the next line without its newline, at most maxLogLine
@@ -81,17 +147,19 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 // logLine logs one line of plugin stderr: a slog JSON record at its own
 // level with its attributes, anything else as text at INFO.
-func logLine(ctx context.Context, l *slog.Logger, line []byte) {
+func logLine(ctx context.Context, l *slog.Logger, line []byte, tail *stderrTail) {
 	if len(line) == 0 {
 		return
 	}
 	if line[0] == '{' {
 		if level, msg, attrs, ok := parseRecord(line); ok {
 			l.LogAttrs(ctx, level, msg, attrs...)
+			tail.add(recordText(level, msg, attrs), false)
 			return
 		}
 	}
 	l.LogAttrs(ctx, slog.LevelInfo, string(line), slog.String("stream", "stderr"))
+	tail.add(string(line), false)
 }
 
 // parseRecord reads a line written by slog.JSONHandler, keeping the order

@@ -29,7 +29,9 @@ import (
 // (unset), a plugin built on the SDK ("sdk"), a plugin that answers
 // wrongly ("raw"), a plugin of another contract version ("future"), a
 // host that starts a plugin and waits to be killed ("host", for the
-// orphan test), and BenchmarkWakeup's other process ("pong").
+// orphan test), BenchmarkWakeup's other process ("pong"), and plugins
+// that die before their handshake: with a Python traceback ("nosdk") or
+// a Go panic ("panicstart").
 const roleEnv = "STREAMRUN_PLUGIN_TEST_ROLE"
 
 // bin holds the example plugins, built once by TestMain.
@@ -65,6 +67,12 @@ func TestMain(m *testing.M) {
 	case "pong":
 		pongMain() // BenchmarkWakeup's other process
 		return
+	case "nosdk":
+		// As a Python script run by an interpreter without the SDK.
+		fmt.Fprint(os.Stderr, noSDKTraceback+"\n")
+		os.Exit(1)
+	case "panicstart":
+		panic("no config file at /etc/handler.json")
 	}
 
 	slog.SetDefault(slog.New(slog.DiscardHandler))
@@ -83,6 +91,13 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// noSDKTraceback is what Python writes when a handler script's
+// interpreter lacks the SDK.
+const noSDKTraceback = `Traceback (most recent call last):
+  File "/srv/handlers/upper.py", line 4, in <module>
+    import streamrun
+ModuleNotFoundError: No module named 'streamrun'`
 
 // childHost starts the uppercase plugin, prints its pid and waits to be
 // killed.

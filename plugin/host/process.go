@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin/runner"
@@ -30,8 +31,9 @@ import (
 //     thread, and that goroutine stays, locked and asleep, until the child
 //     has been reaped: the thread outlives the child and only the host's
 //     own death takes it down.
-//   - Its stderr is read here and logged through slog (logStderr); go-plugin
-//     is given an empty stderr.
+//   - Its stderr is read here and logged through slog (logStderr), its
+//     last records kept for a start error to quote (tail); go-plugin is
+//     given an empty stderr.
 //   - Its exit is a channel (exited) and an error (exitErr).
 type process struct {
 	name   string
@@ -39,6 +41,7 @@ type process struct {
 	log    *slog.Logger
 	stderr io.ReadCloser
 	stdout io.ReadCloser
+	tail   stderrTail
 
 	mu     sync.Mutex
 	osProc *os.Process // nil until started
@@ -103,7 +106,7 @@ func (p *process) Start(context.Context) error {
 	}
 	go func() {
 		defer close(p.logged)
-		logStderr(context.Background(), p.log, p.stderr)
+		logStderr(context.Background(), p.log, p.stderr, &p.tail)
 	}()
 	return nil
 }
@@ -181,6 +184,57 @@ func (p *process) runnerFunc(extraEnv []string) func(hclog.Logger, *exec.Cmd, st
 		p.cmd.Stdin = nil
 		return p, nil
 	}
+}
+
+// startError is err, why the start failed, with the end of what the
+// process wrote to stderr (nothing added when it wrote nothing). Call it
+// once the process is reaped (after Instance.Kill), so that its stderr is
+// read to the end.
+func (p *process) startError(err error) error {
+	tail := p.tail.quote()
+	if tail == "" {
+		return err
+	}
+	e := &startError{err: err, tail: tail}
+	select {
+	case <-p.exited:
+		if endedItself(p.cmd.ProcessState) {
+			e.exit = exitStatus(p.exitErr)
+		}
+	default:
+	}
+	return e
+}
+
+// startError is the error of a start that failed after the process wrote
+// to its stderr. It unwraps to the error the start got.
+type startError struct {
+	err  error
+	exit string // how the process ended, when it ended by itself
+	tail string // the end of its stderr, quoted
+}
+
+func (e *startError) Error() string {
+	if e.exit != "" {
+		// go-plugin's words (no handshake line, is this a plugin?) say
+		// less than the process's own.
+		return fmt.Sprintf("the process exited before its handshake (%s); the end of its stderr:\n%s", e.exit, e.tail)
+	}
+	return fmt.Sprintf("%v; the end of its stderr:\n%s", e.err, e.tail)
+}
+
+func (e *startError) Unwrap() error { return e.err }
+
+// endedItself reports whether a process exited, or died of a signal other
+// than SIGKILL (which the host sends), rather than being killed.
+func endedItself(st *os.ProcessState) bool {
+	if st == nil {
+		return false
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal() != syscall.SIGKILL
+	}
+	return st.Exited()
 }
 
 // exitStatus describes how a process ended, for logs and errors.
