@@ -100,6 +100,7 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 		return nil, d, d.sorted()
 	}
 	f.resolve(dir)
+	f.places = &places{file: name, at: d.at}
 	if err := f.Validate(); err != nil {
 		for _, e := range unjoin(err) {
 			var fe *FieldError
@@ -117,18 +118,43 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 // errAt records a problem found after decoding at the place its field
 // was written, or its nearest written parent's.
 func (d *decoder) errAt(path, msg string) {
+	d.errs = append(d.errs, (&places{file: d.file, at: d.at}).errorAt(path, msg))
+}
+
+// places is where a file's fields were written: by field path, as
+// Error.Path spells it.
+type places struct {
+	file string
+	at   map[string]pos
+}
+
+// errorAt is an *Error about the field at path, placed where it was
+// written, or its nearest written parent.
+func (pl *places) errorAt(path, msg string) *Error {
 	p := path
 	for {
-		if at, ok := d.at[p]; ok {
-			d.errs = append(d.errs, &Error{File: d.file, Line: at.line, Col: at.col, Path: path, Msg: msg})
-			return
+		if at, ok := pl.at[p]; ok {
+			return &Error{File: pl.file, Line: at.line, Col: at.col, Path: path, Msg: msg}
 		}
 		if p == "" {
-			d.errs = append(d.errs, &Error{File: d.file, Line: 1, Col: 1, Path: path, Msg: msg})
-			return
+			return &Error{File: pl.file, Line: 1, Col: 1, Path: path, Msg: msg}
 		}
 		p = p[:max(strings.LastIndexAny(p, ".["), 0)]
 	}
+}
+
+// ErrorAt is an *Error about the field at path (spelt as Error.Path is:
+// "pipelines[0].handler.config"), at the place in the file f was read
+// from where that field, or its nearest written parent, was written. It
+// is for problems found after loading, by what only a running handler
+// can tell (a config it refuses, an interpreter without the SDK). A File
+// not read by Load or Parse has no places: the error is at line 1,
+// column 1 of no file.
+func (f *File) ErrorAt(path, msg string) *Error {
+	if f.places == nil {
+		return (&places{}).errorAt(path, msg)
+	}
+	return f.places.errorAt(path, msg)
 }
 
 func (d *decoder) sorted() Errors {

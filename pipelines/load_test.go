@@ -112,7 +112,7 @@ func TestParseEveryField(t *testing.T) {
 			Handler: pipelines.Handler{Script: "/opt/h.py", Python: "/opt/venv"},
 		}},
 	}
-	if !reflect.DeepEqual(f, want) {
+	if !reflect.DeepEqual(pipelines.WithoutPlaces(f), want) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", f, want)
 	}
 	// Every field the types have is in the file above.
@@ -408,5 +408,29 @@ func TestNestingCheckKeepsOrdinaryFiles(t *testing.T) {
 	b.WriteString("        deep: " + strings.Repeat("{a: ", pipelines.MaxDepth-5) + "1" + strings.Repeat("}", pipelines.MaxDepth-5) + "\n")
 	if _, err := pipelines.Parse("ok.yaml", []byte(b.String()), env(nil)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A problem found after loading (by a handler that refuses its config,
+// say) is placed where its field, or its nearest written parent, was
+// written.
+func TestErrorAtPointsIntoTheFile(t *testing.T) {
+	src := "pipelines:\n  - name: p\n    source: {topics: [t], subscription: s}\n    handler:\n      plugin: /p\n      config:\n        smal: 3\n"
+	f, err := pipelines.Parse("x.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"pipelines[0].handler.config":      "x.yaml:7:9: pipelines[0].handler.config: refused",
+		"pipelines[0].handler.config.smal": "x.yaml:7:15: pipelines[0].handler.config.smal: refused",
+		"pipelines[0].handler.python":      "x.yaml:5:7: pipelines[0].handler.python: refused",
+		"pipelines[0].outputs":             "x.yaml:2:5: pipelines[0].outputs: refused",
+	} {
+		if got := f.ErrorAt(path, "refused").Error(); got != want {
+			t.Errorf("ErrorAt(%s) = %q, want %q", path, got, want)
+		}
+	}
+	if got := (&pipelines.File{}).ErrorAt("pipelines[0]", "refused").Error(); got != ":1:1: pipelines[0]: refused" {
+		t.Errorf("a File made in Go: %q", got)
 	}
 }

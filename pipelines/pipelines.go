@@ -68,6 +68,10 @@ type File struct {
 	Telemetry Telemetry `yaml:"telemetry,omitempty" json:"telemetry,omitempty"`
 	// Pipelines to run; at least one, with distinct names.
 	Pipelines []Pipeline `yaml:"pipelines" json:"pipelines"`
+
+	// places says where each field was written, for ErrorAt; nil for a
+	// File made in Go.
+	places *places
 }
 
 // TLS configures pulsar+ssl:// connections. The zero value verifies the

@@ -1,12 +1,17 @@
 package runtime
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/streamrun/streamrun/pipelines"
 )
@@ -49,4 +54,97 @@ func scriptCommand(h pipelines.Handler) (pluginCommand, error) {
 		return pluginCommand{}, fmt.Errorf("handler.python: %w", err)
 	}
 	return pluginCommand{path: python, args: []string{script}, name: filepath.Base(script)}, nil
+}
+
+// ErrNoSDK is matched (errors.Is) by CheckScript's error when the
+// interpreter runs but cannot import the Python SDK.
+var ErrNoSDK = errors.New("cannot import the streamrun SDK")
+
+// scriptCheckTimeout bounds CheckScript's interpreter: an import that
+// hangs (a site hook waiting on the network) is reported, not waited on.
+const scriptCheckTimeout = 30 * time.Second
+
+// CheckScript checks that the interpreter of h, a script handler, runs
+// and imports the Python SDK (the streamrun package, sdk/python), as the
+// script will: from the script's directory, with h.Env added to this
+// process's environment. A plugin started without the SDK dies before
+// its handshake; this says so before anything starts (streamrun
+// validate). ctx bounds the interpreter's run, as does
+// scriptCheckTimeout. The error quotes the
+// interpreter's last line on stderr; it matches ErrNoSDK when the
+// interpreter ran but the import failed.
+func CheckScript(ctx context.Context, h pipelines.Handler) error {
+	cmd, err := scriptCommand(h)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, scriptCheckTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd.path, "-c", "import streamrun")
+	c.Dir = filepath.Dir(cmd.args[0])
+	c.Env = os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(h.Env)) {
+		c.Env = append(c.Env, k+"="+h.Env[k])
+	}
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	err = c.Run()
+	if err == nil {
+		return nil
+	}
+	python := h.PythonCommand()
+	if python != cmd.path {
+		python += " (" + cmd.path + ")"
+	}
+	said := lastLine(stderr.Bytes())
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: importing the streamrun SDK: %w", python, ctx.Err())
+	case errors.As(err, &exit) && said != "":
+		return fmt.Errorf("%s %w: %s; install it into that interpreter (pip install sdk/python), "+
+			"or set handler.python to a virtual environment that has it", python, ErrNoSDK, said)
+	case said != "":
+		return fmt.Errorf("%s: %v: %s", python, err, said)
+	}
+	return fmt.Errorf("%s: %w", python, err)
+}
+
+// lastLine is the last line of b that is not blank.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// CheckScripts runs CheckScript for every script handler of f, each
+// interpreter once, and returns what fails as pipelines.Errors placed at
+// the pipeline's handler.python (handler.script when python is not
+// written); nil when all pass.
+func CheckScripts(ctx context.Context, f *pipelines.File) error {
+	var errs pipelines.Errors
+	done := map[string]error{} // by interpreter, directory and env
+	for i, p := range f.Pipelines {
+		h := p.Handler
+		if h.Script == "" {
+			continue
+		}
+		key := fmt.Sprint(h.PythonCommand(), "\x00", filepath.Dir(h.Script), "\x00", h.Env)
+		err, ok := done[key]
+		if !ok {
+			err = CheckScript(ctx, h)
+			done[key] = err
+		}
+		if err == nil {
+			continue
+		}
+		field := fmt.Sprintf("pipelines[%d].handler.python", i)
+		if h.Python == "" {
+			field = fmt.Sprintf("pipelines[%d].handler.script", i)
+		}
+		errs = append(errs, f.ErrorAt(field, err.Error()))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
 }

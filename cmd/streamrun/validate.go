@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/runtime"
 )
 
 const validateHelp = `Usage: streamrun validate [flags] FILE...
@@ -18,7 +19,8 @@ Checks pipeline files as 'streamrun run' does before it starts anything,
 without a broker: the YAML, every field's type and value, ${VAR}
 expansion from the environment, topic names, patterns, durations, and
 that each handler's binary, Go package directory, script and Python
-exist. A valid file is reported on stdout as "FILE: ok (its pipelines)";
+exist, and that a script handler's Python imports the streamrun SDK. A
+valid file is reported on stdout as "FILE: ok (its pipelines)";
 each problem goes to stderr as FILE:LINE:COL: field: what is wrong.
 Each file is checked on its own. docs/pipelines.md describes the format.
 
@@ -26,7 +28,7 @@ Exit status: 0 every file is valid, 2 one is not (or bad usage).
 `
 
 // runValidate checks pipeline files without a broker.
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCmd("validate", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun validate", pflag.ContinueOnError)
 	quiet := fs.BoolP("quiet", "q", false, "print nothing for valid files")
@@ -41,6 +43,9 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		f, err := pipelines.Load(path, os.LookupEnv)
 		if err == nil {
 			err = checkTelemetry(f.Telemetry, path)
+		}
+		if err == nil {
+			err = runtime.CheckScripts(ctx, f)
 		}
 		if err != nil {
 			// Already FILE:LINE:COL: ... lines, without the command's
