@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -126,4 +127,29 @@ func TestAdminClearBacklogAndResetCursor(t *testing.T) {
 		t.Fatalf("backlog after reset-cursor to 0: %d", b)
 	}
 	adminDo(t, "POST", c.AdminURL()+"/admin/v2/persistent/public/default/ops/subscription/nope/skip_all", "", 404)
+}
+
+// An unload with ?destinationBroker= moves the topic: lookups name the new
+// owner from then on, and the clients of the old one come back there.
+func TestAdminUnloadMovesTopic(t *testing.T) {
+	c := brokertest.Start(t, func(o *broker.Options) { o.Brokers = 3 })
+	const topic = "persistent://public/default/move-me"
+	from := c.OwnerOf(topic)
+	to := (from + 1) % 3
+	dial(t, c.BrokerURLs()[from]).producer(topic)
+	dest := strings.TrimPrefix(c.BrokerURLs()[to], "pulsar://")
+	adminDo(t, "PUT", c.AdminURL()+"/admin/v2/persistent/public/default/move-me/unload?destinationBroker="+dest, "", 204)
+	if got := c.OwnerOf(topic); got != to {
+		t.Fatalf("owner after the move: %d, want %d", got, to)
+	}
+	var look map[string]string
+	body := adminDo(t, "GET", c.AdminURL()+"/lookup/v2/topic/persistent/public/default/move-me", "", 200)
+	if err := json.Unmarshal([]byte(body), &look); err != nil || look["brokerUrl"] != c.BrokerURLs()[to] {
+		t.Fatalf("lookup after the move: %s (%v), want %s", body, err, c.BrokerURLs()[to])
+	}
+	if _, err := dial(t, c.BrokerURLs()[from]).createProducer(topic, ""); err == nil {
+		t.Fatalf("the old owner still takes producers after the move")
+	}
+	dial(t, c.BrokerURLs()[to]).producer(topic)
+	adminDo(t, "PUT", c.AdminURL()+"/admin/v2/persistent/public/default/move-me/unload?destinationBroker=9", "", 400)
 }

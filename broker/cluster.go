@@ -32,7 +32,6 @@ type Cluster struct {
 	log    *slog.Logger
 	store  *store.Store
 	tlsCfg *tls.Config
-	faults faultSet
 
 	verifier *auth.TokenVerifier // nil without a token key
 	permMu   sync.Mutex          // serializes changes of namespace permissions
@@ -224,8 +223,9 @@ func (c *Cluster) OwnerOf(topic string) int {
 	return int(h.Sum32() % uint32(c.opts.Brokers))
 }
 
-// AddFault installs a fault (see Fault) and returns its handle.
-func (c *Cluster) AddFault(f Fault) *FaultHandle { return c.faults.add(f) }
+// Interceptor returns Options.Intercept, the interceptor the cluster was
+// started with (nil without one).
+func (c *Cluster) Interceptor() Interceptor { return c.opts.Intercept }
 
 // DropConnections closes every client connection of broker i (-1: of all
 // brokers) at once, as a network failure would. The brokers keep listening.
@@ -260,10 +260,10 @@ func (c *Cluster) RestartBroker(i int) error {
 	return s.start(context.Background())
 }
 
-// restartBroker is RestartBroker with the broker down for a while between
-// stop and start: lookups of its topics still name it, so clients are
-// sent to a broker that is down.
-func (c *Cluster) restartBroker(ctx context.Context, i int, down time.Duration) error {
+// RestartBrokerAfter is RestartBroker with the broker down for a while
+// between stop and start: lookups of its topics still name it, so clients
+// are sent to a broker that is down. ctx ends the wait early.
+func (c *Cluster) RestartBrokerAfter(ctx context.Context, i int, down time.Duration) error {
 	if down == 0 {
 		return c.RestartBroker(i)
 	}

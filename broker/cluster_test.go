@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -59,7 +60,7 @@ func TestLookupsRedirectToTheOwnerWithThreeBrokers(t *testing.T) {
 
 func TestFaultsFireAndSpendTheirBudget(t *testing.T) {
 	c := brokertest.Start(t)
-	h := c.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: "faulty", Err: pb.ServerError_ServiceNotReady, Count: 3})
+	h := brokertest.Faults(t, c).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: "faulty", Err: pb.ServerError_ServiceNotReady, Count: 3})
 	p := dial(t, c.ServiceURL())
 	if r := p.lookup("other"); r.GetResponse() != pb.CommandLookupTopicResponse_Connect {
 		t.Fatalf("lookup of another topic: %v", r)
@@ -77,7 +78,7 @@ func TestFaultsFireAndSpendTheirBudget(t *testing.T) {
 		t.Errorf("fired %d, want 3", h.Fired())
 	}
 
-	drop := c.AddFault(broker.Fault{Command: pb.BaseCommand_PRODUCER, Drop: true})
+	drop := brokertest.Faults(t, c).Add(faults.Fault{Command: pb.BaseCommand_PRODUCER, Drop: true})
 	q := dial(t, c.ServiceURL())
 	q.send(&pb.CommandProducer{Topic: proto.String("x"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)})
 	if !q.closedByBroker() {
@@ -86,7 +87,7 @@ func TestFaultsFireAndSpendTheirBudget(t *testing.T) {
 	drop.Remove()
 	dial(t, c.ServiceURL()).producer("x")
 
-	slow := c.AddFault(broker.Fault{Command: pb.BaseCommand_PARTITIONED_METADATA, Delay: 100 * time.Millisecond, Count: 1})
+	slow := brokertest.Faults(t, c).Add(faults.Fault{Command: pb.BaseCommand_PARTITIONED_METADATA, Delay: 100 * time.Millisecond, Count: 1})
 	start := time.Now()
 	rid := p.rid()
 	resp := p.request(&pb.CommandPartitionedTopicMetadata{Topic: proto.String("slow"), RequestId: proto.Uint64(rid)}, rid)
@@ -97,7 +98,7 @@ func TestFaultsFireAndSpendTheirBudget(t *testing.T) {
 		t.Errorf("delay fault fired %d", slow.Fired())
 	}
 
-	c.AddFault(broker.Fault{Command: pb.BaseCommand_SEND, Err: pb.ServerError_PersistenceError, Count: 1})
+	brokertest.Faults(t, c).Add(faults.Fault{Command: pb.BaseCommand_SEND, Err: pb.ServerError_PersistenceError, Count: 1})
 	pid := p.producer("sendfault")
 	p.write(sendFrame(pid, 7, msg{payload: "x"}))
 	f := p.expect("SEND_ERROR", func(c *pb.BaseCommand) bool { return c.GetType() == pb.BaseCommand_SEND_ERROR })

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,28 +22,9 @@ func (cn *conn) handle(f pulsarwire.Frame) bool {
 		cn.finish()
 		return false
 	}
-	if cn.c.faults.n.Load() > 0 {
-		fault, _, ok := cn.c.faults.match(cn.srv.index, typ, cn.topicOf(cmd))
-		if ok {
-			if fault.Delay > 0 {
-				t := time.NewTimer(fault.Delay)
-				select {
-				case <-t.C:
-				case <-cn.quit:
-					t.Stop()
-					return false
-				}
-			}
-			if fault.Drop {
-				cn.log.Info("fault: dropping the connection", "command", typ.String())
-				cn.abort("fault")
-				return false
-			}
-			if fault.answers() {
-				cn.log.Debug("fault: answering with an error", "command", typ.String(), "error", fault.Err.String())
-				cn.answerError(cmd, fault.Err, fault.message())
-				return true
-			}
+	if ic := cn.c.opts.Intercept; ic != nil {
+		if handled, keep := cn.intercept(ic, cmd); handled {
+			return keep
 		}
 	}
 	body := pulsarwire.Body(cmd)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -147,11 +148,18 @@ type Options struct {
 	// KeepAlive intervals).
 	HandshakeTimeout time.Duration
 
-	// FaultAPI serves the fault-injection routes under
-	// /admin/v2/streamrun/ on the admin API (faults_api.go), for
-	// fault campaigns that run the broker in a process of its own.
-	// Default false; never turn it on for a broker that serves real work.
-	FaultAPI bool
+	// Intercept sees each command a client sends before it is handled
+	// and may delay, refuse or drop it (fault injection for tests:
+	// package broker/faults). Default nil: commands go straight to their
+	// handlers.
+	Intercept Interceptor
+
+	// AdminRoutes adds routes to the admin API (the fault API of package
+	// broker/faults): called once as the admin API starts, with the
+	// cluster and a function registering a handler for a pattern in
+	// http.ServeMux's syntax; the routes are behind the admin API's
+	// authentication. Default nil.
+	AdminRoutes func(c *Cluster, handle func(pattern string, h http.Handler))
 
 	// Logger receives the broker's logs. Default: slog.Default().
 	Logger *slog.Logger

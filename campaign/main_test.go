@@ -35,7 +35,9 @@ func TestMain(m *testing.M) {
 			log.Fatal(err)
 		}
 		streamrunBin = filepath.Join(dir, "streamrun")
-		cmd := exec.Command("go", "build", "-o", streamrunBin, "github.com/streamrun/streamrun/cmd/streamrun")
+		// The faultapi tag: the campaign's broker serves the fault API
+		// (--fault-api), which release builds leave out.
+		cmd := exec.Command("go", "build", "-tags", "faultapi", "-o", streamrunBin, "github.com/streamrun/streamrun/cmd/streamrun")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			log.Fatalf("campaign: build streamrun: %v", err)

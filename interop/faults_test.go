@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
@@ -164,7 +166,7 @@ func TestResubscribeRetriesServiceNotReady(t *testing.T) {
 	// the drop below cannot bring 0..4 back.
 	eventually(ctx, t, "the acks to reach the broker", func() bool { return c.Backlog(topic, "retry") == 0 })
 
-	fault := c.AddFault(broker.Fault{
+	fault := brokertest.Faults(t, c).Add(faults.Fault{
 		Broker:  owner,
 		Command: pb.BaseCommand_SUBSCRIBE,
 		Topic:   topic,
@@ -196,7 +198,7 @@ func TestSendErrorIsRetriedOverANewConnection(t *testing.T) {
 	sendPlain(ctx, t, p, 1, 0)
 
 	accepted := c.AcceptedConnections(owner)
-	fault := c.AddFault(broker.Fault{Broker: owner, Command: pb.BaseCommand_SEND, Topic: topic, Err: pb.ServerError_PersistenceError, Count: 1})
+	fault := brokertest.Faults(t, c).Add(faults.Fault{Broker: owner, Command: pb.BaseCommand_SEND, Topic: topic, Err: pb.ServerError_PersistenceError, Count: 1})
 	defer fault.Remove()
 	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload(1)}); err != nil {
 		t.Fatalf("send under one injected PersistenceError: %v", err)

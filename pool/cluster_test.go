@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -78,7 +79,7 @@ func TestLookupFollowsRedirectsToTheOwner(t *testing.T) {
 	for owner := 1; owner < 3; owner++ {
 		topic := topicOwnedBy(t, tg, owner)
 		// Count the lookups the owner answers: the redirect's.
-		h := tg.cluster.AddFault(broker.Fault{Broker: owner, Command: pb.BaseCommand_LOOKUP, Topic: topic, Delay: time.Nanosecond})
+		h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: owner, Command: pb.BaseCommand_LOOKUP, Topic: topic, Delay: time.Nanosecond})
 		b, err := c.Lookup(ctx, topic)
 		h.Remove()
 		if err != nil {
@@ -147,7 +148,7 @@ func TestLookupRefusedWithServiceNotReadyIsRetriedUntilItWorks(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
 	topic := brokertest.TopicName(t)
-	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 5})
+	h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 5})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestLookupRetryLimitEndsInATypedError(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: OperationRetries{Attempts: 3, Delay: 10 * time.Millisecond}})
 	topic := brokertest.TopicName(t)
-	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
+	h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
 	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
 	var re *RetryError
@@ -187,7 +188,7 @@ func TestFinalErrorsAreNotRetried(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
 	topic := brokertest.TopicName(t)
-	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_AuthorizationError})
+	h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_AuthorizationError})
 	defer h.Remove()
 	_, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")})
 	if !errors.Is(err, pulsarwire.ErrAuthorizationError) || h.Fired() != 1 {
@@ -199,7 +200,7 @@ func TestProducerCreationRefusedForNowIsRetried(t *testing.T) {
 	tg := embeddedTarget(t)
 	c := newClient(t, tg, Options{OperationRetries: fastRetries})
 	topic := brokertest.TopicName(t)
-	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_ProducerBusy, Count: 3})
+	h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_PRODUCER, Topic: topic, Err: pb.ServerError_ProducerBusy, Count: 3})
 	if _, err := c.Publish(brokertest.Context(t, time.Minute), topic, Message{Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestSendErrorMakesTheProducerResendOnANewConnection(t *testing.T) {
 	if _, err := c.Producer(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_SEND, Topic: topic, Err: pb.ServerError_PersistenceError, Count: 2})
+	h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_SEND, Topic: topic, Err: pb.ServerError_PersistenceError, Count: 2})
 	const n = 500
 	col := newCollector(n)
 	for i := 0; i < n; i++ {
@@ -387,7 +388,7 @@ func TestClosingTheClientWhileRetryingStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := brokertest.TopicName(t)
-	h := tg.cluster.AddFault(broker.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
+	h := brokertest.Faults(t, tg.cluster).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_LOOKUP, Topic: topic, Err: pb.ServerError_ServiceNotReady})
 	defer h.Remove()
 	errc := make(chan error, 1)
 	go func() {

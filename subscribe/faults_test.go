@@ -9,6 +9,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -26,7 +27,7 @@ func TestSubscribeRetriesWhatTheBrokerRefusesForNow(t *testing.T) {
 	c := tg.newClient(t, clientConfig{retryDelay: 20 * time.Millisecond})
 	topic := brokertest.TopicName(t)
 
-	f := cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 3})
+	f := brokertest.Faults(t, cl).Add(faults.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 3})
 	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "retry"})
 	if f.Fired() != 3 {
 		t.Fatalf("the fault fired %d times, want 3", f.Fired())
@@ -34,7 +35,7 @@ func TestSubscribeRetriesWhatTheBrokerRefusesForNow(t *testing.T) {
 	publish(ctx, t, c, topic, 0, 3, nil)
 	checkSequence(t, receiveN(ctx, t, cons, 3, true), 0)
 
-	cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 3})
+	brokertest.Faults(t, cl).Add(faults.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 3})
 	_, err := subscribe.New(ctx, c, subscribe.Options{Topics: []string{topic}, Subscription: "giveup",
 		Retries: pool.OperationRetries{Attempts: 2}})
 	var se *subscribe.SubscribeError
@@ -43,7 +44,7 @@ func TestSubscribeRetriesWhatTheBrokerRefusesForNow(t *testing.T) {
 	}
 
 	// A final answer is not retried.
-	f = cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_AuthorizationError, Count: 5})
+	f = brokertest.Faults(t, cl).Add(faults.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_AuthorizationError, Count: 5})
 	_, err = subscribe.New(ctx, c, subscribe.Options{Topics: []string{topic}, Subscription: "final"})
 	if !errors.As(err, &se) || !errors.Is(err, pulsarwire.ErrAuthorizationError) || f.Fired() != 1 {
 		t.Fatalf("New = %v after %d tries, want one try and the Subscribe error wrapping AuthorizationError", err, f.Fired())
@@ -63,7 +64,7 @@ func TestReconnectRetriesUntilTheBrokerTakesItBack(t *testing.T) {
 	publish(ctx, t, c, topic, 0, 5, nil)
 	checkSequence(t, receiveN(ctx, t, cons, 5, true), 0)
 
-	f := cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 4})
+	f := brokertest.Faults(t, cl).Add(faults.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: topic, Err: pb.ServerError_ServiceNotReady, Count: 4})
 	cl.DropConnections(-1)
 	publish(ctx, t, c, topic, 5, 30, nil)
 	checkSequence(t, receiveN(ctx, t, cons, 30, true), 5)
@@ -100,7 +101,7 @@ func TestAcksHeldForAReconnectingPartKeepGrouping(t *testing.T) {
 	}
 
 	// The part of away cannot subscribe again until the fault goes.
-	f := cl.AddFault(broker.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: away, Err: pb.ServerError_ServiceNotReady})
+	f := brokertest.Faults(t, cl).Add(faults.Fault{Command: pb.BaseCommand_SUBSCRIBE, Topic: away, Err: pb.ServerError_ServiceNotReady})
 	defer f.Remove()
 	tg.disconnect(t, away)
 	brokertest.Eventually(t, testTimeout, "the part of "+away+" to be refused", func() bool { return f.Fired() > 0 })

@@ -68,7 +68,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		tlsListen = fs.String("tls-listen", "127.0.0.1:6651", "address of broker 0's TLS port, with --tls-cert")
 		httpsAddr = fs.String("https", "", `address of the admin REST API over TLS, with --tls-cert (default: off)`)
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
-		faultAPI  = fs.Bool("fault-api", false, "serve the fault-injection routes under /admin/v2/streamrun/ on the admin API, for fault campaigns (docs/reliability.md); never on a broker that serves real work")
+		faultAPI  = fs.Bool("fault-api", false, "serve the fault-injection routes under /admin/v2/streamrun/ on the admin API, for fault campaigns (docs/reliability.md); only in a build with the faultapi tag, never on a broker that serves real work")
 		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
 		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	)
@@ -113,10 +113,14 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		TLSKeyFile:     *tlsKey,
 		HTTPS:          *httpsAddr,
 		Logger:         logger,
-		FaultAPI:       *faultAPI,
 	}
 	if err := sf.apply(&opts); err != nil {
 		return cmd.fail(err)
+	}
+	if *faultAPI {
+		if err := installFaultAPI(&opts); err != nil {
+			return cmd.fail(err)
+		}
 	}
 	limits.apply(&opts)
 	if *tlsCert != "" {

@@ -1,10 +1,22 @@
-package broker
+// Package faults makes an embedded broker misbehave on purpose, for
+// tests: "fail the next 3 lookups of topic X with ServiceNotReady", "drop
+// the connection at the next PRODUCER", "hold every SEND 100 ms". A Set of
+// faults plugs into a broker as its Options.Intercept (Install); with
+// InstallAPI it is also served over the admin API, for a broker run as a
+// process of its own (`streamrun broker --fault-api`, a build with the
+// faultapi tag). broker/brokertest installs a Set on every test cluster
+// (brokertest.Faults).
+//
+// Nothing outside tests imports this package, so a production build of
+// the broker carries none of it.
+package faults
 
 import (
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -48,29 +60,32 @@ type Fault struct {
 	Count int
 }
 
-// FaultHandle is an added fault.
-type FaultHandle struct {
+// Handle is an added fault.
+type Handle struct {
 	f     Fault
 	topic string // normalized
-	set   *faultSet
+	set   *Set
 	fired atomic.Int64
 	left  int // guarded by set.mu; <0: unlimited
 }
 
 // Fired returns how many commands the fault has applied to so far.
-func (h *FaultHandle) Fired() int { return int(h.fired.Load()) }
+func (h *Handle) Fired() int { return int(h.fired.Load()) }
 
 // Remove stops the fault. Removing it twice is harmless.
-func (h *FaultHandle) Remove() { h.set.remove(h) }
+func (h *Handle) Remove() { h.set.remove(h) }
 
-type faultSet struct {
+// Set is a list of faults, matched in the order they were added. The zero
+// Set is empty and ready; it is safe for concurrent use.
+type Set struct {
 	mu     sync.Mutex
-	faults []*FaultHandle
+	faults []*Handle
 	n      atomic.Int32 // len(faults), read without the lock on the hot path
 }
 
-func (s *faultSet) add(f Fault) *FaultHandle {
-	h := &FaultHandle{f: f, set: s, left: f.Count}
+// Add puts a fault in place (see Fault) and returns its handle.
+func (s *Set) Add(f Fault) *Handle {
+	h := &Handle{f: f, set: s, left: f.Count}
 	if f.Count <= 0 {
 		h.left = -1
 	}
@@ -88,7 +103,7 @@ func (s *faultSet) add(f Fault) *FaultHandle {
 	return h
 }
 
-func (s *faultSet) remove(h *FaultHandle) {
+func (s *Set) remove(h *Handle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, x := range s.faults {
@@ -100,16 +115,29 @@ func (s *faultSet) remove(h *FaultHandle) {
 	s.n.Store(int32(len(s.faults)))
 }
 
-// match finds the fault for a command, spending one of its budget.
-func (s *faultSet) match(broker int, typ pb.BaseCommand_Type, topic string) (Fault, *FaultHandle, bool) {
+// Install makes s the interceptor of the broker o configures.
+func (s *Set) Install(o *broker.Options) { o.Intercept = s }
+
+// Intercept implements broker.Interceptor: the first fault matching the
+// command decides, spending one of its budget.
+func (s *Set) Intercept(brokerIndex int, typ pb.BaseCommand_Type, topicOf func() string) (broker.Verdict, bool) {
 	if s.n.Load() == 0 {
-		return Fault{}, nil, false
+		return broker.Verdict{}, false
 	}
+	f, ok := s.match(brokerIndex, typ, topicOf())
+	if !ok {
+		return broker.Verdict{}, false
+	}
+	return broker.Verdict{Delay: f.Delay, Drop: f.Drop, Refuse: f.answers(), Err: f.Err, Message: f.message()}, true
+}
+
+// match finds the fault for a command, spending one of its budget.
+func (s *Set) match(brokerIndex int, typ pb.BaseCommand_Type, topic string) (Fault, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, h := range s.faults {
 		f := h.f
-		if f.Broker >= 0 && f.Broker != broker {
+		if f.Broker >= 0 && f.Broker != brokerIndex {
 			continue
 		}
 		if f.Command == 0 && (typ == pb.BaseCommand_PING || typ == pb.BaseCommand_PONG) {
@@ -129,9 +157,9 @@ func (s *faultSet) match(broker int, typ pb.BaseCommand_Type, topic string) (Fau
 				s.n.Store(int32(len(s.faults)))
 			}
 		}
-		return f, h, true
+		return f, true
 	}
-	return Fault{}, nil, false
+	return Fault{}, false
 }
 
 // answers reports whether the fault answers with an error.
