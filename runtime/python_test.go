@@ -55,7 +55,7 @@ func pythonHandler(t testing.TB, cfg testConfig) pipelines.Handler {
 }
 
 // The crash test of TestCrashes, on the Python handler: SIGKILLs of the
-// Python process and exceptions raised in the handler lose nothing and
+// Python process and its interpreter dying mid-batch lose nothing and
 // never reach the broker connections.
 func TestPythonCrashes(t *testing.T) {
 	pythonSDK(t)
@@ -74,10 +74,12 @@ func TestPythonCrashes(t *testing.T) {
 	}
 }
 
-// A message a Python handler raises on every time is dead-lettered after
-// MaxCrashes crashes, as one a Go handler panics on, and the reason names
-// the exception; the messages around it go through.
-func TestPythonPoisonMessageIsDeadLettered(t *testing.T) {
+// An exception a Python handler raises for a message is that message's
+// error, as an error a Go MessageFunc returns: it is retried under the
+// pipeline's error policy, then dead-lettered with the exception as the
+// reason, while the process goes on with the others: no crash, no
+// restart. The traceback reaches the host's log as one WARN record.
+func TestAPythonExceptionIsTheMessagesError(t *testing.T) {
 	c := cluster(t)
 	cl := client(t, c)
 	in, out, dlq := topic(t, "in"), topic(t, "out"), topic(t, "dlq")
@@ -92,10 +94,11 @@ func TestPythonPoisonMessageIsDeadLettered(t *testing.T) {
 	outs, dead := collect(t, cl, out), collect(t, cl, dlq)
 	logs := &logLines{}
 	r := runHost(t, c, streamrun.Options{Restart: fastRestarts, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, pipelines.Pipeline{
-		Name:        "poison",
-		Source:      pipelines.Source{Topics: []string{in}, Subscription: "poison", InitialPosition: pipelines.Earliest},
-		Handler:     h,
-		ErrorPolicy: pipelines.ErrorPolicy{DeadLetterTopic: dlq},
+		Name:    "poison",
+		Source:  pipelines.Source{Topics: []string{in}, Subscription: "poison", InitialPosition: pipelines.Earliest},
+		Handler: h,
+		ErrorPolicy: pipelines.ErrorPolicy{DeadLetterTopic: dlq, MaxRetries: 2,
+			Backoff: pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
 	})
 	got := outs.waitLen(t, 15)
 	d := dead.waitLen(t, 1)
@@ -103,10 +106,8 @@ func TestPythonPoisonMessageIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letter %q", d[0].Payload)
 	}
 	reason := d[0].Properties[streamrun.PropertyDeadLetterReason]
-	for _, want := range []string{"crashed 3 times", "told to raise"} {
-		if !strings.Contains(reason, want) {
-			t.Errorf("reason %q, want it to say %q", reason, want)
-		}
+	if want := "retried 2 times; last reason: RuntimeError: raises: told to raise on message "; !strings.HasPrefix(reason, want) {
+		t.Errorf("reason %q, want it to start %q", reason, want)
 	}
 	for _, m := range got {
 		if string(m.Payload) == "poison" {
@@ -114,22 +115,57 @@ func TestPythonPoisonMessageIsDeadLettered(t *testing.T) {
 		}
 	}
 	waitFor(t, "everything settled", func() bool { s := r.stats("poison"); return s.Acked+s.DeadLettered == 16 })
-	t.Logf("reason: %s; stats %+v", reason, r.stats("poison"))
-	// The SDK's own record of the crash reached the host's log as a
+	s := r.stats("poison")
+	t.Logf("reason: %s; stats %+v", reason, s)
+	if s.Crashes != 0 || s.Restarts != 0 || s.Retried != 2 || s.DeadLettered != 1 {
+		t.Errorf("stats %+v: want no crash, no restart, 2 retries, 1 dead letter", s)
+	}
+	// The SDK's record of each exception reached the host's log as a
 	// structured record of the plugin's: level, attributes, traceback.
-	found := false
+	n := 0
 	for _, line := range logs.all() {
 		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "handler raised; the plugin exits" {
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "handler raised; the message will be retried" {
 			continue
 		}
-		found = true
-		if rec["level"] != "ERROR" || rec["plugin"] != "raises.py" || rec["index"] != float64(11) || rec["message_id"] == nil {
-			t.Errorf("the crash record: %v", rec)
+		n++
+		if rec["level"] != "WARN" || rec["plugin"] != "raises.py" || rec["message_id"] == nil ||
+			!strings.Contains(fmt.Sprint(rec["stack"]), "told to raise") {
+			t.Errorf("the exception's record: %v", rec)
 		}
 	}
-	if !found {
-		t.Errorf("no record of the crash in the host's log:\n%s", strings.Join(logs.all(), ""))
+	if n != 3 {
+		t.Errorf("%d records of the exception in the host's log, want 3 (the first try and 2 retries):\n%s", n, strings.Join(logs.all(), ""))
+	}
+}
+
+// An interpreter that dies (os._exit) on a message is a crash, supervised
+// as a Go handler's: the handler restarted, the batch retried and split
+// until the message is found alone, then dead-lettered after MaxCrashes.
+func TestAPythonInterpreterThatDiesIsSupervised(t *testing.T) {
+	c := cluster(t)
+	cl := client(t, c)
+	in, out, dlq := topic(t, "in"), topic(t, "out"), topic(t, "dlq")
+	payloads := []string{"fine-0", "fine-1", "poison", "fine-3"}
+	h := pythonScript(t, "examples/plugins/python/raises/raises.py", map[string]any{"payload": "poison", "exit": true, "output": out})
+	h.BatchWait = 200 * time.Millisecond // one batch of 4
+	publish(t, cl, in, len(payloads), func(i int) string { return payloads[i] }, nil)
+	outs, dead := collect(t, cl, out), collect(t, cl, dlq)
+	r := runHost(t, c, streamrun.Options{Restart: fastRestarts, Logger: testLogger(t, slog.LevelError+4)}, pipelines.Pipeline{
+		Name:        "crash",
+		Source:      pipelines.Source{Topics: []string{in}, Subscription: "crash", InitialPosition: pipelines.Earliest},
+		Handler:     h,
+		ErrorPolicy: pipelines.ErrorPolicy{DeadLetterTopic: dlq},
+	})
+	outs.waitLen(t, 3)
+	d := dead.waitLen(t, 1)
+	reason := d[0].Properties[streamrun.PropertyDeadLetterReason]
+	if string(d[0].Payload) != "poison" || !strings.Contains(reason, "failed 3 times on it alone") || !strings.Contains(reason, "exit status 3") {
+		t.Errorf("dead letter %q, reason %q", d[0].Payload, reason)
+	}
+	waitFor(t, "everything settled", func() bool { s := r.stats("crash"); return s.Acked+s.DeadLettered == 4 })
+	if s := r.stats("crash"); s.Crashes < 3 || s.Restarts < 3 {
+		t.Errorf("stats %+v: want the crashes counted and the handler restarted", s)
 	}
 }
 

@@ -43,9 +43,19 @@ def test_enrich_routes_by_amount_and_dead_letters_what_does_not_decode(plugin):
     assert r[3].outcome == pb.OUTCOME_DEAD_LETTER and "decode payload as Order" in r[3].reason
 
 
-def test_raises_names_the_message(plugin):
+def test_raises_fails_the_message_and_goes_on(plugin):
     p = plugin(str(EXAMPLES / "raises" / "raises.py"))
     init(p, b'{"key": "bad", "output": "echo"}')
     [res] = p.batches([pb.Batch(seq=1, messages=[message(0, b"a"), message(1, b"b", key=b"bad")])])
-    assert res.panic.index == 1 and "told to raise on message 1:1:-1:-1" in res.panic.value
-    assert p.wait() == 2
+    r = {x.index: x for x in res.results}
+    assert r[0].outcome == pb.OUTCOME_ACK and r[0].outputs[0].topic == "echo"
+    assert r[1].outcome == pb.OUTCOME_RETRY and r[1].reason == "RuntimeError: raises: told to raise on message 1:1:-1:-1"
+    assert p.proc.poll() is None
+
+
+def test_raises_with_exit_ends_the_interpreter(plugin):
+    p = plugin(str(EXAMPLES / "raises" / "raises.py"))
+    init(p, b'{"key": "bad", "exit": true}')
+    with pytest.raises(grpc.RpcError):
+        p.batches([pb.Batch(seq=1, messages=[message(0, b"a"), message(1, b"b", key=b"bad")])])
+    assert p.wait() == 3

@@ -51,19 +51,34 @@ def test_what_a_message_handler_returns_is_its_outcome():
     assert r.outputs[0].payload == "é".encode()
 
 
-def test_raised_outcomes_count_as_returned_and_other_exceptions_as_crashes():
+def test_raised_outcomes_count_as_returned_and_other_exceptions_fail_their_message():
     def h(m):
         if m.payload == b"dead":
             raise streamrun.DeadLetter("no good")
         if m.payload == b"bug":
             return {"not": "an output"}
+        if m.payload == b"half":
+            return [streamrun.Output(topic="t"), "not an output"]
+        if m.payload == b"raise":
+            raise ValueError("bad \udcff byte")  # not UTF-8 as it stands
+        if m.payload == b"oom":
+            raise MemoryError()
         return None
 
     res, p = run(h, [message(0, b"ok"), message(1, b"dead")])
     assert p is None and [r.outcome for r in res] == [pb.OUTCOME_ACK, pb.OUTCOME_DEAD_LETTER]
     assert res[1].reason == "no good"
-    res, p = run(h, [message(0, b"ok"), message(1, b"bug")])
-    assert res is None and p.index == 1 and p.value.startswith("TypeError: the handler returned a dict")
+    # What a handler returns wrongly, or raises, is its message's error:
+    # a retry with it as reason, nothing of what it half answered kept.
+    res, p = run(h, [message(0, b"ok"), message(1, b"bug"), message(2, b"half"), message(3, b"raise")])
+    assert p is None and [r.index for r in res] == [0, 1, 2, 3]
+    assert [r.outcome for r in res] == [pb.OUTCOME_ACK] + [pb.OUTCOME_RETRY] * 3
+    assert res[1].reason.startswith("TypeError: the handler returned a dict")
+    assert res[2].reason.startswith("TypeError: the handler returned a str among its outputs") and not res[2].outputs
+    assert res[3].reason == "ValueError: bad ? byte"
+    # An interpreter out of memory is not to be trusted with the next one.
+    res, p = run(h, [message(0, b"ok"), message(1, b"oom")])
+    assert res is None and p.index == 1 and p.value == "MemoryError: "
 
 
 def test_wrong_outputs_are_errors():
@@ -97,18 +112,28 @@ def test_a_batch_handler_answers_per_message_and_an_outcome_raised_covers_the_ba
         other = streamrun.Message(message(9, b"x"), 0)
         batch.ack(other)
 
-    res, p = run(stranger, [message(0, b"a")], batch=True)
-    assert res is None and "not a message of this batch" in p.value
+    res, p = run(stranger, [message(0, b"a"), message(1, b"b")], batch=True)
+    assert p is None and [r.outcome for r in res] == [pb.OUTCOME_RETRY] * 2
+    assert "not a message of this batch" in res[0].reason
 
 
-def test_an_exception_in_a_batch_handler_names_the_message_being_iterated():
+def test_an_exception_in_a_batch_handler_retries_the_batch_and_a_crash_names_the_message_being_iterated():
     def h(batch):
         for m in batch:
+            batch.output(m, streamrun.Output(topic="t"))
             if m.index == 2:
                 raise RuntimeError("boom")
 
     res, p = run(h, [message(i, b"x") for i in range(4)], batch=True)
-    assert res is None and p.index == 2 and "RuntimeError: boom" == p.value
+    assert p is None and [(r.outcome, r.reason, len(r.outputs)) for r in res] == [(pb.OUTCOME_RETRY, "RuntimeError: boom", 0)] * 4
+
+    def crash(batch):
+        for m in batch:
+            if m.index == 2:
+                raise SystemExit(1)
+
+    res, p = run(crash, [message(i, b"x") for i in range(4)], batch=True)
+    assert res is None and p.index == 2 and p.value == "SystemExit: 1"
 
 
 def test_a_handler_object_with_init_and_close():

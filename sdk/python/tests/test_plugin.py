@@ -50,14 +50,55 @@ def test_a_batch_handler_gets_the_batch(plugin):
     assert by[4].outcome == pb.OUTCOME_DROP and list(by[4].outputs) == []
 
 
-def test_an_exception_is_reported_like_a_panic_and_the_plugin_exits(plugin):
+def test_an_exception_is_the_messages_error_and_the_plugin_goes_on(plugin):
     p = plugin()
     init(p)
-    [res] = p.batches([pb.Batch(seq=3, messages=[message(0, b"fine"), message(1, b"raise"), message(2, b"x")])])
+    batch = [message(0, b"fine"), message(1, b"raise"), message(2, b"x"), message(3, b"raise")]
+    first, second = p.batches([pb.Batch(seq=3, messages=batch), pb.Batch(seq=4, messages=[message(0, b"after")])])
+    # The messages that raised are retried with the exception as reason,
+    # as an error a Go MessageFunc returns; the others are answered.
+    assert first.seq == 3 and not first.HasField("panic")
+    r = {x.index: x for x in first.results}
+    assert sorted(r) == [0, 1, 2, 3]
+    assert r[0].outcome == pb.OUTCOME_ACK and [o.payload for o in r[0].outputs] == [b"fine"]
+    assert r[2].outcome == pb.OUTCOME_ACK and [o.payload for o in r[2].outputs] == [b"x"]
+    for i in (1, 3):
+        assert r[i].outcome == pb.OUTCOME_RETRY and r[i].reason == "KeyError: 'told to raise'" and not r[i].outputs
+        assert r[i].retry_delay_ms == 0  # the pipeline's backoff
+    # The process goes on.
+    assert second.seq == 4 and second.results[0].outcome == pb.OUTCOME_ACK
+    assert p.proc.poll() is None
+    # One WARN record for the batch: the first exception's traceback, and
+    # how many raised.
+    recs = [json.loads(l) for l in p.stderr if l.startswith("{")]
+    raised = [r for r in recs if r["msg"] == "handler raised; the message will be retried"]
+    assert len(raised) == 1, recs
+    assert raised[0]["level"] == "WARN" and raised[0]["index"] == 1 and raised[0]["message_id"] == "1:1:-1:-1"
+    assert raised[0]["raised"] == 2 and raised[0]["messages"] == 4
+    assert raised[0]["error"] == "KeyError: 'told to raise'" and "raise KeyError" in raised[0]["stack"]
+    assert not [r for r in recs if r["level"] == "ERROR"], recs
+
+
+def test_an_exception_of_a_batch_handler_retries_the_whole_batch(plugin):
+    p = plugin("batch.py")
+    init(p)
+    first, second = p.batches([pb.Batch(seq=1, messages=[message(0, b"a"), message(1, b"raise"), message(2, b"c")]),
+                               pb.Batch(seq=2, messages=[message(0, b"a"), message(1, b"b")])])
+    assert not first.HasField("panic")
+    assert [(r.index, r.outcome, r.reason, len(r.outputs)) for r in first.results] == [
+        (i, pb.OUTCOME_RETRY, "ConnectionError: database down", 0) for i in range(3)]
+    assert [r.outcome for r in second.results] == [pb.OUTCOME_ACK, pb.OUTCOME_DROP]
+    assert p.proc.poll() is None
+
+
+@pytest.mark.parametrize("payload, value", [(b"oom", "MemoryError: told to run out"), (b"exit", "SystemExit: 3")])
+def test_running_out_of_memory_or_exiting_is_a_crash(plugin, payload, value):
+    p = plugin()
+    init(p)
+    [res] = p.batches([pb.Batch(seq=3, messages=[message(0, b"fine"), message(1, payload), message(2, b"x")])])
     assert res.seq == 3 and len(res.results) == 0
-    assert res.panic.index == 1
-    assert res.panic.value == "KeyError: 'told to raise'"
-    assert "Traceback" in res.panic.stack and "raise KeyError" in res.panic.stack
+    assert res.panic.index == 1 and res.panic.value == value
+    assert "Traceback" in res.panic.stack
     assert p.wait() == 2
     # The host's log gets one ERROR record naming the message.
     recs = [json.loads(l) for l in p.stderr if l.startswith("{")]

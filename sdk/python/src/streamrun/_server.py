@@ -35,6 +35,18 @@ CRASH_EXIT_DELAY = 1.0
 SHUTDOWN_GRACE = 2.0
 
 
+#: Exceptions that end the process as a crash rather than fail a message:
+#: an interpreter out of memory may be broken anywhere, and SystemExit and
+#: KeyboardInterrupt ask for the end. (They are what `except Exception`
+#: does not take, and MemoryError.)
+_CRASHES = (MemoryError,)
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as a reason: its type and text, valid UTF-8."""
+    return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace").decode("utf-8")
+
+
 def _panic(exc: BaseException, index: int) -> pb.Panic:
     value = f"{type(exc).__name__}: {exc}"
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -63,13 +75,28 @@ class _Handler:
 
     def process(self, msgs, deadline: Optional[float], out: pb.BatchResult, traceparent: str = "",
                 tracestate: str = "") -> Optional[pb.Panic]:
-        """Runs the handler over a batch, filling out's results. Returns
-        the panic when it raised; out has no results when it raised or the
-        deadline passed first."""
+        """Runs the handler over a batch, filling out's results. An
+        exception raised for a message is that message's error (a retry
+        under the pipeline's error policy, with the exception as reason),
+        and one raised by a batch handler the whole batch's, as an error
+        returned is in the Go SDK. Returns the panic when the handler
+        crashed (_CRASHES, or what is not an Exception); out has no results
+        then, nor when the deadline passed first."""
         b = Batch(msgs, deadline, traceparent, tracestate)
         try:
             ok = self._batch(b, out) if self.batch else self._each(b, out)
-        except Exception as e:  # noqa: BLE001 - every exception is a crash, as a Go panic is
+        except _CRASHES as e:
+            del out.results[:]
+            return _panic(e, b.current)
+        except Exception as e:  # noqa: BLE001 - a batch handler's: the batch's error
+            del out.results[:]
+            reason = _describe(e)
+            for i in range(len(b)):
+                out.results.add(index=i, outcome=pb.OUTCOME_RETRY, reason=reason)
+            log.warning("handler raised; every message of the batch will be retried",
+                        exc_info=True, extra={"messages": len(b)})
+            ok = True
+        except BaseException as e:  # noqa: BLE001 - SystemExit and the like: a crash
             del out.results[:]
             return _panic(e, b.current)
         if not ok:
@@ -80,16 +107,33 @@ class _Handler:
         fn, deadline = self.fn, b.deadline
         add = out.results.add
         now = time.monotonic
+        failed = 0
         for m in b._msgs:
             if deadline is not None and now() > deadline:
                 return False
             b.current = m.index
+            r = add(index=m.index)
             try:
-                ret = fn(m)
-            except Outcome as o:
-                ret = o
-            _fill_result(add(index=m.index), ret)
+                try:
+                    ret = fn(m)
+                except Outcome as o:
+                    ret = o
+                _fill_result(r, ret)
+            except _CRASHES:
+                raise
+            except Exception as e:  # noqa: BLE001 - the message's error, as a Go MessageFunc's
+                r.Clear()
+                r.index, r.outcome, r.reason = m.index, pb.OUTCOME_RETRY, _describe(e)
+                failed += 1
+                if failed == 1:
+                    first = (m, e)
         b.current = -1
+        if failed:
+            m, e = first
+            # One record a batch: the first exception's traceback, and how
+            # many messages raised.
+            log.warning("handler raised; the message will be retried", exc_info=(type(e), e, e.__traceback__),
+                        extra={"index": m.index, "message_id": m.id, "raised": failed, "messages": len(b)})
         return True
 
     def _batch(self, b: Batch, out: pb.BatchResult) -> bool:
@@ -225,8 +269,13 @@ def serve(handler: Any, *, batch: Optional[bool] = None, init: Optional[Callable
     init(info) runs once before the first batch with the pipeline's
     handler config; an exception refuses the start (the host reports it and
     does not retry). close() runs on a graceful stop. Any other exception
-    from the handler is a crash, as a panic is for a Go handler: the host
-    is told the message being handled and the traceback, this process
+    a message function raises is that message's error, as an error
+    returned is for a Go MessageFunc: the message is retried under the
+    pipeline's error policy (max_retries, then the dead-letter topic) with
+    the exception as the reason, and the process goes on; one a batch
+    handler raises retries its whole batch. MemoryError, SystemExit and
+    KeyboardInterrupt are crashes, as a panic is for a Go handler: the
+    host is told the message being handled and the traceback, this process
     exits, and the host retries the batch on a fresh one.
     """
     h = _Handler(handler, batch, init, close)

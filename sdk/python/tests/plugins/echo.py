@@ -1,6 +1,7 @@
 """A plugin for the SDK's tests: echoes each message to "output" with its
-key and properties; payload "raise" raises, "sleep:S" sleeps S seconds,
-"print" prints to stdout, "log" logs a record with attributes."""
+key and properties; payload "raise" raises, "oom" raises MemoryError,
+"exit" calls sys.exit, "sleep:S" sleeps S seconds, "print" prints to
+stdout, "log" logs a record with attributes."""
 
 import logging
 import sys
@@ -29,6 +30,10 @@ def handle(m: streamrun.Message):
     p = m.payload
     if p == b"raise":
         raise KeyError("told to raise")
+    if p == b"oom":
+        raise MemoryError("told to run out")
+    if p == b"exit":
+        sys.exit(3)
     if p.startswith(b"sleep:"):
         time.sleep(float(p[6:]))
     if p == b"print":
