@@ -54,6 +54,11 @@ type decoder struct {
 	// at records where each field path's value was written, so that
 	// problems found later by Validate point into the file.
 	at map[string]pos
+	// src is the file's text and scalars the scalar node written at each
+	// path, so that a problem inside a value (an expression's) points at
+	// its own line and column (scalarPos).
+	src     []byte
+	scalars map[string]*yaml.Node
 	// aliasNodes counts the values reached through aliases; inAlias says
 	// the walk is inside one.
 	aliasNodes int
@@ -149,6 +154,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, depth int) {
 	if path != "" {
 		if _, seen := d.at[path]; !seen {
 			d.at[path] = pos{n.Line, n.Column}
+			if n.Kind == yaml.ScalarNode && d.scalars != nil {
+				d.scalars[path] = n
+			}
 		}
 	}
 	if !d.enter(&n, path, depth) {
@@ -163,8 +171,20 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, depth int) {
 	d.into(n, v, path, depth)
 }
 
+// scalarForm is a struct that may also be written as a word (a Step:
+// "handler").
+type scalarForm interface {
+	fromScalar(s string) bool
+}
+
 // into decodes n, neither an alias nor null, into v, by v's type.
 func (d *decoder) into(n *yaml.Node, v reflect.Value, path string, depth int) {
+	if sf, ok := v.Addr().Interface().(scalarForm); ok && v.Kind() == reflect.Struct && n.Kind == yaml.ScalarNode {
+		if s, ok := d.scalar(n, path, "a mapping"); ok && !sf.fromScalar(s) {
+			d.fail(n, path, "%q: want a mapping (key: value lines), or %s", s, HandlerMarker)
+		}
+		return
+	}
 	switch {
 	case v.Type() == durationType:
 		d.duration(n, v, path)

@@ -85,7 +85,7 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 	} else if err != io.EOF {
 		return nil, nil, Errors{syntaxError(name, data, err)}
 	}
-	d := &decoder{file: name, lookup: lookupEnv, at: map[string]pos{}}
+	d := &decoder{file: name, lookup: lookupEnv, at: map[string]pos{}, src: data, scalars: map[string]*yaml.Node{}}
 	var f File
 	top := &doc
 	if top.Kind == yaml.DocumentNode && len(top.Content) == 1 {
@@ -105,7 +105,7 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 		for _, e := range unjoin(err) {
 			var fe *FieldError
 			if errors.As(e, &fe) {
-				d.errAt(fe.Path, fe.Err.Error())
+				d.errAtOffset(fe.Path, fe.Offset, fe.Err.Error())
 			} else {
 				d.errAt("", e.Error())
 			}
@@ -113,6 +113,21 @@ func parse(name, dir string, data []byte, lookupEnv func(string) (string, bool))
 		return nil, d, d.sorted()
 	}
 	return &f, d, nil
+}
+
+// errAtOffset records a problem offset characters into the value
+// written at path (an expression's), at its own line and column.
+func (d *decoder) errAtOffset(path string, offset int, msg string) {
+	if n, ok := d.scalars[path]; ok && (offset > 0 || n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0) {
+		// The end of the expression is after its last character, not
+		// after a block scalar's final line break.
+		offset = min(offset, utf8.RuneCountInString(strings.TrimRight(n.Value, " \t\r\n")))
+		if line, col, ok := scalarPos(d.src, n, offset); ok {
+			d.errs = append(d.errs, &Error{File: d.file, Line: line, Col: col, Path: path, Msg: msg})
+			return
+		}
+	}
+	d.errAt(path, msg)
 }
 
 // errAt records a problem found after decoding at the place its field

@@ -68,6 +68,15 @@ pipelines:
       timeout: 1m30s
       max_in_flight: 2000
       max_batches_in_flight: 1
+    steps:
+      - name: positive
+        filter: json.amount >= 0
+        on_error: drop
+      - handler
+      - map: {payload: text, key: key, ordering_key: key, properties: {from: topic}, event_time: publish_time}
+      - route: {to: 'topic + "-x"', default: out}
+      - dead_letter_if: json.bad
+        reason: '"bad"'
     outputs: [out]
     error_policy:
       max_retries: 5
@@ -103,6 +112,13 @@ func TestParseEveryField(t *testing.T) {
 					"nested": map[string]any{"list": []any{1, 2.5, true, nil, "text"}}},
 				BatchSize: 16, BatchWait: 5 * time.Millisecond, Instances: 4, Timeout: 90 * time.Second,
 				MaxInFlight: 2000, MaxBatchesInFlight: 1},
+			Steps: []pipelines.Step{
+				{Name: "positive", Filter: "json.amount >= 0", OnError: "drop"},
+				{Handler: true},
+				{Map: &pipelines.MapStep{Payload: "text", Key: "key", OrderingKey: "key", Properties: map[string]string{"from": "topic"}, EventTime: "publish_time"}},
+				{Route: &pipelines.RouteStep{To: `topic + "-x"`, Default: "out"}},
+				{DeadLetterIf: "json.bad", Reason: `"bad"`},
+			},
 			Outputs: []string{"out"},
 			ErrorPolicy: pipelines.ErrorPolicy{MaxRetries: 5, DeadLetterTopic: "orders-dlq", MaxCrashes: 2,
 				Backoff: pipelines.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}},
@@ -130,7 +146,8 @@ func checkAllSet(t *testing.T, v reflect.Value, path string) {
 		for i := range v.NumField() {
 			name := v.Type().Field(i).Name
 			switch name {
-			case "Insecure", "Package", "Script", "Python", "Pattern":
+			case "Insecure", "Package", "Script", "Python", "Pattern",
+				"Map", "Route", "DeadLetterIf", "Reason", "Handler": // a step is of one kind
 				continue
 			}
 			if v.Field(i).IsZero() {

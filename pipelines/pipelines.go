@@ -153,7 +153,7 @@ type Traces struct {
 	SamplerArg string `yaml:"sampler_arg,omitempty" json:"sampler_arg,omitempty"`
 }
 
-// Pipeline is one source -> handler -> outputs flow.
+// Pipeline is one source -> steps and handler -> outputs flow.
 type Pipeline struct {
 	// Name identifies the pipeline in logs, metrics and health, and is
 	// told to the handler. Required; letters, digits, '-', '_' and '.';
@@ -161,8 +161,15 @@ type Pipeline struct {
 	Name string `yaml:"name" json:"name"`
 	// Source is the subscription the pipeline reads.
 	Source Source `yaml:"source" json:"source"`
-	// Handler processes the messages.
-	Handler Handler `yaml:"handler" json:"handler"`
+	// Handler processes the messages, and says how they are batched. A
+	// pipeline with Steps may have none: its steps alone run, in the
+	// host's process (Handler then holds only the batching fields).
+	Handler Handler `yaml:"handler,omitempty" json:"handler,omitempty"`
+	// Steps are filters, maps, routes and dead-letter rules, each an
+	// expression evaluated in the host's process, before the handler
+	// and, after the entry "handler", on its outputs (see Step). Default
+	// none.
+	Steps []Step `yaml:"steps,omitempty" json:"steps,omitempty"`
 	// Outputs lists the topics the handler publishes to. Their producers
 	// are opened before the first message is read, so a topic that cannot
 	// be published to stops the pipeline at start rather than at its

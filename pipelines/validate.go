@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamrun/streamrun/steps"
 )
 
 // FieldError is one problem with one field. Path names the field the way
@@ -16,6 +18,9 @@ import (
 type FieldError struct {
 	Path string
 	Err  error
+	// Offset is where in the field's value the problem is, in characters
+	// from its start (an expression's problem); 0 for the value as a whole.
+	Offset int
 }
 
 func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
@@ -25,7 +30,7 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Validate checks every pipeline of the file and that their names are
 // distinct. The error joins a *FieldError for each problem found.
 func (f *File) Validate() error {
-	c := &checker{}
+	c := &checker{env: &lazyEnv{}}
 	if len(f.Pipelines) == 0 {
 		c.bad("pipelines", "no pipeline")
 	}
@@ -38,7 +43,7 @@ func (f *File) Validate() error {
 			c.bad(prefix+".name", "%q is also the name of pipelines[%d]", p.Name, j)
 		}
 		seen[p.Name] = i
-		c.errs = append(c.errs, p.validate(prefix)...)
+		c.errs = append(c.errs, p.validate(prefix, c.env)...)
 	}
 	return errors.Join(c.errs...)
 }
@@ -86,16 +91,17 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 // Validate checks one pipeline. The error joins a *FieldError for each
 // problem found, paths relative to the pipeline ("source.topics[1]").
 func (p *Pipeline) Validate() error {
-	return errors.Join(p.validate("")...)
+	return errors.Join(p.validate("", &lazyEnv{})...)
 }
 
 // validate checks the pipeline one field group at a time, in the order
 // the file lists them, so that the problems come out in that order too.
-func (p *Pipeline) validate(prefix string) []error {
-	c := &checker{prefix: prefix}
+func (p *Pipeline) validate(prefix string, env *lazyEnv) []error {
+	c := &checker{prefix: prefix, env: env}
 	c.name(p.Name)
 	c.source(&p.Source)
-	c.handler(&p.Handler, p.Source.Type)
+	c.handler(&p.Handler, p.Source.Type, len(p.Steps) > 0)
+	c.checkSteps(p, env.get)
 	for i, t := range p.Outputs {
 		c.topic(fmt.Sprintf("outputs[%d]", i), t)
 	}
@@ -108,14 +114,34 @@ func (p *Pipeline) validate(prefix string) []error {
 type checker struct {
 	prefix string
 	errs   []error
+	env    *lazyEnv // compiles steps' expressions
 }
 
 func (c *checker) bad(field string, format string, args ...any) {
+	c.badAt(field, 0, format, args...)
+}
+
+// badAt is a problem offset characters into the field's value.
+func (c *checker) badAt(field string, offset int, format string, args ...any) {
 	path := field
 	if c.prefix != "" {
 		path = c.prefix + "." + field
 	}
-	c.errs = append(c.errs, &FieldError{path, fmt.Errorf(format, args...)})
+	c.errs = append(c.errs, &FieldError{Path: path, Err: fmt.Errorf(format, args...), Offset: offset})
+}
+
+// lazyEnv makes the steps' expression environment once, for the first
+// pipeline with steps: it takes milliseconds, and most files have none.
+type lazyEnv struct {
+	env *steps.Env
+	err error
+}
+
+func (l *lazyEnv) get() (*steps.Env, error) {
+	if l.env == nil && l.err == nil {
+		l.env, l.err = steps.NewEnv(steps.Options{})
+	}
+	return l.env, l.err
 }
 
 func (c *checker) topic(field, t string) {
@@ -177,8 +203,8 @@ func (c *checker) rewind(s *Source) {
 
 // handler checks what runs the messages and how many at a time; typ is
 // the source's subscription type, which bounds the batches in flight.
-func (c *checker) handler(h *Handler, typ SubscriptionType) {
-	c.handlerKind(h)
+func (c *checker) handler(h *Handler, typ SubscriptionType, hasSteps bool) {
+	c.handlerKind(h, hasSteps)
 	for k := range h.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			c.bad("handler.env", "%q is not a variable name", k)
@@ -210,7 +236,7 @@ func (c *checker) handler(h *Handler, typ SubscriptionType) {
 
 // handlerKind checks that exactly one of plugin, package and script is
 // set, and that python goes only with a script.
-func (c *checker) handlerKind(h *Handler) {
+func (c *checker) handlerKind(h *Handler, hasSteps bool) {
 	var kinds []string
 	for _, k := range []struct{ name, v string }{{"plugin", h.Plugin}, {"package", h.Package}, {"script", h.Script}} {
 		if k.v != "" {
@@ -218,8 +244,20 @@ func (c *checker) handlerKind(h *Handler) {
 		}
 	}
 	switch {
+	case len(kinds) == 0 && hasSteps:
+		// The steps alone: the handler's fields that say how to start one
+		// have nothing to apply to.
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"args", len(h.Args) > 0}, {"env", len(h.Env) > 0}, {"config", len(h.Config) > 0}, {"sha256", h.SHA256 != ""}, {"python", h.Python != ""}} {
+			if f.set {
+				c.bad("handler."+f.name, "only with a handler (plugin, package or script); a pipeline of steps alone has none")
+			}
+		}
+		return
 	case len(kinds) == 0:
-		c.bad("handler", "set one of plugin (a binary), package (a Go package to build) and script (a Python script)")
+		c.bad("handler", "set one of plugin (a binary), package (a Go package to build) and script (a Python script), or give the pipeline steps")
 	case len(kinds) > 1:
 		c.bad("handler", "%s exclude each other: set one", strings.Join(kinds, " and "))
 	}

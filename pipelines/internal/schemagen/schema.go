@@ -28,6 +28,13 @@ const variable = `\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`
 var oneOf = map[string][]string{
 	"Source":  {"topics", "pattern"},
 	"Handler": {"plugin", "package", "script"},
+	"Step":    {"filter", "map", "route", "dead_letter_if"},
+}
+
+// Words a struct may be written as instead of a mapping (a step:
+// "handler", the handler's place).
+var scalarForms = map[reflect.Type][]string{
+	reflect.TypeFor[pipelines.Step](): {pipelines.HandlerMarker},
 }
 
 // Enumerations, as the loader reads them: canonical spellings first (for
@@ -161,7 +168,11 @@ func (g *generator) typeSchema(t reflect.Type) schema {
 			g.defs[t.Name()] = nil // a recursive type would stop here
 			g.defs[t.Name()] = g.object(t)
 		}
-		return schema{"$ref": "#/definitions/" + t.Name()}
+		ref := schema{"$ref": "#/definitions/" + t.Name()}
+		if words := scalarForms[t]; words != nil {
+			return schema{"anyOf": []any{ref, schema{"enum": words}}}
+		}
+		return ref
 	}
 	panic(fmt.Sprintf("schemagen: no schema for %s", t))
 }
