@@ -14,6 +14,7 @@ import (
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/host"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/steps"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -135,6 +136,8 @@ type recorder struct {
 	settled []string // ids, in the order settled
 	dead    map[string]string
 	back    []string
+	// kept out by steps
+	filteredOut, droppedOut []string
 }
 
 func (r *recorder) calling(ctx context.Context, _ *batch, _ int) context.Context { return ctx }
@@ -159,6 +162,20 @@ func (r *recorder) deadLetter(it *item, reason string) {
 }
 
 func (r *recorder) caughtUp() {}
+
+func (r *recorder) filtered(it *item) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.filteredOut = append(r.filteredOut, name(it))
+}
+
+func (r *recorder) dropped(it *item, _ error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.droppedOut = append(r.droppedOut, name(it))
+}
+
+func (r *recorder) stepsRan(*batch, int, *steps.Chain, []steps.Counts) {}
 
 func (r *recorder) handBack(it *item) {
 	r.mu.Lock()

@@ -125,6 +125,8 @@ type Stats struct {
 	DeadLettered int64
 	// Dropped: acknowledged without output.
 	Dropped int64
+	// Filtered: acknowledged without output, kept out by a filter step.
+	Filtered int64
 	// HandedBack: left unacknowledged at shutdown (delivered again later).
 	HandedBack int64
 	// InFlight: received and not settled yet.
@@ -133,6 +135,8 @@ type Stats struct {
 	Crashes int64
 	// Restarts of the handler.
 	Restarts int64
+	// Steps: what each of the pipeline's steps did, in order.
+	Steps []StepStats
 }
 
 func (p *pipeline) snapshot() Stats {
@@ -145,10 +149,12 @@ func (p *pipeline) snapshot() Stats {
 		Retried:      c.retried.Load(),
 		DeadLettered: c.deadLettered.Load(),
 		Dropped:      c.dropped.Load(),
+		Filtered:     c.filtered.Load(),
 		HandedBack:   c.handedBack.Load(),
 		InFlight: c.received.Load() - c.acked.Load() - c.retried.Load() - c.deadLettered.Load() -
-			c.dropped.Load() - c.handedBack.Load(),
+			c.dropped.Load() - c.filtered.Load() - c.handedBack.Load(),
 		Crashes:  c.crashes.Load(),
 		Restarts: c.restarts.Load(),
+		Steps:    p.stepStats(),
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/steps"
 )
 
 // Host runs pipelines: it owns the broker connections (through one
@@ -31,6 +32,12 @@ type Host struct {
 	live    *live // while Run runs its pipelines and takes reloads
 
 	reloadMu sync.Mutex // one Reload at a time, and none while Run stops
+
+	// The steps' expression environment, made for the first pipeline
+	// with steps (stepsEnv).
+	envOnce sync.Once
+	env     *steps.Env
+	envErr  error
 }
 
 // New returns a Host. Without Options.Client it opens a pool.Client

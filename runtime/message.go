@@ -16,7 +16,15 @@ type callBatch []*item
 func (its callBatch) Len() int { return len(its) }
 
 func (its callBatch) Fields(i int, f *host.Fields) {
-	m := its[i].m
+	it := its[i]
+	m := it.m
+	if sm := it.sm; sm != nil {
+		// As the steps before the handler left it.
+		*f = host.Fields{Topic: m.Topic, Key: sm.Key, OrderingKey: sm.OrderingKey, Properties: sm.Properties,
+			Payload: sm.Payload, PublishTime: m.PublishTime, EventTime: sm.EventTime, RedeliveryCount: m.RedeliveryCount}
+		f.TraceParent, f.TraceState = traceContext(m)
+		return
+	}
 	*f = host.Fields{Topic: m.Topic, Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties,
 		Payload: m.Payload, PublishTime: m.PublishTime, EventTime: m.EventTime, RedeliveryCount: m.RedeliveryCount}
 	f.TraceParent, f.TraceState = traceContext(m)

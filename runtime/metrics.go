@@ -35,6 +35,14 @@ const (
 	MetricBacklog      = "streamrun.consumer.backlog"
 	MetricPendingMsgs  = "streamrun.producer.pending.messages"
 	MetricPendingBytes = "streamrun.producer.pending.bytes"
+	// Per step of a pipeline (attributes streamrun.step and
+	// streamrun.step.kind): messages given to it, passed on, filtered,
+	// dead-lettered, and those on which an expression failed.
+	MetricStepIn           = "streamrun.step.in"
+	MetricStepOut          = "streamrun.step.out"
+	MetricStepFiltered     = "streamrun.step.filtered"
+	MetricStepDeadLettered = "streamrun.step.dead_lettered"
+	MetricStepErrors       = "streamrun.step.errors"
 )
 
 // Histogram boundaries: the messaging conventions' advice for durations

@@ -54,6 +54,11 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 		"Messages settled, by streamrun.outcome: acked, retried, dead_lettered, dropped, handed_back.")
 	sent := counter(MetricSent, "{message}", "Outputs and dead letters published (with error.type when the publish failed).")
 	crashes := counter(MetricCrashes, "{crash}", "Handler failures: crashes, hangs, wrong answers, failed restarts.")
+	stepIn := counter(MetricStepIn, "{message}", "Messages (or, after the handler, outputs) given to a step.")
+	stepOut := counter(MetricStepOut, "{message}", "Messages a step passed on.")
+	stepFiltered := counter(MetricStepFiltered, "{message}", "Messages a filter step kept out.")
+	stepDead := counter(MetricStepDeadLettered, "{message}", "Messages a step sent to the dead-letter topic.")
+	stepErrors := counter(MetricStepErrors, "{message}", "Messages on which one of a step's expressions failed.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -91,7 +96,7 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 				name string
 				n    int64
 			}{{"acked", st.Acked}, {"retried", st.Retried}, {"dead_lettered", st.DeadLettered},
-				{"dropped", st.Dropped}, {"handed_back", st.HandedBack}} {
+				{"dropped", st.Dropped}, {"filtered", st.Filtered}, {"handed_back", st.HandedBack}} {
 				o.ObserveInt64(settled, oc.n, p.met.with(msgtrace.KeyOutcome.String(oc.name)))
 			}
 			p.met.sends.Range(func(k, v any) bool {
@@ -103,6 +108,14 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 				o.ObserveInt64(sent, v.(*atomic.Int64).Load(), p.met.with(kv...))
 				return true
 			})
+			for _, s := range st.Steps {
+				kv := p.met.with(msgtrace.KeyStep.String(s.Name), msgtrace.KeyStepKind.String(s.Kind))
+				o.ObserveInt64(stepIn, s.In, kv)
+				o.ObserveInt64(stepOut, s.Out, kv)
+				o.ObserveInt64(stepFiltered, s.Filtered, kv)
+				o.ObserveInt64(stepDead, s.DeadLettered, kv)
+				o.ObserveInt64(stepErrors, s.Errors, kv)
+			}
 			if s := p.state.Load().(State); s != StateRunning {
 				continue // the consumer is being opened or closed
 			}
@@ -116,5 +129,5 @@ func observeHost(m metric.Meter, h *Host) (metric.Registration, error) {
 		}
 		return nil
 	}, up, healthy, inFlight, conns, reconnects, pendingMsgs, pendingBytes, permits, backlog, restarts, crashes,
-		received, processed, settled, sent)
+		received, processed, settled, sent, stepIn, stepOut, stepFiltered, stepDead, stepErrors)
 }

@@ -154,8 +154,11 @@ const (
 	// DeadLettered: published to the dead-letter topic, then
 	// acknowledged.
 	DeadLettered
-	// Dropped: acknowledged without output, as the handler asked.
+	// Dropped: acknowledged without output, as the handler asked (or a
+	// step whose expression failed, where it says drop).
 	Dropped
+	// Filtered: acknowledged without output, kept out by a filter step.
+	Filtered
 )
 
 func (o Outcome) String() string {
@@ -168,6 +171,8 @@ func (o Outcome) String() string {
 		return "dead-lettered"
 	case Dropped:
 		return "dropped"
+	case Filtered:
+		return "filtered"
 	}
 	return "unknown"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/steps"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -48,6 +49,7 @@ type pipeline struct {
 	awaiting atomic.Int64
 	stats    counters
 	retries  retryCounts
+	stages   *stages  // its steps; nil when it has none
 	tr       *tracing // nil when not traced
 	met      *metrics // nil when not measured
 
@@ -87,6 +89,11 @@ type item struct {
 	m       *subscribe.Message
 	b       *batch
 	crashes int // handler panics on this message
+	// sm is the message as the steps before the handler left it, what
+	// the handler is given; nil when the pipeline has no such steps.
+	// topic is where a route step sent it ("" none).
+	sm    *steps.Message
+	topic string
 
 	pending atomic.Int32          // outputs without a receipt yet
 	outErr  atomic.Pointer[error] // the first output that failed
@@ -108,9 +115,9 @@ type batch struct {
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	depthDefault := cfg.Handler.MaxBatchesInFlight == 0
 	cfg = cfg.WithDefaults()
-	if _, local := h.opts.LocalHandlers[cfg.Name]; local && depthDefault {
-		// In the host's process there is no round trip to hide (see
-		// pipelines.Handler.MaxBatchesInFlight).
+	if _, local := h.opts.LocalHandlers[cfg.Name]; (local || !cfg.HasHandler()) && depthDefault {
+		// In the host's process (a local handler, or steps alone) there is
+		// no round trip to hide (see pipelines.Handler.MaxBatchesInFlight).
 		cfg.Handler.MaxBatchesInFlight = min(cfg.Handler.MaxBatchesInFlight, pipelines.DefaultLocalBatchesInFlight)
 	}
 	p := &pipeline{
@@ -163,6 +170,15 @@ func (p *pipeline) layout() {
 // first when it is a Go package) and how to start one.
 func (p *pipeline) prepare(ctx context.Context) error {
 	cfg := &p.cfg
+	st, err := p.h.compileStages(cfg)
+	if err != nil {
+		return err
+	}
+	p.stages = st
+	if !cfg.HasHandler() {
+		p.start, p.binary = passStarter(st.output), handlerID{}
+		return nil
+	}
 	var config []byte
 	if len(cfg.Handler.Config) > 0 {
 		b, err := json.Marshal(cfg.Handler.Config)
@@ -245,7 +261,7 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 	limit := max(hc.MaxBatchesInFlight, 1)
 	w := &worker{
 		id: s.id, sup: s, out: p, log: p.log,
-		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes,
+		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes, stages: p.stages,
 		hard: p.hard, abort: p.recvCtx.Done(),
 		order: make(chan *sent, limit),
 	}
@@ -562,7 +578,7 @@ func (p *pipeline) closeInstances(deadline time.Time) {
 
 // counters are a pipeline's running totals (see Stats).
 type counters struct {
-	received, processed, acked, retried, deadLettered, dropped atomic.Int64
+	received, processed, acked, retried, deadLettered, dropped, filtered atomic.Int64
 	handedBack, crashes, restarts                              atomic.Int64
 }
 

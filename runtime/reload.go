@@ -72,9 +72,9 @@ type change struct {
 	// replaced by new ones, one at a time.
 	handler bool
 	// flow: the batching (batch size and wait, timeout, in-flight
-	// bounds), the number of instances, the outputs or the error policy
-	// differ: the pipeline drains, then runs on with the new settings,
-	// keeping its subscription and instances.
+	// bounds), the number of instances, the outputs, the error policy or
+	// the steps differ: the pipeline drains, then runs on with the new
+	// settings, keeping its subscription and instances.
 	flow bool
 	// source: the subscription differs: the pipeline drains, closes its
 	// consumer and subscribes as the new source says.
@@ -108,7 +108,8 @@ func diff(old, next pipelines.Pipeline, oldID, nextID handlerID) change {
 	oh, nh := old.Handler, next.Handler
 	c.flow = oh.BatchSize != nh.BatchSize || oh.BatchWait != nh.BatchWait || oh.Instances != nh.Instances ||
 		oh.Timeout != nh.Timeout || oh.MaxInFlight != nh.MaxInFlight || oh.MaxBatchesInFlight != nh.MaxBatchesInFlight ||
-		!slices.Equal(old.Outputs, next.Outputs) || !reflect.DeepEqual(old.ErrorPolicy, next.ErrorPolicy)
+		!slices.Equal(old.Outputs, next.Outputs) || !reflect.DeepEqual(old.ErrorPolicy, next.ErrorPolicy) ||
+		!reflect.DeepEqual(old.Steps, next.Steps)
 	// What is left of the handler is how an instance starts.
 	for _, h := range []*pipelines.Handler{&oh, &nh} {
 		h.BatchSize, h.BatchWait, h.Instances, h.Timeout, h.MaxInFlight, h.MaxBatchesInFlight = 0, 0, 0, 0, 0, 0
@@ -403,7 +404,7 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 	// Nothing runs now that reads the configuration: the receive loop
 	// and the workers have returned and every message is settled.
 	p.cfg, p.applied = to.cfg, to.cfg
-	p.start, p.binary = to.start, to.binary
+	p.start, p.binary, p.stages = to.start, to.binary, to.stages
 	p.layout()
 	p.flow()
 	return srcErr

@@ -219,6 +219,8 @@ func (p *pipeline) settled(it *item, o Outcome) {
 		p.stats.deadLettered.Add(1)
 	case Dropped:
 		p.stats.dropped.Add(1)
+	case Filtered:
+		p.stats.filtered.Add(1)
 	}
 	if o != Retried {
 		p.retries.forget(retryKeyOf(it.m))

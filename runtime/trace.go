@@ -14,6 +14,7 @@ import (
 	"github.com/streamrun/streamrun/plugin/host"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/steps"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
 )
 
@@ -170,6 +171,25 @@ func (t *tracing) retried(it *item, reason string, delayMs int64) {
 
 func (t *tracing) deadLettered(it *item, reason string) {
 	t.event(it, msgtrace.EventDeadLetter, msgtrace.KeyReason.String(reason))
+}
+
+// stepsRan adds to b's span an event for each step of c: what it did
+// with the batch's messages (or their outputs).
+func (t *tracing) stepsRan(b *batch, slot int, c *steps.Chain, counts []steps.Counts) {
+	if t == nil {
+		return
+	}
+	t.startProcess(b, slot)
+	if b.span == nil || !b.span.IsRecording() {
+		return
+	}
+	for i, s := range c.Steps() {
+		n := counts[i]
+		b.span.AddEvent(msgtrace.EventStep, trace.WithAttributes(msgtrace.KeyStep.String(s.Name),
+			msgtrace.KeyStepKind.String(s.Kind.String()), msgtrace.KeyStepIn.Int64(n.In), msgtrace.KeyStepOut.Int64(n.Out),
+			msgtrace.KeyStepFiltered.Int64(n.Filtered), msgtrace.KeyStepDeadLettered.Int64(n.DeadLettered),
+			msgtrace.KeyStepErrors.Int64(n.Errors)))
+	}
 }
 
 // endBatch ends b's span once every message of b is settled.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/steps"
 )
 
 // errHung is the failure of a batch the handler did not answer within
@@ -34,6 +35,14 @@ type sink interface {
 	// caughtUp is told that a publisher has settled every batch sent to
 	// it so far.
 	caughtUp()
+	// filtered acknowledges it, which a filter step kept out.
+	filtered(it *item)
+	// dropped acknowledges it, on which a step's expression failed (err)
+	// where the step says drop.
+	dropped(it *item, err error)
+	// stepsRan is told what each step of c did with a part of b
+	// (instance is the worker's slot).
+	stepsRan(b *batch, instance int, c *steps.Chain, counts []steps.Counts)
 }
 
 // worker is the dispatcher of one instance slot: it feeds the slot's
@@ -46,6 +55,9 @@ type worker struct {
 	sup *supervisor
 	out sink
 	log *slog.Logger
+	// stages are the pipeline's steps, run around the handler's calls;
+	// nil when it has none.
+	stages *stages
 
 	limit   int           // batches in flight on the instance
 	timeout time.Duration // of one call
@@ -190,7 +202,15 @@ func (w *worker) deep() bool {
 // sb for the publisher. alone says that the instance never has another
 // batch beside this one (limit 1).
 func (w *worker) process(b *batch, sb *sent, alone bool) {
-	parts := []part{{items: b.items}}
+	items := b.items
+	if w.stages != nil && w.stages.before != nil {
+		// Once, not again on a retry after a crash: what the handler is
+		// given stays on each item.
+		if items = w.runBefore(b, items); len(items) == 0 {
+			return
+		}
+	}
+	parts := []part{{items: items}}
 	for len(parts) > 0 {
 		cur := &parts[0]
 		if len(cur.items) == 0 {
@@ -221,6 +241,9 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		w.out.called(b, w.id, len(cur.items), took, err)
 		if err == nil {
 			w.sup.release(l, nil)
+			if w.stages != nil && w.stages.after != nil {
+				w.runAfter(b, cur.items, res)
+			}
 			sb.answers = append(sb.answers, answer{cur.items, res, inst})
 			parts = parts[1:]
 			continue

@@ -19,6 +19,16 @@ const (
 	KeyOutcome  = attribute.Key("streamrun.outcome")
 	KeyReason   = attribute.Key("streamrun.reason")
 	KeyDelay    = attribute.Key("streamrun.retry.delay_ms")
+
+	// A pipeline step's name and kind, and what it did with a batch's
+	// messages (its streamrun.step event).
+	KeyStep             = attribute.Key("streamrun.step")
+	KeyStepKind         = attribute.Key("streamrun.step.kind")
+	KeyStepIn           = attribute.Key("streamrun.step.in")
+	KeyStepOut          = attribute.Key("streamrun.step.out")
+	KeyStepFiltered     = attribute.Key("streamrun.step.filtered")
+	KeyStepDeadLettered = attribute.Key("streamrun.step.dead_lettered")
+	KeyStepErrors       = attribute.Key("streamrun.step.errors")
 )
 
 // SystemPulsar is messaging.system for everything streamrun does.
@@ -30,4 +40,7 @@ const (
 	EventDeadLetter = "streamrun.dead_letter"
 	EventCrash      = "streamrun.handler.crash"
 	EventHandedBack = "streamrun.handed_back"
+	// EventStep is a pipeline step run over a batch's messages (or their
+	// outputs), one event a step.
+	EventStep = "streamrun.step"
 )
