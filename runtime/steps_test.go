@@ -167,3 +167,128 @@ func mustJSON(t testing.TB, v any) string {
 }
 
 func poolOptsURL(url string) pool.Options { return pool.Options{ServiceURL: url} }
+
+// TestStepsAroundAPluginAndAReloadOfAStep: steps before a plugin handler
+// (a filter, a map the plugin sees) and after it (a route and a filter
+// of its outputs, a dead letter of the input), with run-time errors
+// that drop, skip and dead-letter as each step says, and an expression
+// stopped at the cost limit. Then a reload that changes a step: the
+// pipeline drains and runs on with the new step, the handler's plugin
+// processes the same (same pids), nothing lost.
+func TestStepsAroundAPluginAndAReloadOfAStep(t *testing.T) {
+	url, fresh := stepsPeer(t)
+	cl := clientURL(t, url)
+	in, out, loud, dlq := fresh("in"), fresh("out"), fresh("loud"), fresh("dlq")
+	outC, loudC, dlqC := collect(t, cl, out), collect(t, cl, loud), collect(t, cl, dlq)
+
+	h := self(testConfig{Output: out}) // echoes each message to out
+	h.Instances = 2
+	pipe := func(skipPrefix string) pipelines.Pipeline {
+		return pipelines.Pipeline{
+			Name:        "around",
+			Source:      pipelines.Source{Topics: []string{in}, Subscription: "around", InitialPosition: pipelines.Earliest},
+			Handler:     h,
+			Outputs:     []string{out},
+			ErrorPolicy: pipelines.ErrorPolicy{DeadLetterTopic: dlq},
+			Steps: []pipelines.Step{
+				{Name: "skip", Filter: fmt.Sprintf("!text.startsWith(%q)", skipPrefix)},
+				// properties.n is missing on some: those are dropped.
+				{Name: "tag", OnError: "drop", Map: &pipelines.MapStep{Properties: map[string]string{"n2": `properties.n + properties.n`}}},
+				// json is only there on some: the others go on unchanged.
+				{Name: "shout", OnError: "skip", Map: &pipelines.MapStep{Payload: `json.loud ? text.upperAscii() : text`}},
+				// Pairs of every word with every word of a long text: the
+				// cost limit stops it, and the message is dead-lettered.
+				{Name: "costly", Filter: `text.size() < 2000 || text.split(" ").map(a, text.split(" ").map(b, a + b)).size() > 0`},
+				{Handler: true},
+				{Name: "loud", Route: &pipelines.RouteStep{To: fmt.Sprintf(`text.startsWith("{\"LOUD\"") ? %q : ""`, loud)}},
+				{Name: "no-secrets", DeadLetterIf: `text.contains("secret")`, Reason: `"a secret in the output"`},
+			},
+		}
+	}
+	r := runHost(t, nil, streamrun.Options{Pool: poolOptsURL(url)}, pipe("skip"))
+	before := pids(r, "around")
+
+	var want = map[string]int{}
+	kinds := []string{"skip", "plain", "loud", "no-n", "secret", "costly"}
+	publishKinds := func(round string, count int) {
+		for i := range count {
+			kind := kinds[i%len(kinds)]
+			m := poolMessage(kind, round, i)
+			publishOne(t, cl, in, m)
+			want[round+"/"+kind]++
+		}
+	}
+	publishKinds("a", 60)
+	waitFor(t, "round a settled", func() bool { s := r.stats("around"); return settled(s) == 60 })
+	s := r.stats("around")
+	if s.Filtered != 10 || s.Dropped != 10 || s.DeadLettered != 20 || s.Acked != 20 {
+		t.Errorf("round a: %+v", s)
+	}
+	outC.waitLen(t, 10)
+	loudC.waitLen(t, 10)
+	dlqC.waitLen(t, 20)
+	for _, m := range loudC.all() {
+		if !strings.HasPrefix(string(m.Payload), `{"LOUD"`) || m.Properties["n2"] != "11" {
+			t.Errorf("loud output %q %v", m.Payload, m.Properties)
+		}
+	}
+	reasons := map[string]bool{}
+	for _, m := range dlqC.all() {
+		reasons[m.Properties[streamrun.PropertyDeadLetterReason]] = true
+	}
+	if !reasons["a secret in the output"] || !reasons["step costly: the expression reached its cost limit"] || len(reasons) != 2 {
+		t.Errorf("dead-letter reasons %v", reasons)
+	}
+
+	// A changed step: now "plain" messages are skipped, "skip" ones go on.
+	ctx := testContext(t)
+	if err := r.host.Reload(ctx, pipe("plain")); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if after := pids(r, "around"); fmt.Sprint(after) != fmt.Sprint(before) || before[0] == 0 {
+		t.Errorf("the handler's processes changed: %v, then %v", before, after)
+	}
+	publishKinds("b", 60)
+	waitFor(t, "round b settled", func() bool { return settled(r.stats("around")) == 120 })
+	got := map[string]int{}
+	for _, m := range outC.waitLen(t, 20) {
+		got[string(m.Payload)[:1]]++
+	}
+	if got["b"] != 10 || got["p"] != 10 || len(got) != 2 {
+		t.Errorf("after the reload, outputs by first letter %v: want the 'skip' kind through (b...) and 'plain' filtered", got)
+	}
+}
+
+// settled counts what became of a pipeline's messages.
+func settled(s streamrun.Stats) int64 { return s.Acked + s.Filtered + s.Dropped + s.DeadLettered }
+
+// poolMessage is a message of the given kind for the around test.
+func poolMessage(kind, round string, i int) pool.Message {
+	m := pool.Message{Properties: map[string]string{"n": "1"}}
+	switch kind {
+	case "skip":
+		m.Payload = []byte(fmt.Sprintf("skip %s %d", round, i))
+	case "plain":
+		m.Payload = []byte(fmt.Sprintf("plain %s %d", round, i))
+	case "loud":
+		m.Payload = []byte(`{"loud": true}`)
+	case "no-n":
+		m.Payload, m.Properties = []byte(fmt.Sprintf("no-n %s %d", round, i)), nil
+	case "secret":
+		m.Payload = []byte(fmt.Sprintf("a secret %s %d", round, i))
+	case "costly":
+		m.Payload = []byte(strings.Repeat("word ", 1000))
+	}
+	if kind == "skip" && round == "b" {
+		m.Payload = []byte(fmt.Sprintf("b-skip %d", i))
+	}
+	return m
+}
+
+func publishOne(t testing.TB, cl *pool.Client, topic string, m pool.Message) {
+	t.Helper()
+	ctx := testContext(t)
+	if _, err := cl.Publish(ctx, topic, m); err != nil {
+		t.Fatalf("publish to %s: %v", topic, err)
+	}
+}
