@@ -31,7 +31,9 @@ Measures throughput and latency, as pulsar-perf does for Java:
   pipeline  publish to an input topic, run a pipeline that passes each
             message through a handler plugin (default: streamrun's own
             identity handler; --plugin, --package, or --in-process for the
-            identity handler in this process) and receive its outputs;
+            identity handler in this process; --steps for no handler but
+            a filter, a map and a route in this process) and receive its
+            outputs;
             latency: publish time to receipt of the output
 
 The publish time is the wall-clock time written as 19 digits at the start
@@ -96,6 +98,7 @@ type benchFlags struct {
 	position string
 	// pipeline
 	inProcess bool
+	steps     bool
 	plugin    string
 	pkg       string
 	batchSize int
@@ -151,6 +154,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 		return
 	}
 	fs.BoolVar(&f.inProcess, "in-process", false, "run the identity handler in this process, not as a plugin")
+	fs.BoolVar(&f.steps, "steps", false, "no handler: a filter, a map and a route step in this process (pipeline)")
 	fs.StringVar(&f.plugin, "plugin", "", `handler plugin binary; its config is {"output": OUTPUT_TOPIC} (e.g. examples/plugins/uppercase built)`)
 	fs.StringVar(&f.pkg, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase)")
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most messages in a batch to the handler")
@@ -227,14 +231,14 @@ func (f *benchFlags) checkConsuming(sub string) error {
 		return nil
 	}
 	n := 0
-	for _, set := range []bool{f.inProcess, f.plugin != "", f.pkg != ""} {
+	for _, set := range []bool{f.inProcess, f.plugin != "", f.pkg != "", f.steps} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n > 1:
-		return usagef("--in-process, --plugin and --package exclude each other")
+		return usagef("--in-process, --steps, --plugin and --package exclude each other")
 	case f.batchSize < 1:
 		return usagef("--batch-size must be at least 1, got %d", f.batchSize)
 	case f.instances < 1:

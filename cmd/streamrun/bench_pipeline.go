@@ -89,6 +89,9 @@ func (f *benchFlags) pipelineSet(ins, outs []string) ([]pipelines.Pipeline, stri
 			Handler: h,
 			Outputs: []string{outs[i]},
 		}
+		if kind == "steps" {
+			ps[i].Steps = benchSteps(outs[i])
+		}
 	}
 	return ps, kind, nil
 }
@@ -117,8 +120,23 @@ func handlerRSS(host *runtime.Host) int64 {
 	return sum
 }
 
+// benchSteps are the steps of `bench pipeline --steps`: a filter, a map
+// and a route, each an expression per message, all of them passing every
+// message on to out as the identity handler would (with its key
+// prefixed).
+func benchSteps(out string) []pipelines.Step {
+	return []pipelines.Step{
+		{Name: "filter", Filter: `key != "drop"`},
+		{Name: "map", Map: &pipelines.MapStep{Key: `"k-" + key`}},
+		{Name: "route", Route: &pipelines.RouteStep{To: `key == "k-urgent" ? "` + out + `-urgent" : ""`, Default: out}},
+	}
+}
+
 // handler is the pipeline's handler the flags ask for, and its kind.
 func (f *benchFlags) handler(out string) (pipelines.Handler, string, error) {
+	if f.steps {
+		return pipelines.Handler{BatchSize: f.batchSize, Instances: f.instances}, "steps", nil
+	}
 	h := pipelines.Handler{
 		Config:    map[string]any{"output": out},
 		BatchSize: f.batchSize,

@@ -127,7 +127,7 @@ type Batching struct {
 
 // Handler is the pipeline's handler.
 type Handler struct {
-	Kind      string `json:"kind"` // in-process or plugin
+	Kind      string `json:"kind"` // in-process, plugin or steps (no handler)
 	Plugin    string `json:"plugin,omitempty"`
 	Package   string `json:"package,omitempty"`
 	BatchSize int    `json:"batch_size"`

@@ -26,9 +26,25 @@ const variable = `\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`
 
 // Rules the types cannot say: fields of which exactly one is set.
 var oneOf = map[string][]string{
-	"Source":  {"topics", "pattern"},
+	"Source": {"topics", "pattern"},
+	"Step":   {"filter", "map", "route", "dead_letter_if"},
+}
+
+// Fields of which at most one is set: a handler has one of these, or
+// none in a pipeline of steps alone (which only the loader can tell).
+var atMostOne = map[string][]string{
 	"Handler": {"plugin", "package", "script"},
-	"Step":    {"filter", "map", "route", "dead_letter_if"},
+}
+
+// Rules across fields of a struct: a pipeline has a handler program or
+// steps (or both).
+var across = map[string]schema{
+	"Pipeline": {"anyOf": []any{
+		schema{"required": []string{"steps"}},
+		schema{"required": []string{"handler"}, "properties": schema{"handler": schema{"anyOf": []any{
+			schema{"required": []string{"plugin"}}, schema{"required": []string{"package"}}, schema{"required": []string{"script"}},
+		}}}},
+	}},
 }
 
 // Words a struct may be written as instead of a mapping (a step:
@@ -125,6 +141,18 @@ func (g *generator) object(t reflect.Type) schema {
 			alts = append(alts, schema{"required": []string{f}})
 		}
 		s["oneOf"] = alts
+	}
+	if fields := atMostOne[t.Name()]; fields != nil {
+		var pairs []any
+		for i, a := range fields {
+			for _, b := range fields[i+1:] {
+				pairs = append(pairs, schema{"required": []string{a, b}})
+			}
+		}
+		s["not"] = schema{"anyOf": pairs}
+	}
+	for k, v := range across[t.Name()] {
+		s[k] = v
 	}
 	return s
 }

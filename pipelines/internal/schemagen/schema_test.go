@@ -81,7 +81,7 @@ func TestSchemaChecksFiles(t *testing.T) {
 		{"timeout: 1m30s", "timeout: 90"},                  // duration without a unit
 		{"type: Key_Shared", "type: round_robin"},          // unknown type
 		{"plugin: /bin/p", "plugin: /bin/p, package: ./p"}, // two handlers
-		{"plugin: /bin/p,", ""},                            // no handler
+		{"plugin: /bin/p,", ""},                            // no handler (and no steps)
 		{"topics: [t],", "topics: [t], pattern: t.*,"},     // topics and pattern
 		{"subscription: s,", ""},                           // required field
 	} {
