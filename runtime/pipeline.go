@@ -579,7 +579,7 @@ func (p *pipeline) closeInstances(deadline time.Time) {
 // counters are a pipeline's running totals (see Stats).
 type counters struct {
 	received, processed, acked, retried, deadLettered, dropped, filtered atomic.Int64
-	handedBack, crashes, restarts                              atomic.Int64
+	handedBack, crashes, restarts                                        atomic.Int64
 }
 
 // retryKey names a message for the host's own count of its retries
