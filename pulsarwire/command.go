@@ -55,7 +55,7 @@ type envelope struct {
 }
 
 // Describe returns the description of kind t; a kind streamrun does not
-// model (transactions, topic watchers) gets one with only Type set.
+// model (topic-list watchers, migration) gets one with only Type set.
 func Describe(t pb.BaseCommand_Type) Command {
 	d := *describe(t)
 	d.Type = t

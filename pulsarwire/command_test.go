@@ -124,15 +124,28 @@ func TestAcksAndUnmodelledKindsAreRefusedByTheirRules(t *testing.T) {
 	// read from its body's field 1.
 	body := protowire.AppendTag(nil, 1, protowire.VarintType)
 	body = protowire.AppendVarint(body, 42)
-	raw := protowire.AppendTag(nil, protowire.Number(pb.BaseCommand_NEW_TXN), protowire.BytesType)
+	raw := protowire.AppendTag(nil, protowire.Number(pb.BaseCommand_WATCH_TOPIC_LIST), protowire.BytesType)
 	raw = protowire.AppendBytes(raw, body)
-	txn := &pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN.Enum()}
-	txn.ProtoReflect().SetUnknown(raw)
-	if rid, ok := RequestID(txn); !ok || rid != 42 {
-		t.Errorf("NEW_TXN request id %d, %v", rid, ok)
+	watch := &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum()}
+	watch.ProtoReflect().SetUnknown(raw)
+	if rid, ok := RequestID(watch); !ok || rid != 42 {
+		t.Errorf("WATCH_TOPIC_LIST request id %d, %v", rid, ok)
 	}
-	if r, ok := Refusal(txn, code, msg).(*pb.CommandError); !ok || r.GetRequestId() != 42 {
-		t.Errorf("NEW_TXN refused with %v", r)
+	if r, ok := Refusal(watch, code, msg).(*pb.CommandError); !ok || r.GetRequestId() != 42 {
+		t.Errorf("WATCH_TOPIC_LIST refused with %v", r)
+	}
+	// A transaction request is refused in its own answer, with the
+	// transaction id it named.
+	add := Wrap(&pb.CommandAddPartitionToTxn{RequestId: proto.Uint64(5), TxnidMostBits: proto.Uint64(1), TxnidLeastBits: proto.Uint64(9)})
+	r, ok := Refusal(add, pb.ServerError_TransactionNotFound, msg).(*pb.CommandAddPartitionToTxnResponse)
+	if !ok || r.GetRequestId() != 5 || r.GetTxnidMostBits() != 1 || r.GetTxnidLeastBits() != 9 || r.GetError() != pb.ServerError_TransactionNotFound {
+		t.Errorf("ADD_PARTITION_TO_TXN refused with %v", r)
+	}
+	if err := Refused(Wrap(r)); !errors.Is(err, ErrTransactionNotFound) {
+		t.Errorf("Refused(%v) = %v, want TransactionNotFound", r, err)
+	}
+	if d := Describe(pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST); d.Answer != pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE {
+		t.Errorf("TC_CLIENT_CONNECT_REQUEST is answered by %v", d.Answer)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // commands describes every kind of BaseCommand streamrun models, indexed by type.
-var commands = [41]Command{
+var commands = [64]Command{
 	pb.BaseCommand_CONNECT: {
 		Type:     pb.BaseCommand_CONNECT,
 		Answer:   pb.BaseCommand_CONNECTED,
@@ -206,10 +206,12 @@ var commands = [41]Command{
 				return nil
 			}
 			return &pb.CommandAckResponse{
-				RequestId:  proto.Uint64(req.GetRequestId()),
-				ConsumerId: proto.Uint64(req.GetConsumerId()),
-				Error:      code.Enum(),
-				Message:    proto.String(msg),
+				RequestId:      proto.Uint64(req.GetRequestId()),
+				ConsumerId:     proto.Uint64(req.GetConsumerId()),
+				TxnidLeastBits: proto.Uint64(req.GetTxnidLeastBits()),
+				TxnidMostBits:  proto.Uint64(req.GetTxnidMostBits()),
+				Error:          code.Enum(),
+				Message:        proto.String(msg),
 			}
 		},
 	},
@@ -874,6 +876,379 @@ var commands = [41]Command{
 			return NewServerError(r.GetErrorCode(), r.GetErrorMessage())
 		},
 	},
+	pb.BaseCommand_NEW_TXN: {
+		Type:     pb.BaseCommand_NEW_TXN,
+		Answer:   pb.BaseCommand_NEW_TXN_RESPONSE,
+		Failure:  pb.BaseCommand_NEW_TXN_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.NewTxn == nil || c.NewTxn.RequestId == nil {
+				return 0, false
+			}
+			return *c.NewTxn.RequestId, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.NewTxn == nil {
+				return false
+			}
+			c.NewTxn.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.NewTxn
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandNewTxnResponse{
+				RequestId: proto.Uint64(req.GetRequestId()),
+				Error:     code.Enum(),
+				Message:   proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_NEW_TXN_RESPONSE: {
+		Type:     pb.BaseCommand_NEW_TXN_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.NewTxnResponse == nil || c.NewTxnResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.NewTxnResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.NewTxnResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
+	pb.BaseCommand_ADD_PARTITION_TO_TXN: {
+		Type:     pb.BaseCommand_ADD_PARTITION_TO_TXN,
+		Answer:   pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE,
+		Failure:  pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.AddPartitionToTxn == nil || c.AddPartitionToTxn.RequestId == nil {
+				return 0, false
+			}
+			return *c.AddPartitionToTxn.RequestId, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.AddPartitionToTxn == nil {
+				return false
+			}
+			c.AddPartitionToTxn.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.AddPartitionToTxn
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandAddPartitionToTxnResponse{
+				RequestId:      proto.Uint64(req.GetRequestId()),
+				TxnidLeastBits: proto.Uint64(req.GetTxnidLeastBits()),
+				TxnidMostBits:  proto.Uint64(req.GetTxnidMostBits()),
+				Error:          code.Enum(),
+				Message:        proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE: {
+		Type:     pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.AddPartitionToTxnResponse == nil || c.AddPartitionToTxnResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.AddPartitionToTxnResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.AddPartitionToTxnResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
+	pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN: {
+		Type:     pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN,
+		Answer:   pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+		Failure:  pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.AddSubscriptionToTxn == nil || c.AddSubscriptionToTxn.RequestId == nil {
+				return 0, false
+			}
+			return *c.AddSubscriptionToTxn.RequestId, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.AddSubscriptionToTxn == nil {
+				return false
+			}
+			c.AddSubscriptionToTxn.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.AddSubscriptionToTxn
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandAddSubscriptionToTxnResponse{
+				RequestId:      proto.Uint64(req.GetRequestId()),
+				TxnidLeastBits: proto.Uint64(req.GetTxnidLeastBits()),
+				TxnidMostBits:  proto.Uint64(req.GetTxnidMostBits()),
+				Error:          code.Enum(),
+				Message:        proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE: {
+		Type:     pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.AddSubscriptionToTxnResponse == nil || c.AddSubscriptionToTxnResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.AddSubscriptionToTxnResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.AddSubscriptionToTxnResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
+	pb.BaseCommand_END_TXN: {
+		Type:     pb.BaseCommand_END_TXN,
+		Answer:   pb.BaseCommand_END_TXN_RESPONSE,
+		Failure:  pb.BaseCommand_END_TXN_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.EndTxn == nil || c.EndTxn.RequestId == nil {
+				return 0, false
+			}
+			return *c.EndTxn.RequestId, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.EndTxn == nil {
+				return false
+			}
+			c.EndTxn.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.EndTxn
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandEndTxnResponse{
+				RequestId:      proto.Uint64(req.GetRequestId()),
+				TxnidLeastBits: proto.Uint64(req.GetTxnidLeastBits()),
+				TxnidMostBits:  proto.Uint64(req.GetTxnidMostBits()),
+				Error:          code.Enum(),
+				Message:        proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_END_TXN_RESPONSE: {
+		Type:     pb.BaseCommand_END_TXN_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.EndTxnResponse == nil || c.EndTxnResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.EndTxnResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.EndTxnResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
+	pb.BaseCommand_END_TXN_ON_PARTITION: {
+		Type:     pb.BaseCommand_END_TXN_ON_PARTITION,
+		Answer:   pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE,
+		Failure:  pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.EndTxnOnPartition == nil || c.EndTxnOnPartition.RequestId == nil {
+				return 0, false
+			}
+			return *c.EndTxnOnPartition.RequestId, true
+		},
+		topic: func(c *pb.BaseCommand) (string, bool) {
+			if c.EndTxnOnPartition == nil || c.EndTxnOnPartition.Topic == nil {
+				return "", false
+			}
+			return *c.EndTxnOnPartition.Topic, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.EndTxnOnPartition == nil {
+				return false
+			}
+			c.EndTxnOnPartition.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.EndTxnOnPartition
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandEndTxnOnPartitionResponse{
+				RequestId:      proto.Uint64(req.GetRequestId()),
+				TxnidLeastBits: proto.Uint64(req.GetTxnidLeastBits()),
+				TxnidMostBits:  proto.Uint64(req.GetTxnidMostBits()),
+				Error:          code.Enum(),
+				Message:        proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE: {
+		Type:     pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.EndTxnOnPartitionResponse == nil || c.EndTxnOnPartitionResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.EndTxnOnPartitionResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.EndTxnOnPartitionResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
+	pb.BaseCommand_END_TXN_ON_SUBSCRIPTION: {
+		Type:     pb.BaseCommand_END_TXN_ON_SUBSCRIPTION,
+		Answer:   pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE,
+		Failure:  pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.EndTxnOnSubscription == nil || c.EndTxnOnSubscription.RequestId == nil {
+				return 0, false
+			}
+			return *c.EndTxnOnSubscription.RequestId, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.EndTxnOnSubscription == nil {
+				return false
+			}
+			c.EndTxnOnSubscription.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.EndTxnOnSubscription
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandEndTxnOnSubscriptionResponse{
+				RequestId:      proto.Uint64(req.GetRequestId()),
+				TxnidLeastBits: proto.Uint64(req.GetTxnidLeastBits()),
+				TxnidMostBits:  proto.Uint64(req.GetTxnidMostBits()),
+				Error:          code.Enum(),
+				Message:        proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE: {
+		Type:     pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.EndTxnOnSubscriptionResponse == nil || c.EndTxnOnSubscriptionResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.EndTxnOnSubscriptionResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.EndTxnOnSubscriptionResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
+	pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST: {
+		Type:     pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST,
+		Answer:   pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE,
+		Failure:  pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.TcClientConnectRequest == nil || c.TcClientConnectRequest.RequestId == nil {
+				return 0, false
+			}
+			return *c.TcClientConnectRequest.RequestId, true
+		},
+		setRequestID: func(c *pb.BaseCommand, id uint64) bool {
+			if c.TcClientConnectRequest == nil {
+				return false
+			}
+			c.TcClientConnectRequest.RequestId = proto.Uint64(id)
+			return true
+		},
+		refusal: func(c *pb.BaseCommand, code pb.ServerError, msg string) proto.Message {
+			req := c.TcClientConnectRequest
+			if req == nil {
+				return nil
+			}
+			if req.RequestId == nil {
+				return nil
+			}
+			return &pb.CommandTcClientConnectResponse{
+				RequestId: proto.Uint64(req.GetRequestId()),
+				Error:     code.Enum(),
+				Message:   proto.String(msg),
+			}
+		},
+	},
+	pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE: {
+		Type:     pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE,
+		IsAnswer: true,
+		modelled: true,
+		requestID: func(c *pb.BaseCommand) (uint64, bool) {
+			if c.TcClientConnectResponse == nil || c.TcClientConnectResponse.RequestId == nil {
+				return 0, false
+			}
+			return *c.TcClientConnectResponse.RequestId, true
+		},
+		refused: func(c *pb.BaseCommand) error {
+			r := c.TcClientConnectResponse
+			if r == nil || !(r.Error != nil) {
+				return nil
+			}
+			return NewServerError(r.GetError(), r.GetMessage())
+		},
+	},
 }
 
 // wrap puts m into its envelope; false when m is not a command.
@@ -1074,6 +1449,76 @@ func wrap(m proto.Message) (*pb.BaseCommand, bool) {
 		e.cmd.Type = &e.typ
 		e.cmd.GetOrCreateSchemaResponse = v
 		return &e.cmd, true
+	case *pb.CommandNewTxn:
+		e := &envelope{typ: pb.BaseCommand_NEW_TXN}
+		e.cmd.Type = &e.typ
+		e.cmd.NewTxn = v
+		return &e.cmd, true
+	case *pb.CommandNewTxnResponse:
+		e := &envelope{typ: pb.BaseCommand_NEW_TXN_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.NewTxnResponse = v
+		return &e.cmd, true
+	case *pb.CommandAddPartitionToTxn:
+		e := &envelope{typ: pb.BaseCommand_ADD_PARTITION_TO_TXN}
+		e.cmd.Type = &e.typ
+		e.cmd.AddPartitionToTxn = v
+		return &e.cmd, true
+	case *pb.CommandAddPartitionToTxnResponse:
+		e := &envelope{typ: pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.AddPartitionToTxnResponse = v
+		return &e.cmd, true
+	case *pb.CommandAddSubscriptionToTxn:
+		e := &envelope{typ: pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN}
+		e.cmd.Type = &e.typ
+		e.cmd.AddSubscriptionToTxn = v
+		return &e.cmd, true
+	case *pb.CommandAddSubscriptionToTxnResponse:
+		e := &envelope{typ: pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.AddSubscriptionToTxnResponse = v
+		return &e.cmd, true
+	case *pb.CommandEndTxn:
+		e := &envelope{typ: pb.BaseCommand_END_TXN}
+		e.cmd.Type = &e.typ
+		e.cmd.EndTxn = v
+		return &e.cmd, true
+	case *pb.CommandEndTxnResponse:
+		e := &envelope{typ: pb.BaseCommand_END_TXN_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.EndTxnResponse = v
+		return &e.cmd, true
+	case *pb.CommandEndTxnOnPartition:
+		e := &envelope{typ: pb.BaseCommand_END_TXN_ON_PARTITION}
+		e.cmd.Type = &e.typ
+		e.cmd.EndTxnOnPartition = v
+		return &e.cmd, true
+	case *pb.CommandEndTxnOnPartitionResponse:
+		e := &envelope{typ: pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.EndTxnOnPartitionResponse = v
+		return &e.cmd, true
+	case *pb.CommandEndTxnOnSubscription:
+		e := &envelope{typ: pb.BaseCommand_END_TXN_ON_SUBSCRIPTION}
+		e.cmd.Type = &e.typ
+		e.cmd.EndTxnOnSubscription = v
+		return &e.cmd, true
+	case *pb.CommandEndTxnOnSubscriptionResponse:
+		e := &envelope{typ: pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.EndTxnOnSubscriptionResponse = v
+		return &e.cmd, true
+	case *pb.CommandTcClientConnectRequest:
+		e := &envelope{typ: pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST}
+		e.cmd.Type = &e.typ
+		e.cmd.TcClientConnectRequest = v
+		return &e.cmd, true
+	case *pb.CommandTcClientConnectResponse:
+		e := &envelope{typ: pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE}
+		e.cmd.Type = &e.typ
+		e.cmd.TcClientConnectResponse = v
+		return &e.cmd, true
 	}
 	return nil, false
 }
@@ -1237,6 +1682,62 @@ func bodyOf(c *pb.BaseCommand) proto.Message {
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE:
 		if c.GetOrCreateSchemaResponse != nil {
 			return c.GetOrCreateSchemaResponse
+		}
+	case pb.BaseCommand_NEW_TXN:
+		if c.NewTxn != nil {
+			return c.NewTxn
+		}
+	case pb.BaseCommand_NEW_TXN_RESPONSE:
+		if c.NewTxnResponse != nil {
+			return c.NewTxnResponse
+		}
+	case pb.BaseCommand_ADD_PARTITION_TO_TXN:
+		if c.AddPartitionToTxn != nil {
+			return c.AddPartitionToTxn
+		}
+	case pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE:
+		if c.AddPartitionToTxnResponse != nil {
+			return c.AddPartitionToTxnResponse
+		}
+	case pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN:
+		if c.AddSubscriptionToTxn != nil {
+			return c.AddSubscriptionToTxn
+		}
+	case pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE:
+		if c.AddSubscriptionToTxnResponse != nil {
+			return c.AddSubscriptionToTxnResponse
+		}
+	case pb.BaseCommand_END_TXN:
+		if c.EndTxn != nil {
+			return c.EndTxn
+		}
+	case pb.BaseCommand_END_TXN_RESPONSE:
+		if c.EndTxnResponse != nil {
+			return c.EndTxnResponse
+		}
+	case pb.BaseCommand_END_TXN_ON_PARTITION:
+		if c.EndTxnOnPartition != nil {
+			return c.EndTxnOnPartition
+		}
+	case pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE:
+		if c.EndTxnOnPartitionResponse != nil {
+			return c.EndTxnOnPartitionResponse
+		}
+	case pb.BaseCommand_END_TXN_ON_SUBSCRIPTION:
+		if c.EndTxnOnSubscription != nil {
+			return c.EndTxnOnSubscription
+		}
+	case pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE:
+		if c.EndTxnOnSubscriptionResponse != nil {
+			return c.EndTxnOnSubscriptionResponse
+		}
+	case pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:
+		if c.TcClientConnectRequest != nil {
+			return c.TcClientConnectRequest
+		}
+	case pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE:
+		if c.TcClientConnectResponse != nil {
+			return c.TcClientConnectResponse
 		}
 	}
 	return nil

@@ -79,6 +79,14 @@ var (
 	ErrProducerFenced        = &ServerError{Code: pb.ServerError_ProducerFenced}
 	ErrProducerBlockedQuota  = &ServerError{Code: pb.ServerError_ProducerBlockedQuotaExceededError}
 	ErrProducerQuotaExceeded = &ServerError{Code: pb.ServerError_ProducerBlockedQuotaExceededException}
+
+	// Transactions: no coordinator serves the id, the transaction is not
+	// in the state the request needs (ended, timed out), another
+	// transaction holds the message acknowledged, no such transaction.
+	ErrTransactionCoordinatorNotFound = &ServerError{Code: pb.ServerError_TransactionCoordinatorNotFound}
+	ErrInvalidTxnStatus               = &ServerError{Code: pb.ServerError_InvalidTxnStatus}
+	ErrTransactionConflict            = &ServerError{Code: pb.ServerError_TransactionConflict}
+	ErrTransactionNotFound            = &ServerError{Code: pb.ServerError_TransactionNotFound}
 )
 
 // retryableCodes are the answers that mean "not now": the same request can

@@ -113,14 +113,14 @@ func TestReaderRefusesBadInput(t *testing.T) {
 }
 
 func TestUnknownCommandKindDecodes(t *testing.T) {
-	// A transaction command is outside what we implement, but a peer must
+	// A topic-list watcher is outside what we implement, but a peer must
 	// still be able to read the frame and answer it.
-	b, err := AppendCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN.Enum()})
+	b, err := AppendCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, err := ParseFrame(b[4:])
-	if err != nil || f.Cmd.GetType() != pb.BaseCommand_NEW_TXN || Body(f.Cmd) != nil {
+	if err != nil || f.Cmd.GetType() != pb.BaseCommand_WATCH_TOPIC_LIST || Body(f.Cmd) != nil {
 		t.Fatalf("got %v %v", f.Cmd, err)
 	}
 }

@@ -38,6 +38,8 @@ var answers = map[string]string{
 	"SEND":           "SEND_RECEIPT",
 	"PING":           "PONG",
 	"AUTH_CHALLENGE": "AUTH_RESPONSE",
+
+	"TC_CLIENT_CONNECT_REQUEST": "TC_CLIENT_CONNECT_RESPONSE",
 }
 
 // failures names the kind that carries a refusal when it is neither the
@@ -250,7 +252,7 @@ func writeRefusal(b *bytes.Buffer, k, fk *kind) {
 		b.WriteString("if req.RequestId == nil {\nreturn nil\n}\n")
 	}
 	fmt.Fprintf(b, "return &%s{\n", msgType(fk.msg))
-	for _, id := range []string{"request_id", "consumer_id", "producer_id", "sequence_id"} {
+	for _, id := range []string{"request_id", "consumer_id", "producer_id", "sequence_id", "txnid_least_bits", "txnid_most_bits"} {
 		if field(fk.msg, id) != nil && field(k.msg, id) != nil {
 			fmt.Fprintf(b, "%s: proto.Uint64(req.Get%s()),\n", goName(id), goName(id))
 		}
