@@ -90,3 +90,45 @@ func TestPulsarAdminCLI(t *testing.T) {
 		t.Fatalf("topics list-partitioned-topics still names the deleted %s:\n%s", partitioned, out)
 	}
 }
+
+// Apache Pulsar's Java client's transactions (from STREAMRUN_PULSAR_HOME's
+// jars) against the transaction target, driven by interop/java/TxnCheck.java
+// through the Java source launcher (which needs a JDK's jdk.compiler):
+// commit, abort, an aborted acknowledgement, a conflict and a timeout, as
+// the Go tests in transaction_test.go check them. The Java client puts the
+// transaction id in the message's metadata, so Apache Pulsar hides its
+// aborted messages too.
+func TestJavaTransactions(t *testing.T) {
+	home := os.Getenv("STREAMRUN_PULSAR_HOME")
+	if home == "" {
+		t.Skip("STREAMRUN_PULSAR_HOME is not set (STREAMRUN_PULSAR_HOME=$(scripts/pulsar home) gives Apache Pulsar's Java client)")
+	}
+	txn := txnTarget(t)
+	if out, err := exec.Command("java", "--list-modules").Output(); err != nil || !strings.Contains(string(out), "jdk.compiler") {
+		t.Skip("the Java source launcher needs a JDK (no jdk.compiler module in `java --list-modules`)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", "-cp", filepath.Join(home, "lib", "*"), filepath.Join("java", "TxnCheck.java"), txn.serviceURL)
+	out, err := cmd.CombinedOutput()
+	// The client logs to the same stream; the checks' own lines are
+	// those that start with ok: or FAIL:.
+	var verdicts []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "ok: ") || strings.HasPrefix(line, "FAIL: ") {
+			verdicts = append(verdicts, line)
+		}
+	}
+	t.Logf("TxnCheck.java:\n%s", strings.Join(verdicts, "\n"))
+	if err != nil || len(verdicts) == 0 {
+		t.Fatalf("java TxnCheck.java %s: %v\n%s", txn.serviceURL, err, tail(string(out), 6000))
+	}
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
