@@ -76,7 +76,7 @@ func TestBadInputAffectsOnlyItsConnection(t *testing.T) {
 			b[len(b)-1] ^= 0xff
 			return b
 		}},
-		{name: "transaction command", answer: "ERROR", log: "unsupported command", bytes: func(*peer) []byte {
+		{name: "transaction command, transactions off", answer: "ERROR", log: "transactions are off", bytes: func(*peer) []byte {
 			// NEW_TXN (50) with request_id 77 in its field 1.
 			body := protowire.AppendTag(nil, 1, protowire.VarintType)
 			body = protowire.AppendVarint(body, 77)

@@ -88,6 +88,11 @@ var handlers = [...]handler{
 	pb.BaseCommand_CONSUMER_STATS:                    serve((*conn).handleConsumerStats),
 	pb.BaseCommand_GET_SCHEMA:                        serve((*conn).handleGetSchema),
 	pb.BaseCommand_GET_OR_CREATE_SCHEMA:              serve((*conn).handleGetOrCreateSchema),
+	pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:         serve(txnCommand[*pb.CommandTcClientConnectRequest]),
+	pb.BaseCommand_NEW_TXN:                           serve(txnCommand[*pb.CommandNewTxn]),
+	pb.BaseCommand_ADD_PARTITION_TO_TXN:              serve(txnCommand[*pb.CommandAddPartitionToTxn]),
+	pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN:           serve(txnCommand[*pb.CommandAddSubscriptionToTxn]),
+	pb.BaseCommand_END_TXN:                           serve(txnCommand[*pb.CommandEndTxn]),
 }
 
 // serve makes a handler of a function of the command's body alone.
@@ -107,7 +112,7 @@ func handlerOf(t pb.BaseCommand_Type) handler {
 }
 
 // unsupported answers a command this broker does not implement
-// (transactions, topic-list watchers, anything a server sends): with an
+// (topic-list watchers, anything a server sends): with an
 // ERROR when it carries a request id, else by closing the connection, as
 // the client's state can no longer be trusted.
 func (cn *conn) unsupported(cmd *pb.BaseCommand) {

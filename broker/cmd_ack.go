@@ -13,8 +13,8 @@ func (cn *conn) handleAck(m *pb.CommandAck) {
 		cn.ackReply(m, pb.ServerError_ConsumerNotFound.Enum(), "Consumer not found")
 		return
 	}
-	if m.GetTxnidMostBits() != 0 || m.GetTxnidLeastBits() != 0 {
-		cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), "transactions are not supported by the streamrun broker")
+	if inTxn(m.TxnidMostBits, m.TxnidLeastBits) {
+		cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), txnOffAckMessage)
 		return
 	}
 	s := c.sub

@@ -182,8 +182,8 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, pb.ServerError_UnknownError, "SEND without a message")
 		return true
 	}
-	if s.GetTxnidMostBits() != 0 || s.GetTxnidLeastBits() != 0 {
-		cn.sendFailed(s, pb.ServerError_NotAllowedError, "transactions are not supported by the streamrun broker")
+	if inTxn(s.TxnidMostBits, s.TxnidLeastBits) {
+		cn.sendFailed(s, pb.ServerError_NotAllowedError, txnOffSendMessage)
 		return true
 	}
 	if p.broken != nil {

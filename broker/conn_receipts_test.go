@@ -30,9 +30,10 @@ func TestSyncReceiptsKeepOrderWhileTheConnectionReadsOn(t *testing.T) {
 			frames = append(frames, sendFrame(pid, i, msg{payload: fmt.Sprint(pid, "-", i)})...)
 		}
 	}
-	// A SEND refused at once (transactions) after the others of pids[0].
+	// A SEND refused at once (a transaction, with transactions off: (0,0)
+	// is a transaction id like any other) after the others of pids[0].
 	txn, err := pulsarwire.AppendPayloadCommand(nil, pulsarwire.Wrap(&pb.CommandSend{ProducerId: proto.Uint64(pids[0]),
-		SequenceId: proto.Uint64(n), NumMessages: proto.Int32(1), TxnidMostBits: proto.Uint64(1)}),
+		SequenceId: proto.Uint64(n), NumMessages: proto.Int32(1), TxnidMostBits: proto.Uint64(0), TxnidLeastBits: proto.Uint64(0)}),
 		&pb.MessageMetadata{ProducerName: proto.String("test"), SequenceId: proto.Uint64(n), PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))}, []byte("txn"))
 	if err != nil {
 		t.Fatal(err)
