@@ -110,6 +110,17 @@ func (c *Client) MaxMessageSize(ctx context.Context) (int, error) {
 	return conn.MaxMessageSize(), nil
 }
 
+// ServerVersion is the version a broker of the service URL gave when the
+// client connected to it (its CONNECTED's server_version, such as
+// "Pulsar Server4.0.8").
+func (c *Client) ServerVersion(ctx context.Context) (string, error) {
+	conn, err := c.conns().ServiceConn(ctx)
+	if err != nil {
+		return "", err
+	}
+	return conn.ServerVersion(), nil
+}
+
 // Options returns the client's options with every default filled in.
 func (c *Client) Options() Options { return c.own().opts }
 

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +59,22 @@ func newClient(t *testing.T, tg *target, o Options) *Client {
 		}
 	})
 	return c
+}
+
+// The client tells which broker it talks to: the version its service URL's
+// broker gave at connect, as `streamrun bench` reports it.
+func TestServerVersion(t *testing.T) {
+	tg := newTarget(t)
+	c := newClient(t, tg, Options{})
+	v, err := c.ServerVersion(brokertest.Context(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "streamrun"
+	if tg.cluster == nil {
+		want = "Pulsar"
+	}
+	if !strings.Contains(v, want) {
+		t.Errorf("server version %q, want one naming %s", v, want)
+	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/internal/benchrun"
-	"github.com/streamrun/streamrun/internal/connpool"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -460,9 +459,8 @@ func (b *bench) conditions(ctx context.Context, external bool) {
 	default:
 		c.BrokerDurability = "write"
 	}
-	// A *pool.Client is the connection pool (see internal/connpool).
-	if conn, err := (*connpool.Pool)(b.client).ServiceConn(ctx); err == nil {
-		c.BrokerVersion = conn.ServerVersion()
+	if v, err := b.client.ServerVersion(ctx); err == nil {
+		c.BrokerVersion = v
 	}
 }
 

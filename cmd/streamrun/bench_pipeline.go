@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamrun/streamrun"
 	"github.com/streamrun/streamrun/internal/benchrun"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
@@ -171,40 +172,43 @@ func (f *benchFlags) handler(out string) (pipelines.Handler, string, error) {
 	return h, "plugin", nil
 }
 
-// startHost runs the pipeline on a host sharing the bench's client, and
-// waits until it consumes. The returned function stops it.
+// startHost runs the pipelines on the bench's client, through the entry
+// point of `streamrun run`, and waits until they consume. The returned
+// function stops them.
 func (b *bench) startHost(ctx context.Context, ps []pipelines.Pipeline, inProcess bool) (host *runtime.Host, stop func() error, err error) {
 	log, err := b.f.logger(b.cmd.stderr, slog.LevelWarn)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := runtime.Options{Client: b.client, Logger: log}
+	opts := streamrun.Options{Pipelines: []pipelines.File{{Pipelines: ps}}, Client: b.client, Logger: log}
 	if inProcess {
 		opts.LocalHandlers = map[string]func() plugin.Handler{}
 		for _, p := range ps {
 			opts.LocalHandlers[p.Name] = identityHandler
 		}
 	}
-	host, err = runtime.New(ctx, opts)
+	r, err := streamrun.Start(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline host: %w", err)
 	}
-	hctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- host.Run(hctx, ps...) }()
+	ended := make(chan struct{})
+	go func() {
+		_ = r.Wait()
+		close(ended)
+	}()
 	stop = func() error {
-		cancel()
-		if err := <-done; err != nil {
+		r.Stop()
+		if err := r.Wait(); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
 		}
 		return nil
 	}
 	// Starting may build a package and start plugin processes.
 	deadline := time.Now().Add(2 * time.Minute)
-	for host.Ready() != nil {
+	for r.Host().Ready() != nil {
 		select {
-		case err := <-done:
-			cancel()
+		case <-ended:
+			err := r.Wait()
 			if err == nil {
 				err = errors.New("stopped before it was ready")
 			}
@@ -212,9 +216,9 @@ func (b *bench) startHost(ctx context.Context, ps []pipelines.Pipeline, inProces
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			rerr := host.Ready()
+			rerr := r.Host().Ready()
 			return nil, nil, errors.Join(fmt.Errorf("pipeline not ready after 2m: %w", rerr), stop())
 		}
 	}
-	return host, stop, nil
+	return r.Host(), stop, nil
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/internal/testkit"
-	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
@@ -383,50 +382,4 @@ pipelines:
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Errorf("exit status %d after SIGINT", code)
 	}
-}
-
-// What --watch watches: a file's content, a plugin binary, and the files
-// of a Go-package handler's directory; nothing else moves the
-// fingerprint.
-func TestWatchFingerprint(t *testing.T) {
-	dir := t.TempDir()
-	file := writePipelineFile(t, dir, "p.yaml", "pipelines: []\n")
-	bin := writePipelineFile(t, dir, "handler", "#!/bin/sh\n")
-	pkg := filepath.Join(dir, "pkg")
-	if err := os.MkdirAll(pkg, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src := writePipelineFile(t, pkg, "main.go", "package main\n")
-	l := &loaded{}
-	l.pipelines = append(l.pipelines, pipelineWith(bin, ""), pipelineWith("", pkg))
-	base := fingerprint([]string{file}, l)
-	if again := fingerprint([]string{file}, l); again != base {
-		t.Fatal("the fingerprint moved with nothing changed")
-	}
-	for _, change := range []struct {
-		what string
-		path string
-		body string
-	}{
-		{"the file", file, "pipelines: [] # edited\n"},
-		{"the binary", bin, "#!/bin/sh\nexit 0\n"},
-		{"the package's source", src, "package main // v2\n"},
-	} {
-		if err := os.WriteFile(change.path, []byte(change.body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		now := fingerprint([]string{file}, l)
-		if now == base {
-			t.Errorf("a change of %s did not move the fingerprint", change.what)
-		}
-		base = now
-	}
-	writePipelineFile(t, dir, "unrelated", "x")
-	if now := fingerprint([]string{file}, l); now != base {
-		t.Error("an unrelated file moved the fingerprint")
-	}
-}
-
-func pipelineWith(plugin, pkg string) pipelines.Pipeline {
-	return pipelines.Pipeline{Handler: pipelines.Handler{Plugin: plugin, Package: pkg}}
 }

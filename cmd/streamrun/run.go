@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun"
 	"github.com/streamrun/streamrun/runtime"
 )
 
@@ -51,21 +52,18 @@ type runConfig struct {
 	// ("": the files' telemetry.http, else not served).
 	telemetryAddr string
 
-	// reload: SIGHUP and --watch (reload.go).
+	// reload: SIGHUP and --watch.
 	reload reloadConfig
 }
 
-// defaultRunDataDir is where the embedded broker of `streamrun run` keeps
-// its data unless --memory or --data says otherwise.
-const defaultRunDataDir = ".streamrun/data"
-
-// The embedded broker's default addresses, as `streamrun broker`'s, so
-// that produce and consume find it without flags; a taken port falls back
-// to a free one.
-const (
-	defaultRunListen = "127.0.0.1:6650"
-	defaultRunHTTP   = "127.0.0.1:8080"
-)
+// reloadConfig is what the reload flags say.
+type reloadConfig struct {
+	// watch re-reads the files when they, or a handler's binary or Go
+	// source, change.
+	watch bool
+	// every is how often --watch looks.
+	every time.Duration
+}
 
 // defaultStatusInterval is how often the status lines come on a terminal.
 const defaultStatusInterval = 10 * time.Second
@@ -103,7 +101,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("run", stdout, stderr)
 	var c runConfig
 	fs := newRunFlags(&c)
-	if code, done := cmd.parse(fs, args, fmt.Sprintf(runHelp, defaultRunDataDir)); done {
+	if code, done := cmd.parse(fs, args, fmt.Sprintf(runHelp, streamrun.DefaultDataDir)); done {
 		return code
 	}
 	c.files = fs.Args()
@@ -127,9 +125,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !fs.Changed("print") {
 		c.print = c.untilDrained
 	}
-	if !c.memory && c.dataDir == "" {
-		c.dataDir = defaultRunDataDir
-	}
 	c.listenSet, c.httpSet = fs.Changed("broker-listen"), fs.Changed("broker-http")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -142,18 +137,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.fail(err)
 	}
-	r := &runner{cfg: c, cmd: cmd, log: log, stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
-	return r.run(ctx)
+	return runFiles(ctx, c, cmd, log, stdout, stderr)
 }
 
 // newRunFlags is `streamrun run`'s flag set, writing into c.
 func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("streamrun run", pflag.ContinueOnError)
 	fs.BoolVar(&c.memory, "memory", false, "embedded broker: keep everything in memory (nothing survives the run)")
-	fs.StringVar(&c.dataDir, "data", "", "embedded broker: data directory (default "+defaultRunDataDir+")")
+	fs.StringVar(&c.dataDir, "data", "", "embedded broker: data directory (default "+streamrun.DefaultDataDir+")")
 	fs.StringVar(&c.url, "url", "", "service URL of the cluster, instead of the files' service_url (their TLS, auth and retry settings still apply)")
-	fs.StringVar(&c.listen, "broker-listen", defaultRunListen, "embedded broker: address of its Pulsar port (a free port when the default one is taken; port 0: always a free one)")
-	fs.StringVar(&c.httpAddr, "broker-http", defaultRunHTTP, `embedded broker: address of its admin API (a free port when the default one is taken; "-": off)`)
+	fs.StringVar(&c.listen, "broker-listen", streamrun.DefaultBrokerListen, "embedded broker: address of its Pulsar port (a free port when the default one is taken; port 0: always a free one)")
+	fs.StringVar(&c.httpAddr, "broker-http", streamrun.DefaultBrokerHTTP, `embedded broker: address of its admin API (a free port when the default one is taken; "-": off)`)
 	c.logs.register(fs, "log at debug level (as --log-level debug)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.status, "status-interval", defaultStatusInterval, "log a status line per pipeline this often (0: never; unset: only when stderr is a terminal)")
@@ -165,7 +159,8 @@ func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
 	fs.StringVar(&c.telemetryAddr, "telemetry-addr", "", `serve /metrics, /healthz and /readyz here (":9464" is loopback; default: the files' telemetry.http, else off)`)
 	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
-	addReloadFlags(fs, &c.reload)
+	fs.BoolVar(&c.reload.watch, "watch", false, "re-read the files when they change, or a handler's binary or Go package source does (as SIGHUP does)")
+	fs.DurationVar(&c.reload.every, "watch-interval", streamrun.DefaultWatchInterval, "how often --watch looks for changes")
 	return fs
 }
 

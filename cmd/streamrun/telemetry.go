@@ -4,25 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
-	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/runtime"
 	"github.com/streamrun/streamrun/subscribe"
 	"github.com/streamrun/streamrun/telemetry"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
-	"github.com/streamrun/streamrun/telemetry/scrape"
 )
 
 // commandTracing traces what a command publishes and receives, as the
@@ -105,130 +98,4 @@ func (t *commandTracing) process(m *subscribe.Message, subscription string) trac
 	}
 	_, span := t.tr.Start(ctx, msgtrace.ProcessName(m.Topic), opts...)
 	return span
-}
-
-// hostTelemetry is what `streamrun run` sets up for the host: traces as
-// the environment and the files say, metrics and health served on
-// --telemetry-addr (or the files' telemetry.http).
-type hostTelemetry struct {
-	log     *slog.Logger
-	tracing *commandTracing
-	cfg     telemetry.Config
-	addr    string
-	mp      *sdkmetric.MeterProvider
-	metrics http.Handler
-	srv     *scrape.Server
-}
-
-// startHostTelemetry sets up what t and addr (the flag, which wins over
-// t.HTTP) ask for; nothing that is not asked for.
-func startHostTelemetry(ctx context.Context, t pipelines.Telemetry, addr string, log *slog.Logger) (*hostTelemetry, error) {
-	base := fileTraces(t.Traces)
-	ht := &hostTelemetry{log: log, addr: addr}
-	if ht.addr == "" {
-		ht.addr = t.HTTP
-	}
-	var err error
-	if ht.tracing, ht.cfg, err = startTracing(ctx, base); err != nil {
-		return nil, err
-	}
-	if ht.addr == "" {
-		return ht, nil
-	}
-	res, err := telemetry.NewResource(ht.cfg)
-	if err != nil {
-		ht.close(time.Second)
-		return nil, err
-	}
-	if ht.mp, ht.metrics, err = scrape.NewMeterProvider(res); err != nil {
-		ht.close(time.Second)
-		return nil, err
-	}
-	return ht, nil
-}
-
-// apply puts the providers and the plugins' OTEL_* settings into o.
-func (ht *hostTelemetry) apply(o *runtime.Options) {
-	if ht.tracing != nil {
-		o.TracerProvider = ht.tracing.tp
-		o.PluginEnv = append(o.PluginEnv, ht.cfg.Environ()...)
-	} else {
-		// A plugin must not export what its host does not.
-		o.PluginEnv = append(o.PluginEnv, "OTEL_TRACES_EXPORTER=none")
-	}
-	if ht.mp != nil {
-		o.MeterProvider = ht.mp
-	}
-}
-
-// serve starts the endpoints, ready as h is.
-func (ht *hostTelemetry) serve(h *runtime.Host) error {
-	if ht.addr == "" {
-		return nil
-	}
-	srv, err := scrape.Listen(scrape.Options{Addr: ht.addr, Metrics: ht.metrics, Ready: h.Ready, Logger: ht.log})
-	if err != nil {
-		return err
-	}
-	ht.srv = srv
-	ht.log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr())
-	return nil
-}
-
-// close stops serving and exports what is left, within timeout.
-func (ht *hostTelemetry) close(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if ht.srv != nil {
-		_ = ht.srv.Close(ctx)
-	}
-	if ht.mp != nil {
-		_ = ht.mp.Shutdown(ctx)
-	}
-	if ht.tracing != nil {
-		if err := ht.tracing.tp.Shutdown(ctx); err != nil {
-			ht.log.Warn("exporting traces", "err", err)
-		}
-	}
-}
-
-// addTelemetry takes a file's telemetry section: the first file that has
-// one gives it, and another that has a different one is an error (one
-// run serves one set of endpoints).
-func (l *loaded) addTelemetry(t pipelines.Telemetry, path string, from *string) error {
-	if reflect.DeepEqual(t, pipelines.Telemetry{}) {
-		return nil
-	}
-	if err := checkTelemetry(t, path); err != nil {
-		return err
-	}
-	if *from == "" {
-		l.telemetry, *from = t, path
-		return nil
-	}
-	if !reflect.DeepEqual(t, l.telemetry) {
-		return fmt.Errorf("%s: telemetry differs from %s: one run has one telemetry section", path, *from)
-	}
-	return nil
-}
-
-// checkTelemetry reports what is wrong with the telemetry section of the
-// file at path (what the pipelines package does not check: the settings'
-// values), naming the file and the setting.
-func checkTelemetry(t pipelines.Telemetry, path string) error {
-	if err := fileTraces(t.Traces).Check(); err != nil {
-		return fmt.Errorf("%s: telemetry.traces: %w", path, err)
-	}
-	if t.HTTP != "" {
-		if _, err := scrape.ListenAddr(t.HTTP); err != nil {
-			return fmt.Errorf("%s: telemetry.http: %w", path, err)
-		}
-	}
-	return nil
-}
-
-// fileTraces is a file's traces section as a telemetry.Config.
-func fileTraces(tr pipelines.Traces) telemetry.Config {
-	return telemetry.Config{Endpoint: tr.Endpoint, Protocol: tr.Protocol, Headers: tr.Headers, ServiceName: tr.ServiceName,
-		ResourceAttributes: tr.ResourceAttributes, Sampler: tr.Sampler, SamplerArg: tr.SamplerArg}
 }

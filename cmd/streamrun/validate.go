@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/streamrun/streamrun/pipelines"
-	"github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun"
 )
 
 const validateHelp = `Usage: streamrun validate [flags] FILE...
@@ -40,13 +39,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	code := exitOK
 	for _, path := range fs.Args() {
-		f, err := pipelines.Load(path, os.LookupEnv)
-		if err == nil {
-			err = checkTelemetry(f.Telemetry, path)
-		}
-		if err == nil {
-			err = runtime.CheckScripts(ctx, f)
-		}
+		f, err := streamrun.Check(ctx, path, os.LookupEnv)
 		if err != nil {
 			// Already FILE:LINE:COL: ... lines, without the command's
 			// prefix, so that editors and terminals can jump to them.

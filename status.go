@@ -1,4 +1,4 @@
-package main
+package streamrun
 
 import (
 	"fmt"
@@ -45,4 +45,12 @@ func (s *status) report(h *runtime.Host) {
 			"instances_up", up[st.Pipeline])
 	}
 	s.at = now
+}
+
+// logTotals logs every pipeline's totals once the run is over.
+func logTotals(log *slog.Logger, h *runtime.Host) {
+	for _, s := range h.Stats() {
+		log.Info("pipeline totals", "pipeline", s.Pipeline, "received", s.Received, "acked", s.Acked,
+			"retried", s.Retried, "dead_lettered", s.DeadLettered, "dropped", s.Dropped, "handed_back", s.HandedBack)
+	}
 }
