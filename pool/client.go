@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/streamrun/streamrun/internal/connpool"
+	"github.com/streamrun/streamrun/internal/txn"
 )
 
 // Client is a connection pool to one Pulsar cluster and the producers on
@@ -33,6 +34,7 @@ type state struct {
 	producerID atomic.Uint64
 	closing    atomic.Bool
 	watchOnce  sync.Once
+	txns       *txn.Coordinator
 
 	mu        sync.Mutex
 	producers map[string]*producerSlot // by full topic name
@@ -87,6 +89,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	cfg.Owner = s
 	s.pool = connpool.New(cfg)
+	s.txns = txn.NewCoordinator(s.pool, s.retry)
 	c := (*Client)(s.pool)
 	err = s.retry(ctx, "connect to "+opts.ServiceURL, func(ctx context.Context) error {
 		_, err := s.pool.ServiceConn(ctx)

@@ -1,6 +1,9 @@
 package pool
 
-import "github.com/streamrun/streamrun/pulsarwire"
+import (
+	"github.com/streamrun/streamrun/internal/txn"
+	"github.com/streamrun/streamrun/pulsarwire"
+)
 
 // Key-based batching (BatchingOptions.ByKey).
 //
@@ -28,16 +31,19 @@ import "github.com/streamrun/streamrun/pulsarwire"
 // batchKey is what a KeyShared dispatcher routes a message by. An
 // ordering key and a partition key that are equal strings are different
 // keys.
+// Messages of different transactions (or of one and of none) never share
+// a batch either: the transaction is part of the key.
 type batchKey struct {
 	ordering bool
 	key      string
+	txn      *txn.Txn
 }
 
-func keyOf(f *pulsarwire.MessageFields) batchKey {
+func keyOf(f *pulsarwire.MessageFields, tx *txn.Txn) batchKey {
 	if f.OrderingKey != "" {
-		return batchKey{ordering: true, key: f.OrderingKey}
+		return batchKey{ordering: true, key: f.OrderingKey, txn: tx}
 	}
-	return batchKey{key: f.Key}
+	return batchKey{key: f.Key, txn: tx}
 }
 
 // keyedBatches are a ByKey producer's open batches.
@@ -71,20 +77,20 @@ func (k *keyedBatches) reset() {
 // message, and after it when MaxMessages or MaxBytes is reached. It
 // returns the refusal of a message that can never fit an entry, taking
 // nothing.
-func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []byte, need int, size int64, done completer) error {
+func (pp *partProducer) addKeyedLocked(f *pulsarwire.MessageFields, payload []byte, need int, size int64, tx *txn.Txn, done completer) error {
 	opts := &pp.p.opts.Batching
 	k := &pp.keyed
-	key := keyOf(f)
+	key := keyOf(f, tx)
 	b := k.byKey[key]
 	if k.n > 0 && (k.bytes+need > opts.MaxBytes || b != nil && !fitsEntry(pp.maxMessageSize, b.room, len(b.buf)-b.room+need)) {
 		pp.flushKeyedLocked()
 		b = nil
 	}
 	if b == nil {
-		b = pp.newBatchLocked(f)
+		b = pp.newBatchLocked(f, tx)
 		if !fitsEntry(pp.maxMessageSize, b.room, need) {
 			b.recycle()
-			return pp.sendAloneLocked(f, payload, size, done)
+			return pp.sendAloneLocked(f, payload, size, tx, done)
 		}
 		// Most keys' batches stay small: start with what this message
 		// needs (a pooled buffer if there is one) and let it grow.

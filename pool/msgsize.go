@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/streamrun/streamrun/internal/txn"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
 
@@ -27,18 +28,23 @@ func fitsEntry(maxMessageSize, room, n int) bool {
 // padding.
 func MaxPayload(maxMessageSize int, m Message) int {
 	f := pulsarwire.MessageFields{Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties}
+	h := pulsarwire.SendHeader{Message: f}
+	if m.Txn != nil {
+		h.Txn = &pulsarwire.TxnID{}
+	}
 	// The producer name is the broker's choice; allow it 256 bytes.
-	room := pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{Message: f}) + 256
+	room := pulsarwire.SendHeaderRoom(&h) + 256
 	return min(maxMessageSize, pulsarwire.MaxFrameSize(maxMessageSize)-room)
 }
 
 // sendAloneLocked sends a message that no batch can hold as an entry of
 // its own, unbatched, after the batches before it; it refuses one that
 // does not fit even so, taking nothing.
-func (pp *partProducer) sendAloneLocked(f *pulsarwire.MessageFields, payload []byte, size int64, done completer) error {
+func (pp *partProducer) sendAloneLocked(f *pulsarwire.MessageFields, payload []byte, size int64, tx *txn.Txn, done completer) error {
 	b := batches.Get().(*batch)
 	b.single, b.fields, b.firstSeq = true, *f, f.SequenceID
-	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{ProducerName: pp.name, Message: b.fields})
+	b.setTxn(tx)
+	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{ProducerName: pp.name, Message: b.fields, Txn: b.header()})
 	if !fitsEntry(pp.maxMessageSize, b.room, len(payload)) {
 		b.recycle()
 		return pp.tooLargeLocked(len(payload))

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/internal/connpool"
+	"github.com/streamrun/streamrun/internal/txn"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -65,9 +66,29 @@ type batch struct {
 	bytes    int64 // payload bytes, held in the memory limit
 	frame    []byte
 	flushed  []chan struct{}
+	// txn is the transaction every message of the batch is published in,
+	// nil for none; txnID is its id, for the header.
+	txn   *txn.Txn
+	txnID pulsarwire.TxnID
 }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
+
+// setTxn makes tx (nil: none) the batch's transaction.
+func (b *batch) setTxn(tx *txn.Txn) {
+	b.txn = tx
+	if tx != nil {
+		b.txnID = tx.ID()
+	}
+}
+
+// header is the transaction id for the SEND header, nil for none.
+func (b *batch) header() *pulsarwire.TxnID {
+	if b.txn == nil {
+		return nil
+	}
+	return &b.txnID
+}
 
 // recycle puts b back in the pool; its buffer is the caller's business.
 func (b *batch) recycle() {
@@ -147,8 +168,9 @@ func newPartProducer(p *Producer, topic string, partition int32) *partProducer {
 }
 
 // add puts one message into the open batch, closing the batch when it is
-// full. The caller holds the message's share of the pending limits.
-func (pp *partProducer) add(m *Message, size int64, done completer) {
+// full. The caller holds the message's share of the pending limits; tx is
+// the message's transaction, nil for none.
+func (pp *partProducer) add(m *Message, size int64, tx *txn.Txn, done completer) {
 	f := pulsarwire.MessageFields{Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties}
 	if !m.EventTime.IsZero() {
 		f.EventTime = uint64(m.EventTime.UnixMilli())
@@ -158,7 +180,7 @@ func (pp *partProducer) add(m *Message, size int64, done completer) {
 	if pp.err != nil {
 		err = fmt.Errorf("publish to %s: %w", pp.topic, pp.err)
 	} else {
-		err = pp.addLocked(&f, m.Payload, size, done)
+		err = pp.addLocked(&f, m.Payload, size, tx, done)
 	}
 	pp.mu.Unlock()
 	if err != nil {
@@ -168,9 +190,10 @@ func (pp *partProducer) add(m *Message, size int64, done completer) {
 }
 
 // addLocked numbers f and puts it into the open batch (with ByKey, its
-// key's). It returns the refusal of a message no entry can hold, taking
-// nothing.
-func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, size int64, done completer) error {
+// key's). A batch holds the messages of one transaction (or of none): a
+// message of another closes the open batch first. It returns the refusal
+// of a message no entry can hold, taking nothing.
+func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, size int64, tx *txn.Txn, done completer) error {
 	opts := &pp.p.opts.Batching
 	f.SequenceID = pp.nextSeq
 	need := len(payload)
@@ -178,21 +201,21 @@ func (pp *partProducer) addLocked(f *pulsarwire.MessageFields, payload []byte, s
 		need = pulsarwire.SingleMessageSize(f, len(payload))
 	}
 	if pp.byKey {
-		return pp.addKeyedLocked(f, payload, need, size, done)
+		return pp.addKeyedLocked(f, payload, need, size, tx, done)
 	}
 	if b := pp.cur; b != nil {
 		used := len(b.buf) - b.room
-		if used+need > opts.MaxBytes || !fitsEntry(pp.maxMessageSize, b.room, used+need) {
+		if b.txn != tx || used+need > opts.MaxBytes || !fitsEntry(pp.maxMessageSize, b.room, used+need) {
 			pp.flushLocked()
 		}
 	}
 	b := pp.cur
 	if b == nil {
-		b = pp.newBatchLocked(f)
+		b = pp.newBatchLocked(f, tx)
 		if !fitsEntry(pp.maxMessageSize, b.room, need) {
 			// Before taking a buffer or setting the clock for nothing.
 			b.recycle()
-			return pp.sendAloneLocked(f, payload, size, done)
+			return pp.sendAloneLocked(f, payload, size, tx, done)
 		}
 		pp.startLocked(b)
 	}
@@ -232,9 +255,10 @@ func (pp *partProducer) startLocked(b *batch) {
 	}
 }
 
-// newBatchLocked returns a batch whose first message is f, without its
-// buffer: room is how many bytes its header will need.
-func (pp *partProducer) newBatchLocked(f *pulsarwire.MessageFields) *batch {
+// newBatchLocked returns a batch whose first message is f, published in
+// tx (nil: none), without its buffer: room is how many bytes its header
+// will need.
+func (pp *partProducer) newBatchLocked(f *pulsarwire.MessageFields, tx *txn.Txn) *batch {
 	b := batches.Get().(*batch)
 	b.firstSeq = f.SequenceID
 	if pp.batching {
@@ -242,8 +266,9 @@ func (pp *partProducer) newBatchLocked(f *pulsarwire.MessageFields) *batch {
 	} else {
 		b.fields = *f
 	}
+	b.setTxn(tx)
 	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{
-		ProducerName: pp.name, Batch: pp.batching, Message: b.fields,
+		ProducerName: pp.name, Batch: pp.batching, Message: b.fields, Txn: b.header(),
 	})
 	b.started = time.Now()
 	return b
@@ -297,6 +322,7 @@ func (pp *partProducer) sendLocked(b *batch) {
 		ProducerName:      pp.name,
 		PublishTime:       uint64(b.started.UnixMilli()),
 		Message:           b.fields,
+		Txn:               b.header(),
 	}
 	if pp.byKey {
 		// A key's batch holds sequence ids interleaved with other keys'
@@ -554,14 +580,59 @@ func (pp *partProducer) connect(ctx context.Context) error {
 		return conn.Err()
 	}
 	pp.conn = conn
+	lost := pp.dropTxnEntriesLocked()
+	if len(lost) > 0 {
+		// Completing them runs callbacks: not under the lock.
+		err := fmt.Errorf("publish to %s in a transaction: the connection was lost before the receipt; "+
+			"the broker may hold the entry already, so it is not sent again and the transaction must abort", pp.topic)
+		if !pp.c.pool.Spawn(func() {
+			for _, b := range lost {
+				pp.finish(b, pulsarwire.MessageID{}, err)
+			}
+		}) {
+			for _, b := range lost {
+				pp.finish(b, pulsarwire.MessageID{}, err)
+			}
+		}
+	}
 	n := 0
 	for b := range pp.pending.all() {
 		conn.WriteFrame(b.frame)
 		n++
 	}
-	if n > 0 {
-		pp.log.Info("producer re-created; resent pending entries", "broker", conn.Host(), "entries", n)
+	if n > 0 || len(lost) > 0 {
+		pp.log.Info("producer re-created; resent pending entries", "broker", conn.Host(), "entries", n, "transactional_entries_failed", len(lost))
 	}
+	return nil
+}
+
+// dropTxnEntriesLocked takes the entries published in a transaction out
+// of the pending queue. After a lost connection they are never sent
+// again: the broker may have stored one whose receipt was lost, and a
+// second copy would be a duplicate inside the transaction. Their failure
+// makes the transaction abort, and its inputs come again.
+func (pp *partProducer) dropTxnEntriesLocked() []*batch {
+	var lost []*batch
+	kept := batchQueue{}
+	for b := range pp.pending.all() {
+		if b.txn != nil {
+			lost = append(lost, b)
+		} else {
+			kept.push(b)
+		}
+	}
+	if len(lost) > 0 {
+		pp.pending = kept
+	}
+	return lost
+}
+
+// flushTxn sends the open batches now; a transaction that published
+// through this producer runs it as it commits.
+func (pp *partProducer) flushTxn(context.Context) error {
+	pp.mu.Lock()
+	pp.flushLocked()
+	pp.mu.Unlock()
 	return nil
 }
 

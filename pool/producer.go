@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamrun/streamrun/internal/txn"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
 
@@ -27,6 +28,9 @@ type Message struct {
 	// EventTime is the time the message is about, in milliseconds on the
 	// wire. Zero = none.
 	EventTime time.Time
+	// Txn is the transaction the message is published in: consumers get
+	// it once the transaction commits, never if it aborts. Nil = none.
+	Txn *Transaction
 }
 
 // Producer publishes to one topic: a partitioned topic's partitions each
@@ -416,6 +420,14 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 			pp = parts[p.rr.next(len(m.Payload), n)]
 		}
 	}
+	var tx *txn.Txn
+	if m.Txn != nil {
+		var err error
+		if tx, done, err = p.joinTxn(ctx, m.Txn, pp, done); err != nil {
+			done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", p.topic, err))
+			return
+		}
+	}
 	size := int64(len(m.Payload))
 	if err := p.pending.acquire(ctx, 1); err != nil {
 		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: waiting for room among pending messages: %w", p.topic, err))
@@ -426,7 +438,38 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 		done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: waiting for memory: %w", p.topic, err))
 		return
 	}
-	pp.add(m, size, done)
+	pp.add(m, size, tx, done)
+}
+
+// joinTxn makes a message's send an operation of its transaction: pp's
+// topic is registered with the transaction's coordinator the first time
+// (and pp flushes when the transaction commits), and the send is counted
+// until done hears its fate, which the returned completer passes on.
+func (p *Producer) joinTxn(ctx context.Context, t *Transaction, pp *partProducer, done completer) (*txn.Txn, completer, error) {
+	tx := (*txn.Txn)(t)
+	first, err := tx.Register(ctx, pp.topic)
+	if err != nil {
+		return nil, done, err
+	}
+	if first {
+		tx.AddHooks(txn.Hooks{Flush: pp.flushTxn})
+	}
+	if err := tx.Start(); err != nil {
+		return nil, done, err
+	}
+	return tx, &txnDone{done: done, tx: tx}, nil
+}
+
+// txnDone tells a message's transaction how its send ended, then the
+// message's own completer.
+type txnDone struct {
+	done completer
+	tx   *txn.Txn
+}
+
+func (d *txnDone) complete(id pulsarwire.MessageID, err error) {
+	d.tx.Done(err)
+	d.done.complete(id, err)
 }
 
 // Flush sends the open batches now and waits, while ctx allows, until

@@ -100,6 +100,9 @@ var retryableCodes = map[pb.ServerError]bool{
 	pb.ServerError_MetadataError:    true,
 	pb.ServerError_PersistenceError: true,
 	pb.ServerError_UnknownError:     true,
+	// The coordinator of a transaction is loading or moving (its
+	// partition of the coordinators' topic changes owner).
+	pb.ServerError_TransactionCoordinatorNotFound: true,
 }
 
 // NewServerError returns the error for a code and message from the broker.

@@ -128,6 +128,10 @@ type SendHeader struct {
 	// key and ordering key here (a KeyShared dispatcher reads them);
 	// properties and event time then stay with each message.
 	Message MessageFields
+	// Txn is the transaction the entry is published in, nil for none. It
+	// goes into both the CommandSend and the MessageMetadata: a broker may
+	// go by either (Apache Pulsar's dispatcher reads the metadata's).
+	Txn *TxnID
 }
 
 // SendHeaderRoom is an upper bound of the bytes PutSendHeader writes for h.
@@ -144,6 +148,9 @@ func SendHeaderRoom(h *SendHeader) int {
 		for k, v := range m.Properties {
 			n += 1 + protowire.SizeBytes(kvSize(k, v))
 		}
+	}
+	if h.Txn != nil {
+		n += 2*(1+10) + 2*(2+10) // in the command, then in the metadata
 	}
 	return n
 }
@@ -195,6 +202,9 @@ func sendSize(h *SendHeader) int {
 	if h.HighestSequenceID > h.SequenceID {
 		n += 1 + protowire.SizeVarint(h.HighestSequenceID)
 	}
+	if h.Txn != nil {
+		n += 2 + protowire.SizeVarint(h.Txn.Least) + protowire.SizeVarint(h.Txn.Most)
+	}
 	return n
 }
 
@@ -206,6 +216,12 @@ func appendSend(dst []byte, h *SendHeader) []byte {
 	if h.NumMessages != 1 {
 		dst = protowire.AppendTag(dst, 3, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, uint64(int64(h.NumMessages)))
+	}
+	if h.Txn != nil {
+		dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, h.Txn.Least)
+		dst = protowire.AppendTag(dst, 5, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, h.Txn.Most)
 	}
 	if h.HighestSequenceID > h.SequenceID {
 		dst = protowire.AppendTag(dst, 6, protowire.VarintType)
@@ -246,6 +262,12 @@ func appendMetadata(dst []byte, h *SendHeader) []byte {
 	if m.OrderingKey != "" {
 		dst = protowire.AppendTag(dst, 18, protowire.BytesType)
 		dst = protowire.AppendString(dst, m.OrderingKey)
+	}
+	if h.Txn != nil {
+		dst = protowire.AppendTag(dst, 22, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, h.Txn.Least)
+		dst = protowire.AppendTag(dst, 23, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, h.Txn.Most)
 	}
 	return dst
 }

@@ -100,6 +100,10 @@ func TestPutSendHeaderMakesAFrameParseFrameReads(t *testing.T) {
 			PublishTime: 1, Message: MessageFields{Key: "k", EventTime: 9, Properties: map[string]string{"x": "y", "a": "b"}}}, []byte("solo")},
 		{"compressed", SendHeader{ProducerID: 2, SequenceID: 0, NumMessages: 1, Batch: true, ProducerName: "p",
 			PublishTime: 2, Compression: pb.CompressionType_LZ4, UncompressedSize: 77}, []byte("not really lz4")},
+		{"in a transaction", SendHeader{ProducerID: 4, SequenceID: 100, HighestSequenceID: 102, NumMessages: 3, Batch: true,
+			ProducerName: "p", PublishTime: 3, Txn: &TxnID{Most: 1 << 40, Least: 1<<64 - 1}}, batch},
+		{"in transaction (0,0)", SendHeader{ProducerID: 5, SequenceID: 7, NumMessages: 1, ProducerName: "p",
+			PublishTime: 4, Txn: &TxnID{}}, []byte("solo")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkPutSendHeader(t, &c.h, c.payload) })
@@ -133,6 +137,14 @@ func checkPutSendHeader(t *testing.T, h *SendHeader, payload []byte) {
 	}
 	if !h.Batch && (md.GetEventTime() != h.Message.EventTime || len(md.GetProperties()) != len(h.Message.Properties)) {
 		t.Fatalf("single message fields lost: %v", md)
+	}
+	if h.Txn != nil && (s.TxnidMostBits == nil || s.TxnidLeastBits == nil || md.TxnidMostBits == nil || md.TxnidLeastBits == nil ||
+		s.GetTxnidMostBits() != h.Txn.Most || s.GetTxnidLeastBits() != h.Txn.Least ||
+		md.GetTxnidMostBits() != h.Txn.Most || md.GetTxnidLeastBits() != h.Txn.Least) {
+		t.Fatalf("transaction %v: command %v, metadata %v", h.Txn, s, md)
+	}
+	if h.Txn == nil && (s.TxnidMostBits != nil || md.TxnidMostBits != nil) {
+		t.Fatalf("transaction fields without a transaction: command %v, metadata %v", s, md)
 	}
 	if h.Compression != pb.CompressionType_NONE && md.GetUncompressedSize() != h.UncompressedSize {
 		t.Fatalf("uncompressed size %d", md.GetUncompressedSize())

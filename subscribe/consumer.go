@@ -40,11 +40,12 @@ type Consumer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	q     queue
-	r     recvState
-	acks  acker
-	nacks nacker
-	dlq   *deadLetters
+	q       queue
+	r       recvState
+	acks    acker
+	txnAcks txnAcks
+	nacks   nacker
+	dlq     *deadLetters
 
 	mu     sync.Mutex
 	parts  map[string]*partConsumer // by topic or partition name
@@ -95,6 +96,7 @@ func New(ctx context.Context, client *pool.Client, opts Options) (*Consumer, err
 	}
 	c.q.init()
 	c.acks.c = c
+	c.txnAcks.c = c
 	c.acks.cum = map[*partConsumer]entryPos{}
 	c.nacks.kick = make(chan struct{}, 1)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -392,6 +394,10 @@ func (c *Consumer) ack(ctx context.Context, m *Message, wait bool) error {
 	}
 	pc := m.pc
 	if b := m.acks; b != nil {
+		if b.txn.Load() != nil {
+			return fmt.Errorf("ack %s: %w", m.ID, ErrBatchAcrossTransactions)
+		}
+		b.plain.Store(true)
 		if !b.mark(m.ID.BatchIndex) {
 			return nil // acknowledged before
 		}

@@ -17,6 +17,14 @@ var (
 	// ErrForeignMessage: a message given to Ack, AckCumulative or Nack was
 	// not received by this consumer.
 	ErrForeignMessage = errors.New("subscribe: message was not received by this consumer")
+	// ErrBatchAcrossTransactions: a message of a batch acknowledged in a
+	// transaction while another message of it was acknowledged in
+	// another, or outside any. The broker acknowledges an entry as a
+	// whole, in one transaction or none.
+	ErrBatchAcrossTransactions = errors.New("subscribe: the messages of one batch are acknowledged in more than one transaction")
+	// ErrPartialBatch: a transaction committed (and aborted instead) while
+	// it acknowledged only some messages of a batch.
+	ErrPartialBatch = errors.New("subscribe: a batch is only partly acknowledged in the transaction")
 	// ErrSeekNotSupported: a seek to a message id on a consumer of several
 	// topics, where the id names no single one.
 	ErrSeekNotSupported = errors.New("subscribe: a seek to a message id needs a consumer of one topic")

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/internal/txn"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -67,17 +68,33 @@ func (p entryPos) wire() *pb.MessageIdData {
 // batchAcks tracks which messages of a batch entry were acknowledged:
 // the entry is acknowledged on the broker once all of them were.
 type batchAcks struct {
+	pc      *partConsumer
 	pos     entryPos
 	n       int32
 	left    atomic.Int32
 	bits    []atomic.Uint64 // set: acknowledged
 	partial atomic.Bool     // listed in the part's partialAcks
+	// txn is the transaction its messages are acknowledged in, plain set
+	// when one was acknowledged outside any: an entry is acknowledged on
+	// the broker as a whole, so it is one or the other.
+	txn   atomic.Pointer[txn.Txn]
+	plain atomic.Bool
 }
 
-func newBatchAcks(pos entryPos, n int32) *batchAcks {
-	b := &batchAcks{pos: pos, n: n, bits: make([]atomic.Uint64, (n+63)/64)}
+func newBatchAcks(pc *partConsumer, pos entryPos, n int32) *batchAcks {
+	b := &batchAcks{pc: pc, pos: pos, n: n, bits: make([]atomic.Uint64, (n+63)/64)}
 	b.left.Store(n)
 	return b
+}
+
+// reset forgets every acknowledgement of the batch: the transaction they
+// were made in did not commit.
+func (b *batchAcks) reset() {
+	for i := range b.bits {
+		b.bits[i].Store(0)
+	}
+	b.left.Store(b.n)
+	b.txn.Store(nil)
 }
 
 // mark records message i as acknowledged; false when it already was.
@@ -212,7 +229,7 @@ func (c *Consumer) split(e *entry, codecs *pulsarwire.Codecs) (parsed, error) {
 	acks := pc.partial.get(pos)
 	fresh := acks == nil
 	if fresh {
-		acks = newBatchAcks(pos, n)
+		acks = newBatchAcks(pc, pos, n)
 	}
 	skipBefore := pc.takeSkip(pos)
 	ackSet := e.cmd.GetAckSet()

@@ -18,6 +18,12 @@ const (
 	PulsarURLEnv = "STREAMRUN_PULSAR_URL"
 	// PulsarHTTPEnv names its admin API; default http://127.0.0.1:8080.
 	PulsarHTTPEnv = "STREAMRUN_PULSAR_HTTP"
+	// PulsarTxnURLEnv names the service URL of an Apache Pulsar with
+	// transactions on (scripts/pulsar start --name txn), which TxnTarget
+	// uses beside the one of PulsarURLEnv.
+	PulsarTxnURLEnv = "STREAMRUN_PULSAR_TXN_URL"
+	// PulsarTxnHTTPEnv names its admin API; default http://127.0.0.1:8281.
+	PulsarTxnHTTPEnv = "STREAMRUN_PULSAR_TXN_HTTP"
 )
 
 // A Peer is the broker a test talks to: an embedded cluster started for
@@ -48,16 +54,39 @@ func PulsarURL() string { return os.Getenv(PulsarURLEnv) }
 func Target(t testing.TB, opts ...func(*broker.Options)) *Peer {
 	t.Helper()
 	if u := PulsarURL(); u != "" {
-		admin := os.Getenv(PulsarHTTPEnv)
-		if admin == "" {
-			admin = "http://127.0.0.1:8080"
-		}
-		if !strings.Contains(admin, "://") {
-			admin = "http://" + admin
-		}
-		return &Peer{URL: u, Admin: admin}
+		return &Peer{URL: u, Admin: httpBase(os.Getenv(PulsarHTTPEnv), "http://127.0.0.1:8080")}
 	}
 	return startPeer(t, LogWriter(t, "broker"), opts)
+}
+
+// TxnTarget returns the peer of a test of transactions, a broker with
+// them on: on Apache Pulsar (STREAMRUN_PULSAR_URL set) the one
+// STREAMRUN_PULSAR_TXN_URL names, the test skipped when it is unset; the
+// embedded broker does not speak transactions yet, so there the test is
+// skipped too.
+func TxnTarget(t testing.TB, opts ...func(*broker.Options)) *Peer {
+	t.Helper()
+	if PulsarURL() == "" {
+		t.Skip("transactions: the embedded broker does not speak them yet")
+	}
+	u := os.Getenv(PulsarTxnURLEnv)
+	if u == "" {
+		t.Skipf("transactions on Apache Pulsar need a standalone with them on: "+
+			`eval "$(scripts/pulsar start --name txn)" sets %s and %s`, PulsarTxnURLEnv, PulsarTxnHTTPEnv)
+	}
+	return &Peer{URL: u, Admin: httpBase(os.Getenv(PulsarTxnHTTPEnv), "http://127.0.0.1:8281")}
+}
+
+// httpBase is admin, or def when it is empty, with http:// when it names
+// no scheme.
+func httpBase(admin, def string) string {
+	if admin == "" {
+		admin = def
+	}
+	if !strings.Contains(admin, "://") {
+		admin = "http://" + admin
+	}
+	return admin
 }
 
 // Embedded returns an embedded cluster's peer for a test that needs

@@ -1,0 +1,122 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/streamrun/streamrun/internal/txn"
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// Transaction is a Pulsar transaction: what is published in it
+// (Message.Txn) is delivered once it commits and never if it aborts, and
+// what is acknowledged in it (subscribe's AckWithTxn) is acknowledged
+// when it commits and comes again if it aborts. The broker aborts a
+// transaction nobody ended once its timeout passed.
+//
+// Its methods are safe for concurrent use. It is defined on the module's
+// internal transaction state, so that package subscribe acknowledges
+// inside it by a conversion, as it reaches a Client's connections.
+type Transaction txn.Txn
+
+// TransactionState is where a transaction is in its life.
+type TransactionState int32
+
+const (
+	// TransactionOpen: messages may be published and acknowledged in it.
+	TransactionOpen = TransactionState(txn.Open)
+	// TransactionCommitting and TransactionAborting: Commit or Abort is
+	// under way.
+	TransactionCommitting = TransactionState(txn.Committing)
+	TransactionAborting   = TransactionState(txn.Aborting)
+	// TransactionCommitted and TransactionAborted: the broker said so.
+	TransactionCommitted = TransactionState(txn.Committed)
+	TransactionAborted   = TransactionState(txn.Aborted)
+	// TransactionFailed: ending it failed (the broker no longer knew it,
+	// or could not be reached). The broker's word is final: one that did
+	// not commit is aborted once its timeout passed.
+	TransactionFailed = TransactionState(txn.Failed)
+)
+
+func (s TransactionState) String() string { return txn.State(s).String() }
+
+// Errors of transactions; match with errors.Is. The broker's refusals
+// keep their codes: pulsarwire.ErrTransactionNotFound (the broker does not
+// know the transaction: it ended, or its timeout aborted it),
+// pulsarwire.ErrTransactionConflict (a message another transaction
+// acknowledged), pulsarwire.ErrInvalidTxnStatus.
+var (
+	// ErrTransactionsOff: the broker has transactions off (Apache Pulsar's
+	// transactionCoordinatorEnabled=false, the embedded broker's default).
+	ErrTransactionsOff = txn.ErrOff
+	// ErrTransactionNotOpen: publishing, acknowledging or ending in a
+	// transaction that is committing, aborting or ended.
+	ErrTransactionNotOpen = txn.ErrNotOpen
+	// ErrTransactionAborted: Commit aborted the transaction instead,
+	// because a publish or acknowledgement in it failed (the error says
+	// which).
+	ErrTransactionAborted = txn.ErrAborted
+)
+
+// DefaultTransactionTimeout is BeginTransaction's timeout when it is
+// given none.
+const DefaultTransactionTimeout = time.Minute
+
+// BeginTransaction begins a transaction at one of the broker's
+// transaction coordinators (round robin). The broker aborts it once
+// timeout has passed unless it ended before; 0 means
+// DefaultTransactionTimeout (1 minute). It fails with ErrTransactionsOff
+// on a broker with transactions off. The coordinators are found and
+// connected to on first use, under OperationRetries.
+func (c *Client) BeginTransaction(ctx context.Context, timeout time.Duration) (*Transaction, error) {
+	if timeout == 0 {
+		timeout = DefaultTransactionTimeout
+	}
+	s := c.own()
+	if s.closing.Load() {
+		return nil, fmt.Errorf("begin a transaction: %w", ErrClosed)
+	}
+	t, err := s.txns.Begin(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return (*Transaction)(t), nil
+}
+
+func (t *Transaction) inner() *txn.Txn { return (*txn.Txn)(t) }
+
+// ID is the transaction's id, as the broker named it.
+func (t *Transaction) ID() pulsarwire.TxnID { return t.inner().ID() }
+
+// State is where the transaction is. One past its timeout reads open
+// until an operation finds out.
+func (t *Transaction) State() TransactionState { return TransactionState(t.inner().State()) }
+
+// Deadline is when the broker aborts the transaction unless it ended.
+func (t *Transaction) Deadline() time.Time { return t.inner().Deadline() }
+
+// Commit commits the transaction: it sends the batches and grouped
+// acknowledgements held for it, waits for every publish and
+// acknowledgement in it to be answered, then asks its coordinator to
+// commit. If one of them failed it aborts instead and returns
+// ErrTransactionAborted with that failure. A commit the broker refuses
+// (pulsarwire.ErrTransactionNotFound: the timeout aborted it) leaves the
+// transaction TransactionFailed. If ctx ends while waiting for the
+// publishes, the transaction is open again.
+//
+// After a lost connection the commit is asked again; if the first one
+// had reached the broker, the second is refused with
+// ErrTransactionNotFound although it committed. The broker's state is
+// the truth: acknowledgements that did not commit come again.
+func (t *Transaction) Commit(ctx context.Context) error { return t.inner().Commit(ctx) }
+
+// Abort aborts the transaction: nothing published in it is ever
+// delivered, and what was acknowledged in it comes again (acknowledgements
+// still grouped are dropped and their messages asked for again). It does
+// not wait for publishes under way; what they store joins the aborted
+// transaction.
+func (t *Transaction) Abort(ctx context.Context) error { return t.inner().Abort(ctx) }
+
+// String is the transaction's id in Apache Pulsar's form, "(0,5)".
+func (t *Transaction) String() string { return t.ID().String() }

@@ -1,0 +1,317 @@
+package subscribe_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// Transactions: publishing and acknowledging inside one, against a broker
+// with transactions on (brokertest.TxnTarget).
+
+func newTxnTarget(t *testing.T) *target { return &target{brokertest.TxnTarget(t)} }
+
+func begin(ctx context.Context, t *testing.T, c *pool.Client, timeout time.Duration) *pool.Transaction {
+	t.Helper()
+	tx, err := c.BeginTransaction(ctx, timeout)
+	if err != nil {
+		t.Fatalf("begin a transaction: %v", err)
+	}
+	return tx
+}
+
+// publishTxn publishes payload(from) ... payload(from+n-1) in tx and waits
+// for their receipts.
+func publishTxn(ctx context.Context, t *testing.T, c *pool.Client, topic string, tx *pool.Transaction, from, n int) {
+	t.Helper()
+	publish(ctx, t, c, topic, from, n, func(_ int, m *pool.Message) { m.Txn = tx })
+}
+
+// A broker with transactions off has no coordinator: BeginTransaction
+// says so. Both brokers, as they start by default.
+func TestBeginTransactionOnABrokerWithThemOff(t *testing.T) {
+	tg := newTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	_, err := c.BeginTransaction(testContext(t), time.Minute)
+	if !errors.Is(err, pool.ErrTransactionsOff) {
+		t.Fatalf("got %v, want ErrTransactionsOff", err)
+	}
+}
+
+// What a transaction publishes is delivered once it commits, in order;
+// nothing published on the topic after its first message is delivered
+// before that. What an aborted transaction published never is: this
+// client puts the transaction id in the message's metadata as well as in
+// the SEND, so Apache Pulsar hides it too (pulsar-client-go's are shown
+// there: apache/pulsar-client-go#1498).
+func TestTxnPublishCommitAndAbort(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest})
+
+	committed := begin(ctx, t, c, time.Minute)
+	if committed.State() != pool.TransactionOpen {
+		t.Fatalf("state %v", committed.State())
+	}
+	publishTxn(ctx, t, c, topic, committed, 0, 10)
+	publish(ctx, t, c, topic, 10, 1, nil)
+	expectNothing(ctx, t, cons, time.Second)
+	if err := committed.Commit(ctx); err != nil {
+		t.Fatalf("commit %s: %v", committed, err)
+	}
+	if committed.State() != pool.TransactionCommitted {
+		t.Fatalf("state after commit: %v", committed.State())
+	}
+	checkSequence(t, receiveN(ctx, t, cons, 11, true), 0)
+
+	aborted := begin(ctx, t, c, time.Minute)
+	publishTxn(ctx, t, c, topic, aborted, 100, 5)
+	publish(ctx, t, c, topic, 11, 1, nil)
+	if err := aborted.Abort(ctx); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	if aborted.State() != pool.TransactionAborted {
+		t.Fatalf("state after abort: %v", aborted.State())
+	}
+	checkSequence(t, receiveN(ctx, t, cons, 1, true), 11)
+	expectNothing(ctx, t, cons, 500*time.Millisecond)
+
+	// An ended transaction takes nothing more.
+	_, err := c.Publish(ctx, topic, pool.Message{Payload: payload(999), Txn: committed})
+	if !errors.Is(err, pool.ErrTransactionNotOpen) {
+		t.Fatalf("publish in a committed transaction: got %v, want ErrTransactionNotOpen", err)
+	}
+	if err := committed.Commit(ctx); !errors.Is(err, pool.ErrTransactionNotOpen) {
+		t.Fatalf("commit twice: got %v, want ErrTransactionNotOpen", err)
+	}
+}
+
+// A message acknowledged in a transaction that aborts comes again (on
+// Shared, with its redelivery count raised); one acknowledged in a
+// transaction that commits does not. Acknowledgements held for the
+// transaction (AckGroupTime's default) and sent at once (negative) alike.
+func TestTxnAckCommitAndAbort(t *testing.T) {
+	for _, grouped := range []bool{true, false} {
+		name := map[bool]string{true: "held until commit", false: "sent at once"}[grouped]
+		t.Run(name, func(t *testing.T) {
+			ctx := testContext(t)
+			tg := newTxnTarget(t)
+			c := tg.newClient(t, clientConfig{noBatching: true})
+			topic := brokertest.TopicName(t)
+			o := subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest}
+			if !grouped {
+				o.AckGroupTime = -1
+			}
+			cons := newConsumer(ctx, t, c, o)
+			publish(ctx, t, c, topic, 0, 4, nil)
+			ms := receiveN(ctx, t, cons, 4, false)
+			aborted, committed := begin(ctx, t, c, time.Minute), begin(ctx, t, c, time.Minute)
+			for i, m := range ms {
+				tx := aborted
+				if i >= 2 {
+					tx = committed
+				}
+				if err := cons.AckWithTxn(ctx, m, tx); err != nil {
+					t.Fatalf("ack %s in %s: %v", m.ID, tx, err)
+				}
+			}
+			if err := aborted.Abort(ctx); err != nil {
+				t.Fatalf("abort: %v", err)
+			}
+			if err := committed.Commit(ctx); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			// Sent before the abort, the broker sends them again; held,
+			// the consumer asks for them again. Both count.
+			again := receiveN(ctx, t, cons, 2, true)
+			checkSequence(t, again, 0)
+			for _, m := range again {
+				if m.RedeliveryCount != 1 {
+					t.Errorf("%s came again with redelivery count %d, want 1", m.ID, m.RedeliveryCount)
+				}
+			}
+			expectNothing(ctx, t, cons, time.Second)
+		})
+	}
+}
+
+// A second transaction acknowledging a message the first holds is
+// refused with TransactionConflict: at once when acknowledgements are
+// sent at once, else by its commit, which aborts instead. The first
+// commits.
+func TestTxnAckConflict(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := brokertest.TopicName(t)
+	now := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest, AckGroupTime: -1})
+	publish(ctx, t, c, topic, 0, 1, nil)
+	m := receiveN(ctx, t, now, 1, false)[0]
+	first, second, third := begin(ctx, t, c, time.Minute), begin(ctx, t, c, time.Minute), begin(ctx, t, c, time.Minute)
+	if err := now.AckWithTxn(ctx, m, first); err != nil {
+		t.Fatalf("ack in the first: %v", err)
+	}
+	err := now.AckWithTxn(ctx, m, second)
+	if !errors.Is(err, pulsarwire.ErrTransactionConflict) {
+		t.Fatalf("ack in the second: got %v, want TransactionConflict", err)
+	}
+	t.Logf("refused: %v", err)
+	// The same message through a consumer that holds acknowledgements
+	// until the commit: the commit aborts.
+	cons2 := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s2", InitialPosition: subscribe.Earliest})
+	m2 := receiveN(ctx, t, cons2, 1, false)[0]
+	if err := cons2.AckWithTxn(ctx, m2, first); err != nil {
+		t.Fatalf("ack on s2 in the first: %v", err)
+	}
+	if err := cons2.AckWithTxn(ctx, m2, third); err != nil {
+		t.Fatalf("held ack on s2 in the third: %v", err)
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatalf("commit the first: %v", err)
+	}
+	err = third.Commit(ctx)
+	if !errors.Is(err, pool.ErrTransactionAborted) || !errors.Is(err, pulsarwire.ErrTransactionConflict) {
+		t.Fatalf("commit the third: got %v, want ErrTransactionAborted with TransactionConflict", err)
+	}
+	if third.State() != pool.TransactionAborted {
+		t.Fatalf("third's state %v", third.State())
+	}
+	second.Abort(ctx)
+	expectNothing(ctx, t, now, time.Second)
+}
+
+// A transaction past its timeout is aborted by the broker: what it
+// acknowledged comes again, what it published is never delivered, and
+// its commit is refused (TransactionNotFound).
+func TestTxnTimeout(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	in, out := brokertest.TopicName(t)+"-in", brokertest.TopicName(t)+"-out"
+	inCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{in}, Subscription: "s", InitialPosition: subscribe.Earliest, AckGroupTime: -1})
+	outCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{out}, Subscription: "s", InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, in, 0, 1, nil)
+	m := receiveN(ctx, t, inCons, 1, false)[0]
+	tx := begin(ctx, t, c, 2*time.Second)
+	publishTxn(ctx, t, c, out, tx, 100, 3)
+	if err := inCons.AckWithTxn(ctx, m, tx); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	again := receiveN(ctx, t, inCons, 1, true)[0] // the broker's abort sends it again
+	if again.ID != m.ID {
+		t.Fatalf("after the timeout got %s, want %s", again.ID, m.ID)
+	}
+	err := tx.Commit(ctx)
+	if !errors.Is(err, pulsarwire.ErrTransactionNotFound) {
+		t.Fatalf("commit after the timeout: got %v, want TransactionNotFound", err)
+	}
+	if tx.State() != pool.TransactionFailed {
+		t.Fatalf("state %v", tx.State())
+	}
+	publish(ctx, t, c, out, 200, 1, nil)
+	checkSequence(t, receiveN(ctx, t, outCons, 1, true), 200)
+	expectNothing(ctx, t, outCons, 500*time.Millisecond)
+}
+
+// The messages of a batch belong to one transaction: all acknowledged in
+// it, the entry is acknowledged when it commits; one in another is
+// refused; a commit with some not acknowledged in it aborts, and the
+// whole batch comes again.
+func TestTxnAckBatch(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 3, nil) // one batch
+	ms := receiveN(ctx, t, cons, 3, false)
+	if ms[0].ID.BatchIndex < 0 {
+		t.Fatalf("not a batch: %s", ms[0].ID)
+	}
+	partial, other := begin(ctx, t, c, time.Minute), begin(ctx, t, c, time.Minute)
+	if err := cons.AckWithTxn(ctx, ms[0], partial); err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.AckWithTxn(ctx, ms[1], other); !errors.Is(err, subscribe.ErrBatchAcrossTransactions) {
+		t.Fatalf("another transaction: got %v, want ErrBatchAcrossTransactions", err)
+	}
+	if err := cons.Ack(ctx, ms[1]); !errors.Is(err, subscribe.ErrBatchAcrossTransactions) {
+		t.Fatalf("outside the transaction: got %v, want ErrBatchAcrossTransactions", err)
+	}
+	if err := partial.Commit(ctx); !errors.Is(err, subscribe.ErrPartialBatch) || !errors.Is(err, pool.ErrTransactionAborted) {
+		t.Fatalf("commit with part of a batch: got %v, want ErrTransactionAborted with ErrPartialBatch", err)
+	}
+	other.Abort(ctx)
+	again := receiveN(ctx, t, cons, 3, false)
+	checkSequence(t, again, 0)
+	whole := begin(ctx, t, c, time.Minute)
+	for _, m := range again {
+		if err := cons.AckWithTxn(ctx, m, whole); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := whole.Commit(ctx); err != nil {
+		t.Fatalf("commit the whole batch: %v", err)
+	}
+	expectNothing(ctx, t, cons, time.Second)
+}
+
+// Read, transform, write, exactly once: each round consumes what came,
+// publishes one output per input and acknowledges the input, all in one
+// transaction; a round that aborts leaves no output and its inputs come
+// again. The outputs are every input once, in order.
+func TestTxnConsumeTransformProduce(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	in, out := brokertest.TopicName(t)+"-in", brokertest.TopicName(t)+"-out"
+	inCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{in}, Subscription: "work", Type: subscribe.Failover, InitialPosition: subscribe.Earliest})
+	outCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{out}, Subscription: "check", InitialPosition: subscribe.Earliest})
+	const n = 60
+	for i := 0; i < n; i += 10 {
+		publish(ctx, t, c, in, i, 10, nil) // batches of up to 10
+	}
+	done, round := 0, 0
+	for done < n {
+		round++
+		tx := begin(ctx, t, c, time.Minute)
+		// Ten or so inputs, whole batches: a batch is acknowledged in one
+		// transaction.
+		var got []*subscribe.Message
+		for len(got) < 10 || !endsBatch(got[len(got)-1]) {
+			m, err := inCons.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m)
+		}
+		for _, m := range got {
+			if _, err := c.Publish(ctx, out, pool.Message{Payload: m.Payload, Txn: tx}); err != nil {
+				t.Fatal(err)
+			}
+			if err := inCons.AckWithTxn(ctx, m, tx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round%3 == 0 {
+			if err := tx.Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		done += len(got)
+	}
+	checkSequence(t, receiveN(ctx, t, outCons, n, true), 0)
+	expectNothing(ctx, t, outCons, time.Second)
+}

@@ -1,0 +1,245 @@
+package subscribe
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/streamrun/streamrun/internal/txn"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
+
+// Acknowledgements inside a transaction. They are held per transaction
+// until it commits (or sent at once, waiting for the broker's answer,
+// when AckGroupTime is negative), then sent with the transaction's id,
+// each answered (ACK_RESPONSE), before the commit itself: a refusal (a
+// conflict with another transaction) aborts the commit. When the
+// transaction does not commit, what it acknowledged comes again: the
+// broker sends again what it was told of, and the consumer asks for the
+// rest.
+//
+// A batch entry is acknowledged on the broker as a whole, so all its
+// messages belong to one transaction: acknowledging them in two, or in
+// one and outside any, is refused (ErrBatchAcrossTransactions), and a
+// commit while some of a batch's messages are not acknowledged in it
+// aborts instead (ErrPartialBatch).
+
+// txnAcks are a consumer's acknowledgements held for transactions.
+type txnAcks struct {
+	c *Consumer
+
+	mu    sync.Mutex
+	byTxn map[*txn.Txn]*txnAckSet
+}
+
+// txnAckSet is what one transaction acknowledged on the consumer.
+type txnAckSet struct {
+	held    []ackReq     // whole entries, not sent yet
+	sent    []ackReq     // whole entries, sent
+	batches []*batchAcks // batches with messages acknowledged in it
+}
+
+// AckWithTxn acknowledges m inside transaction t: the acknowledgement
+// takes effect when t commits, and m comes again if t aborts (or its
+// timeout passes). The first acknowledgement of a topic (partition) in t
+// registers the subscription with t's coordinator and waits for that.
+// Acknowledgements are held until t commits and sent then, each answered
+// by the broker; a negative AckGroupTime sends each at once and returns
+// the broker's answer. A message another transaction holds acknowledged
+// is refused with pulsarwire.ErrTransactionConflict (at once, or by
+// Commit, which then aborts).
+func (c *Consumer) AckWithTxn(ctx context.Context, m *Message, t *pool.Transaction) error {
+	if err := c.check(m); err != nil {
+		return err
+	}
+	if t == nil {
+		return c.Ack(ctx, m)
+	}
+	tx := (*txn.Txn)(t)
+	pc := m.pc
+	if _, err := tx.RegisterSubscription(ctx, pc.topic, c.opts.Subscription); err != nil {
+		return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
+	}
+	set := c.txnAcks.set(tx)
+	pos := entryPos{m.ID.Ledger, m.ID.Entry}
+	n := int32(1)
+	if b := m.acks; b != nil {
+		if !b.txn.CompareAndSwap(nil, tx) && b.txn.Load() != tx || b.plain.Load() {
+			return fmt.Errorf("ack %s in transaction %s: %w", m.ID, tx.ID(), ErrBatchAcrossTransactions)
+		}
+		if !b.mark(m.ID.BatchIndex) {
+			return nil // acknowledged before
+		}
+		c.txnAcks.noteBatch(set, b)
+		if b.left.Add(-1) > 0 {
+			if b.partial.CompareAndSwap(false, true) {
+				pc.partial.add(b)
+			}
+			return nil
+		}
+		if b.partial.Load() {
+			pc.partial.remove(b)
+		}
+		n = b.n
+	}
+	req := ackReq{pc, pos, n}
+	if c.opts.AckGroupTime < 0 {
+		if err := tx.Start(); err != nil {
+			return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
+		}
+		err := c.txnAcks.send(ctx, tx, pc, []ackReq{req})
+		tx.Done(err)
+		if err != nil {
+			return err
+		}
+		c.txnAcks.mu.Lock()
+		set.sent = append(set.sent, req)
+		c.txnAcks.mu.Unlock()
+		return nil
+	}
+	c.txnAcks.mu.Lock()
+	set.held = append(set.held, req)
+	c.txnAcks.mu.Unlock()
+	return nil
+}
+
+// set returns t's set, making it (and hooking the consumer to t's end)
+// the first time.
+func (a *txnAcks) set(t *txn.Txn) *txnAckSet {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.byTxn[t]
+	if s == nil {
+		s = &txnAckSet{}
+		if a.byTxn == nil {
+			a.byTxn = map[*txn.Txn]*txnAckSet{}
+		}
+		a.byTxn[t] = s
+		t.AddHooks(txn.Hooks{
+			Flush: func(ctx context.Context) error { return a.flush(ctx, t) },
+			Ended: func(committed bool) { a.ended(t, committed) },
+		})
+	}
+	return s
+}
+
+func (a *txnAcks) noteBatch(s *txnAckSet, b *batchAcks) {
+	a.mu.Lock()
+	if !slices.Contains(s.batches, b) {
+		s.batches = append(s.batches, b)
+	}
+	a.mu.Unlock()
+}
+
+// flush sends what t holds, part by part, each ACK answered; Commit runs
+// it. A batch of which t acknowledged only some messages makes the
+// commit abort: its entry cannot be acknowledged in part.
+func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
+	a.mu.Lock()
+	s := a.byTxn[t]
+	if s == nil {
+		a.mu.Unlock()
+		return nil
+	}
+	for _, b := range s.batches {
+		if left := b.left.Load(); left > 0 {
+			a.mu.Unlock()
+			return fmt.Errorf("ack in transaction %s: entry %d:%d has %d of its %d messages not acknowledged in it: %w",
+				t.ID(), b.pos.ledger, b.pos.entry, left, b.n, ErrPartialBatch)
+		}
+	}
+	held := s.held
+	s.held = nil
+	a.mu.Unlock()
+	slices.SortFunc(held, func(x, y ackReq) int {
+		if c := cmp.Compare(x.pc.id, y.pc.id); c != 0 {
+			return c
+		}
+		return x.pos.compare(y.pos)
+	})
+	held = slices.CompactFunc(held, func(x, y ackReq) bool { return x.pc == y.pc && x.pos == y.pos })
+	for i := 0; i < len(held); {
+		j := i + 1
+		for j < len(held) && held[j].pc == held[i].pc {
+			j++
+		}
+		err := a.send(ctx, t, held[i].pc, held[i:j])
+		a.mu.Lock()
+		if err != nil {
+			s.held = append(s.held, held[i:]...)
+		} else {
+			s.sent = append(s.sent, held[i:j]...)
+		}
+		a.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// send sends one ACK of group (entries of pc) in transaction t and waits
+// for the broker's answer.
+func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group []ackReq) error {
+	s := pc.session()
+	if s == nil {
+		return fmt.Errorf("ack on %s in transaction %s: not connected: %w", pc.topic, t.ID(), pulsarwire.ErrConnectionClosed)
+	}
+	id := t.ID()
+	cmd := &pb.CommandAck{
+		ConsumerId:     proto.Uint64(pc.id),
+		AckType:        pb.CommandAck_Individual.Enum(),
+		TxnidMostBits:  proto.Uint64(id.Most),
+		TxnidLeastBits: proto.Uint64(id.Least),
+	}
+	for _, r := range group {
+		cmd.MessageId = append(cmd.MessageId, r.pos.wire())
+	}
+	if _, err := s.conn.Request(ctx, pulsarwire.Wrap(cmd)); err != nil {
+		return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, id, err)
+	}
+	return nil
+}
+
+// ended forgets t. When it did not commit, what it acknowledged must come
+// again: the broker sends again what it was told of (a failed commit may
+// have reached it: the broker's own abort, at the latest when the
+// timeout passes, sends those); the consumer asks for the entries it held
+// back, and for the batches it acknowledged in part, whose messages are
+// all delivered again.
+func (a *txnAcks) ended(t *txn.Txn, committed bool) {
+	a.mu.Lock()
+	s := a.byTxn[t]
+	delete(a.byTxn, t)
+	a.mu.Unlock()
+	if s == nil || committed {
+		return
+	}
+	again := map[*partConsumer][]entryPos{}
+	for _, r := range s.held {
+		again[r.pc] = append(again[r.pc], r.pos)
+	}
+	for _, b := range s.batches {
+		if b.left.Load() == 0 {
+			continue // a whole entry, held or sent: counted above or the broker's
+		}
+		b.reset()
+		b.pc.partial.remove(b)
+		again[b.pc] = append(again[b.pc], b.pos)
+	}
+	for pc, ids := range again {
+		if a.c.opts.Type.singleActive() {
+			pc.redeliverAll()
+			continue
+		}
+		slices.SortFunc(ids, entryPos.compare)
+		pc.redeliver(slices.Compact(ids))
+	}
+}
