@@ -135,6 +135,9 @@ type server struct {
 	info    atomic.Pointer[Info] // pipeline and instance, once Init came
 	version int                  // the contract version negotiated, once registered
 	maxSize int                  // ServeOptions.MaxMessageSize
+	// exit ends the process after a panic; nil is os.Exit (a test's
+	// server lives on).
+	exit func(code int)
 }
 
 // register is the Register of contract version v: the service, and on
@@ -174,7 +177,8 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 // panics now or did before gives p instead of results.
 func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanContext, sc *scratch) (res []Result, p *pb.Panic) {
 	if p := s.crashed.Load(); p != nil {
-		return nil, p
+		// Not this batch's panic: it names no message of it.
+		return nil, &pb.Panic{Index: -1, Value: p.Value, Stack: p.Stack}
 	}
 	var tr trace.Tracer
 	if s.tracing != nil {
@@ -435,7 +439,11 @@ func (s *server) crash(p *pb.Panic, batch []*Message) {
 	}
 	slog.Error("handler panicked; the plugin exits", append(attrs, "stack", p.Stack)...)
 	if s.crashed.CompareAndSwap(nil, p) {
-		time.AfterFunc(crashExitDelay, func() { os.Exit(2) })
+		exit := s.exit
+		if exit == nil {
+			exit = os.Exit
+		}
+		time.AfterFunc(crashExitDelay, func() { exit(2) })
 	}
 }
 

@@ -30,9 +30,17 @@ type step struct {
 	split int
 }
 
+// namesMessage reports whether err is a crash that names the message of
+// a part of n messages it happened on (a panic while handling it).
+func namesMessage(err error, n int) bool {
+	var crash *host.CrashError
+	return errors.As(err, &crash) && crash.Index >= 0 && crash.Index < n
+}
+
 // afterFailure is the poison-message rule: the first of parts failed
-// with err, alone on its instance (so the failure is its own), and the
-// handler may fail maxCrashes times on a message. A panic that names a
+// with err, its own failure (it was alone on its instance, or err is a
+// panic naming one of its messages), and the handler may fail maxCrashes
+// times on a message. A panic that names a
 // message strikes that message, which is dead-lettered at maxCrashes
 // strikes; any other failure strikes the part, which is split in halves
 // at maxCrashes strikes, and a message that fails maxCrashes times alone
@@ -42,7 +50,7 @@ type step struct {
 func afterFailure(parts []part, err error, maxCrashes int) step {
 	cur := &parts[0]
 	var crash *host.CrashError
-	if errors.As(err, &crash) && crash.Index >= 0 && crash.Index < len(cur.items) {
+	if namesMessage(err, len(cur.items)) && errors.As(err, &crash) {
 		it := cur.items[crash.Index]
 		it.crashes++
 		if it.crashes < maxCrashes {

@@ -109,11 +109,14 @@
 //
 // A failed instance fails every batch in flight on it: all of them are
 // retried on the fresh instance, the failure counted once. A failure
-// seen while another batch was in flight on the instance is pinned on no
-// batch and no message (it may be the other's: a plugin that panicked
-// answers every call with that panic); until a batch sent alone is
-// answered, the instance gets one batch at a time, so the strikes below
-// fall on the batch, and message, that caused them.
+// that names no message, seen while another batch was in flight on the
+// instance, is pinned on no batch (it may be the other's); until a batch
+// sent alone is answered, the instance gets one batch at a time, so the
+// strikes below fall on the batch that caused them. A panic that names a
+// message is that message's wherever it was seen: a plugin that panicked
+// answers the batches after with the same panic, and the host lets only
+// its first report name a message (package plugin/host), so every crash
+// the pipeline counts for a poison message is a strike against it.
 //
 // So that a message which crashes the handler every time cannot stop a
 // pipeline, failures count against messages (ErrorPolicy.MaxCrashes, 3

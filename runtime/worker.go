@@ -253,11 +253,14 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 			continue // acquire sees it and hands everything back
 		}
 		first := w.sup.release(l, err)
-		if !first || !(alone || l.careful) {
+		if !namesMessage(err, len(cur.items)) && (!first || !(alone || l.careful)) {
 			// Another batch was (or may have been) in flight on the
-			// instance: the failure, even a panic naming a message (a
-			// plugin that panicked answers every call with that panic),
-			// may be the other's. No strike; the retry goes alone.
+			// instance: a failure that names no message may be the
+			// other's. No strike; the retry goes alone. A panic that
+			// names a message is this call's own (the host lets only a
+			// plugin's first panic report name one), and strikes it
+			// wherever it was seen, so that the strikes a dead letter's
+			// reason gives are the crashes the message caused.
 			continue
 		}
 		st := afterFailure(parts, err, w.maxCrashes)

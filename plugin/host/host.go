@@ -193,7 +193,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	select {
 	case d = <-done:
 	case <-ctx.Done():
-		_ = proc.Kill(ctx) // makes client.Client give up at once
+		proc.stop("its start was given up: " + ctx.Err().Error()) // makes client.Client give up at once
 		<-done
 		d.err = ctx.Err()
 	}
@@ -396,7 +396,7 @@ func (i *Instance) callError(ctx context.Context, op string, batch Batch, err er
 	// how it ended.
 	i.log.Warn("plugin crashed", "op", op, "error", crash.cause())
 	i.stopping.Store(true)
-	_ = i.proc.Kill(context.Background())
+	i.proc.stop("it crashed: " + crash.cause())
 	select {
 	case <-i.proc.exited:
 		crash.Exit = exitStatus(i.proc.exitErr)

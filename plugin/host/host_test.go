@@ -560,3 +560,31 @@ func TestAPluginThatDiesAtStartIsReportedWithItsStderr(t *testing.T) {
 		t.Fatalf("start of a plugin that panics: %v", err)
 	}
 }
+
+// A plugin the host kills itself (it reported a panic) is logged as
+// stopped by the host, with why, not as a plugin that exited
+// unexpectedly; one that exits on its own still is.
+func TestTheHostSaysWhyItStoppedAPlugin(t *testing.T) {
+	l, logger := newLogs()
+	inst := start(t, ClientOptions{Path: example("panicky"), Logger: logger}, `{"payload":"boom"}`)
+	if _, err := inst.Process(context.Background(), msgs("boom")); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("Process: %v, want a crash", err)
+	}
+	<-inst.Exited()
+	r, ok := l.Find(func(r testkit.Record) bool { return r.Msg == "plugin stopped by the host" })
+	if !ok || r.Level != slog.LevelInfo || r.Attrs["status"] != "signal: killed" || r.Attrs["pid"] != strconv.Itoa(inst.Pid()) ||
+		!strings.HasPrefix(r.Attrs["reason"], "it crashed: panic: panicky: told to panic on message 7:0:-1:-1") ||
+		l.Count("plugin exited unexpectedly") != 0 {
+		t.Fatalf("want one INFO record of the host's stop, with why; have:\n%s", l)
+	}
+
+	l, logger = newLogs()
+	inst = start(t, selfPlugin(t, "sdk", logger), `{"mode":"gopanic"}`)
+	if _, err := inst.Process(context.Background(), msgs("a")); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("Process: %v, want a crash", err)
+	}
+	<-inst.Exited()
+	if l.Count("plugin exited unexpectedly", "status=exit status 2") != 1 || l.Count("plugin stopped by the host") != 0 {
+		t.Fatalf("a plugin that exits on its own; have:\n%s", l)
+	}
+}

@@ -47,10 +47,11 @@ type process struct {
 	osProc *os.Process // nil until started
 	pid    int         // 0 until started; written once, before Start returns
 
-	expected atomic.Bool   // set before a kill or close the host asked for
-	logged   chan struct{} // closed when the stderr pipe is drained
-	exited   chan struct{} // closed after the child is reaped
-	exitErr  error         // the child's exit status; read after exited
+	expected atomic.Bool            // set before a kill or close the host asked for
+	reason   atomic.Pointer[string] // why the host killed it on its own account (stop)
+	logged   chan struct{}          // closed when the stderr pipe is drained
+	exited   chan struct{}          // closed after the child is reaped
+	exitErr  error                  // the child's exit status; read after exited
 	waitOnce sync.Once
 }
 
@@ -117,14 +118,27 @@ func (p *process) Wait(context.Context) error {
 	p.waitOnce.Do(func() {
 		<-p.logged // cmd.Wait closes the pipe: drain it first
 		p.exitErr = p.cmd.Wait()
-		if p.expected.Load() {
-			p.log.Debug("plugin exited", "pid", p.pid, "status", exitStatus(p.exitErr))
-		} else {
-			p.log.Warn("plugin exited unexpectedly", "pid", p.pid, "status", exitStatus(p.exitErr))
+		status := exitStatus(p.exitErr)
+		switch reason := p.reason.Load(); {
+		case reason != nil && !endedItself(p.cmd.ProcessState):
+			// The host's own kill: say so, and why, lest it read as if
+			// something else had killed the plugin.
+			p.log.Info("plugin stopped by the host", "pid", p.pid, "reason", *reason, "status", status)
+		case p.expected.Load():
+			p.log.Debug("plugin exited", "pid", p.pid, "status", status)
+		default:
+			p.log.Warn("plugin exited unexpectedly", "pid", p.pid, "status", status)
 		}
 		close(p.exited)
 	})
 	return p.exitErr
+}
+
+// stop kills the child for reason, which its exit's log record gives
+// (the first reason, if stopped twice).
+func (p *process) stop(reason string) {
+	p.reason.CompareAndSwap(nil, &reason)
+	_ = p.Kill(context.Background())
 }
 
 // Kill sends SIGKILL; it is a no-op once the child is gone.

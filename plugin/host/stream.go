@@ -103,9 +103,14 @@ func newBatchStream(c carrier, maxSize int) *batchStream {
 	return s
 }
 
-// read hands each answer to its caller until the stream ends.
+// read hands each answer to its caller until the stream ends. Only the
+// first panic report on the stream names a message: a plugin that
+// panicked answers the batches after with the same panic (whose index
+// is into the batch that panicked), and the runtime strikes the message
+// a crash names.
 func (s *batchStream) read() {
 	defer close(s.done)
+	panicked := false
 	for {
 		in, _ := s.spare.Get().(*resultsIn)
 		if in == nil {
@@ -125,6 +130,10 @@ func (s *batchStream) read() {
 			if perr := proto.Unmarshal(in.panic, p); perr != nil {
 				p = &pb.Panic{Index: -1, Value: "(an undecodable panic report)"}
 			}
+			if panicked {
+				p.Index = -1
+			}
+			panicked = true
 			a.err = contract.PanicStatus(p)
 		} else {
 			a.res = in

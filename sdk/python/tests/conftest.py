@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import base64
 import datetime
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -66,6 +68,19 @@ class Plugin:
 
     def stderr_text(self) -> str:
         return "\n".join(self.stderr)
+
+    def records(self, msg: str, n: int = 1) -> list:
+        """The plugin's log records (JSON lines on its stderr) whose msg is
+        msg, once there are n of them (stderr is read by a thread of its
+        own); fails after WAIT seconds."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            recs = [json.loads(l) for l in list(self.stderr) if l.startswith("{")]
+            found = [r for r in recs if r.get("msg") == msg]
+            if len(found) >= n:
+                return found
+            assert time.monotonic() < deadline, f"no {n} records {msg!r} in:\n{self.stderr_text()}"
+            time.sleep(0.01)
 
 
 def start_plugin(script: str, *args: str, env: Optional[dict] = None, tmp: Path) -> Plugin:

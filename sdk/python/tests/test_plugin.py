@@ -70,6 +70,9 @@ def test_an_exception_is_the_messages_error_and_the_plugin_goes_on(plugin):
     assert p.proc.poll() is None
     # One WARN record for the batch: the first exception's traceback, and
     # how many raised.
+    p.records("handler raised; the message will be retried")
+    p.raw("/plugin.GRPCController/Shutdown")
+    assert p.wait() == 0
     recs = [json.loads(l) for l in p.stderr if l.startswith("{")]
     raised = [r for r in recs if r["msg"] == "handler raised; the message will be retried"]
     assert len(raised) == 1, recs
@@ -95,10 +98,13 @@ def test_an_exception_of_a_batch_handler_retries_the_whole_batch(plugin):
 def test_running_out_of_memory_or_exiting_is_a_crash(plugin, payload, value):
     p = plugin()
     init(p)
-    [res] = p.batches([pb.Batch(seq=3, messages=[message(0, b"fine"), message(1, payload), message(2, b"x")])])
+    res, after = p.batches([pb.Batch(seq=3, messages=[message(0, b"fine"), message(1, payload), message(2, b"x")]),
+                            pb.Batch(seq=4, messages=[message(0, b"a"), message(1, b"b")])])
     assert res.seq == 3 and len(res.results) == 0
     assert res.panic.index == 1 and res.panic.value == value
     assert "Traceback" in res.panic.stack
+    # The batch after gets the same crash, naming no message of its own.
+    assert after.seq == 4 and len(after.results) == 0 and after.panic.value == value and after.panic.index == -1
     assert p.wait() == 2
     # The host's log gets one ERROR record naming the message.
     recs = [json.loads(l) for l in p.stderr if l.startswith("{")]

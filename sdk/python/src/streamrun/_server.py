@@ -199,7 +199,9 @@ class _Servicer(pb_grpc.HandlerServicer):
             deadline = time.monotonic() + batch.timeout_ms / 1000 if batch.timeout_ms > 0 else None
             with self.lock:
                 if self.crashed is not None:
-                    yield pb.BatchResult(seq=batch.seq, panic=self.crashed)
+                    # Not this batch's exception: it names no message of it.
+                    yield pb.BatchResult(seq=batch.seq, panic=pb.Panic(index=-1, value=self.crashed.value,
+                                                                        stack=self.crashed.stack))
                     continue
                 out = pb.BatchResult(seq=batch.seq)
                 # The batch's own trace context, once the contract carries
