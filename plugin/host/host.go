@@ -193,7 +193,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 	select {
 	case d = <-done:
 	case <-ctx.Done():
-		proc.stop("its start was given up: " + ctx.Err().Error()) // makes client.Client give up at once
+		proc.stop("its start was given up: "+ctx.Err().Error(), 0) // makes client.Client give up at once
 		<-done
 		d.err = ctx.Err()
 	}
@@ -359,6 +359,10 @@ func (i *Instance) closeStream() {
 	}
 }
 
+// stopGrace is how long a plugin whose connection broke is given to be
+// seen dead by itself before the host kills it (and says it did).
+const stopGrace = 50 * time.Millisecond
+
 // crashWait bounds the wait for a crashed process's exit status.
 const crashWait = 5 * time.Second
 
@@ -396,7 +400,13 @@ func (i *Instance) callError(ctx context.Context, op string, batch Batch, err er
 	// how it ended.
 	i.log.Warn("plugin crashed", "op", op, "error", crash.cause())
 	i.stopping.Store(true)
-	i.proc.stop("it crashed: " + crash.cause())
+	// A plugin that reported a panic waits to be killed; one whose
+	// connection broke is most likely dying as it is.
+	grace := stopGrace
+	if crash.Panic != "" {
+		grace = 0
+	}
+	i.proc.stop("it crashed: "+crash.cause(), grace)
 	select {
 	case <-i.proc.exited:
 		crash.Exit = exitStatus(i.proc.exitErr)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin/runner"
@@ -48,7 +49,7 @@ type process struct {
 	pid    int         // 0 until started; written once, before Start returns
 
 	expected atomic.Bool            // set before a kill or close the host asked for
-	reason   atomic.Pointer[string] // why the host killed it on its own account (stop)
+	reason   atomic.Pointer[string] // why the host killed it on its own account (stop), if it was alive
 	logged   chan struct{}          // closed when the stderr pipe is drained
 	exited   chan struct{}          // closed after the child is reaped
 	exitErr  error                  // the child's exit status; read after exited
@@ -121,6 +122,7 @@ func (p *process) Wait(context.Context) error {
 		status := exitStatus(p.exitErr)
 		switch reason := p.reason.Load(); {
 		case reason != nil && !endedItself(p.cmd.ProcessState):
+			// (Alive when stop was called, and killed by SIGKILL.)
 			// The host's own kill: say so, and why, lest it read as if
 			// something else had killed the plugin.
 			p.log.Info("plugin stopped by the host", "pid", p.pid, "reason", *reason, "status", status)
@@ -135,10 +137,34 @@ func (p *process) Wait(context.Context) error {
 }
 
 // stop kills the child for reason, which its exit's log record gives
-// (the first reason, if stopped twice).
-func (p *process) stop(reason string) {
-	p.reason.CompareAndSwap(nil, &reason)
+// (the first reason, if stopped twice), unless it has ended already, or
+// ends within grace: then it ended by itself, or something else killed
+// it, and its exit says so. (A plugin whose connection broke is most
+// likely dying already, its exit a moment behind the end of its
+// sockets.)
+func (p *process) stop(reason string, grace time.Duration) {
+	p.mu.Lock()
+	pid := p.pid
+	p.mu.Unlock()
+	if pid != 0 && !p.endsWithin(pid, grace) {
+		p.reason.CompareAndSwap(nil, &reason)
+	}
 	_ = p.Kill(context.Background())
+}
+
+// endsWithin reports whether the child pid has ended, or ends within
+// grace.
+func (p *process) endsWithin(pid int, grace time.Duration) bool {
+	deadline := time.Now().Add(grace)
+	for {
+		if exitedAlready(pid) {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Kill sends SIGKILL; it is a no-op once the child is gone.
