@@ -96,9 +96,18 @@
 // the stack and the message being handled to the host, which kills the
 // process, logs the crash naming that message, then restarts the handler
 // and retries the batch. A panic in a goroutine of the handler's own, an
-// exit or a SIGKILL is a crash too, without the message. Unit tests of a
-// handler can run it in-process with ProcessLocal, where a panic is a
-// *PanicError naming the message.
+// exit or a SIGKILL is a crash too, without the message.
+//
+// # Testing a handler
+//
+// Package plugin/plugintest runs a handler in the test's process (Init
+// with a config, batches of messages made in a line, Close at the end)
+// and reads back each message's outcome and the outputs the host would
+// publish; a panic comes back as a *PanicError naming the message
+// (ProcessLocal, underneath, is the same call without the setting up).
+// `streamrun test` runs the built plugin in its pipeline on a broker,
+// with inputs, expected outputs and faults written in a test file
+// (docs/testing.md).
 //
 // # The contract
 //
