@@ -72,6 +72,10 @@ type Options struct {
 	// Hooks are told what the host does, as runtime.Options.Hooks.
 	// Default none.
 	Hooks runtime.Hooks
+	// Intercept stands in for every call of a batch to a handler
+	// instance, as runtime.Options.Intercept: for tests that crash, hang
+	// or garble a handler (`streamrun test`). Default nil.
+	Intercept runtime.Interceptor
 
 	// Input is published once every pipeline runs. Default nil: none.
 	Input *Input

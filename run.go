@@ -107,6 +107,7 @@ func Start(ctx context.Context, o Options) (_ *Run, err error) {
 		Build:           runtime.BuildOptions{CacheDir: o.HandlerCache},
 		LocalHandlers:   o.LocalHandlers,
 		Hooks:           hooks,
+		Intercept:       o.Intercept,
 	}
 	r.tel.apply(&ho)
 	if r.host, err = runtime.New(ctx, ho); err != nil {

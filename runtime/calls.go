@@ -3,6 +3,9 @@ package runtime
 import (
 	"context"
 	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 // The pipeline's side of a worker's calls to its instances: what hooks,
@@ -25,4 +28,20 @@ func (p *pipeline) called(b *batch, instance, size int, took time.Duration, err 
 	if err != nil && p.hard.Err() == nil {
 		p.tr.handlerFailed(b, instance, err)
 	}
+}
+
+// call hands items to inst and returns its answer, through
+// Options.Intercept when there is one.
+func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
+	if w.intercept == nil {
+		return inst.ProcessBatch(ctx, callBatch(items))
+	}
+	msgs := make([]*subscribe.Message, len(items))
+	for i, it := range items {
+		msgs[i] = it.m
+	}
+	c := Call{Pipeline: w.pipeline, Instance: w.id, Pid: inst.Pid(), Messages: msgs}
+	return w.intercept(ctx, c, func(ctx context.Context) ([]plugin.Result, error) {
+		return inst.ProcessBatch(ctx, callBatch(items))
+	})
 }

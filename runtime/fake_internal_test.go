@@ -163,7 +163,7 @@ func (r *recorder) deadLetter(it *item, reason string) {
 
 func (r *recorder) caughtUp() {}
 
-func (r *recorder) filtered(it *item) {
+func (r *recorder) filtered(it *item, _ string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.filteredOut = append(r.filteredOut, name(it))

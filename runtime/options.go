@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 // Options configure a Host. The zero value connects to
@@ -56,6 +58,16 @@ type Options struct {
 
 	// Hooks are told what the host does, for metrics.
 	Hooks Hooks
+
+	// Intercept, when set, is called in place of every call of a batch to
+	// a handler instance, with the call itself as next: it may act on the
+	// instance's process before or after the call, or answer in the
+	// call's stead. Its answer is the call's: an error is the call's
+	// failure (the instance is stopped and the batch retried, as for a
+	// crash, a hang past Handler.Timeout or a wrong answer). `streamrun
+	// test` crashes, hangs and garbles handlers with it (docs/testing.md).
+	// Default nil: the call alone.
+	Intercept Interceptor
 
 	// TracerProvider records the host's spans (see docs/telemetry.md):
 	// "process" per batch, "send" per output and dead letter, the trace
@@ -177,6 +189,25 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
+// An Interceptor stands in for a call of a batch to a handler instance
+// (Options.Intercept). next makes the call; ctx carries the batch's
+// deadline (Handler.Timeout).
+type Interceptor func(ctx context.Context, c Call, next func(context.Context) ([]plugin.Result, error)) ([]plugin.Result, error)
+
+// Call is a call of a batch to a handler instance, as an Interceptor
+// sees it.
+type Call struct {
+	// Pipeline names the pipeline; Instance is the instance's slot.
+	Pipeline string
+	Instance int
+	// Pid is the instance's plugin process, 0 for a handler in the host's
+	// process (Options.LocalHandlers, or a pipeline of steps alone).
+	Pid int
+	// Messages are the batch's messages as received (their IDs name
+	// them); the interceptor must neither change nor keep them.
+	Messages []*subscribe.Message
+}
+
 // Hooks are called as the host works, for metrics (package runtime keeps
 // counters of its own too: see Host.Stats). Each may be nil. They run on
 // the host's hot paths, some on connection goroutines, concurrently:
@@ -189,6 +220,10 @@ type Hooks struct {
 	Handled func(pipeline string, instance, size int, took time.Duration, err error)
 	// Settled: a message came to outcome o.
 	Settled func(pipeline string, o Outcome)
+	// Message: message m came to outcome o, for reason (the handler's,
+	// a step's or the host's; "" for an ack): Settled with the message,
+	// for a caller that follows messages one by one. m must not be kept.
+	Message func(pipeline string, m *subscribe.Message, o Outcome, reason string)
 	// BatchDone: every message of a batch of size messages was settled,
 	// took after the batch was formed.
 	BatchDone func(pipeline string, size int, took time.Duration)

@@ -263,7 +263,8 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 		id: s.id, sup: s, out: p, log: p.log,
 		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes, stages: p.stages,
 		hard: p.hard, abort: p.recvCtx.Done(),
-		order: make(chan *sent, limit),
+		order:    make(chan *sent, limit),
+		pipeline: p.name, intercept: p.h.opts.Intercept,
 	}
 	// Slow until an answer shows otherwise: no more than steadyBatches go
 	// to a handler not yet timed.

@@ -35,7 +35,7 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 		switch r.Outcome {
 		case plugin.OutcomeAck:
 			if len(r.Outputs) == 0 {
-				p.ack(it, Acked)
+				p.ack(it, Acked, "")
 				continue
 			}
 			it.pending.Store(int32(len(r.Outputs)))
@@ -59,7 +59,7 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 		case plugin.OutcomeDeadLetter:
 			p.deadLetter(it, r.Reason)
 		case plugin.OutcomeDrop:
-			p.ack(it, Dropped)
+			p.ack(it, Dropped, r.Reason)
 		default: // Instance.Process checks outcomes; be safe anyway
 			p.retry(it, 0, fmt.Sprintf("unknown outcome %v", r.Outcome))
 		}
@@ -108,15 +108,16 @@ func (p *pipeline) receipt(it *item, err error) {
 		p.redo.push(it)
 		return
 	}
-	p.ack(it, Acked)
+	p.ack(it, Acked, "")
 }
 
-func (p *pipeline) ack(it *item, o Outcome) {
+// ack acknowledges it, which came to outcome o for reason ("" for none).
+func (p *pipeline) ack(it *item, o Outcome, reason string) {
 	if err := p.cons.Ack(context.Background(), it.m); err != nil {
 		// Only a closed consumer refuses: the message comes again.
 		p.log.Debug("ack", "id", it.id(), "err", err)
 	}
-	p.settled(it, o)
+	p.settled(it, o, reason)
 }
 
 // retry hands it back to the broker to be delivered again after delay,
@@ -139,7 +140,7 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 	if err := p.cons.NackAfter(it.m, delay); err != nil {
 		p.log.Debug("nack", "id", it.id(), "err", err)
 	}
-	p.settled(it, Retried)
+	p.settled(it, Retried, reason)
 }
 
 // deadLetter publishes it to the dead-letter topic with reason, then
@@ -166,10 +167,10 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 		if err != nil {
 			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.id(), "topic", topic, "err", err)
 			_ = p.cons.NackAfter(m, p.cfg.ErrorPolicy.Backoff.Delay(1))
-			p.settled(it, Retried)
+			p.settled(it, Retried, "publishing to the dead-letter topic failed: "+err.Error())
 			return
 		}
-		p.ack(it, DeadLettered)
+		p.ack(it, DeadLettered, reason)
 	})
 }
 
@@ -208,8 +209,9 @@ func (p *pipeline) caughtUp() {
 	}
 }
 
-// settled counts it under o and gives its credit back.
-func (p *pipeline) settled(it *item, o Outcome) {
+// settled counts it under o (for reason, "" when there is none) and
+// gives its credit back.
+func (p *pipeline) settled(it *item, o Outcome, reason string) {
 	switch o {
 	case Acked:
 		p.stats.acked.Add(1)
@@ -227,6 +229,9 @@ func (p *pipeline) settled(it *item, o Outcome) {
 	}
 	if f := p.h.opts.Hooks.Settled; f != nil {
 		f(p.name, o)
+	}
+	if f := p.h.opts.Hooks.Message; f != nil {
+		f(p.name, it.m, o, reason)
 	}
 	p.release(it)
 }

@@ -79,7 +79,7 @@ func (w *worker) runBefore(b *batch, items []*item) []*item {
 			it.sm, it.topic = sm, v.Topic
 			kept = append(kept, it)
 		case steps.Filtered:
-			w.out.filtered(it)
+			w.out.filtered(it, c.Steps()[v.Step].Name)
 		case steps.Dropped:
 			w.out.dropped(it, v.Err)
 		default:
@@ -199,14 +199,20 @@ func (passInstance) Pid() int                    { return 0 }
 func (passInstance) Exited() <-chan struct{}     { return nil }
 func (passInstance) ExitStatus() string          { return "" }
 
-// filtered acknowledges it, which a filter step kept out.
-func (p *pipeline) filtered(it *item) { p.ack(it, Filtered) }
+// filtered acknowledges it, which filter step name kept out.
+func (p *pipeline) filtered(it *item, name string) {
+	reason := ""
+	if p.h.opts.Hooks.Message != nil { // the only reader of the reason
+		reason = "filtered by step " + name
+	}
+	p.ack(it, Filtered, reason)
+}
 
 // dropped acknowledges it: a step's expression failed on it and the step
 // says drop.
 func (p *pipeline) dropped(it *item, err error) {
 	p.log.Debug("a step dropped a message", "id", it.id(), "err", err)
-	p.ack(it, Dropped)
+	p.ack(it, Dropped, err.Error())
 }
 
 // stepsRan records on b's "process" span what each step of c did with

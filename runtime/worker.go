@@ -35,8 +35,8 @@ type sink interface {
 	// caughtUp is told that a publisher has settled every batch sent to
 	// it so far.
 	caughtUp()
-	// filtered acknowledges it, which a filter step kept out.
-	filtered(it *item)
+	// filtered acknowledges it, which filter step name kept out.
+	filtered(it *item, name string)
 	// dropped acknowledges it, on which a step's expression failed (err)
 	// where the step says drop.
 	dropped(it *item, err error)
@@ -58,6 +58,10 @@ type worker struct {
 	// stages are the pipeline's steps, run around the handler's calls;
 	// nil when it has none.
 	stages *stages
+	// pipeline names the pipeline, and intercept is Options.Intercept
+	// (nil: none).
+	pipeline  string
+	intercept Interceptor
 
 	limit   int           // batches in flight on the instance
 	timeout time.Duration // of one call
@@ -229,7 +233,7 @@ func (w *worker) process(b *batch, sb *sent, alone bool) {
 		ctx, cancel := context.WithTimeout(w.out.calling(w.hard, b, w.id), w.timeout)
 		t0 := time.Now()
 		inst := l.inst()
-		res, err := inst.ProcessBatch(ctx, callBatch(cur.items))
+		res, err := w.call(ctx, inst, cur.items)
 		took := time.Since(t0)
 		w.took.Store(int64(took))
 		// The batch's deadline is the only one: the plugin may report it
