@@ -58,11 +58,15 @@ type Options struct {
 	// cached. Default runtime.DefaultHandlerCacheDir().
 	HandlerCache string
 	// TelemetryAddr is where /metrics, /healthz and /readyz are served
-	// (":9464" is loopback). Default "": the files' telemetry.http, else
-	// not served.
+	// (":9464" is loopback), from before the run connects: /readyz is 503
+	// until every pipeline consumes, and while the broker cannot be
+	// reached (unless Client is given, whose retries the run does not
+	// see). Default "": the files' telemetry.http, else not served.
 	TelemetryAddr string
-	// StatusInterval is how often a status line per pipeline is logged.
-	// Default 0: never.
+	// StatusInterval is how often a status line per pipeline is logged
+	// (one saying the run starts, before the pipelines run); the lines
+	// are warnings saying so while the broker cannot be reached. Default
+	// 0: never.
 	StatusInterval time.Duration
 	// LocalHandlers run handlers in this process instead of their
 	// plugins, by pipeline name, as runtime.Options.LocalHandlers: for

@@ -2,8 +2,10 @@ package streamrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/broker"
@@ -23,12 +25,16 @@ type Run struct {
 
 	broker *broker.Cluster // nil with a service URL
 	client *pool.Client
+	reach  *brokerReach // what the client waits for the broker on
 	tel    *hostTelemetry
 	host   *runtime.Host
-	w      *watch
-	fo     *finalOutputs // nil without Options.FinalOutputs
-	in     *inputFeed    // nil without Options.Input
-	rl     *reloader
+	// running is host once it runs, for what reads it from other
+	// goroutines (the readiness probe, the status lines).
+	running atomic.Pointer[runtime.Host]
+	w       *watch
+	fo      *finalOutputs // nil without Options.FinalOutputs
+	in      *inputFeed    // nil without Options.Input
+	rl      *reloader
 
 	stop    context.CancelFunc // ends the host's run
 	closers []func()           // in the order opened
@@ -72,6 +78,24 @@ func Start(ctx context.Context, o Options) (_ *Run, err error) {
 		}
 	}
 
+	// Telemetry and the status lines come first: while the broker cannot
+	// be reached, /readyz and the status lines say so.
+	getenv := func(k string) string { v, _ := o.LookupEnv(k); return v }
+	if r.tel, err = startHostTelemetry(ctx, r.files.telemetry, o.TelemetryAddr, getenv, r.log.With("component", "telemetry")); err != nil {
+		return nil, fmt.Errorf("set up telemetry: %w", err)
+	}
+	r.closers = append(r.closers, func() { r.tel.close(10 * time.Second) })
+	if r.in != nil {
+		r.in.tel = r.tel
+	}
+	r.reach = newBrokerReach()
+	if err := r.tel.serve(r.ready); err != nil {
+		return nil, fmt.Errorf("serve telemetry: %w", err)
+	}
+	if o.StatusInterval > 0 {
+		r.closers = append(r.closers, r.statusLines(o.StatusInterval))
+	}
+
 	if err := r.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -81,15 +105,6 @@ func Start(ctx context.Context, o Options) (_ *Run, err error) {
 			return nil, fmt.Errorf("subscribe to the outputs: %w", err)
 		}
 		r.closers = append(r.closers, r.fo.close)
-	}
-
-	getenv := func(k string) string { v, _ := o.LookupEnv(k); return v }
-	if r.tel, err = startHostTelemetry(ctx, r.files.telemetry, o.TelemetryAddr, getenv, r.log.With("component", "telemetry")); err != nil {
-		return nil, fmt.Errorf("set up telemetry: %w", err)
-	}
-	r.closers = append(r.closers, func() { r.tel.close(10 * time.Second) })
-	if r.in != nil {
-		r.in.tel = r.tel
 	}
 	hooks := o.Hooks
 	if user := hooks.Output; user != nil {
@@ -113,10 +128,7 @@ func Start(ctx context.Context, o Options) (_ *Run, err error) {
 	if r.host, err = runtime.New(ctx, ho); err != nil {
 		return nil, fmt.Errorf("start the host: %w", err)
 	}
-	if err := r.tel.serve(r.host); err != nil {
-		_ = r.host.Close(ctx)
-		return nil, fmt.Errorf("serve telemetry: %w", err)
-	}
+	r.running.Store(r.host)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	r.stop = stopRun
@@ -158,6 +170,7 @@ func (r *Run) connect(ctx context.Context) (err error) {
 		po.ServiceURL = r.opts.ServiceURL
 	}
 	po.Logger = r.log.With("component", "pool")
+	r.reach.hook(&po)
 	if po.ServiceURL == "" {
 		if r.broker, err = r.startBroker(ctx); err != nil {
 			return fmt.Errorf("start the embedded broker: %w", err)
@@ -181,6 +194,45 @@ func (r *Run) connect(ctx context.Context) (err error) {
 	})
 
 	return nil
+}
+
+// ready is the run's readiness, for /readyz: not while the broker cannot
+// be reached (the client retries connecting, a lookup, a subscription
+// for want of it), nor before the host runs, nor while a pipeline is not
+// consuming (runtime.Host.Ready).
+func (r *Run) ready() error {
+	if err := r.reach.err(); err != nil {
+		return err
+	}
+	h := r.running.Load()
+	if h == nil {
+		return errors.New("starting: the pipelines do not run yet")
+	}
+	return h.Ready()
+}
+
+// statusLines logs the status lines every interval (see status) until
+// the returned func is called, which waits for it to stop.
+func (r *Run) statusLines(interval time.Duration) func() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		st := newStatus(r.log)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				st.report(r.running.Load(), r.reach.unreachable())
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
 }
 
 // closeAll closes what was opened, the last first.
@@ -270,19 +322,12 @@ func (r *Run) notice(line string) {
 	r.log.Info(line)
 }
 
-// sideWork is what runs beside the host: the status lines, publishing
-// the input once every pipeline runs and, with UntilDrained, stopping the
-// host once the input is processed. It returns when done closes (Run
+// sideWork is what runs beside the host: publishing the input once every
+// pipeline runs and, with UntilDrained, stopping the host once the input
+// is processed. It returns when done closes (Run
 // returned), after the publishing stopped: a failure to publish the
 // input.
 func (r *Run) sideWork(runCtx context.Context, done <-chan struct{}) error {
-	var status <-chan time.Time
-	if r.opts.StatusInterval > 0 {
-		t := time.NewTicker(r.opts.StatusInterval)
-		defer t.Stop()
-		status = t.C
-	}
-	st := newStatus(r.log)
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
 	feedCtx, stopFeed := context.WithCancel(runCtx)
@@ -301,8 +346,6 @@ func (r *Run) sideWork(runCtx context.Context, done <-chan struct{}) error {
 				<-fed
 			}
 			return failure
-		case <-status:
-			st.report(r.host)
 		case err := <-fed:
 			feeding = false
 			if err != nil {

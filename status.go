@@ -1,6 +1,7 @@
 package streamrun
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,7 +10,9 @@ import (
 )
 
 // status logs one line per pipeline: its totals, its rate since the last
-// line, and how many of its instances are up.
+// line, and how many of its instances are up; before the pipelines run,
+// one line saying the run is starting. While the broker cannot be
+// reached the lines are warnings and say so (broker=...).
 type status struct {
 	log  *slog.Logger
 	last map[string]int64 // settled totals at the last line
@@ -20,7 +23,18 @@ func newStatus(log *slog.Logger) *status {
 	return &status{log: log, last: map[string]int64{}, at: time.Now()}
 }
 
-func (s *status) report(h *runtime.Host) {
+// report logs the lines for h (nil before it runs), unreachable saying
+// what waits for the broker ("" when it is reached).
+func (s *status) report(h *runtime.Host, unreachable string) {
+	level := slog.LevelInfo
+	var broker []any
+	if unreachable != "" {
+		level, broker = slog.LevelWarn, []any{"broker", unreachable}
+	}
+	if h == nil {
+		s.log.Log(context.Background(), level, "status", append([]any{"state", "starting"}, broker...)...)
+		return
+	}
 	now := time.Now()
 	secs := now.Sub(s.at).Seconds()
 	up := map[string]string{}
@@ -40,9 +54,9 @@ func (s *status) report(h *runtime.Host) {
 			rate = float64(settled-s.last[st.Pipeline]) / secs
 		}
 		s.last[st.Pipeline] = settled
-		s.log.Info("status", "pipeline", st.Pipeline, "received", st.Received, "acked", st.Acked,
+		s.log.Log(context.Background(), level, "status", append([]any{"pipeline", st.Pipeline, "received", st.Received, "acked", st.Acked,
 			"retried", st.Retried, "dead_lettered", st.DeadLettered, "msg_per_s", fmt.Sprintf("%.0f", rate),
-			"instances_up", up[st.Pipeline])
+			"instances_up", up[st.Pipeline]}, broker...)...)
 	}
 	s.at = now
 }

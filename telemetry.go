@@ -82,12 +82,12 @@ func (ht *hostTelemetry) apply(o *runtime.Options) {
 	}
 }
 
-// serve starts the endpoints, ready as h is.
-func (ht *hostTelemetry) serve(h *runtime.Host) error {
+// serve starts the endpoints, ready as ready says.
+func (ht *hostTelemetry) serve(ready func() error) error {
 	if ht.addr == "" {
 		return nil
 	}
-	srv, err := scrape.Listen(scrape.Options{Addr: ht.addr, Metrics: ht.metrics, Ready: h.Ready, Logger: ht.log})
+	srv, err := scrape.Listen(scrape.Options{Addr: ht.addr, Metrics: ht.metrics, Ready: ready, Logger: ht.log})
 	if err != nil {
 		return err
 	}

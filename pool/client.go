@@ -145,7 +145,7 @@ func (c *state) retryWith(ctx context.Context, r OperationRetries, name string, 
 	defer cancel(nil)
 	stop := context.AfterFunc(c.pool.Context(), func() { cancel(ErrClosed) })
 	defer stop()
-	return r.withDefaults().do(ctx, name, op, c.log, c.opts.OnRetry)
+	return r.withDefaults().do(ctx, name, op, c.log, retryHooks{c.opts.OnRetry, c.opts.OnRetryEnd})
 }
 
 // Close flushes every producer and waits, while ctx allows, for the

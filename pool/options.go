@@ -62,6 +62,14 @@ type Options struct {
 	// program can tell its user what it is waiting for. It runs on the
 	// retrying goroutine and must not block. Default: nil.
 	OnRetry func(RetryEvent)
+	// OnRetryEnd, when set, is called once for each operation OnRetry was
+	// told of, when it ends: with its last retry's Op, Attempt and Limit,
+	// and Err the outcome, nil when it succeeded at last, else the error
+	// it returns. With OnRetry a program knows what is being waited for
+	// now (a readiness probe: not ready while the broker cannot be
+	// reached). It runs on the retrying goroutine and must not block.
+	// Default: nil.
+	OnRetryEnd func(RetryEvent)
 }
 
 // TLSOptions configure pulsar+ssl:// connections. The zero value verifies

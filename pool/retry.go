@@ -57,6 +57,15 @@ type RetryEvent struct {
 	Err     error         // the attempt's error (the server's, when it answered)
 }
 
+// Unreachable reports whether the attempt failed because the broker could
+// not be reached (a connection that could not be opened or was lost, no
+// answer in time), rather than because it answered "not now": a broker
+// that answers is up, one that cannot be reached may stay down.
+func (e RetryEvent) Unreachable() bool {
+	_, answered := pulsarwire.ServerCode(e.Err)
+	return !answered
+}
+
 // Unwrap gives ErrRetriesExhausted and the last error.
 func (e *RetryError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Err} }
 
@@ -109,14 +118,25 @@ func Retryable(err error) bool {
 // retryable. Between tries it waits Delay. Zero fields take their
 // defaults. Cancelling ctx stops it with ctx's error.
 func (r OperationRetries) Do(ctx context.Context, name string, op func(ctx context.Context) error) error {
-	return r.withDefaults().do(ctx, name, op, nil, nil)
+	return r.withDefaults().do(ctx, name, op, nil, retryHooks{})
 }
 
-func (r OperationRetries) do(ctx context.Context, name string, op func(ctx context.Context) error, log *slog.Logger, onRetry func(RetryEvent)) error {
+// retryHooks are Options.OnRetry and Options.OnRetryEnd.
+type retryHooks struct {
+	retry, end func(RetryEvent)
+}
+
+func (r OperationRetries) do(ctx context.Context, name string, op func(ctx context.Context) error, log *slog.Logger, hooks retryHooks) (err error) {
 	var timer *time.Timer
+	var last *RetryEvent // the last retry, once there was one
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if last != nil && hooks.end != nil {
+			ev := *last
+			ev.Err, ev.Delay = err, 0
+			hooks.end(ev)
 		}
 	}()
 	for attempt := 1; ; attempt++ {
@@ -139,11 +159,19 @@ func (r OperationRetries) do(ctx context.Context, name string, op func(ctx conte
 		if r.Attempts > 0 && attempt >= r.Attempts {
 			return &RetryError{Op: name, Attempts: attempt, Err: err}
 		}
+		ev := RetryEvent{Op: name, Attempt: attempt, Limit: r.Attempts, Delay: r.Delay, Err: err}
+		last = &ev
 		if log != nil {
-			log.Info("retrying", "op", name, "attempt", attempt, "delay", r.Delay, "err", err)
+			// A broker that cannot be reached may stay so: that is worth a
+			// warning; one that answers "not now" is up and busy.
+			level := slog.LevelInfo
+			if ev.Unreachable() {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "retrying", "op", name, "attempt", attempt, "delay", r.Delay, "err", err)
 		}
-		if onRetry != nil {
-			onRetry(RetryEvent{Op: name, Attempt: attempt, Limit: r.Attempts, Delay: r.Delay, Err: err})
+		if hooks.retry != nil {
+			hooks.retry(ev)
 		}
 		if timer == nil {
 			timer = time.NewTimer(r.Delay)
