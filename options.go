@@ -131,7 +131,7 @@ func (o *Options) check() error {
 	case len(o.Files) == 0 && len(o.Pipelines) == 0:
 		return &OptionError{"Files", fmt.Errorf("no pipeline file given")}
 	case o.Broker.Memory && o.Broker.DataDir != "":
-		return &OptionError{"Broker.Memory", fmt.Errorf("Memory and DataDir exclude each other")}
+		return &OptionError{"Broker.Memory", fmt.Errorf("excludes DataDir: a broker in memory keeps nothing on disk")}
 	case o.UntilDrained && o.Input == nil:
 		return &OptionError{"UntilDrained", fmt.Errorf("needs Input: it stops once that input is processed")}
 	case o.StatusInterval < 0:

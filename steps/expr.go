@@ -1,7 +1,6 @@
 package steps
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -175,9 +174,6 @@ func typeName(t *cel.Type) string {
 	}
 	return "a " + t.String()
 }
-
-// errNotSmall says a message is beyond what the fast program assumes.
-var errNotSmall = errors.New("larger than MaxSize")
 
 // eval evaluates x over a; small says that the message is within MaxSize.
 func (x *Expr) eval(a *activation, small bool) (ref.Val, error) {

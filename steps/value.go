@@ -66,7 +66,7 @@ func valueType(v ref.Val) string {
 	if v == nil {
 		return "nothing"
 	}
-	return v.Type().(ref.Type).TypeName()
+	return v.Type().TypeName()
 }
 
 // maxJSONDepth bounds the nesting of a payload written as JSON (CEL's own
