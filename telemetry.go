@@ -8,7 +8,6 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamrun/streamrun/pipelines"
@@ -25,7 +24,7 @@ import (
 // Options.TelemetryAddr (or the files' telemetry.http).
 type hostTelemetry struct {
 	log     *slog.Logger
-	tp      *sdktrace.TracerProvider // nil: traces off
+	tp      *telemetry.Tracing // nil: traces off
 	tr      trace.Tracer
 	cfg     telemetry.Config
 	addr    string
@@ -47,7 +46,7 @@ func startHostTelemetry(ctx context.Context, t pipelines.Telemetry, addr string,
 		return nil, err
 	}
 	ht.cfg = cfg
-	if ht.tp, err = telemetry.NewTracerProvider(ctx, cfg); err != nil {
+	if ht.tp, err = telemetry.NewTracing(ctx, cfg, telemetry.TracingOptions{Logger: log}); err != nil {
 		return nil, err
 	}
 	if ht.tp != nil {
@@ -96,7 +95,9 @@ func (ht *hostTelemetry) serve(ready func() error) error {
 	return nil
 }
 
-// close stops serving and exports what is left, within timeout.
+// close stops serving and exports what is left, within timeout (and
+// the traces' flush timeout, telemetry.Config.FlushTimeout: what was not
+// exported by then is reported on the log).
 func (ht *hostTelemetry) close(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -108,7 +109,7 @@ func (ht *hostTelemetry) close(timeout time.Duration) {
 	}
 	if ht.tp != nil {
 		if err := ht.tp.Shutdown(ctx); err != nil {
-			ht.log.Warn("exporting traces", "err", err)
+			ht.log.Warn("stopping the trace exporter", "error", err)
 		}
 	}
 }

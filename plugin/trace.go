@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamrun/streamrun/plugin/internal/pb"
@@ -48,20 +47,23 @@ func handlerSpanName(pipeline string) string {
 // pluginTracing is the plugin's tracer provider, set up from the
 // environment; nil when it exports nothing.
 type pluginTracing struct {
-	tp *sdktrace.TracerProvider
+	tp *telemetry.Tracing
 	tr trace.Tracer
 }
 
 // setupTracing makes the plugin export as OTEL_* say, and makes that the
 // process's global provider and propagator: a handler that uses
-// OpenTelemetry's global API exports through it.
+// OpenTelemetry's global API exports through it. Failed exports are
+// logged through slog's default logger, which the host reads as records
+// of their own level (a WARN, then at most one a minute: see
+// telemetry.TracingOptions).
 func setupTracing() *pluginTracing {
 	cfg, err := telemetry.FromEnv(telemetry.Config{}, os.Getenv)
 	if err != nil {
 		slog.Warn("telemetry settings ignored", "err", err)
 		return nil
 	}
-	tp, err := telemetry.NewTracerProvider(context.Background(), cfg)
+	tp, err := telemetry.NewTracing(context.Background(), cfg, telemetry.TracingOptions{Logger: slog.Default()})
 	if err != nil {
 		slog.Warn("traces not exported", "err", err)
 		return nil
@@ -84,15 +86,23 @@ func (t *pluginTracing) flush(d time.Duration) {
 	_ = t.tp.ForceFlush(ctx)
 }
 
+// shutdownGrace bounds the plugin's flush at exit, whatever the OTEL_*
+// timeouts say: the host gives a closing plugin 2 s to exit, less a
+// margin.
+const shutdownGrace = 1500 * time.Millisecond
+
 // shutdown exports what is left and stops the exporter, within the
-// grace the host gives a closing plugin to exit (2 s) less a margin.
+// configured flush timeout and shutdownGrace.
 func (t *pluginTracing) shutdown() {
 	if t == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), shutdownGrace,
+		fmt.Errorf("not done within %s at the plugin's exit", shutdownGrace))
 	defer cancel()
-	_ = t.tp.Shutdown(ctx)
+	if err := t.tp.Shutdown(ctx); err != nil {
+		slog.Warn("stopping the trace exporter", "error", err)
+	}
 }
 
 // startHandlerSpan starts the span of the handler's work on a batch of n

@@ -124,7 +124,7 @@ func benchTelemetryMode(ctx context.Context, b *testing.B, mode string, opts *st
 	case "traces=0", "traces=0.01", "traces=1":
 		rcv = otlptest.StartDiscarding(b, telemetry.ProtocolGRPC)
 		cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "parentbased_traceidratio", SamplerArg: mode[len("traces="):]}
-		tp, err := telemetry.NewTracerProvider(ctx, cfg)
+		tp, err := telemetry.NewTracing(ctx, cfg, telemetry.TracingOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is how traces are exported. The zero value exports nothing.
@@ -42,9 +43,41 @@ type Config struct {
 	// SamplerArg is the sampler's argument (OTEL_TRACES_SAMPLER_ARG): the
 	// ratio for the traceidratio samplers. Default 1.
 	SamplerArg string
+	// Timeout bounds one export to the collector, every try of it
+	// (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT:
+	// milliseconds), and with it the flush at exit (FlushTimeout).
+	// Default 0: 10 s per export, the OTLP exporters' default, and
+	// DefaultFlushTimeout at exit.
+	Timeout time.Duration
+	// ProcessorTimeout bounds one export of the batch span processor
+	// (OTEL_BSP_EXPORT_TIMEOUT: milliseconds), and so caps Timeout.
+	// Default 0: 30 s, the SDK's default.
+	ProcessorTimeout time.Duration
 	// Disabled turns traces off whatever else is set (OTEL_SDK_DISABLED
 	// =true, or OTEL_TRACES_EXPORTER=none).
 	Disabled bool
+}
+
+// DefaultFlushTimeout is how long a program waits at exit for its last
+// spans to be exported when no timeout is configured: long enough for a
+// collector that answers, short enough that one that does not costs a
+// command little. The OTLP exporters' own default, 10 s, still bounds
+// each export while the program runs.
+const DefaultFlushTimeout = 2 * time.Second
+
+// FlushTimeout is how long the flush at exit may take: Timeout when it
+// is set, else DefaultFlushTimeout, and never more than ProcessorTimeout
+// when that is set. At that bound the exports in flight are cut, and the
+// spans they held are reported lost.
+func (c Config) FlushTimeout() time.Duration {
+	d := DefaultFlushTimeout
+	if c.Timeout > 0 {
+		d = c.Timeout
+	}
+	if c.ProcessorTimeout > 0 && c.ProcessorTimeout < d {
+		d = c.ProcessorTimeout
+	}
+	return d
 }
 
 // Protocols.
@@ -85,6 +118,24 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 		}
 		c.Headers = merged(c.Headers, h)
 	}
+	for _, v := range []struct {
+		dst  *time.Duration
+		keys []string
+	}{
+		{&c.Timeout, []string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"}},
+		{&c.ProcessorTimeout, []string{"OTEL_BSP_EXPORT_TIMEOUT"}},
+	} {
+		for _, k := range v.keys {
+			d, err := parseMillis(getenv(k))
+			if err != nil {
+				return Config{}, fmt.Errorf("%s: %w", k, err)
+			}
+			if d > 0 {
+				*v.dst = d
+				break
+			}
+		}
+	}
 	ra, err := parsePairs(getenv("OTEL_RESOURCE_ATTRIBUTES"))
 	if err != nil {
 		return Config{}, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
@@ -107,6 +158,20 @@ func merged(a, b map[string]string) map[string]string {
 	}
 	maps.Copy(out, b)
 	return out
+}
+
+// parseMillis reads a timeout as the OTEL_* variables write it: a whole
+// number of milliseconds; "" is 0 (not set).
+func parseMillis(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > int64(time.Hour/time.Millisecond) {
+		return 0, fmt.Errorf("%q: want a number of milliseconds from 1 to 3600000", s)
+	}
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 // parsePairs reads "k=v,k2=v2" with URL-encoded values, as the OTEL_*
@@ -203,8 +268,17 @@ func (c Config) Environ() []string {
 	add("OTEL_RESOURCE_ATTRIBUTES", pairs(c.ResourceAttributes))
 	add("OTEL_TRACES_SAMPLER", c.Sampler)
 	add("OTEL_TRACES_SAMPLER_ARG", c.SamplerArg)
+	if c.Timeout > 0 {
+		add("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", millis(c.Timeout))
+	}
+	if c.ProcessorTimeout > 0 {
+		add("OTEL_BSP_EXPORT_TIMEOUT", millis(c.ProcessorTimeout))
+	}
 	return env
 }
+
+// millis is d as the OTEL_* variables write it, at least 1.
+func millis(d time.Duration) string { return strconv.FormatInt(max(1, d.Milliseconds()), 10) }
 
 func pairs(m map[string]string) string {
 	var b strings.Builder

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamrun/streamrun/telemetry"
 )
@@ -66,7 +67,7 @@ func TestTracesOffUnlessConfigured(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tp, err := telemetry.NewTracerProvider(ctx, c)
+		tp, err := telemetry.NewTracing(ctx, c, telemetry.TracingOptions{})
 		if err != nil || tp != nil || c.Enabled() {
 			t.Errorf("%v: provider %v, err %v", vars, tp, err)
 		}
@@ -92,6 +93,49 @@ func TestBadSettings(t *testing.T) {
 		_, err := telemetry.FromEnv(telemetry.Config{}, env(tc.vars))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.vars, err, tc.want)
+		}
+	}
+}
+
+// The standard timeouts: the signal's own variable wins over the general
+// one, OTEL_BSP_EXPORT_TIMEOUT caps the flush at exit, a child reads them
+// back from Environ, and a bad value is refused naming the variable.
+func TestTimeoutsFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		vars           map[string]string
+		timeout, flush time.Duration
+	}{
+		{map[string]string{}, 0, telemetry.DefaultFlushTimeout},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "5000"}, 5 * time.Second, 5 * time.Second},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "5000", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "300"},
+			300 * time.Millisecond, 300 * time.Millisecond},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "5000", "OTEL_BSP_EXPORT_TIMEOUT": "1000"}, 5 * time.Second, time.Second},
+		{map[string]string{"OTEL_BSP_EXPORT_TIMEOUT": "30000"}, 0, telemetry.DefaultFlushTimeout},
+	} {
+		tc.vars["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://h:4317"
+		c, err := telemetry.FromEnv(telemetry.Config{}, env(tc.vars))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Timeout != tc.timeout || c.FlushTimeout() != tc.flush {
+			t.Errorf("%v: timeout %s, flush %s; want %s, %s", tc.vars, c.Timeout, c.FlushTimeout(), tc.timeout, tc.flush)
+		}
+		kv := map[string]string{}
+		for _, e := range c.Environ() {
+			k, v, _ := strings.Cut(e, "=")
+			kv[k] = v
+		}
+		back, err := telemetry.FromEnv(telemetry.Config{}, env(kv))
+		if err != nil || back.Timeout != c.Timeout || back.FlushTimeout() != c.FlushTimeout() {
+			t.Errorf("%v through Environ: %+v, %v", tc.vars, back, err)
+		}
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_BSP_EXPORT_TIMEOUT"} {
+		for _, v := range []string{"2s", "-1", "0"} {
+			_, err := telemetry.FromEnv(telemetry.Config{}, env(map[string]string{k: v}))
+			if err == nil || !strings.Contains(err.Error(), k+`: "`+v+`": want a number of milliseconds`) {
+				t.Errorf("%s=%s: %v", k, v, err)
+			}
 		}
 	}
 }

@@ -25,7 +25,7 @@ func tracedHost(t *testing.T, opts streamrun.Options, p pipelines.Pipeline) (*ot
 	ctx := testContext(t)
 	rcv := otlptest.Start(t, telemetry.ProtocolGRPC)
 	cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: "always_on"}
-	tp, err := telemetry.NewTracerProvider(ctx, cfg)
+	tp, err := telemetry.NewTracing(ctx, cfg, telemetry.TracingOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestRootSamplingDecidesContext(t *testing.T) {
 			ctx := testContext(t)
 			rcv := otlptest.StartDiscarding(t, telemetry.ProtocolGRPC)
 			cfg := telemetry.Config{Endpoint: rcv.URL, Sampler: tc.sampler, SamplerArg: tc.arg}
-			tp, err := telemetry.NewTracerProvider(ctx, cfg)
+			tp, err := telemetry.NewTracing(ctx, cfg, telemetry.TracingOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

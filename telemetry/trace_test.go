@@ -39,9 +39,9 @@ func testTraceThroughPipeline(t *testing.T, protocol string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := telemetry.NewTracerProvider(ctx, cfg)
+	tp, err := telemetry.NewTracing(ctx, cfg, telemetry.TracingOptions{})
 	if err != nil || tp == nil {
-		t.Fatalf("NewTracerProvider: %v, %v", tp, err)
+		t.Fatalf("NewTracing: %v, %v", tp, err)
 	}
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 

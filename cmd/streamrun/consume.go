@@ -145,11 +145,11 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 
 func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so subscribe.Options) int {
 	notice, _ := f.logger(cmd.stderr, f.level())
-	tr, _, err := startTracing(ctx, telemetry.Config{})
+	tr, _, err := startTracing(ctx, telemetry.Config{}, notice)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	defer tr.shutdown(f.closeTimeout, cmd.stderr)
+	defer tr.shutdown(f.closeTimeout)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, po)
 	cancel()

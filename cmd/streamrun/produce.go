@@ -198,11 +198,15 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		}
 		return cmd.fail(err)
 	}
-	tr, _, err := startTracing(ctx, telemetry.Config{})
+	log, err := f.logger(stderr, f.level())
 	if err != nil {
 		return cmd.fail(err)
 	}
-	defer tr.shutdown(f.closeTimeout, stderr)
+	tr, _, err := startTracing(ctx, telemetry.Config{}, log)
+	if err != nil {
+		return cmd.fail(err)
+	}
+	defer tr.shutdown(f.closeTimeout)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, opts)
 	cancel()

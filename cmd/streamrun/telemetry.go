@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamrun/streamrun/pool"
@@ -22,34 +20,37 @@ import (
 // OTEL_* environment says (docs/telemetry.md). A nil *commandTracing is
 // off and every method does nothing.
 type commandTracing struct {
-	tp *sdktrace.TracerProvider
-	tr trace.Tracer
+	tp  *telemetry.Tracing
+	tr  trace.Tracer
+	log *slog.Logger
 }
 
 // startTracing sets up tracing from the environment over base (a
-// pipeline file's settings); nil when nothing is configured.
-func startTracing(ctx context.Context, base telemetry.Config) (*commandTracing, telemetry.Config, error) {
+// pipeline file's settings); nil when nothing is configured. Failed
+// exports are reported on log, in the command's log format.
+func startTracing(ctx context.Context, base telemetry.Config, log *slog.Logger) (*commandTracing, telemetry.Config, error) {
 	cfg, err := telemetry.FromEnv(base, os.Getenv)
 	if err != nil {
 		return nil, cfg, err
 	}
-	tp, err := telemetry.NewTracerProvider(ctx, cfg)
+	tp, err := telemetry.NewTracing(ctx, cfg, telemetry.TracingOptions{Logger: log})
 	if err != nil || tp == nil {
 		return nil, cfg, err
 	}
-	return &commandTracing{tp: tp, tr: tp.Tracer(msgtrace.ScopeName)}, cfg, nil
+	return &commandTracing{tp: tp, tr: tp.Tracer(msgtrace.ScopeName), log: log}, cfg, nil
 }
 
-// shutdown exports what is left, within timeout, reporting a failure on
-// stderr (the command's own outcome stands).
-func (t *commandTracing) shutdown(timeout time.Duration, stderr io.Writer) {
+// shutdown exports what is left, within the flush timeout
+// (telemetry.Config.FlushTimeout) and timeout; what was not exported is
+// reported on the log (the command's own outcome stands).
+func (t *commandTracing) shutdown(timeout time.Duration) {
 	if t == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := t.tp.Shutdown(ctx); err != nil {
-		fmt.Fprintf(stderr, "streamrun: exporting traces: %v\n", err)
+		t.log.Warn("stopping the trace exporter", "error", err)
 	}
 }
 

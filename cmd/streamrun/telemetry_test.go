@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -195,6 +196,51 @@ pipelines:
 		code = run(context.Background(), []string{"validate", file}, &stdout, &stderr)
 		if code != 2 || !strings.HasPrefix(stderr.String(), file+":") || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("validate %s: exit %d, stderr %q; want 2 and %q", tc.section, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// With a collector that is away, `produce` and `consume` end within the
+// flush bound at exit (2 s by default; the OTEL_* timeouts set it) and say
+// so once, as a WARN in the log format asked for: every line about traces
+// is a JSON record, none a plain line from OpenTelemetry's global error
+// handler (consume's summary is a line of its own, as without tracing).
+func TestUnreachableCollectorIsOneWarningInTheLogFormat(t *testing.T) {
+	bin := buildStreamrun(t)
+	cluster := brokertest.Start(t)
+	topic := fmt.Sprintf("persistent://public/default/away-%d", time.Now().UnixNano())
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlptest.Unreachable(t)}
+	for _, args := range [][]string{
+		{"produce", "--url", cluster.ServiceURL(), "-t", topic, "-n", "10", "-m", "x", "-q", "--log-format", "json"},
+		{"consume", "--url", cluster.ServiceURL(), "-t", topic, "-s", "away", "--position", "earliest", "-n", "10",
+			"--log-format", "json"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s%s", args[0], err, stdout.String(), stderr.String())
+		}
+		warns := 0
+		for line := range strings.Lines(stderr.String()) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				if strings.Contains(line, "trace") {
+					t.Errorf("%s: a line about traces that is not a JSON record: %q", args[0], line)
+				}
+				continue
+			}
+			if rec["msg"] == "traces not exported" {
+				warns++
+				if rec["level"] != "WARN" || rec["spans_lost"] != float64(10) ||
+					!strings.Contains(fmt.Sprint(rec["error"]), "not done within 2s at exit") {
+					t.Errorf("%s: %v", args[0], rec)
+				}
+			}
+		}
+		if warns != 1 {
+			t.Errorf("%s: %d WARN records about traces, want 1; stderr:\n%s", args[0], warns, stderr.String())
 		}
 	}
 }

@@ -74,12 +74,71 @@ func AttrOf(kvs []*commonpb.KeyValue, key string) string {
 // stops at t's cleanup.
 func Start(t testing.TB, protocol string) *Receiver {
 	t.Helper()
-	return start(t, protocol, false)
+	return start(t, protocol, "127.0.0.1:0", false)
 }
 
-func start(t testing.TB, protocol string, discard bool) *Receiver {
-	r := &Receiver{kick: make(chan struct{}, 1), discard: discard}
+// Unreachable returns the URL of a collector that is away: a loopback
+// port that was free a moment ago, where connections are refused until
+// StartAt listens there.
+func Unreachable(t testing.TB) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	_ = ln.Close()
+	return u
+}
+
+// Silent returns the URL of a collector that takes connections and never
+// answers (a hung collector, or a proxy in front of a dead one): exports
+// to it end only at their deadline. It stops at t's cleanup.
+func Silent(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held, unread, until cleanup
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// StartAt is Start on the address of url (from Unreachable): the
+// collector comes back.
+func StartAt(t testing.TB, protocol, url string) *Receiver {
+	t.Helper()
+	return start(t, protocol, strings.TrimPrefix(url, "http://"), false)
+}
+
+func start(t testing.TB, protocol, addr string, discard bool) *Receiver {
+	r := &Receiver{kick: make(chan struct{}, 1), discard: discard}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +186,7 @@ func start(t testing.TB, protocol string, discard bool) *Receiver {
 // without decoding the spans (see countingCodec).
 func StartDiscarding(t testing.TB, protocol string) *Receiver {
 	t.Helper()
-	return start(t, protocol, true)
+	return start(t, protocol, "127.0.0.1:0", true)
 }
 
 // Count is how many spans a discarding receiver got.
