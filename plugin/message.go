@@ -65,11 +65,14 @@ type Output struct {
 	// EventTime of the new message, zero for none.
 	EventTime time.Time
 	// TraceParent and TraceState are the W3C trace context of the work
-	// that made the output, the parent of the span that publishes it. The
-	// SDK sets them to the handler's span when the batch is traced and
-	// they are ""; set them to nest the publishing under a span of your
-	// own. The published message carries the context of that span, not
-	// these.
+	// that made the output, the parent of the span that publishes it.
+	// When they are "", the output follows its input's trace: the SDK
+	// sets them to the handler's span when the input is in that span's
+	// trace (the batch's first traced message, or every message of a
+	// batch none of whose messages had a context), and the host gives the
+	// others their input's context (docs/telemetry.md). Set them to nest
+	// the publishing under a span of your own. The published message
+	// carries the context of that span, not these.
 	TraceParent string
 	TraceState  string
 }

@@ -186,7 +186,7 @@ func (s *server) run(ctx context.Context, batch []*Message, parent trace.SpanCon
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, s.info.Load(), len(batch))
 	res, p, herr := handle(ctx, s.h, batch, sc)
-	endHandlerSpan(span, res, herr, p)
+	endHandlerSpan(span, batch, res, herr, p)
 	if p != nil {
 		// The process exits soon: its spans go first, briefly.
 		s.tracing.flush(crashFlush)
@@ -467,7 +467,7 @@ func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, e
 	}
 	ctx, span := startHandlerSpan(ctx, tr, parent, nil, len(batch))
 	res, p, herr := handle(ctx, h, batch, nil)
-	endHandlerSpan(span, res, herr, p)
+	endHandlerSpan(span, batch, res, herr, p)
 	if p != nil {
 		pe := &PanicError{Value: p.Value, Stack: p.Stack, Index: int(p.Index)}
 		if pe.Index >= 0 {

@@ -126,9 +126,11 @@ func startHandlerSpan(ctx context.Context, tr trace.Tracer, parent trace.SpanCon
 	return tr.Start(trace.ContextWithRemoteSpanContext(ctx, parent), name, trace.WithAttributes(attrs...))
 }
 
-// endHandlerSpan ends span after the handler's answer: results get its
-// context on outputs that have none, and a failure or panic is recorded.
-func endHandlerSpan(span trace.Span, res []Result, herr error, p *pb.Panic) {
+// endHandlerSpan ends span after the handler's answer for batch:
+// outputs without a context of their own get its context when their
+// input is in its trace (see ownsOutputs), and a failure or panic is
+// recorded.
+func endHandlerSpan(span trace.Span, batch []*Message, res []Result, herr error, p *pb.Panic) {
 	if span == nil {
 		return
 	}
@@ -147,11 +149,42 @@ func endHandlerSpan(span trace.Span, res []Result, herr error, p *pb.Panic) {
 		return
 	}
 	tp, ts := msgtrace.Format(span.SpanContext())
+	root := rootBatch(batch)
 	for i := range res {
+		if i < len(batch) && !root && !sameTrace(batch[i].TraceParent, tp) {
+			continue
+		}
 		for k := range res[i].Outputs {
 			if o := &res[i].Outputs[k]; o.TraceParent == "" {
 				o.TraceParent, o.TraceState = tp, ts
 			}
 		}
 	}
+}
+
+// An output follows its own input's trace (docs/telemetry.md, "Into the
+// plugin and out"). The handler's span is in the trace of the batch's
+// parent, one message's creation context (or a trace begun at the host
+// when no message carried one: the root batch, whose outputs are all
+// its). So only the outputs of inputs in that trace, or of a root batch,
+// get the span's context; the host gives the others their input's own
+// context, or a root decision of their own for inputs without one. Were
+// every output given the span's context, as before, one sampled message
+// would trace every output of its batch: at a ratio of 0.01 and batches
+// of 100, most outputs; and an output with a context is not sent in a
+// compact answer.
+
+// rootBatch reports whether no message of batch carries a context.
+func rootBatch(batch []*Message) bool {
+	for _, m := range batch {
+		if msgtrace.Parse(m.TraceParent, "").IsValid() {
+			return false
+		}
+	}
+	return true
+}
+
+// sameTrace reports whether two traceparents name the same trace.
+func sameTrace(a, b string) bool {
+	return len(a) >= 35 && len(b) >= 35 && a[3:35] == b[3:35]
 }

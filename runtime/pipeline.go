@@ -106,10 +106,16 @@ type batch struct {
 	formed time.Time
 	left   atomic.Int32 // messages not settled yet
 	span   trace.Span   // its "process" span, nil when not traced
-	// untraced: no message of the batch carried a context and the
-	// sampler decided against a trace at this root, so nothing of it is
-	// traced or carried on (docs/telemetry.md, "Sampling and cost").
+	// root: no message of the batch carried a context, so span is a root
+	// and its sampling decision covers every message of the batch.
+	root bool
+	// untraced: a root batch the sampler decided against, so nothing of
+	// it is traced or carried on (docs/telemetry.md, "Sampling and cost").
 	untraced bool
+	// loose is the root "process" span of the messages without a context
+	// in a batch whose span continues another message's trace, when the
+	// root decision made for them sampled them; nil otherwise.
+	loose trace.Span
 }
 
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {

@@ -66,56 +66,87 @@ func (t *tracing) processName(topic string) string {
 }
 
 // startProcess starts the CONSUMER span of b, handed to instance slot.
-// Its parent is the creation context of the batch's first message that
-// has one, so that the journey of a message (of every message, in a batch
-// of one) is one trace; it links to every message's creation context, as
-// far as the SDK's link limit (OTEL_SPAN_LINK_COUNT_LIMIT, default 128)
-// allows: links beyond it are dropped and counted in the span's
-// dropped_links_count. A batch without any context whose root the
-// sampler does not sample is marked untraced and keeps no span: there is
-// no trace to carry on, and its outputs go out without a context.
+// Its parent is the creation context of the batch's first message whose
+// context is sampled, else of its first message that has one, so that
+// the journey of a message (of every message, in a batch of one) is one
+// trace; it links to every message's creation context, as far as the
+// SDK's link limit (OTEL_SPAN_LINK_COUNT_LIMIT, default 128) allows:
+// links beyond it are dropped and counted in the span's
+// dropped_links_count. A batch without any context is a root; when the
+// sampler does not sample it, it is marked untraced and keeps no span:
+// there is no trace to carry on, and its outputs go out without a
+// context. In a batch that continues a trace, the messages without a
+// context get a root decision of their own, one for them all as a batch
+// of only such messages would (b.loose), so that their outputs are traced
+// at the sampler's ratio and not because another message of the batch
+// was.
 func (t *tracing) startProcess(b *batch, slot int) {
 	if t == nil || b.span != nil || b.untraced {
 		return
 	}
 	topic := b.items[0].m.Topic
-	ctx := context.Background()
-	traced := false
+	var parent trace.SpanContext
+	loose := false // a message without a context
 	for _, it := range b.items {
 		if it.m.Topic != topic {
 			topic = "" // several topics: named after the subscription below
 		}
-		if !traced {
-			if sc := msgtrace.Extract(it.m.Properties); sc.IsValid() {
-				ctx, traced = trace.ContextWithRemoteSpanContext(ctx, sc), true
-			}
+		if loose && parent.IsSampled() {
+			continue
+		}
+		sc := msgtrace.Extract(it.m.Properties)
+		switch {
+		case !sc.IsValid():
+			loose = true
+		case !parent.IsValid() || sc.IsSampled() && !parent.IsSampled():
+			parent = sc
 		}
 	}
 	name := topic
 	if name == "" {
 		name = t.attrs[2].Value.AsString()
 	}
+	ctx := context.Background()
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
 	// The batch's own attributes are set once the span is known to
 	// record (the samplers streamrun configures do not look at them).
 	_, span := t.tr.Start(ctx, t.processName(name), t.processOpts...)
-	if !traced && !span.SpanContext().IsSampled() {
-		// A root not sampled: nothing is recorded (the span is a
-		// non-recording one, which needs no End).
-		b.untraced = true
-		return
+	if !parent.IsValid() {
+		b.root = true
+		if !span.SpanContext().IsSampled() {
+			// A root not sampled: nothing is recorded (the span is a
+			// non-recording one, which needs no End).
+			b.untraced = true
+			return
+		}
 	}
 	if span.IsRecording() {
-		span.SetAttributes(msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
-			msgtrace.KeyInstance.Int(slot))
-	}
-	if span.IsRecording() && traced {
-		for _, it := range b.items {
-			if sc := msgtrace.Extract(it.m.Properties); sc.IsValid() {
-				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.id())}})
+		t.setBatchAttrs(span, b, name, slot)
+		if parent.IsValid() {
+			for _, it := range b.items {
+				if sc := msgtrace.Extract(it.m.Properties); sc.IsValid() {
+					span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(it.id())}})
+				}
 			}
 		}
 	}
 	b.span = span
+	if loose && parent.IsValid() {
+		if _, ls := t.tr.Start(context.Background(), t.processName(name), t.processOpts...); ls.SpanContext().IsSampled() {
+			if ls.IsRecording() {
+				t.setBatchAttrs(ls, b, name, slot)
+			}
+			b.loose = ls
+		}
+	}
+}
+
+// setBatchAttrs sets the attributes of b's "process" span.
+func (t *tracing) setBatchAttrs(span trace.Span, b *batch, name string, slot int) {
+	span.SetAttributes(msgtrace.KeyDestination.String(name), msgtrace.KeyBatchCount.Int(len(b.items)),
+		msgtrace.KeyInstance.Int(slot))
 }
 
 // processCtx is ctx with b's span, which Instance.Process hands on to
@@ -192,18 +223,23 @@ func (t *tracing) stepsRan(b *batch, slot int, c *steps.Chain, counts []steps.Co
 	}
 }
 
-// endBatch ends b's span once every message of b is settled.
+// endBatch ends b's spans once every message of b is settled.
 func (t *tracing) endBatch(b *batch) {
 	if t == nil || b.span == nil {
 		return
 	}
 	b.span.End()
+	if b.loose != nil {
+		b.loose.End()
+	}
 }
 
 // parentOf is the context an output o of it is published under: the
-// one the plugin gave it (the handler's span), else the batch's span.
-// traced is false when the output is published without span or context:
-// tracing is off, or its batch is untraced and the plugin gave it none.
+// one the plugin gave it (the handler's span, or a span of the handler's
+// own), else one its properties carry other than its input's (which an
+// echoed output keeps), else its input's (inputContext). traced is false
+// when the output is published without span or context: tracing is off,
+// or the root decision for its input said no.
 func (t *tracing) parentOf(it *item, o *plugin.Output) (sc trace.SpanContext, traced bool) {
 	if t == nil {
 		return trace.SpanContext{}, false
@@ -211,14 +247,45 @@ func (t *tracing) parentOf(it *item, o *plugin.Output) (sc trace.SpanContext, tr
 	if sc := msgtrace.Parse(o.TraceParent, o.TraceState); sc.IsValid() {
 		return sc, true
 	}
-	if sc := msgtrace.Extract(o.Properties); sc.IsValid() {
-		return sc, true
+	if tp := o.Properties[msgtrace.PropertyTraceParent]; tp != "" && tp != it.m.Properties[msgtrace.PropertyTraceParent] {
+		if sc := msgtrace.Extract(o.Properties); sc.IsValid() {
+			return sc, true
+		}
 	}
-	return t.batchContext(it)
+	return t.inputContext(it)
+}
+
+// inputContext is the context an output of it follows when nothing else
+// gives it one: its input's own. An input with a context: the batch's
+// span when the batch continues that trace, else the input's creation
+// context, sampled or not as it says. An input without one: the root
+// decision made for it, that is the batch's span in a root batch, the
+// loose span in a batch that continues another trace, or nothing (not
+// traced) when that decision said no. An output thus follows its own
+// input's sampling and never another message's of the same batch.
+func (t *tracing) inputContext(it *item) (sc trace.SpanContext, traced bool) {
+	in := msgtrace.Extract(it.m.Properties)
+	b := it.b
+	if in.IsValid() {
+		if b != nil && b.span != nil && b.span.SpanContext().TraceID() == in.TraceID() {
+			return b.span.SpanContext(), true
+		}
+		return in, true
+	}
+	switch {
+	case b == nil:
+		return trace.SpanContext{}, true // a root decision at its send
+	case b.root && b.span != nil:
+		return b.span.SpanContext(), true
+	case b.loose != nil:
+		return b.loose.SpanContext(), true
+	}
+	return trace.SpanContext{}, false
 }
 
 // batchContext is the context of it's batch span, else its creation
-// context; traced as parentOf's.
+// context: a dead letter's parent (its batch's span has the event saying
+// why); traced as parentOf's.
 func (t *tracing) batchContext(it *item) (sc trace.SpanContext, traced bool) {
 	if t == nil {
 		return trace.SpanContext{}, false
@@ -261,6 +328,11 @@ func (p *pipeline) publish(parent trace.SpanContext, traced bool, topic string, 
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
 	span, props := msgtrace.StartSend(ctx, t.tr, t.dest(topic), m.Properties, t.attrs...)
 	m.Properties = props
+	if !span.IsRecording() {
+		// Nothing to end with the receipt (a root not sampled, say).
+		p.client.PublishAsync(p.hard, topic, m, done)
+		return
+	}
 	p.client.PublishAsync(p.hard, topic, m, func(id pulsarwire.MessageID, err error) {
 		endSend(span, id, err)
 		done(id, err)
