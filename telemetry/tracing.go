@@ -48,6 +48,7 @@ type Tracing struct {
 	tp    *sdktrace.TracerProvider
 	exp   *guardedExporter
 	flush time.Duration
+	root  rootRule // nil: every root is sampled (see rootTracer)
 }
 
 // NewTracing returns the tracing c configures, or nil when c exports
@@ -85,13 +86,20 @@ func NewTracing(ctx context.Context, c Config, o TracingOptions) (*Tracing, erro
 		sdktrace.WithBatcher(g, bsp...),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(newSampler(name, ratio)),
+		sdktrace.WithIDGenerator(drawnIDs{}),
 	)
-	return &Tracing{tp: tp, exp: g, flush: c.FlushTimeout()}, nil
+	return &Tracing{tp: tp, exp: g, flush: c.FlushTimeout(), root: newRootRule(name, ratio)}, nil
 }
 
-// Tracer returns a tracer of the provider.
+// Tracer returns a tracer of the provider. A root span it starts that the
+// sampler does not sample costs little more than the decision (see
+// rootTracer).
 func (t *Tracing) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
-	return t.tp.Tracer(name, opts...)
+	tr := t.tp.Tracer(name, opts...)
+	if t.root == nil {
+		return tr
+	}
+	return &rootTracer{sdk: tr, rule: t.root, tp: t}
 }
 
 // ForceFlush exports the spans ended so far, within ctx. A failed export

@@ -16,6 +16,10 @@ func SendName(topic string) string { return "send " + topic }
 // ProcessName is the name of the span that processes a batch from topic.
 func ProcessName(topic string) string { return "process " + topic }
 
+// producerKind starts a "send" span: one slice for every call, not one
+// made (and escaping to the heap) per message.
+var producerKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+
 // StartSend starts the PRODUCER span of a message published to topic, a
 // child of ctx's span, and returns properties with the span's context in
 // them (a copy: properties is not changed), the message's creation
@@ -33,7 +37,7 @@ func StartSend(ctx context.Context, tr trace.Tracer, topic string, properties ma
 	if parent := trace.SpanContextFromContext(ctx); parent.IsValid() && !parent.IsSampled() {
 		return trace.SpanFromContext(ctx), Inject(properties, parent)
 	}
-	_, span := tr.Start(ctx, SendName(topic), trace.WithSpanKind(trace.SpanKindProducer))
+	_, span := tr.Start(ctx, SendName(topic), producerKind...)
 	if !span.SpanContext().IsSampled() && !trace.SpanContextFromContext(ctx).IsValid() {
 		return span, properties
 	}
