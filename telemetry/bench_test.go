@@ -40,12 +40,37 @@ import (
 // the test process (broker, clients, host, receiver) and the plugin per
 // message: on a shared machine it varies less than msg/s.
 func BenchmarkTelemetry(b *testing.B) {
+	input := untracedInput
+	if os.Getenv(benchTracedInputEnv) != "" {
+		input = tracedInput
+	}
 	for _, mode := range []string{"off", "traces=0", "traces=0.01", "traces=1", "metrics"} {
-		b.Run(mode, func(b *testing.B) { benchTelemetry(b, mode) })
+		b.Run(mode, func(b *testing.B) { benchTelemetry(b, mode, input) })
 	}
 }
 
-func benchTelemetry(b *testing.B, mode string) {
+// BenchmarkTelemetryMixedInput is BenchmarkTelemetry's pipeline fed as
+// `streamrun run --input` feeds it with the traceidratio sampler at 0.01:
+// one message in 100, at random, carries a sampled context of its own
+// trace, the others none (an unsampled root carries no context). So
+// most batches of 100 mix a sampled message with untraced ones, whose
+// outputs must follow their own inputs (a root decision each batch, at
+// the sampler's ratio) and not the sampled one: about 0.02 host spans
+// per message, not one per output of every such batch.
+func BenchmarkTelemetryMixedInput(b *testing.B) {
+	for _, mode := range []string{"off", "traces=0", "traces=0.01"} {
+		b.Run(mode, func(b *testing.B) { benchTelemetry(b, mode, mixedInput) })
+	}
+}
+
+// What the benchmark's input messages carry.
+const (
+	untracedInput = iota // no trace context
+	tracedInput          // each its own trace, one in 100 sampled
+	mixedInput           // one in 100 a sampled trace, the rest nothing
+)
+
+func benchTelemetry(b *testing.B, mode string, input int) {
 	ctx := testContext(b)
 	c := cluster(b)
 	run := strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
@@ -78,9 +103,8 @@ func benchTelemetry(b *testing.B, mode string) {
 	tokens := make(chan struct{}, window)
 	done := receiveOutputs(ctx, b, cons, n, tokens)
 	pids := pluginPids(host)
-	cpu0 := brokertest.CPUTime(pids...)
+	cpu0, self0 := brokertest.CPUTime(pids...), brokertest.CPUTime()
 	payload := make([]byte, 100)
-	traced := os.Getenv(benchTracedInputEnv) != ""
 	rng := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
 	start := time.Now()
@@ -90,7 +114,7 @@ func benchTelemetry(b *testing.B, mode string) {
 		case <-ctx.Done():
 			b.Fatal("timed out")
 		}
-		pub.PublishAsync(ctx, in, benchInput(i, payload, traced, rng), func(_ pulsarwire.MessageID, err error) {
+		pub.PublishAsync(ctx, in, benchInput(i, payload, input, rng), func(_ pulsarwire.MessageID, err error) {
 			if err != nil {
 				b.Errorf("publish: %v", err)
 			}
@@ -103,9 +127,10 @@ func benchTelemetry(b *testing.B, mode string) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	cpu := brokertest.CPUTime(pids...) - cpu0
+	cpu, self := brokertest.CPUTime(pids...)-cpu0, brokertest.CPUTime()-self0
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "msg/s")
 	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(n), "cpu-µs/msg")
+	b.ReportMetric(float64(cpu-self)/float64(time.Microsecond)/float64(n), "plugin-cpu-µs/msg")
 	b.ReportMetric(0, "ns/op")
 	if rcv != nil {
 		// The host's spans; the plugin's go when it is closed.
@@ -213,20 +238,24 @@ func pluginPids(host *streamrun.Host) []int {
 	return pids
 }
 
-// benchInput is input message i: payload, and with traced a trace
-// context of its own.
-func benchInput(i int, payload []byte, traced bool, rng *rand.Rand) pool.Message {
+// benchInput is input message i: payload, and a trace context as input
+// says.
+func benchInput(i int, payload []byte, input int, rng *rand.Rand) pool.Message {
 	m := pool.Message{Payload: payload}
-	if traced {
-		// Each message its own trace, sampled upstream one in 100,
-		// at random: a batch's first message, whose context the
-		// batch continues, is sampled one time in 100 too (i%100
-		// would line up with the batches).
+	// Sampled upstream one in 100, at random: a batch's first message,
+	// whose context the batch continues, is sampled one time in 100 too
+	// (i%100 would line up with the batches).
+	sampled := rng.IntN(100) == 0
+	switch {
+	case input == tracedInput:
+		// Each message its own trace.
 		flags := "00"
-		if rng.IntN(100) == 0 {
+		if sampled {
 			flags = "01"
 		}
 		m.Properties = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-%s", i+1, i+1, flags)}
+	case input == mixedInput && sampled:
+		m.Properties = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)}
 	}
 	return m
 }
