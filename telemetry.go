@@ -129,6 +129,9 @@ func (ht *hostTelemetry) send(topic string, m pool.Message, done func(pulsarwire
 	}
 	span, props := msgtrace.StartSend(ctx, ht.tr, topic, m.Properties)
 	m.Properties = props
+	if !span.IsRecording() {
+		return m, done // nothing to end with the receipt (a root not sampled, say)
+	}
 	return m, func(id pulsarwire.MessageID, err error) {
 		if err != nil {
 			span.RecordError(err)
