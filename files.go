@@ -109,6 +109,13 @@ func (fs *Files) names() []string {
 	return n
 }
 
+// settings are the files' settings outside their pipelines, as one
+// file: each takes a restart to change (pipelines.ReloadRestart).
+func (fs *Files) settings() *pipelines.File {
+	c := fs.conn
+	return &pipelines.File{ServiceURL: c.ServiceURL, TLS: c.TLS, Auth: c.Auth, OperationRetries: c.OperationRetries, Telemetry: fs.telemetry}
+}
+
 // connSettings are the parts of a file that say how to reach the
 // cluster.
 type connSettings struct {

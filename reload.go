@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,9 +104,13 @@ func (rl *reloader) reload(ctx context.Context, why string) error {
 		log.Error("reload refused: the files do not load; running on unchanged", "err", err)
 		return err
 	}
-	if next.conn != rl.fs.conn {
-		err := fmt.Errorf("service_url, tls, auth or operation_retries changed; they take a restart")
-		log.Error("reload refused: service_url, tls, auth or operation_retries changed; they take a restart (the connections stay as they are); running on unchanged")
+	if cs := rl.fs.settings().SettingsChanges(next.settings()); len(cs) > 0 {
+		paths := make([]string, len(cs))
+		for i, c := range cs {
+			paths[i] = c.Path
+		}
+		err := fmt.Errorf("%s changed: the connection and telemetry take a restart", strings.Join(paths, ", "))
+		log.Error("reload refused; running on unchanged", "err", err)
 		return err
 	}
 	if err := rl.r.host.Reload(ctx, next.pipelines...); err != nil {

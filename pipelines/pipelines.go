@@ -29,8 +29,10 @@
 //	      max_retries: 5
 //	      backoff: {initial: 1s, max: 1m}
 //
-// Zero values mean "the default", which each field's comment states; the
-// Default* constants spell them, and WithDefaults fills them in.
+// Zero values mean "the default": a plain one is the field's default
+// tag (written as in a file), one computed from other fields is stated in
+// its comment, and WithDefaults fills them in. Each field's reload tag
+// says what changing it does to a running host (see Reload).
 //
 // The loader parses with go.yaml.in/yaml/v3 (the YAML organisation's
 // continuation of gopkg.in/yaml.v3) into its node tree and decodes that
@@ -47,7 +49,10 @@ package pipelines
 
 import (
 	"os"
+	"reflect"
 	"time"
+
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // File is the contents of one pipeline file: where the broker is, how to
@@ -56,7 +61,7 @@ type File struct {
 	// ServiceURL of the Pulsar cluster (pulsar://host:port,
 	// pulsar+ssl://host:port, or a comma list of hosts). Default "": the
 	// embedded broker.
-	ServiceURL string `yaml:"service_url,omitempty" json:"service_url,omitempty"`
+	ServiceURL string `yaml:"service_url,omitempty" json:"service_url,omitempty" reload:"restart"`
 	// TLS applies to pulsar+ssl:// service URLs.
 	TLS TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// Auth authenticates to the brokers.
@@ -79,16 +84,16 @@ type File struct {
 type TLS struct {
 	// CAFile is a PEM file of the authorities to trust. Default: the
 	// system's roots.
-	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"`
+	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty" reload:"restart"`
 	// CertFile and KeyFile are a client certificate and its key. Default:
 	// none.
-	CertFile string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
-	KeyFile  string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	CertFile string `yaml:"cert_file,omitempty" json:"cert_file,omitempty" reload:"restart"`
+	KeyFile  string `yaml:"key_file,omitempty" json:"key_file,omitempty" reload:"restart"`
 	// SkipHostnameVerification accepts a trusted certificate whatever
 	// host it names. Default false.
-	SkipHostnameVerification bool `yaml:"skip_hostname_verification,omitempty" json:"skip_hostname_verification,omitempty"`
+	SkipHostnameVerification bool `yaml:"skip_hostname_verification,omitempty" json:"skip_hostname_verification,omitempty" reload:"restart"`
 	// Insecure accepts any certificate. Only for tests. Default false.
-	Insecure bool `yaml:"insecure,omitempty" json:"insecure,omitempty"`
+	Insecure bool `yaml:"insecure,omitempty" json:"insecure,omitempty" reload:"restart"`
 }
 
 // Auth configures authentication.
@@ -97,18 +102,18 @@ type Auth struct {
 	// "file:PATH" (read at every connect; a relative path starts at the
 	// pipeline file's directory) or "env:VAR" (read when connecting, so
 	// the secret stays out of the file). Default "": none.
-	Token string `yaml:"token,omitempty" json:"token,omitempty"`
+	Token string `yaml:"token,omitempty" json:"token,omitempty" reload:"restart"`
 }
 
 // OperationRetries says how an operation the broker answered with "not
 // now" is tried again (docs/contract.md §3).
 type OperationRetries struct {
 	// Attempts in all; 0 (the default) means no limit, 1 no retries.
-	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty"`
+	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty" reload:"restart"`
 	// Delay between attempts. Default 5s.
-	Delay time.Duration `yaml:"delay,omitempty" json:"delay,omitempty"`
+	Delay time.Duration `yaml:"delay,omitempty" json:"delay,omitempty" reload:"restart"`
 	// Timeout of each attempt. Default 30s.
-	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty" reload:"restart"`
 }
 
 // Telemetry says where the host serves its metrics (/metrics) and health
@@ -119,7 +124,7 @@ type Telemetry struct {
 	// HTTP is the listen address of the metrics and health endpoints,
 	// such as "127.0.0.1:9464"; a missing host (":9464") means loopback.
 	// Default "": not served.
-	HTTP string `yaml:"http,omitempty" json:"http,omitempty"`
+	HTTP string `yaml:"http,omitempty" json:"http,omitempty" reload:"restart"`
 	// Traces configures the OTLP export of traces. Default: none (unless
 	// OTEL_EXPORTER_OTLP_ENDPOINT is set).
 	Traces Traces `yaml:"traces,omitempty" json:"traces,omitempty"`
@@ -130,27 +135,27 @@ type Telemetry struct {
 type Traces struct {
 	// Endpoint is the OTLP base URL (OTEL_EXPORTER_OTLP_ENDPOINT), such as
 	// "http://collector:4317". Default "": traces are off.
-	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
+	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty" reload:"restart"`
 	// Protocol is "grpc" or "http/protobuf" (OTEL_EXPORTER_OTLP_PROTOCOL).
 	// Default "grpc".
-	Protocol string `yaml:"protocol,omitempty" json:"protocol,omitempty"`
+	Protocol string `yaml:"protocol,omitempty" json:"protocol,omitempty" reload:"restart"`
 	// Headers are sent with every export (OTEL_EXPORTER_OTLP_HEADERS).
 	// Default none.
-	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty" reload:"restart"`
 	// ServiceName is the resource's service.name (OTEL_SERVICE_NAME).
 	// Default "streamrun".
-	ServiceName string `yaml:"service_name,omitempty" json:"service_name,omitempty"`
+	ServiceName string `yaml:"service_name,omitempty" json:"service_name,omitempty" reload:"restart"`
 	// ResourceAttributes are added to the resource
 	// (OTEL_RESOURCE_ATTRIBUTES). Default none.
-	ResourceAttributes map[string]string `yaml:"resource_attributes,omitempty" json:"resource_attributes,omitempty"`
+	ResourceAttributes map[string]string `yaml:"resource_attributes,omitempty" json:"resource_attributes,omitempty" reload:"restart"`
 	// Sampler is always_on, always_off, traceidratio,
 	// parentbased_always_on, parentbased_always_off or
 	// parentbased_traceidratio (OTEL_TRACES_SAMPLER). Default
 	// parentbased_always_on.
-	Sampler string `yaml:"sampler,omitempty" json:"sampler,omitempty"`
+	Sampler string `yaml:"sampler,omitempty" json:"sampler,omitempty" reload:"restart"`
 	// SamplerArg is the sampler's argument, the ratio from 0 to 1 for the
 	// traceidratio samplers (OTEL_TRACES_SAMPLER_ARG). Default "1".
-	SamplerArg string `yaml:"sampler_arg,omitempty" json:"sampler_arg,omitempty"`
+	SamplerArg string `yaml:"sampler_arg,omitempty" json:"sampler_arg,omitempty" reload:"restart"`
 }
 
 // Pipeline is one source -> steps and handler -> outputs flow.
@@ -158,7 +163,7 @@ type Pipeline struct {
 	// Name identifies the pipeline in logs, metrics and health, and is
 	// told to the handler. Required; letters, digits, '-', '_' and '.';
 	// unique in a file.
-	Name string `yaml:"name" json:"name"`
+	Name string `yaml:"name" json:"name" reload:"identity"`
 	// Source is the subscription the pipeline reads.
 	Source Source `yaml:"source" json:"source"`
 	// Handler processes the messages, and says how they are batched. A
@@ -169,31 +174,33 @@ type Pipeline struct {
 	// expression evaluated in the host's process, before the handler
 	// and, after the entry "handler", on its outputs (see Step). Default
 	// none.
-	Steps []Step `yaml:"steps,omitempty" json:"steps,omitempty"`
+	Steps []Step `yaml:"steps,omitempty" json:"steps,omitempty" reload:"flow"`
 	// Outputs lists the topics the handler publishes to. Their producers
 	// are opened before the first message is read, so a topic that cannot
 	// be published to stops the pipeline at start rather than at its
 	// first output. Outputs to other topics are published too (their
 	// producer opens on first use). Default: none listed.
-	Outputs []string `yaml:"outputs,omitempty" json:"outputs,omitempty"`
+	Outputs []string `yaml:"outputs,omitempty" json:"outputs,omitempty" reload:"flow"`
 	// ErrorPolicy says what becomes of messages that fail.
 	ErrorPolicy ErrorPolicy `yaml:"error_policy,omitempty" json:"error_policy,omitempty"`
 }
 
-// SubscriptionType is how the consumers of a subscription share it.
-type SubscriptionType string
+// SubscriptionType is how the consumers of a subscription share it: the
+// one definition, pulsarwire.SubscriptionType (subscribe.Type too). A file
+// writes it in any case, with '_', '-', a space or nothing between words:
+// "Key_Shared" and "keyshared" are KeyShared.
+type SubscriptionType = pulsarwire.SubscriptionType
 
-// Subscription types, as written in a file (case and '_' or '-' do not
-// matter: "Key_Shared" and "keyshared" are KeyShared).
+// Subscription types.
 const (
 	// Shared: each message to one consumer; order not kept. The default.
-	Shared SubscriptionType = "shared"
+	Shared = pulsarwire.Shared
 	// Exclusive: one consumer; order kept.
-	Exclusive SubscriptionType = "exclusive"
+	Exclusive = pulsarwire.Exclusive
 	// Failover: one active consumer, the others stand by; order kept.
-	Failover SubscriptionType = "failover"
+	Failover = pulsarwire.Failover
 	// KeyShared: each key to one consumer; order kept per key.
-	KeyShared SubscriptionType = "key_shared"
+	KeyShared = pulsarwire.KeyShared
 )
 
 // InitialPosition is where a subscription that does not exist yet starts.
@@ -213,25 +220,25 @@ type Source struct {
 	// (persistent://tenant/ns/name) or short ones ("orders" is
 	// persistent://public/default/orders). Exactly one of Topics and
 	// Pattern is required.
-	Topics []string `yaml:"topics,omitempty" json:"topics,omitempty"`
+	Topics []string `yaml:"topics,omitempty" json:"topics,omitempty" reload:"source"`
 	// Pattern is a regular expression (Go syntax) matched against whole
 	// topic names of one namespace, whose tenant and namespace are
 	// written literally: "persistent://shop/orders/.*-eu". Topics created
 	// later join within 30 s.
-	Pattern string `yaml:"pattern,omitempty" json:"pattern,omitempty"`
+	Pattern string `yaml:"pattern,omitempty" json:"pattern,omitempty" reload:"source"`
 	// Subscription is the subscription's name. Required.
-	Subscription string `yaml:"subscription" json:"subscription"`
-	// Type of the subscription. Default Shared.
-	Type SubscriptionType `yaml:"type,omitempty" json:"type,omitempty"`
-	// InitialPosition of a new subscription. Default Latest.
-	InitialPosition InitialPosition `yaml:"initial_position,omitempty" json:"initial_position,omitempty"`
+	Subscription string `yaml:"subscription" json:"subscription" reload:"source"`
+	// Type of the subscription.
+	Type SubscriptionType `yaml:"type,omitempty" json:"type,omitempty" default:"shared" reload:"source"`
+	// InitialPosition of a new subscription.
+	InitialPosition InitialPosition `yaml:"initial_position,omitempty" json:"initial_position,omitempty" default:"latest" reload:"source"`
 	// Rewind moves the subscription's cursor at every start: "earliest",
 	// "latest", a message id "ledger:entry:partition[:batch]" (one topic
 	// only) or an RFC 3339 time. Default "": no rewind.
-	Rewind string `yaml:"rewind,omitempty" json:"rewind,omitempty"`
+	Rewind string `yaml:"rewind,omitempty" json:"rewind,omitempty" reload:"source"`
 	// ReceiverQueue is how many messages the broker may send ahead per
-	// topic or partition (flow permits). Default 1000.
-	ReceiverQueue int `yaml:"receiver_queue,omitempty" json:"receiver_queue,omitempty"`
+	// topic or partition (flow permits).
+	ReceiverQueue int `yaml:"receiver_queue,omitempty" json:"receiver_queue,omitempty" default:"1000" reload:"source"`
 }
 
 // Handler says what processes a pipeline's messages and how they are
@@ -240,52 +247,52 @@ type Handler struct {
 	// Plugin is the path of a handler plugin binary (built with package
 	// plugin's Serve). Exactly one of Plugin, Package and Script is
 	// required. A relative path starts at the pipeline file's directory.
-	Plugin string `yaml:"plugin,omitempty" json:"plugin,omitempty"`
+	Plugin string `yaml:"plugin,omitempty" json:"plugin,omitempty" reload:"handler"`
 	// Package is a Go package that the host builds with "go build" at
 	// start and runs as the plugin: a directory starting with ./ or ../
 	// (from the pipeline file's directory) or an import path. The binary
 	// is cached by the content of its sources, so a second start does not
 	// rebuild and a changed source builds anew.
-	Package string `yaml:"package,omitempty" json:"package,omitempty"`
+	Package string `yaml:"package,omitempty" json:"package,omitempty" reload:"handler"`
 	// Script is a Python handler script, run with Python. A relative path
 	// starts at the pipeline file's directory.
-	Script string `yaml:"script,omitempty" json:"script,omitempty"`
+	Script string `yaml:"script,omitempty" json:"script,omitempty" reload:"handler"`
 	// Python runs Script: an interpreter (a path, or a command looked up
 	// in PATH) or a virtual environment's directory (its bin/python).
 	// Only with Script. Default "python3".
-	Python string `yaml:"python,omitempty" json:"python,omitempty"`
+	Python string `yaml:"python,omitempty" json:"python,omitempty" reload:"handler"`
 	// SHA256 pins the handler's file: the hex SHA-256 of the plugin
 	// binary or the script. The host hashes the file before every start
 	// and restart of an instance and refuses to run it when the digest
 	// differs (`sha256sum FILE` prints it). Not with Package, whose binary
 	// is built at start. Default "": not checked.
-	SHA256 string `yaml:"sha256,omitempty" json:"sha256,omitempty"`
+	SHA256 string `yaml:"sha256,omitempty" json:"sha256,omitempty" reload:"handler"`
 	// Args are given to the plugin binary. Default none.
-	Args []string `yaml:"args,omitempty" json:"args,omitempty"`
+	Args []string `yaml:"args,omitempty" json:"args,omitempty" reload:"handler"`
 	// Env is added to the plugin's environment (over the host's).
 	// Default none.
-	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty" reload:"handler"`
 	// Config is handed to the handler at start, as JSON. Default none.
-	Config map[string]any `yaml:"config,omitempty" json:"config,omitempty"`
-	// BatchSize is the most messages in one batch. Default 100.
-	BatchSize int `yaml:"batch_size,omitempty" json:"batch_size,omitempty"`
+	Config map[string]any `yaml:"config,omitempty" json:"config,omitempty" reload:"handler"`
+	// BatchSize is the most messages in one batch.
+	BatchSize int `yaml:"batch_size,omitempty" json:"batch_size,omitempty" default:"100" reload:"flow"`
 	// BatchWait is the longest the first message of a batch waits for
-	// the batch to fill. Default 10ms.
-	BatchWait time.Duration `yaml:"batch_wait,omitempty" json:"batch_wait,omitempty"`
+	// the batch to fill.
+	BatchWait time.Duration `yaml:"batch_wait,omitempty" json:"batch_wait,omitempty" default:"10ms" reload:"flow"`
 	// Instances is how many plugin processes run the handler side by
-	// side. Default 1.
-	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
+	// side.
+	Instances int `yaml:"instances,omitempty" json:"instances,omitempty" default:"1" reload:"flow"`
 	// Timeout bounds the handler's work on one batch; a handler that
 	// takes longer is taken for hung: its process is killed and the batch
-	// retried on a fresh one. Default 30s.
-	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// retried on a fresh one.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty" default:"30s" reload:"flow"`
 	// MaxInFlight bounds the messages the host holds for the pipeline:
 	// received and not yet settled (acknowledged, handed back for retry
 	// or dead-lettered), whether waiting for a batch, in the handler or
 	// waiting for their outputs' receipts. While it is reached the host
 	// reads no more, so the broker's permits run out and a slow handler
 	// slows consumption. Default max(4 × BatchSize × Instances, 1000).
-	MaxInFlight int `yaml:"max_in_flight,omitempty" json:"max_in_flight,omitempty"`
+	MaxInFlight int `yaml:"max_in_flight,omitempty" json:"max_in_flight,omitempty" reload:"flow"`
 	// MaxBatchesInFlight is how many batches one instance works on at
 	// once: the next batches go to the instance while the last is still in
 	// it, so that host and plugin process do not wait for each other. The
@@ -305,7 +312,7 @@ type Handler struct {
 	// batches queued for it. Default 1 on
 	// Exclusive, Failover and KeyShared, where each key's order must hold;
 	// more than 1 on those is an error.
-	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty"`
+	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty" reload:"flow"`
 }
 
 // ErrorPolicy says what becomes of messages that fail.
@@ -314,7 +321,7 @@ type ErrorPolicy struct {
 	// is delivered again; the retry after that sends it to the
 	// dead-letter topic instead. Default 0: no limit (Apache Pulsar's
 	// default without a dead-letter policy).
-	MaxRetries int `yaml:"max_retries,omitempty" json:"max_retries,omitempty"`
+	MaxRetries int `yaml:"max_retries,omitempty" json:"max_retries,omitempty" reload:"flow"`
 	// Backoff is the redelivery delay of a retry for which the handler
 	// gave none.
 	Backoff Backoff `yaml:"backoff,omitempty" json:"backoff,omitempty"`
@@ -322,20 +329,20 @@ type ErrorPolicy struct {
 	// a property. Default "<topic>-<subscription>-DLQ", the topic being
 	// the one the message came from (a partitioned topic's own name), as
 	// the Java and Go clients name it.
-	DeadLetterTopic string `yaml:"dead_letter_topic,omitempty" json:"dead_letter_topic,omitempty"`
+	DeadLetterTopic string `yaml:"dead_letter_topic,omitempty" json:"dead_letter_topic,omitempty" reload:"flow"`
 	// MaxCrashes is how many times a message may crash the handler (a
 	// panic while handling it, or a batch that fails without naming a
-	// message, see package runtime) before it is dead-lettered. Default 3.
-	MaxCrashes int `yaml:"max_crashes,omitempty" json:"max_crashes,omitempty"`
+	// message, see package runtime) before it is dead-lettered.
+	MaxCrashes int `yaml:"max_crashes,omitempty" json:"max_crashes,omitempty" default:"3" reload:"flow"`
 }
 
 // Backoff is a delay that doubles with each attempt: Initial, 2×Initial,
 // 4×Initial, ..., at most Max.
 type Backoff struct {
-	// Initial delay. Default 1s.
-	Initial time.Duration `yaml:"initial,omitempty" json:"initial,omitempty"`
-	// Max delay. Default 1m.
-	Max time.Duration `yaml:"max,omitempty" json:"max,omitempty"`
+	// Initial delay.
+	Initial time.Duration `yaml:"initial,omitempty" json:"initial,omitempty" default:"1s" reload:"flow"`
+	// Max delay.
+	Max time.Duration `yaml:"max,omitempty" json:"max,omitempty" default:"1m" reload:"flow"`
 }
 
 // Delay is the delay before attempt n (n >= 1): Initial × 2^(n-1), at
@@ -349,26 +356,19 @@ func (b Backoff) Delay(n int) time.Duration {
 	return min(d, b.Max)
 }
 
-// Defaults, as documented on the fields.
+// Defaults computed from other fields, as documented on the fields (the
+// plain ones are the fields' default tags).
 const (
-	DefaultSubscriptionType = Shared
-	DefaultInitialPosition  = Latest
-	DefaultReceiverQueue    = 1000
-	DefaultBatchSize        = 100
-	DefaultBatchWait        = 10 * time.Millisecond
-	DefaultInstances        = 1
-	DefaultTimeout          = 30 * time.Second
-	DefaultMinInFlight      = 1000
+	// DefaultMinInFlight is the least of Handler.MaxInFlight's default.
+	DefaultMinInFlight = 1000
 	// DefaultSharedBatchesInFlight is Handler.MaxBatchesInFlight's default
 	// on a Shared subscription (1 on the others);
-	// DefaultLocalBatchesInFlight is the runtime's for a Shared pipeline
-	// whose handler runs in the host's process.
+	// DefaultLocalBatchesInFlight its default there for a handler run in
+	// the host's process, or for steps alone.
 	DefaultSharedBatchesInFlight = 8
 	DefaultLocalBatchesInFlight  = 2
-	DefaultBackoffInitial        = time.Second
-	DefaultBackoffMax            = time.Minute
-	DefaultMaxCrashes            = 3
-	DefaultPython                = "python3"
+	// DefaultPython runs a Script when Handler.Python is "".
+	DefaultPython = "python3"
 )
 
 // PythonCommand is the interpreter that runs h.Script: h.Python, the
@@ -385,59 +385,55 @@ func (h Handler) PythonCommand() string {
 }
 
 // WithDefaults returns p with every zero field that has a default set to
-// it. The dead-letter topic stays "" (it depends on each message's topic).
-func (p Pipeline) WithDefaults() Pipeline {
-	s := &p.Source
-	if s.Type == "" {
-		s.Type = DefaultSubscriptionType
-	} else if t, ok := s.Type.normal(); ok {
+// it: the plain defaults its fields declare, then the computed ones. The
+// dead-letter topic stays "" (it depends on each message's topic), and so
+// does Handler.Python (see PythonCommand). The handler is taken to run as
+// a plugin process (see InProcess).
+func (p Pipeline) WithDefaults() Pipeline { return p.withDefaults(false) }
+
+// InProcess is WithDefaults for a pipeline whose handler runs in the
+// host's process (runtime.Options.LocalHandlers): with no round trip to
+// hide, a Shared subscription's instance takes DefaultLocalBatchesInFlight
+// batches at once unless MaxBatchesInFlight says otherwise. A pipeline of
+// steps alone is in the host's process with either.
+func (p Pipeline) InProcess() Pipeline { return p.withDefaults(true) }
+
+func (p Pipeline) withDefaults(inProcess bool) Pipeline {
+	s, h := &p.Source, &p.Handler
+	depthSet := h.MaxBatchesInFlight != 0
+	if t, ok := s.Type.Canonical(); ok {
 		s.Type = t
 	}
-	if s.InitialPosition == "" {
-		s.InitialPosition = DefaultInitialPosition
-	} else if ip, ok := s.InitialPosition.normal(); ok {
+	if ip, ok := s.InitialPosition.normal(); ok {
 		s.InitialPosition = ip
 	}
-	if s.ReceiverQueue == 0 {
-		s.ReceiverQueue = DefaultReceiverQueue
-	}
-	h := &p.Handler
-	if h.BatchSize == 0 {
-		h.BatchSize = DefaultBatchSize
-	}
-	if h.BatchWait == 0 {
-		h.BatchWait = DefaultBatchWait
-	}
-	if h.Instances == 0 {
-		h.Instances = DefaultInstances
-	}
-	if h.Timeout == 0 {
-		h.Timeout = DefaultTimeout
-	}
+	setDefaults(reflect.ValueOf(&p).Elem(), PipelineFields())
 	if h.MaxInFlight == 0 {
 		h.MaxInFlight = max(4*h.BatchSize*h.Instances, DefaultMinInFlight)
 	}
-	if h.MaxBatchesInFlight == 0 {
-		h.MaxBatchesInFlight = 1
-		if !s.Type.KeepsOrder() {
+	if !depthSet {
+		switch {
+		case s.Type.KeepsOrder():
+			h.MaxBatchesInFlight = 1
+		case inProcess || !p.HasHandler():
+			h.MaxBatchesInFlight = DefaultLocalBatchesInFlight
+		default:
 			h.MaxBatchesInFlight = DefaultSharedBatchesInFlight
 		}
 	}
 	e := &p.ErrorPolicy
 	e.Backoff = e.Backoff.withDefaults()
-	if e.MaxCrashes == 0 {
-		e.MaxCrashes = DefaultMaxCrashes
-	}
 	return p
 }
 
 func (b Backoff) withDefaults() Backoff {
-	if b.Initial <= 0 {
-		b.Initial = DefaultBackoffInitial
+	if b.Initial < 0 {
+		b.Initial = 0
 	}
-	if b.Max <= 0 {
-		b.Max = DefaultBackoffMax
+	if b.Max < 0 {
+		b.Max = 0
 	}
+	setDefaults(reflect.ValueOf(&b).Elem(), declared(reflect.TypeFor[Backoff](), "", nil, ""))
 	if b.Max < b.Initial {
 		b.Max = b.Initial
 	}

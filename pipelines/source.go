@@ -18,17 +18,7 @@ import (
 // '-' and spaces: "Key_Shared", "key-shared" and "keyshared" are
 // KeyShared. "" is the default, Shared.
 func ParseSubscriptionType(s string) (SubscriptionType, error) {
-	switch squash(s) {
-	case "", "shared":
-		return Shared, nil
-	case "exclusive":
-		return Exclusive, nil
-	case "failover":
-		return Failover, nil
-	case "keyshared":
-		return KeyShared, nil
-	}
-	return "", fmt.Errorf("%q: want shared, exclusive, failover or key_shared", s)
+	return pulsarwire.ParseSubscriptionType(s)
 }
 
 // squash lowers s and drops '_', '-' and spaces.
@@ -40,19 +30,6 @@ func squash(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// normal is t in its canonical spelling; false for an unknown type.
-func (t SubscriptionType) normal() (SubscriptionType, bool) {
-	n, err := ParseSubscriptionType(string(t))
-	return n, err == nil
-}
-
-// KeepsOrder reports whether the type delivers a key's messages in order
-// to one consumer (Exclusive, Failover, KeyShared).
-func (t SubscriptionType) KeepsOrder() bool {
-	n, _ := t.normal()
-	return n == Exclusive || n == Failover || n == KeyShared
 }
 
 // ParseInitialPosition reads latest or earliest, in any case; "" is the

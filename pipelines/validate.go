@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/streamrun/streamrun/steps"
 )
@@ -106,7 +106,19 @@ func (p *Pipeline) validate(prefix string, env *lazyEnv) []error {
 		c.topic(fmt.Sprintf("outputs[%d]", i), t)
 	}
 	c.errorPolicy(&p.ErrorPolicy)
+	c.counts(p)
 	return c.errs
+}
+
+// counts checks every number of the pipeline, found by its declared
+// fields: counts, sizes and durations are never negative.
+func (c *checker) counts(p *Pipeline) {
+	v := reflect.ValueOf(p).Elem()
+	for _, f := range PipelineFields() {
+		if fv := v.FieldByIndex(f.index); fv.CanInt() && fv.Int() < 0 {
+			c.bad(f.Path, "must not be negative")
+		}
+	}
 }
 
 // checker collects the problems of one pipeline, each a *FieldError at a
@@ -186,9 +198,6 @@ func (c *checker) source(s *Source) {
 		c.bad("source.initial_position", "%v", err)
 	}
 	c.rewind(s)
-	if s.ReceiverQueue < 0 {
-		c.bad("source.receiver_queue", "must not be negative")
-	}
 }
 
 // rewind checks source.rewind: a position, and a message id only where
@@ -208,22 +217,6 @@ func (c *checker) handler(h *Handler, typ SubscriptionType, hasSteps bool) {
 	for k := range h.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			c.bad("handler.env", "%q is not a variable name", k)
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"batch_size", h.BatchSize}, {"instances", h.Instances}, {"max_in_flight", h.MaxInFlight}, {"max_batches_in_flight", h.MaxBatchesInFlight}} {
-		if f.v < 0 {
-			c.bad("handler."+f.name, "must not be negative")
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"batch_wait", h.BatchWait}, {"timeout", h.Timeout}} {
-		if f.v < 0 {
-			c.bad("handler."+f.name, "must not be negative")
 		}
 	}
 	if h.MaxInFlight > 0 && h.MaxInFlight < h.BatchSize {
@@ -271,18 +264,6 @@ func (c *checker) handlerKind(h *Handler, hasSteps bool) {
 
 // errorPolicy checks the retry, crash and dead-letter settings.
 func (c *checker) errorPolicy(e *ErrorPolicy) {
-	if e.MaxRetries < 0 {
-		c.bad("error_policy.max_retries", "must not be negative (0 means no limit)")
-	}
-	if e.MaxCrashes < 0 {
-		c.bad("error_policy.max_crashes", "must not be negative")
-	}
-	if e.Backoff.Initial < 0 {
-		c.bad("error_policy.backoff.initial", "must not be negative")
-	}
-	if e.Backoff.Max < 0 {
-		c.bad("error_policy.backoff.max", "must not be negative")
-	}
 	if e.DeadLetterTopic != "" {
 		c.topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
 	}

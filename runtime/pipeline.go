@@ -119,12 +119,10 @@ type batch struct {
 }
 
 func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
-	depthDefault := cfg.Handler.MaxBatchesInFlight == 0
-	cfg = cfg.WithDefaults()
-	if _, local := h.opts.LocalHandlers[cfg.Name]; (local || !cfg.HasHandler()) && depthDefault {
-		// In the host's process (a local handler, or steps alone) there is
-		// no round trip to hide (see pipelines.Handler.MaxBatchesInFlight).
-		cfg.Handler.MaxBatchesInFlight = min(cfg.Handler.MaxBatchesInFlight, pipelines.DefaultLocalBatchesInFlight)
+	if _, local := h.opts.LocalHandlers[cfg.Name]; local {
+		cfg = cfg.InProcess()
+	} else {
+		cfg = cfg.WithDefaults()
 	}
 	p := &pipeline{
 		h:        h,

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -101,20 +100,25 @@ func (c change) String() string {
 }
 
 // diff says what differs between old and next, running oldID and
-// nextID.
+// nextID: what each changed field declares its change does
+// (pipelines.Reload), and a new binary a new handler.
 func diff(old, next pipelines.Pipeline, oldID, nextID handlerID) change {
-	var c change
-	c.source = !reflect.DeepEqual(old.Source, next.Source)
-	oh, nh := old.Handler, next.Handler
-	c.flow = oh.BatchSize != nh.BatchSize || oh.BatchWait != nh.BatchWait || oh.Instances != nh.Instances ||
-		oh.Timeout != nh.Timeout || oh.MaxInFlight != nh.MaxInFlight || oh.MaxBatchesInFlight != nh.MaxBatchesInFlight ||
-		!slices.Equal(old.Outputs, next.Outputs) || !reflect.DeepEqual(old.ErrorPolicy, next.ErrorPolicy) ||
-		!reflect.DeepEqual(old.Steps, next.Steps)
-	// What is left of the handler is how an instance starts.
-	for _, h := range []*pipelines.Handler{&oh, &nh} {
-		h.BatchSize, h.BatchWait, h.Instances, h.Timeout, h.MaxInFlight, h.MaxBatchesInFlight = 0, 0, 0, 0, 0, 0
+	c := change{handler: oldID != nextID}
+	for _, f := range old.Changes(next) {
+		switch f.Reload {
+		case pipelines.ReloadHandler:
+			c.handler = true
+		case pipelines.ReloadFlow:
+			c.flow = true
+		case pipelines.ReloadSource:
+			c.source = true
+		case pipelines.ReloadIdentity:
+			// Pipelines are matched by name: never two names here.
+		default:
+			// Undeclared (TestEveryFieldIsDeclared fails): all of it.
+			c.handler, c.flow, c.source = true, true, true
+		}
 	}
-	c.handler = oldID != nextID || !reflect.DeepEqual(oh, nh)
 	return c
 }
 

@@ -32,10 +32,16 @@ func TestDiffSaysWhatAReloadChanges(t *testing.T) {
 		{"the batch size", func(p *pipelines.Pipeline) { p.Handler.BatchSize = 10 }, id, change{flow: true}},
 		{"the instances", func(p *pipelines.Pipeline) { p.Handler.Instances = 3 }, id, change{flow: true}},
 		{"the timeout", func(p *pipelines.Pipeline) { p.Handler.Timeout = time.Second }, id, change{flow: true}},
+		{"the messages in flight", func(p *pipelines.Pipeline) { p.Handler.MaxInFlight = 5000 }, id, change{flow: true}},
+		{"the batches in flight", func(p *pipelines.Pipeline) { p.Handler.MaxBatchesInFlight = 4 }, id, change{flow: true}},
+		{"the steps", func(p *pipelines.Pipeline) { p.Steps = []pipelines.Step{{Filter: "true"}} }, id, change{flow: true}},
+		{"the dead-letter topic", func(p *pipelines.Pipeline) { p.ErrorPolicy.DeadLetterTopic = "dlq" }, id, change{flow: true}},
+		{"the args", func(p *pipelines.Pipeline) { p.Handler.Args = []string{"-v"} }, id, change{handler: true}},
 		{"the outputs", func(p *pipelines.Pipeline) { p.Outputs = []string{"out", "more"} }, id, change{flow: true}},
 		{"the error policy", func(p *pipelines.Pipeline) { p.ErrorPolicy.MaxRetries = 5 }, id, change{flow: true}},
 		{"the subscription", func(p *pipelines.Pipeline) { p.Source.Subscription = "t" }, id, change{source: true}},
 		{"the receiver queue", func(p *pipelines.Pipeline) { p.Source.ReceiverQueue = 10 }, id, change{source: true}},
+		{"an empty list for none", func(p *pipelines.Pipeline) { p.Handler.Args = []string{} }, id, change{}},
 		{"batch size and binary", func(p *pipelines.Pipeline) { p.Handler.BatchSize = 10 }, handlerID{path: "/bin/h", hash: "cc"}, change{handler: true, flow: true}},
 	} {
 		next := base

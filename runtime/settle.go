@@ -149,21 +149,10 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 func (p *pipeline) deadLetter(it *item, reason string) {
 	m := it.m
 	topic := p.deadLetterTopic(m)
-	props := make(map[string]string, len(m.Properties)+3)
-	maps.Copy(props, m.Properties)
-	props[PropertyRealTopic] = m.Topic
-	props[PropertyOriginMessageID] = it.id()
-	props[PropertyDeadLetterReason] = reason
 	p.log.Warn("dead-lettering a message", "id", it.id(), "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
 	p.tr.deadLettered(it, reason)
 	parent, traced := p.tr.batchContext(it)
-	p.publish(parent, traced, topic, pool.Message{
-		Payload:     m.Payload,
-		Key:         m.Key,
-		OrderingKey: m.OrderingKey,
-		Properties:  props,
-		EventTime:   m.EventTime,
-	}, func(_ pulsarwire.MessageID, err error) {
+	p.publish(parent, traced, topic, subscribe.DeadLetter(m, map[string]string{PropertyDeadLetterReason: reason}), func(_ pulsarwire.MessageID, err error) {
 		if err != nil {
 			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.id(), "topic", topic, "err", err)
 			_ = p.cons.NackAfter(m, p.cfg.ErrorPolicy.Backoff.Delay(1))
@@ -178,12 +167,7 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 	if t := p.cfg.ErrorPolicy.DeadLetterTopic; t != "" {
 		return t
 	}
-	base := m.Topic
-	if t, err := pulsarwire.ParseTopic(m.Topic); err == nil {
-		_, b := t.PartitionIndex()
-		base = b.String()
-	}
-	return base + "-" + p.cfg.Source.Subscription + "-DLQ"
+	return subscribe.DeadLetterTopic(m.Topic, p.cfg.Source.Subscription)
 }
 
 // handBack gives up on it without a word to the broker: unacknowledged,

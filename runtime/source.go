@@ -22,7 +22,7 @@ func (p *pipeline) subscribeOptions() (subscribe.Options, error) {
 // passed pipelines' checks, so an error here means a rule of one package
 // is missing from the other.
 func sourceOptions(src pipelines.Source) (subscribe.Options, error) {
-	typ, err := subscriptionType(src.Type)
+	typ, err := pipelines.ParseSubscriptionType(string(src.Type))
 	if err != nil {
 		return subscribe.Options{}, err
 	}
@@ -45,22 +45,6 @@ func sourceOptions(src pipelines.Source) (subscribe.Options, error) {
 		o.InitialPosition = subscribe.Earliest
 	}
 	return o, nil
-}
-
-func subscriptionType(t pipelines.SubscriptionType) (subscribe.Type, error) {
-	n, err := pipelines.ParseSubscriptionType(string(t))
-	if err != nil {
-		return 0, err
-	}
-	switch n {
-	case pipelines.Exclusive:
-		return subscribe.Exclusive, nil
-	case pipelines.Failover:
-		return subscribe.Failover, nil
-	case pipelines.KeyShared:
-		return subscribe.KeyShared, nil
-	}
-	return subscribe.Shared, nil
 }
 
 func position(s string) (subscribe.Position, error) {

@@ -236,7 +236,7 @@ func (c *Consumer) redeliver(items []nackItem) {
 	for pc, ids := range byPart {
 		// What was acknowledged must not come back with the rest.
 		c.acks.flushPart(pc)
-		if c.opts.Type.singleActive() {
+		if c.opts.Type.SingleActive() {
 			pc.redeliverAll()
 			continue
 		}

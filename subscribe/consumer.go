@@ -428,8 +428,8 @@ func (c *Consumer) ack(ctx context.Context, m *Message, wait bool) error {
 // on Shared and KeyShared it returns ErrCumulativeAckNotAllowed. It is
 // grouped like Ack.
 func (c *Consumer) AckCumulative(ctx context.Context, m *Message) error {
-	if !c.opts.Type.singleActive() {
-		return fmt.Errorf("%w (subscription %s is %s)", ErrCumulativeAckNotAllowed, c.opts.Subscription, c.opts.Type)
+	if !c.opts.Type.SingleActive() {
+		return fmt.Errorf("%w (subscription %s is %s)", ErrCumulativeAckNotAllowed, c.opts.Subscription, c.opts.Type.Name())
 	}
 	if err := c.check(m); err != nil {
 		return err

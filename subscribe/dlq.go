@@ -2,6 +2,7 @@ package subscribe
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/streamrun/streamrun/pool"
@@ -16,6 +17,35 @@ const (
 	// PropertyOriginMessageID is the message's id there.
 	PropertyOriginMessageID = "ORIGIN_MESSAGE_ID"
 )
+
+// DeadLetterTopic is the dead-letter topic of a message of topic (a
+// partition counts as its partitioned topic) read by subscription:
+// "<topic>-<subscription>-DLQ", as the Java and Go clients name it.
+func DeadLetterTopic(topic, subscription string) string {
+	if t, err := pulsarwire.ParseTopic(topic); err == nil {
+		_, base := t.PartitionIndex()
+		topic = base.String()
+	}
+	return topic + "-" + subscription + "-DLQ"
+}
+
+// DeadLetter is m's dead-letter copy: its payload, keys, event time and
+// properties, with REAL_TOPIC and ORIGIN_MESSAGE_ID added, and extra
+// (more properties, such as a reason).
+func DeadLetter(m *Message, extra map[string]string) pool.Message {
+	props := make(map[string]string, len(m.Properties)+2+len(extra))
+	maps.Copy(props, m.Properties)
+	props[PropertyRealTopic] = m.Topic
+	props[PropertyOriginMessageID] = m.ID.String()
+	maps.Copy(props, extra)
+	return pool.Message{
+		Payload:     m.Payload,
+		Key:         m.Key,
+		OrderingKey: m.OrderingKey,
+		Properties:  props,
+		EventTime:   m.EventTime,
+	}
+}
 
 // deadLetters publishes messages delivered too many times to their
 // dead-letter topic, through the client's shared producers, and
@@ -44,7 +74,7 @@ func (d *deadLetters) topic(m *Message) string {
 	if d.policy.Topic != "" {
 		return d.policy.Topic
 	}
-	return m.pc.base + "-" + d.c.opts.Subscription + "-DLQ"
+	return DeadLetterTopic(m.pc.base, d.c.opts.Subscription)
 }
 
 func (d *deadLetters) run() {
@@ -82,21 +112,9 @@ func (d *deadLetters) run() {
 // send publishes m's copy and acknowledges m once it is receipted.
 func (d *deadLetters) send(m *Message) {
 	c := d.c
-	props := make(map[string]string, len(m.Properties)+2)
-	for k, v := range m.Properties {
-		props[k] = v
-	}
-	props[PropertyRealTopic] = m.Topic
-	props[PropertyOriginMessageID] = m.ID.String()
 	topic := d.topic(m)
 	c.log.Info("sending a message to the dead-letter topic", "topic", m.Topic, "id", m.ID, "deliveries", m.RedeliveryCount+1, "dead_letter_topic", topic)
-	c.client.PublishAsync(c.ctx, topic, pool.Message{
-		Payload:     m.Payload,
-		Key:         m.Key,
-		OrderingKey: m.OrderingKey,
-		Properties:  props,
-		EventTime:   m.EventTime,
-	}, func(_ pulsarwire.MessageID, err error) {
+	c.client.PublishAsync(c.ctx, topic, DeadLetter(m, nil), func(_ pulsarwire.MessageID, err error) {
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.log.Warn("publishing to the dead-letter topic failed; the message comes back", "topic", topic, "err", err)

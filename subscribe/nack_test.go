@@ -17,7 +17,7 @@ import (
 func TestNackRedeliversThenDeadLetters(t *testing.T) {
 	const maxDeliveries = 3
 	for _, typ := range []subscribe.Type{subscribe.Shared, subscribe.KeyShared} {
-		t.Run(typ.String(), func(t *testing.T) {
+		t.Run(typ.Name(), func(t *testing.T) {
 			tg := newTarget(t)
 			ctx := testContext(t)
 			c := tg.newClient(t, clientConfig{noBatching: true})
@@ -152,7 +152,7 @@ func TestNackAfterOrdersByDeadline(t *testing.T) {
 // 0, so a dead-letter policy never fires there.
 func TestNoRedeliveryCountOnSingleActiveTypes(t *testing.T) {
 	for _, typ := range []subscribe.Type{subscribe.Exclusive, subscribe.Failover} {
-		t.Run(typ.String(), func(t *testing.T) {
+		t.Run(typ.Name(), func(t *testing.T) {
 			tg := newTarget(t)
 			ctx := testContext(t)
 			c := tg.newClient(t, clientConfig{noBatching: true})

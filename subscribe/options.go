@@ -13,85 +13,37 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
 
-// Type is how the consumers of one subscription share it.
-type Type int
+// Type is how the consumers of one subscription share it: the one
+// definition, pulsarwire.SubscriptionType, which package pipelines uses
+// too. The zero value is Shared.
+type Type = pulsarwire.SubscriptionType
 
-// Subscription types. The zero value is Shared.
+// Subscription types.
 const (
 	// Shared: every consumer gets messages; each message goes to one of
 	// them; order is not kept. Cumulative acks are refused.
-	Shared Type = iota
+	Shared = pulsarwire.Shared
 	// Exclusive: one consumer at a time. A second one gets "consumer busy"
 	// and, by default, waits (retrying every 5 s) until the first leaves.
-	Exclusive
+	Exclusive = pulsarwire.Exclusive
 	// Failover: one consumer is active (per partition), the others stand
 	// by; order is kept. The broker says who is active with
 	// ACTIVE_CONSUMER_CHANGE (see Options.OnActiveChange).
-	Failover
+	Failover = pulsarwire.Failover
 	// KeyShared: every key (ordering key, else partition key) goes to one
 	// consumer at a time, in order.
-	KeyShared
+	KeyShared = pulsarwire.KeyShared
 )
-
-func (t Type) String() string {
-	switch t {
-	case Shared:
-		return "Shared"
-	case Exclusive:
-		return "Exclusive"
-	case Failover:
-		return "Failover"
-	case KeyShared:
-		return "KeyShared"
-	}
-	return fmt.Sprintf("Type(%d)", int(t))
-}
 
 // ParseType reads a type name, case-insensitively: shared, exclusive,
 // failover, key_shared (or keyshared, key-shared).
 func ParseType(s string) (Type, error) {
-	switch normalize(s) {
-	case "shared":
-		return Shared, nil
-	case "exclusive":
-		return Exclusive, nil
-	case "failover":
-		return Failover, nil
-	case "keyshared":
-		return KeyShared, nil
+	t, err := pulsarwire.ParseSubscriptionType(s)
+	if err != nil {
+		return "", fmt.Errorf("subscription type %w", err)
 	}
-	return 0, fmt.Errorf("subscription type %q: want shared, exclusive, failover or key_shared", s)
+	return t, nil
 }
-
-func normalize(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_' || c == '-' || c == ' ':
-			continue
-		case c >= 'A' && c <= 'Z':
-			c += 'a' - 'A'
-		}
-		out = append(out, c)
-	}
-	return string(out)
-}
-
-func (t Type) wire() pb.CommandSubscribe_SubType {
-	switch t {
-	case Exclusive:
-		return pb.CommandSubscribe_Exclusive
-	case Failover:
-		return pb.CommandSubscribe_Failover
-	case KeyShared:
-		return pb.CommandSubscribe_Key_Shared
-	}
-	return pb.CommandSubscribe_Shared
-}
-
-// singleActive reports whether one consumer receives at a time, in order.
-func (t Type) singleActive() bool { return t == Exclusive || t == Failover }
 
 // InitialPosition is where a subscription that does not exist yet starts.
 // It does nothing to an existing subscription (see Options.Rewind).
@@ -238,6 +190,9 @@ const (
 )
 
 func (o Options) withDefaults(c *pool.Client) Options {
+	if t, ok := o.Type.Canonical(); ok {
+		o.Type = t // "" is Shared; the checks read the canonical spelling
+	}
 	if o.ReceiverQueue <= 0 {
 		o.ReceiverQueue = DefaultReceiverQueue
 	}
@@ -301,8 +256,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("subscribe: %w", err)
 		}
 	}
-	if o.Type < Shared || o.Type > KeyShared {
-		return fmt.Errorf("subscribe: unknown subscription type %d", int(o.Type))
+	if _, ok := o.Type.Canonical(); !ok {
+		return fmt.Errorf("subscribe: unknown subscription type %q", string(o.Type))
 	}
 	if o.InitialPosition != Latest && o.InitialPosition != Earliest {
 		return fmt.Errorf("subscribe: unknown initial position %d", int(o.InitialPosition))

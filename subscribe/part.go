@@ -216,7 +216,7 @@ func (pc *partConsumer) subscribeCommand() *pb.CommandSubscribe {
 	cmd := &pb.CommandSubscribe{
 		Topic:              proto.String(pc.topic),
 		Subscription:       proto.String(o.Subscription),
-		SubType:            o.Type.wire().Enum(),
+		SubType:            o.Type.Wire().Enum(),
 		ConsumerId:         proto.Uint64(pc.id),
 		ConsumerName:       proto.String(o.Name),
 		Durable:            proto.Bool(true),

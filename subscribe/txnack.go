@@ -235,7 +235,7 @@ func (a *txnAcks) ended(t *txn.Txn, committed bool) {
 		again[b.pc] = append(again[b.pc], b.pos)
 	}
 	for pc, ids := range again {
-		if a.c.opts.Type.singleActive() {
+		if a.c.opts.Type.SingleActive() {
 			pc.redeliverAll()
 			continue
 		}

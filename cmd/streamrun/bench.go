@@ -426,13 +426,21 @@ func (b *bench) createTopic(ctx context.Context, topic string) error {
 	return nil
 }
 
+// keyShared reports whether --subscription-type is KeyShared.
+func (f *benchFlags) keyShared() bool {
+	t, err := subscribe.ParseType(f.subType)
+	return err == nil && t == subscribe.KeyShared
+}
+
 // producerOptions are the producer settings the flags ask for.
 func (f *benchFlags) producerOptions() pool.ProducerOptions {
 	return pool.ProducerOptions{
 		MaxPendingMessages: f.maxPending,
 		Batching: pool.BatchingOptions{
 			Disabled: f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelay: f.batchDelay,
-			ByKey: strings.EqualFold(strings.ReplaceAll(f.subType, "_", ""), "keyshared"),
+			// As a run does for a KeyShared pipeline: the broker
+			// dispatches an entry whole, by its first key.
+			ByKey: f.keyShared(),
 		},
 	}
 }

@@ -43,7 +43,7 @@ func (b *bench) consume(ctx context.Context) (*benchrun.Result, error) {
 	if f.pattern && len(cons.Topics()) < f.topics {
 		return nil, fmt.Errorf("the pattern %s found %d of the %d topics", so.Pattern, len(cons.Topics()), f.topics)
 	}
-	b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.subscription, typ.String(), f.receiverQueue
+	b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.subscription, typ.Name(), f.receiverQueue
 	return b.measureReceiving(ctx, "consume", m, pub, cons)
 }
 

@@ -42,7 +42,7 @@ func (b *bench) pipeline(ctx context.Context) (*benchrun.Result, error) {
 		return nil, err
 	}
 	h := ps[0].Handler
-	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.topic+"-out", f.subscription, string(ps[0].Source.Type), f.receiverQueue
+	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.topic+"-out", f.subscription, ps[0].Source.Type.Name(), f.receiverQueue
 	b.cond.Handler = &benchrun.Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: f.batchSize, Instances: f.instances}
 
 	cons, err := subscribe.New(ctx, b.client, subscribe.Options{Topics: outs, Subscription: "bench-out", ReceiverQueue: 5000})

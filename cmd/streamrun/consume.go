@@ -182,8 +182,8 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 	if so.Pattern != "" {
 		what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(cons.Topics())), "topic"), so.Pattern)
 	}
-	notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type),
-		"subscription", so.Subscription, "type", so.Type.String())
+	notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
+		"subscription", so.Subscription, "type", so.Type.Name())
 
 	sum := consumeSummary{start: time.Now()}
 	defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()

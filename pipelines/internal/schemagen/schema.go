@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,6 +127,10 @@ func (g *generator) object(t reflect.Type) schema {
 			}
 			s["description"] = rename(doc, names)
 		}
+		if def := f.Tag.Get("default"); def != "" {
+			s["default"] = defaultValue(f.Type, def)
+			s["description"] = strings.TrimSpace(fmt.Sprint(s["description"]) + " Default " + def + ".")
+		}
 		props[name] = s
 	}
 	s := schema{"type": "object", "additionalProperties": false, "properties": props}
@@ -203,6 +208,17 @@ func (g *generator) typeSchema(t reflect.Type) schema {
 		return ref
 	}
 	panic(fmt.Sprintf("schemagen: no schema for %s", t))
+}
+
+// defaultValue is a default tag as the schema writes it: a number for an
+// integer field, else the text.
+func defaultValue(t reflect.Type, def string) any {
+	if t.Kind() == reflect.Int {
+		if n, err := strconv.Atoi(def); err == nil {
+			return n
+		}
+	}
+	return def
 }
 
 func varRef() schema { return schema{"$ref": "#/definitions/variable"} }

@@ -145,3 +145,38 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// docs/pipelines.md's table of a pipeline's fields says what each field
+// declares: its plain default and what its change does on reload.
+func TestThePipelineTableAgreesWithTheDeclarations(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/pipelines.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| field | default | on reload | meaning |")
+	if !ok {
+		t.Fatal("docs/pipelines.md has no table with an \"on reload\" column")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	rows := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 {
+			continue
+		}
+		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = []string{strings.TrimSpace(cells[2]), strings.TrimSpace(cells[3])}
+	}
+	for _, f := range pipelines.PipelineFields() {
+		row, ok := rows[f.Path]
+		if !ok {
+			t.Errorf("no row for %s", f.Path)
+			continue
+		}
+		if row[1] != string(f.Reload) {
+			t.Errorf("%s: the table says %q on reload, the field declares %q", f.Path, row[1], f.Reload)
+		}
+		if f.Default != "" && row[0] != "`"+f.Default+"`" {
+			t.Errorf("%s: the table's default is %s, the field declares `%s`", f.Path, row[0], f.Default)
+		}
+	}
+}
