@@ -128,9 +128,11 @@ type Options struct {
 	// backlog, as in Apache Pulsar without a retention policy). It lets a
 	// seek or reset-cursor to a recent time find them. Trimming runs every
 	// CursorFlush; disk space returns a segment at a time, memory (with
-	// Memory) at once, and after 64 MiB trimmed the broker asks the Go
-	// runtime to give the pages back to the OS (debug.FreeOSMemory, at
-	// most once a minute). Default 1 minute; negative: keep everything.
+	// Memory) at once, and after 64 MiB trimmed or deleted the broker
+	// asks the Go runtime to give the pages back to the OS
+	// (debug.FreeOSMemory: within 5 s after a drop of half the live
+	// heap, else at most once a minute). Default 1 minute (`streamrun
+	// broker --retention`); negative: keep everything.
 	Retention time.Duration
 
 	// Connection limits, per broker (docs/admin.md "Limits"). A

@@ -48,6 +48,7 @@ func streamrunBinary(t *testing.T) string {
 type brokerProcess struct {
 	cmd        *exec.Cmd
 	serviceURL string
+	adminURL   string // "" unless args turn the admin API on (--http)
 	done       chan error
 }
 
@@ -87,6 +88,9 @@ func startProcess(t *testing.T, args ...string) *brokerProcess {
 		for _, f := range strings.Fields(l) {
 			if u, ok := strings.CutPrefix(f, "service_url="); ok {
 				bp.serviceURL = u
+			}
+			if u, ok := strings.CutPrefix(f, "admin_url="); ok {
+				bp.adminURL = u
 			}
 		}
 	case err := <-bp.done:

@@ -327,6 +327,7 @@ func (c *Cluster) deleteTopic(name string, force bool) error {
 		c.mu.Unlock()
 		tp.unload(nil)
 	}
+	held := c.heldBy(name)
 	if err := c.store.DeleteTopic(name); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			if tp != nil {
@@ -336,6 +337,7 @@ func (c *Cluster) deleteTopic(name string, force bool) error {
 		}
 		return err
 	}
+	c.freed(held)
 	if ks, err := c.store.ListMeta(schemaKey(name)); err == nil {
 		for k := range ks {
 			c.store.DeleteMeta(k)
@@ -345,6 +347,19 @@ func (c *Cluster) deleteTopic(name string, force bool) error {
 }
 
 var errTopicBusy = errors.New("topic has active producers or consumers")
+
+// heldBy is the memory a topic's messages take in a Memory store, 0 on
+// disk (where only a bounded tail cache is in memory).
+func (c *Cluster) heldBy(name string) int64 {
+	if !c.opts.Memory || !c.store.HasTopic(name) {
+		return 0
+	}
+	l, err := c.store.Topic(name)
+	if err != nil {
+		return 0
+	}
+	return l.Size()
+}
 
 func (t *topic) connected() bool {
 	t.mu.Lock()
@@ -454,9 +469,7 @@ func (t *topic) trim() {
 		if err := t.log.Trim(lowest); err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrDeleted) {
 			t.c.log.Warn("trim failed", "topic", t.name, "err", err)
 		}
-		if t.c.opts.Memory {
-			t.c.trimmed.Add(before - t.log.Size())
-		}
+		t.c.freed(before - t.log.Size())
 	}
 }
 

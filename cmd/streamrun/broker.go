@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -62,6 +63,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		dataDir   = fs.String("data", "", "data directory (default "+defaultDataDir()+")")
 		memory    = fs.Bool("memory", false, "keep everything in memory: nothing survives a stop")
 		syncW     = fs.Bool("sync", false, "fsync every message before its receipt (survives a machine crash, not only kill -9)")
+		retention = fs.Duration("retention", time.Minute, "how long messages no subscription needs are kept (acknowledged by all, or on a topic without subscriptions); -1s: keep everything")
 		brokers   = fs.Int("brokers", 1, "number of brokers in this process, each owning a share of the topics")
 		tlsCert   = fs.String("tls-cert", "", "TLS certificate file (PEM): also serve pulsar+ssl://")
 		tlsKey    = fs.String("tls-key", "", "TLS private key file (PEM)")
@@ -85,6 +87,8 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	switch {
 	case *brokers < 1 || *brokers > 64:
 		return cmd.fail(usagef("--brokers must be between 1 and 64, got %d", *brokers))
+	case *retention == 0:
+		return cmd.fail(usagef("--retention 0: want a duration such as 1m, or -1s to keep everything"))
 	case *memory && *dataDir != "":
 		return cmd.fail(usagef("--memory and --data exclude each other"))
 	case (*tlsCert == "") != (*tlsKey == ""):
@@ -108,6 +112,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		DataDir:        *dataDir,
 		Memory:         *memory,
 		Sync:           *syncW,
+		Retention:      *retention,
 		Brokers:        *brokers,
 		TLSCertFile:    *tlsCert,
 		TLSKeyFile:     *tlsKey,
