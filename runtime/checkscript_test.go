@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/streamrun/streamrun/internal/testkit"
 	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin/host"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
 
@@ -98,5 +101,46 @@ func TestCheckScriptsPlacesEachFailureInTheFile(t *testing.T) {
 	t.Log(err)
 	if err := streamrun.CheckScript(context.Background(), f.Pipelines[0].Handler); !errors.Is(err, streamrun.ErrNoSDK) {
 		t.Errorf("CheckScript: %v, want ErrNoSDK", err)
+	}
+}
+
+// CheckHandler starts a handler, hands it its config and closes it,
+// without a broker: a config it refuses is host.ErrInit in its own
+// words; one that does not start says why; a pipeline of steps only has
+// nothing to check.
+func TestCheckHandlerHandsAHandlerItsConfig(t *testing.T) {
+	ctx := context.Background()
+	p := pipelines.Pipeline{Name: "shout", Handler: pipelines.Handler{Plugin: example("uppercase"),
+		Config: map[string]any{"output": "out", "smal": 3}}}
+	err := streamrun.CheckHandler(ctx, p, streamrun.CheckOptions{})
+	if !errors.Is(err, host.ErrInit) || !strings.Contains(err.Error(), `unknown field "smal"`) {
+		t.Fatalf("a config with a typo: %v, want ErrInit naming the key", err)
+	}
+	p.Handler.Config = map[string]any{"output": "out"}
+	if err := streamrun.CheckHandler(ctx, p, streamrun.CheckOptions{}); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	// The handler's Close ran: the test handler logs it.
+	recs := &testkit.Records{}
+	p.Handler = self(testConfig{Output: "out"})
+	if err := streamrun.CheckHandler(ctx, p, streamrun.CheckOptions{Logger: slog.New(recs.Handler(nil))}); err != nil {
+		t.Fatalf("the test handler: %v", err)
+	}
+	if recs.Count("test handler closed") != 1 {
+		t.Errorf("the handler's Close did not run:\n%s", recs)
+	}
+	dir := t.TempDir()
+	nosdk := filepath.Join(dir, "python")
+	if err := os.WriteFile(nosdk, []byte("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'streamrun'\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.Handler = pipelines.Handler{Script: "testdata/python/handler.py", Python: nosdk}
+	err = streamrun.CheckHandler(ctx, p, streamrun.CheckOptions{})
+	if err == nil || errors.Is(err, host.ErrInit) || !strings.Contains(err.Error(), "exited before its handshake (exit status 1)") ||
+		!strings.Contains(err.Error(), "No module named 'streamrun'") {
+		t.Fatalf("a script whose Python lacks the SDK: %v", err)
+	}
+	if err := streamrun.CheckHandler(ctx, pipelines.Pipeline{Name: "steps"}, streamrun.CheckOptions{}); err != nil {
+		t.Errorf("a pipeline without a handler: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -81,6 +82,7 @@ func (h *testHandler) Close(context.Context) error {
 	if profiling {
 		pprof.StopCPUProfile()
 	}
+	slog.Info("test handler closed")
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
@@ -37,9 +38,16 @@ type instance interface {
 type starter func(ctx context.Context, slot int) (instance, error)
 
 // pluginStarter starts plugin processes of cmd, with the handler's Args
-// after cmd's own.
+// after cmd's own, the host's Options.PluginEnv and PluginStartTimeout.
 func pluginStarter(h *Host, p *pipelines.Pipeline, cmd pluginCommand, config []byte, log *slog.Logger) starter {
-	env := slices.Clone(h.opts.PluginEnv)
+	return plugins(h.opts.PluginEnv, h.opts.PluginStartTimeout, p, cmd, config, log)
+}
+
+// plugins starts plugin processes of cmd, with the handler's Args after
+// cmd's own, env and the handler's Env added to their environment, each
+// start bounded by startTimeout.
+func plugins(hostEnv []string, startTimeout time.Duration, p *pipelines.Pipeline, cmd pluginCommand, config []byte, log *slog.Logger) starter {
+	env := slices.Clone(hostEnv)
 	for _, k := range slices.Sorted(maps.Keys(p.Handler.Env)) {
 		env = append(env, k+"="+p.Handler.Env[k])
 	}
@@ -57,7 +65,7 @@ func pluginStarter(h *Host, p *pipelines.Pipeline, cmd pluginCommand, config []b
 			Pipeline:     p.Name,
 			InstanceID:   strconv.Itoa(slot),
 			Logger:       log,
-			StartTimeout: h.opts.PluginStartTimeout,
+			StartTimeout: startTimeout,
 		})
 		if err != nil {
 			return nil, err

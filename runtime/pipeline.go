@@ -183,55 +183,70 @@ func (p *pipeline) prepare(ctx context.Context) error {
 		p.start, p.binary = passStarter(st.output), handlerID{}
 		return nil
 	}
-	var config []byte
-	if len(cfg.Handler.Config) > 0 {
-		b, err := json.Marshal(cfg.Handler.Config)
-		if err != nil {
-			return fmt.Errorf("handler config: %w", err)
-		}
-		config = b
+	config, err := handlerConfig(cfg.Handler)
+	if err != nil {
+		return err
 	}
-	switch newHandler, local := p.h.opts.LocalHandlers[p.name]; {
-	case local:
+	if newHandler, local := p.h.opts.LocalHandlers[p.name]; local {
 		if newHandler == nil {
 			return fmt.Errorf("LocalHandlers[%q] is nil", p.name)
 		}
 		p.start = localStarter(cfg, newHandler, config)
 		p.binary = handlerID{}
-	case cfg.Handler.Plugin != "":
-		id, err := identify(cfg.Handler.Plugin)
+		return nil
+	}
+	bo := p.h.opts.Build
+	if bo.Logger == nil {
+		bo.Logger = p.log
+	}
+	cmd, id, err := resolvePlugin(ctx, cfg.Handler, bo)
+	if err != nil {
+		return err
+	}
+	if cfg.Handler.Script != "" {
+		p.log.Info("running the handler script", "script", cmd.args[0], "python", cmd.path)
+	}
+	p.start = pluginStarter(p.h, cfg, cmd, config, p.log)
+	p.binary = id
+	return nil
+}
+
+// handlerConfig is h.Config as the JSON a handler's Init is given, nil
+// for none.
+func handlerConfig(h pipelines.Handler) ([]byte, error) {
+	if len(h.Config) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h.Config)
+	if err != nil {
+		return nil, fmt.Errorf("handler config: %w", err)
+	}
+	return b, nil
+}
+
+// resolvePlugin resolves a handler run as a plugin process: the command
+// that runs it (its binary, its script's interpreter, or its Go package
+// built first with bo) and its identity, which tells a changed handler
+// at a reload.
+func resolvePlugin(ctx context.Context, h pipelines.Handler, bo BuildOptions) (pluginCommand, handlerID, error) {
+	switch {
+	case h.Plugin != "":
+		id, err := identify(h.Plugin)
+		return pluginCommand{path: h.Plugin}, id, err
+	case h.Script != "":
+		cmd, err := scriptCommand(h)
 		if err != nil {
-			return err
-		}
-		p.start = pluginStarter(p.h, cfg, pluginCommand{path: cfg.Handler.Plugin}, config, p.log)
-		p.binary = id
-	case cfg.Handler.Script != "":
-		cmd, err := scriptCommand(cfg.Handler)
-		if err != nil {
-			return err
+			return pluginCommand{}, handlerID{}, err
 		}
 		// A script's identity is its file's: an edited script is rolled out.
-		id, err := identify(cfg.Handler.Script)
-		if err != nil {
-			return err
-		}
-		p.log.Info("running the handler script", "script", cmd.args[0], "python", cmd.path)
-		p.start = pluginStarter(p.h, cfg, cmd, config, p.log)
-		p.binary = id
-	default:
-		bo := p.h.opts.Build
-		if bo.Logger == nil {
-			bo.Logger = p.log
-		}
-		b, err := BuildHandler(ctx, cfg.Handler.Package, bo)
-		if err != nil {
-			return err
-		}
-		p.start = pluginStarter(p.h, cfg, pluginCommand{path: b.Path}, config, p.log)
-		p.binary = handlerID{path: b.Path, hash: b.Hash}
+		id, err := identify(h.Script)
+		return cmd, id, err
 	}
-
-	return nil
+	b, err := BuildHandler(ctx, h.Package, bo)
+	if err != nil {
+		return pluginCommand{}, handlerID{}, err
+	}
+	return pluginCommand{path: b.Path}, handlerID{path: b.Path, hash: b.Hash}, nil
 }
 
 // openOutputs opens the producers of the outputs the pipeline names.

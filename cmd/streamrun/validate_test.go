@@ -119,3 +119,24 @@ func TestValidateAcceptsTheExamples(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
+
+// validate --handlers starts each handler with its config, without a
+// broker: a typo in the handler's own config is refused at its key, with
+// exit status 2; plain validate does not start handlers.
+func TestValidateHandlersFindsATypoInAHandlersConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	src := "pipelines:\n  - name: shout\n    source: {topics: [in], subscription: s}\n    handler:\n      package: " +
+		mustAbs(t, "../../examples/plugins/uppercase") + "\n      config:\n        output: out\n        smal: 3\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runArgs("validate", path); code != 0 || stdout != path+": ok (shout)\n" || stderr != "" {
+		t.Errorf("without --handlers: exit %d, stdout %q, stderr %q; want it valid", code, stdout, stderr)
+	}
+	code, stdout, stderr := runArgs("validate", "--handlers", "--handler-cache", filepath.Join(dir, "cache"), path)
+	want := path + `:8:15: pipelines[0].handler.config.smal: the handler refuses its config: config: json: unknown field "smal"` + "\n"
+	if code != 2 || stdout != "" || stderr != want {
+		t.Errorf("--handlers: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+	}
+}
