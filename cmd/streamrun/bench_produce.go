@@ -19,7 +19,9 @@ func (b *bench) produce(ctx context.Context) (*benchrun.Result, error) {
 	m.Restart()
 	m.StartProgress(ctx, b.cmd.stderr, b.f.progress)
 	sent, err := pub.run(ctx, func(at time.Time) {
-		m.Received(b.f.size, time.Since(at), benchrun.LatencyFromSend)
+		now := time.Now()
+		m.Received(b.f.size, now.Sub(at), benchrun.LatencyFromSend)
+		m.MarkEnd(now)
 	})
 	m.StopProgress()
 	res := m.Result("produce", b.cond)

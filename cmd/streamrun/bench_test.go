@@ -69,7 +69,7 @@ func TestBenchFlagErrors(t *testing.T) {
 var (
 	benchJSONFields = []string{
 		"schema", "command", "messages", "bytes", "sent", "failed", "elapsed_seconds", "msg_per_sec",
-		"mib_per_sec", "latency_from", "latency_ms", "cpu_seconds", "cpu_us_per_message", "max_rss_bytes",
+		"mib_per_sec", "steady_msg_per_sec", "first_message_at", "last_message_at", "latency_from", "latency_ms", "cpu_seconds", "cpu_us_per_message", "max_rss_bytes",
 		"handler_rss_bytes", "setup_seconds", "conditions",
 	}
 	benchLatencyFields    = []string{"count", "p50", "p99", "p99_9", "max", "mean"}
@@ -149,6 +149,12 @@ func checkBenchCounts(t *testing.T, r benchrun.Result, command string, n int64, 
 	}
 	if !(r.Latency.P50 <= r.Latency.P99 && r.Latency.P99 <= r.Latency.P999 && r.Latency.P999 <= r.Latency.Max) {
 		t.Errorf("percentiles out of order: %+v", r.Latency)
+	}
+	if r.FirstMessageAt.IsZero() || r.LastMessageAt.Before(r.FirstMessageAt) || r.LastMessageAt.Before(r.Conditions.StartedAt) {
+		t.Errorf("first message at %v, last at %v, run started at %v", r.FirstMessageAt, r.LastMessageAt, r.Conditions.StartedAt)
+	}
+	if r.SteadyMsgPerSec < 0 || r.SteadyMsgPerSec > 0 && r.Messages < 2 {
+		t.Errorf("steady rate %v of %d messages", r.SteadyMsgPerSec, r.Messages)
 	}
 	c := r.Conditions
 	if c.MessageSize != size || c.Partitions != partitions || c.Keys != keys || c.Count != n {

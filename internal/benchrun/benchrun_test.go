@@ -118,3 +118,38 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestSteadyRateLeavesOutStartAndTail(t *testing.T) {
+	m := NewMeter()
+	t0 := time.Unix(1_790_000_000, 0)
+	// A slow start (100 messages in 1 s), 800 at 1000 msg/s, a slow tail
+	// (100 in 2 s): the run's mean rate is 1000/3.8 s, its middle's 1000/s.
+	at := t0
+	for i := range 1000 {
+		switch {
+		case i < 100:
+			at = at.Add(10 * time.Millisecond)
+		case i < 900:
+			at = at.Add(time.Millisecond)
+		default:
+			at = at.Add(20 * time.Millisecond)
+		}
+		m.Received(10, time.Millisecond, LatencyFromSend)
+		m.MarkEnd(at)
+	}
+	r := m.Result("consume", Conditions{})
+	if r.SteadyMsgPerSec < 990 || r.SteadyMsgPerSec > 1010 {
+		t.Errorf("steady rate %.1f msg/s, want 1000", r.SteadyMsgPerSec)
+	}
+	if want := t0.Add(10 * time.Millisecond); !r.FirstMessageAt.Equal(want) {
+		t.Errorf("first message at %v, want %v", r.FirstMessageAt, want)
+	}
+	if !r.LastMessageAt.Equal(at) {
+		t.Errorf("last message at %v, want %v", r.LastMessageAt, at)
+	}
+	// Nothing measured: no rate, no times.
+	r = NewMeter().Result("consume", Conditions{})
+	if r.SteadyMsgPerSec != 0 || !r.FirstMessageAt.IsZero() || !r.LastMessageAt.IsZero() {
+		t.Errorf("empty run: steady %v first %v last %v", r.SteadyMsgPerSec, r.FirstMessageAt, r.LastMessageAt)
+	}
+}

@@ -23,6 +23,7 @@ type Meter struct {
 	start   time.Time
 	end     atomic.Int64 // Unix ns of the last message measured; 0: now
 	usage   Usage
+	tl      timeline
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -58,8 +59,13 @@ func (m *Meter) Received(n int, lat time.Duration, from string) {
 }
 
 // MarkEnd says that the measured part ended at t (the last message
-// arrived), so that the wait noticing it is not counted.
-func (m *Meter) MarkEnd(t time.Time) { m.end.Store(t.UnixNano()) }
+// arrived), so that the wait noticing it is not counted; the messages
+// counted by then mark the run's timeline (Result's steady rate and
+// first message).
+func (m *Meter) MarkEnd(t time.Time) {
+	m.end.Store(t.UnixNano())
+	m.tl.mark(m.messages.Load(), t)
+}
 
 // Sent counts one message published by this process.
 func (m *Meter) Sent() { m.sent.Add(1) }
@@ -163,6 +169,10 @@ func (m *Meter) Result(command string, c Conditions) *Result {
 	if s := el.Seconds(); s > 0 {
 		r.MsgPerSec = float64(r.Messages) / s
 		r.MiBPerSec = float64(r.Bytes) / s / (1 << 20)
+	}
+	r.SteadyMsgPerSec = m.tl.steady(r.Messages, end)
+	if r.Messages > 0 {
+		r.FirstMessageAt, r.LastMessageAt = m.tl.first(), end
 	}
 	if r.Messages > 0 {
 		r.CPUMicrosPerMessage = r.CPUSeconds * 1e6 / float64(r.Messages)

@@ -38,6 +38,15 @@ type Result struct {
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	MsgPerSec      float64 `json:"msg_per_sec"`
 	MiBPerSec      float64 `json:"mib_per_sec"`
+	// SteadyMsgPerSec is the rate between the arrival of 10 % and of
+	// 90 % of the messages measured: without the start (connecting, a
+	// handler's warm-up) and the tail. 0 when too few arrived.
+	SteadyMsgPerSec float64 `json:"steady_msg_per_sec"`
+	// FirstMessageAt and LastMessageAt are when the first and the last
+	// message measured arrived (zero when none did), for lining a run
+	// up with what another process did.
+	FirstMessageAt time.Time `json:"first_message_at"`
+	LastMessageAt  time.Time `json:"last_message_at"`
 	// LatencyFrom says where latencies start (the LatencyFrom constants).
 	LatencyFrom string  `json:"latency_from"`
 	Latency     Latency `json:"latency_ms"`
