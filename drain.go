@@ -46,7 +46,12 @@ type watch struct {
 	// sinks are the declared outputs no pipeline of the run reads.
 	sinks []string
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// published is keyed by the topic as it was named (a handler's
+	// output topic as the handler wrote it): fullTopic costs a parse and
+	// a concatenation, too much for every output (it was a tenth of the
+	// host's CPU on a backlog), so names are made full only when drained
+	// asks.
 	published map[string]int64
 }
 
@@ -99,7 +104,7 @@ func (w *watch) isRead(topic string) bool {
 // output is the host's Hooks.Output.
 func (w *watch) output(_, topic string, err error) {
 	if err == nil {
-		w.add(fullTopic(topic))
+		w.add(topic)
 	}
 }
 
@@ -122,11 +127,15 @@ func (w *watch) drained(h *runtime.Host, fo *finalOutputs) bool {
 		settled[s.Pipeline] = s.Acked + s.DeadLettered + s.Dropped
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	published := make(map[string]int64, len(w.published))
+	for t, n := range w.published {
+		published[fullTopic(t)] += n
+	}
+	w.mu.Unlock()
 	for i := range w.pipes {
 		p := &w.pipes[i]
 		var want int64
-		for t, n := range w.published {
+		for t, n := range published {
 			if p.reads(t) {
 				want += n
 			}
@@ -137,7 +146,7 @@ func (w *watch) drained(h *runtime.Host, fo *finalOutputs) bool {
 	}
 	if fo != nil {
 		for _, t := range w.sinks {
-			if fo.count(t) < w.published[t] {
+			if fo.count(t) < published[t] {
 				return false
 			}
 		}
