@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -408,19 +407,16 @@ func (b *bench) createTopic(ctx context.Context, topic string) error {
 	if b.f.partitions < 2 {
 		return nil
 	}
-	tok, err := readToken(b.f.token)
+	ca := ""
+	if strings.HasPrefix(b.f.adminURL, "https://") {
+		ca = b.f.tlsCA // the admin API of a cluster served over TLS shares its CA
+	}
+	a, err := newAdmin(b.f.adminURL, b.f.token, ca, b.f.connectTimeout)
 	if err != nil {
 		return err
 	}
-	hc := httpClient()
-	// The admin API of a cluster served over TLS shares its CA.
-	if b.f.tlsCA != "" && strings.HasPrefix(b.f.adminURL, "https://") {
-		if hc, err = httpsClient(b.f.tlsCA); err != nil {
-			return usagef("--tls-ca: %v", err)
-		}
-	}
-	a := &adminClient{base: strings.TrimSuffix(b.f.adminURL, "/"), token: tok, timeout: b.f.connectTimeout, http: hc}
-	if _, err := a.do(ctx, http.MethodPut, topicPath(mustTopic(topic))+"/partitions", b.f.partitions); err != nil {
+	defer a.Close()
+	if err := a.CreateTopic(ctx, topic, b.f.partitions); err != nil {
 		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.f.partitions, b.f.adminURL, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/streamrun/streamrun/admin"
 )
 
 const healthHelp = `Usage: streamrun health [--url URL] [flags]
@@ -44,11 +46,9 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return cmd.fail(err)
 	}
-	hc := httpClient()
-	if *tlsCA != "" {
-		if hc, err = httpsClient(*tlsCA); err != nil {
-			return cmd.fail(usagef("--tls-ca: %v", err))
-		}
+	hc, err := admin.HTTPClient(*tlsCA)
+	if err != nil {
+		return cmd.fail(usagef("--tls-ca: %v", err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

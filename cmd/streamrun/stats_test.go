@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -64,7 +65,7 @@ func statsWorkload(t *testing.T, tg adminTarget) (statsView, internalView) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	topic := fmt.Sprintf("persistent://public/default/stats-%d", time.Now().UnixNano())
-	a := &adminClient{base: tg.admin, timeout: 30 * time.Second, http: httpClient()}
+	a := testAdmin(t, tg.admin)
 
 	c, err := pool.New(ctx, pool.Options{ServiceURL: tg.service, Producer: pool.ProducerOptions{
 		Batching: pool.BatchingOptions{MaxMessages: 100, MaxDelay: time.Hour},
@@ -95,7 +96,7 @@ func statsWorkload(t *testing.T, tg adminTarget) (statsView, internalView) {
 
 	st := waitForAckedStats(ctx, t, tg, a, topic)
 	var in internalView
-	b, err := a.do(ctx, "GET", topicPath(mustTopic(topic))+"/internalStats", nil)
+	b, err := a.Do(ctx, "GET", testTopicPath(topic)+"/internalStats", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +171,11 @@ func receiveAndAck(ctx context.Context, t *testing.T, cons *subscribe.Consumer, 
 // counters can still be moving right after the consumers close: once,
 // with the backlogs already right, drained's msgOutCounter read 1000 of
 // its 1050.
-func waitForAckedStats(ctx context.Context, t *testing.T, tg adminTarget, a *adminClient, topic string) statsView {
+func waitForAckedStats(ctx context.Context, t *testing.T, tg adminTarget, a *admin.Client, topic string) statsView {
 	var st, last statsView
 	deadline := time.Now().Add(time.Minute)
 	for {
-		b, err := a.do(ctx, "GET", topicPath(mustTopic(topic))+"/stats", nil)
+		b, err := a.Do(ctx, "GET", testTopicPath(topic)+"/stats", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +286,7 @@ func TestAdminRatesFollowTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	a := &adminClient{base: tg.admin, timeout: 30 * time.Second, http: httpClient()}
+	a := testAdmin(t, tg.admin)
 	for i := 0; ; i++ {
 		if _, err := c.Publish(ctx, topic, pool.Message{Payload: []byte("tick")}); err != nil {
 			t.Fatal(err)
@@ -297,7 +298,7 @@ func TestAdminRatesFollowTraffic(t *testing.T) {
 				MsgRateIn float64 `json:"msgRateIn"`
 			} `json:"publishers"`
 		}
-		if err := a.get(ctx, topicPath(mustTopic(topic))+"/stats", &st); err != nil {
+		if err := a.Get(ctx, testTopicPath(topic)+"/stats", &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.MsgRateIn > 0 && st.MsgThroughputIn > 0 && len(st.Publishers) == 1 && st.Publishers[0].MsgRateIn > 0 {
@@ -308,4 +309,20 @@ func TestAdminRatesFollowTraffic(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// testAdmin is an admin client of url.
+func testAdmin(t *testing.T, url string) *admin.Client {
+	t.Helper()
+	a, err := admin.New(admin.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// testTopicPath is topic's admin REST path.
+func testTopicPath(topic string) string {
+	t, _ := pulsarwire.ParseTopic(topic)
+	return admin.TopicPath(t)
 }

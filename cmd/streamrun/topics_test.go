@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -264,8 +265,8 @@ func TestTopicNamesAsTheBrokerJudgesThem(t *testing.T) {
 					parts := strings.SplitN(rest, "/", 3)
 					tp = pulsarwire.Topic{Persistent: true, Tenant: parts[0], Namespace: parts[1], Local: parts[2]}
 				}
-				a := &adminClient{base: tg.admin, timeout: 30 * time.Second, http: httpClient()}
-				_, err := a.do(context.Background(), "PUT", topicPath(tp), nil)
+				a := testAdmin(t, tg.admin)
+				_, err := a.Do(context.Background(), "PUT", admin.TopicPath(tp), nil)
 				accepted = err == nil
 				code, _, errs := runArgs("topics", "--admin-url", tg.admin, "create", name+"-cli")
 				switch {
