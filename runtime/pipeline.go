@@ -49,9 +49,11 @@ type pipeline struct {
 	awaiting atomic.Int64
 	stats    counters
 	retries  retryCounts
-	stages   *stages  // its steps; nil when it has none
-	tr       *tracing // nil when not traced
-	met      *metrics // nil when not measured
+	// stages are its steps (nil when it has none), set at open and by a
+	// reload while Stats may read them from any goroutine.
+	stages atomic.Pointer[stages]
+	tr     *tracing // nil when not traced
+	met    *metrics // nil when not measured
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 
@@ -178,7 +180,7 @@ func (p *pipeline) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.stages = st
+	p.stages.Store(st)
 	if !cfg.HasHandler() {
 		p.start, p.binary = passStarter(st.output), handlerID{}
 		return nil
@@ -280,7 +282,7 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 	limit := max(hc.MaxBatchesInFlight, 1)
 	w := &worker{
 		id: s.id, sup: s, out: p, log: p.log,
-		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes, stages: p.stages,
+		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes, stages: p.stages.Load(),
 		hard: p.hard, abort: p.recvCtx.Done(),
 		order:    make(chan *sent, limit),
 		pipeline: p.name, intercept: p.h.opts.Intercept,

@@ -408,7 +408,8 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 	// Nothing runs now that reads the configuration: the receive loop
 	// and the workers have returned and every message is settled.
 	p.cfg, p.applied = to.cfg, to.cfg
-	p.start, p.binary, p.stages = to.start, to.binary, to.stages
+	p.start, p.binary = to.start, to.binary
+	p.stages.Store(to.stages.Load())
 	p.layout()
 	p.flow()
 	return srcErr

@@ -223,7 +223,7 @@ func (p *pipeline) stepsRan(b *batch, instance int, c *steps.Chain, counts []ste
 
 // stepStats are the counts of every step of the pipeline, in order.
 func (p *pipeline) stepStats() []StepStats {
-	st := p.stages
+	st := p.stages.Load()
 	if st == nil {
 		return nil
 	}
