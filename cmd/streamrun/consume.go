@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -34,6 +35,8 @@ type consumeFlags struct {
 	receiverQueue int
 	noAck         bool
 	closeTimeout  time.Duration
+	idleTimeout   time.Duration
+	quiet         bool
 }
 
 const consumeHelp = `Usage: streamrun consume (--topic TOPIC... | --pattern REGEXP) --subscription NAME [flags]
@@ -45,9 +48,10 @@ listen by default. Once subscribed it says so on stderr ("subscribed to T as S
 (Exclusive), waiting for messages"); at the end a summary (count, rate, last
 message id) goes to stderr, so stdout holds messages only.
 
-` + waitsHelp + `  waiting for messages       --count (or an interrupt)
+` + waitsHelp + `  waiting for messages       --count, --idle-timeout (or an interrupt)
 
-Exit status: 0 done (--count reached, or interrupted), 1 failed, 2 bad flags.
+Exit status: 0 done (--count reached, --idle-timeout passed without a
+message, or interrupted), 1 failed, 2 bad flags.
 `
 
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -66,6 +70,8 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.IntVar(&f.receiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
 	fs.BoolVar(&f.noAck, "no-ack", false, "do not acknowledge what is printed (it is delivered again to the subscription)")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "stop once no message came for this long, since subscribing or the last message (0: never)")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, `no "subscribed" line and no summary on stderr: only messages, and errors`)
 	if code, done := cmd.parse(fs, args, consumeHelp); done {
 		return code
 	}
@@ -99,6 +105,8 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 		return po, so, usagef("--output %q: want text or json", f.output)
 	case f.closeTimeout <= 0:
 		return po, so, usagef("--close-timeout must be positive, got %s", f.closeTimeout)
+	case f.idleTimeout < 0:
+		return po, so, usagef("--idle-timeout must not be negative, got %s", f.idleTimeout)
 	}
 	for _, t := range f.topics {
 		if _, err := pulsarwire.ParseTopic(t); err != nil {
@@ -182,14 +190,22 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 	if so.Pattern != "" {
 		what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(cons.Topics())), "topic"), so.Pattern)
 	}
-	notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
-		"subscription", so.Subscription, "type", so.Type.Name())
+	if !f.quiet {
+		notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
+			"subscription", so.Subscription, "type", so.Type.Name())
+	}
 
 	sum := consumeSummary{start: time.Now()}
-	defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()
+	if !f.quiet {
+		defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()
+	}
 	w := newLineWriter(cmd.stdout, f.output)
 	for f.count == 0 || sum.n < int64(f.count) {
-		m, err := cons.Receive(ctx)
+		m, err := receive(ctx, cons, f.idleTimeout)
+		if errors.Is(err, errIdle) {
+			sum.idle = f.idleTimeout
+			return exitOK
+		}
 		if err != nil {
 			if interrupted(ctx) {
 				return cmd.interrupted()
@@ -206,6 +222,25 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 		sum.last = m.ID
 	}
 	return exitOK
+}
+
+// errIdle is receive's answer when no message came within the idle
+// timeout.
+var errIdle = errors.New("idle")
+
+// receive waits for the next message, for at most idle when it is not 0
+// (then errIdle).
+func receive(ctx context.Context, cons *subscribe.Consumer, idle time.Duration) (*subscribe.Message, error) {
+	if idle == 0 {
+		return cons.Receive(ctx)
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, idle, errIdle)
+	defer cancel()
+	m, err := cons.Receive(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errIdle) {
+		return nil, errIdle
+	}
+	return m, err
 }
 
 // handleReceived prints m and acknowledges it, under its "process" span
@@ -229,6 +264,7 @@ type consumeSummary struct {
 	start time.Time
 	n     int64
 	last  pulsarwire.MessageID
+	idle  time.Duration // stopped after this long without a message
 }
 
 func (s consumeSummary) String() string {
@@ -236,6 +272,9 @@ func (s consumeSummary) String() string {
 	out := fmt.Sprintf("consumed %s in %s (%.0f msg/s)", plural(s.n, "message"), el.Round(time.Millisecond), float64(s.n)/max(el.Seconds(), 1e-9))
 	if s.n > 0 {
 		out += "; last message id " + s.last.String()
+	}
+	if s.idle > 0 {
+		out += fmt.Sprintf("; stopped: no message for %s (--idle-timeout)", s.idle)
 	}
 	return out
 }

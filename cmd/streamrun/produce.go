@@ -37,11 +37,21 @@ type produceFlags struct {
 	batchByKey   bool
 	closeTimeout time.Duration
 	quiet        bool
+	input        string
+	inputFormat  string
+	keySep       string
+	countSet     bool // --count given
 }
 
-const produceHelp = `Usage: streamrun produce --topic TOPIC (--message TEXT | --size BYTES) [flags]
+const produceHelp = `Usage: streamrun produce --topic TOPIC (--message TEXT | --size BYTES | --input FILE) [flags]
 
-Publishes messages and waits for every receipt. Works against the embedded
+Publishes messages and waits for every receipt. --input publishes each
+non-empty line of a file ("-": stdin) to its end: as the payload
+(--input-key-separator splits a key off), or with --input-format json as an
+object like those ` + "`streamrun consume --output json`" + ` prints (payload or
+payload_base64, key, ordering_key, properties, event_time; id, topic,
+publish_time and redelivery_count are ignored), so that one topic's
+messages can be replayed to another. Works against the embedded
 broker (` + "`streamrun broker`" + `) and Apache Pulsar alike; --url defaults to
 ` + pool.DefaultServiceURL + `, where both listen by default. A progress line goes to
 stderr; the summary (count, rate, last message id) goes to stdout.
@@ -62,18 +72,21 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	f.clientFlags.register(fs)
 	f.logFlags.register(fs, "also log connections and reconnections")
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic to publish to (required): name, tenant/ns/name or persistent://tenant/ns/name")
-	fs.IntVarP(&f.count, "count", "n", 1, "number of messages")
+	fs.IntVarP(&f.count, "count", "n", 1, "number of messages (with --input: at most this many lines; default: every line)")
 	fs.IntVar(&f.size, "size", 0, "publish messages of this many bytes (instead of --message)")
 	fs.StringVarP(&f.message, "message", "m", "", `message text; "{n}" in it becomes the message's number, from 0`)
 	fs.StringVarP(&f.key, "key", "k", "", "partition key of every message")
 	fs.StringVar(&f.orderingKey, "ordering-key", "", "ordering key of every message (KeyShared)")
 	fs.StringArrayVarP(&f.properties, "property", "p", nil, "a property k=v of every message (repeatable)")
-	fs.Float64Var(&f.rate, "rate", 0, "messages per second (0: as fast as the broker takes them)")
+	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second (0: as fast as the broker takes them)")
 	fs.StringVar(&f.compression, "compression", "none", "compression of each batch: none, lz4, zlib, zstd or snappy")
 	fs.BoolVar(&f.noBatching, "no-batching", false, "send every message as an entry of its own")
 	fs.BoolVar(&f.batchByKey, "batch-by-key", false, "batch each key's messages (ordering key, else key) apart, for topics consumed with KeyShared")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long to wait at the end (or after an interrupt) for outstanding receipts")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress line")
+	fs.StringVar(&f.input, "input", "", `publish each non-empty line of this file ("-": stdin) as a message, to its end (instead of --message or --size)`)
+	fs.StringVar(&f.inputFormat, "input-format", "text", "--input's lines: text (each line the payload) or json (each line an object as consume --output json prints one)")
+	fs.StringVar(&f.keySep, "input-key-separator", "", `text --input: split each line at the first occurrence of this: key before it, payload after (default "": no key)`)
 	if code, done := cmd.parse(fs, args, produceHelp); done {
 		return code
 	}
@@ -101,7 +114,12 @@ func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Option
 	if f.count < 1 {
 		return o, m, usagef("--count must be at least 1, got %d", f.count)
 	}
+	f.countSet = fs.Changed("count")
+	if err := f.checkInput(fs.Changed); err != nil {
+		return o, m, err
+	}
 	switch {
+	case f.input != "":
 	case fs.Changed("size") && fs.Changed("message"):
 		return o, m, usagef("--size and --message exclude each other")
 	case fs.Changed("size"):
@@ -109,7 +127,7 @@ func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Option
 			return o, m, usagef("--size must not be negative, got %d", f.size)
 		}
 	case !fs.Changed("message"):
-		return o, m, usagef("give --message TEXT or --size BYTES")
+		return o, m, usagef("give --message TEXT, --size BYTES or --input FILE")
 	}
 	if f.rate < 0 {
 		return o, m, usagef("--rate must not be negative, got %v", f.rate)
@@ -219,12 +237,28 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return c.Close(cctx)
 	}
 
-	fixed := f.fixedPayload()
-	if fixed != nil {
-		if err := f.checkSize(ctx, c, tmpl, len(fixed)); err != nil {
+	var src messageSource
+	if f.input != "" {
+		in, err := f.openInput(tmpl)
+		if err != nil {
 			closeClient()
 			return failed(err)
 		}
+		defer in.close()
+		// The reader ends at the end of the input, or once this returns.
+		ictx, stopInput := context.WithCancel(ctx)
+		defer stopInput()
+		in.start(ictx)
+		src = in
+	} else {
+		fixed := f.fixedPayload()
+		if fixed != nil {
+			if err := f.checkSize(ctx, c, tmpl, len(fixed)); err != nil {
+				closeClient()
+				return failed(err)
+			}
+		}
+		src = &generated{f: &f, tmpl: tmpl, fixed: fixed}
 	}
 	p, err := c.Producer(ctx, f.topic)
 	if err != nil {
@@ -233,9 +267,9 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 	}
 
 	var r receipts
-	prog := newProgress(stderr, f.quiet, f.count)
+	prog := newProgress(stderr, f.quiet, src.total())
 	start := time.Now()
-	sent := f.sendAll(ctx, p, tr, tmpl, fixed, &r, prog, start)
+	sent, srcErr := f.sendAll(ctx, p, tr, src, &r, prog, start)
 	wasInterrupted := interrupted(ctx)
 	closeErr := closeClient() // flushes and waits for receipts
 	r.all.Wait()
@@ -244,8 +278,14 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f.summary(stdout, &r, elapsed)
+	total := src.total()
+	if total < 0 {
+		total = sent
+	}
+	f.summary(stdout, &r, elapsed, total)
 	switch {
+	case srcErr != nil:
+		return cmd.fail(fmt.Errorf("%w (%s published before it)", srcErr, plural(r.acked.Load(), "message")))
 	case r.failed.Load() > 0 && !wasInterrupted:
 		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(r.failed.Load(), "message"), r.firstErr))
 	case wasInterrupted:
@@ -301,22 +341,24 @@ func (r *receipts) done(id pulsarwire.MessageID, err error) {
 	r.all.Done()
 }
 
-// sendAll sends the --count messages, at --rate if set, until ctx ends,
-// and returns how many it sent.
-func (f *produceFlags) sendAll(ctx context.Context, p *pool.Producer, tr *commandTracing, tmpl pool.Message, fixed []byte, r *receipts, prog *progress, start time.Time) int {
+// sendAll sends src's messages, at --rate if set, until ctx ends, and
+// returns how many it sent, and src's error if it had one.
+func (f *produceFlags) sendAll(ctx context.Context, p *pool.Producer, tr *commandTracing, src messageSource, r *receipts, prog *progress, start time.Time) (int, error) {
 	sent := 0
-	for ; sent < f.count && ctx.Err() == nil; sent++ {
+	for ; ctx.Err() == nil; sent++ {
 		if f.rate > 0 && !waitUntil(ctx, start.Add(time.Duration(float64(sent)/f.rate*float64(time.Second)))) {
 			break
 		}
-		m := tmpl
-		m.Payload = f.payloadFor(sent, fixed)
+		m, ok, err := src.next(ctx)
+		if err != nil || !ok {
+			return sent, err
+		}
 		r.all.Add(1)
 		m, mdone := tr.send(p.Topic(), m, r.done)
 		p.SendAsync(ctx, m, mdone)
 		prog.update(sent+1, r.acked.Load(), r.failed.Load())
 	}
-	return sent
+	return sent, nil
 }
 
 // waitUntil waits until due; false when ctx ended first.
@@ -333,12 +375,19 @@ func waitUntil(ctx context.Context, due time.Time) bool {
 
 // summary writes the result line: how many of how many were produced,
 // the rate, and the last message id. r.mu is held.
-func (f *produceFlags) summary(stdout io.Writer, r *receipts, elapsed time.Duration) {
+func (f *produceFlags) summary(stdout io.Writer, r *receipts, elapsed time.Duration, total int) {
 	n := r.acked.Load()
-	if n == int64(f.count) {
+	if n == int64(total) {
 		fmt.Fprintf(stdout, "produced %s to %s", plural(n, "message"), f.topic)
 	} else {
-		fmt.Fprintf(stdout, "produced %d of %s to %s", n, plural(int64(f.count), "message"), f.topic)
+		fmt.Fprintf(stdout, "produced %d of %s to %s", n, plural(int64(total), "message"), f.topic)
+	}
+	if f.input != "" {
+		name := f.input
+		if name == "-" {
+			name = "stdin"
+		}
+		fmt.Fprintf(stdout, " from the lines of %s", name)
 	}
 	fmt.Fprintf(stdout, " in %s (%.0f msg/s)", elapsed.Round(time.Millisecond), float64(n)/max(elapsed.Seconds(), 1e-9))
 	if n > 0 {
@@ -360,8 +409,9 @@ type progress struct {
 	printed bool
 }
 
+// newProgress is the progress of total messages (-1: not known ahead).
 func newProgress(w io.Writer, quiet bool, total int) *progress {
-	p := &progress{w: w, quiet: quiet || total < 2, total: total, start: time.Now(), every: time.Second}
+	p := &progress{w: w, quiet: quiet || total >= 0 && total < 2, total: total, start: time.Now(), every: time.Second}
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			p.tty, p.every = true, 200*time.Millisecond
@@ -373,7 +423,11 @@ func newProgress(w io.Writer, quiet bool, total int) *progress {
 
 func (p *progress) line(sent int, acked, failed int64) string {
 	el := time.Since(p.start).Seconds()
-	s := fmt.Sprintf("sent %d/%d, acknowledged %d (%.0f msg/s)", sent, p.total, acked, float64(acked)/max(el, 1e-9))
+	of := ""
+	if p.total >= 0 {
+		of = fmt.Sprintf("/%d", p.total)
+	}
+	s := fmt.Sprintf("sent %d%s, acknowledged %d (%.0f msg/s)", sent, of, acked, float64(acked)/max(el, 1e-9))
 	if failed > 0 {
 		s += fmt.Sprintf(", failed %d", failed)
 	}
