@@ -8,31 +8,40 @@
 #     --build-arg STREAMRUN_VERSION=$(git describe --tags --always --dirty) \
 #     --build-arg STREAMRUN_COMMIT=$(git rev-parse HEAD) .
 #
-# The entry point is `streamrun run`; mount the pipeline file at
-# /pipelines/pipeline.yaml (or give other files as arguments). The image
-# has no Go toolchain, so handlers are binaries: the example plugins are in
-# /usr/local/lib/streamrun/plugins (handler: {plugin: /usr/local/lib/streamrun/plugins/uppercase}).
+# The entry point is `streamrun run --telemetry-addr=127.0.0.1:9464`; its
+# argument (CMD) is the pipeline file, /pipelines/pipeline.yaml: mount
+# yours there, or give flags and files as arguments (which replace CMD).
+# The image has no Go toolchain, so handlers are binaries: the example
+# plugins are in /usr/local/lib/streamrun/plugins
+# (handler: {plugin: /usr/local/lib/streamrun/plugins/uppercase}).
 #
-#   docker run -v $PWD/pipeline.yaml:/pipelines/pipeline.yaml:ro streamrun --url pulsar://pulsar:6650
+#   docker run -v $PWD/pipeline.yaml:/pipelines/pipeline.yaml:ro streamrun
+#   docker run -v $PWD/pipeline.yaml:/pipelines/pipeline.yaml:ro streamrun \
+#     --url pulsar://pulsar:6650 /pipelines/pipeline.yaml
 #
-# The embedded broker, by overriding the entry point. Clients in other
-# containers reach it by the name it advertises in lookups:
-#
-#   docker run -p 6650:6650 -p 8080:8080 -v streamrun-data:/data --entrypoint streamrun streamrun \
-#     broker --listen 0.0.0.0:6650 --http 0.0.0.0:8080 --data /data --advertised-host broker
-#
-# The health check asks the admin API's health endpoint on 127.0.0.1:8080:
-# the embedded broker's, which `run` starts there by default (CMD) when the
-# file names no service_url. A pipeline on Apache Pulsar has no such port:
-# run it with --no-healthcheck (or Kubernetes probes) until `run` serves a
-# health endpoint of its own.
-#
-# A broker with authentication answers the check 401 without a token; the
-# image has no shell, so give the check in exec form with a token from the
-# environment, e.g. in Compose:
+# The health check asks the run's own readiness endpoint, /readyz on the
+# telemetry listener (loopback only: nothing leaves the container), in
+# every case: against Apache Pulsar, and with the embedded broker the run
+# starts when the file names no service_url. Healthy once every pipeline
+# consumes; unhealthy while the broker cannot be reached, while a handler
+# keeps crashing, or once the run stopped (docs/telemetry.md). A
+# --telemetry-addr of your own (for Prometheus to scrape, say) moves the
+# listener, the last one given winning: give the check the same address.
+# The image has no shell, so a check of your own takes the exec form (as
+# in Compose; `docker run --health-cmd` needs a shell), e.g.
 #   healthcheck:
-#     test: ["CMD", "/usr/local/bin/streamrun", "health", "--quiet", "--token", "env:STREAMRUN_TOKEN"]
-# (and "--url", "https://...", "--tls-ca", "/path/ca.pem" for an admin API on TLS).
+#     test: ["CMD", "/usr/local/bin/streamrun", "health", "--quiet", "--url", "http://127.0.0.1:9090/readyz"]
+#
+# The embedded broker on its own, by overriding the entry point. Clients in
+# other containers reach it by the name it advertises in lookups. The
+# image's check asks a run's endpoint, so give the broker its own: its
+# admin API's health, `streamrun health`'s default URL (in Compose:
+# test: ["CMD", "/usr/local/bin/streamrun", "health", "--quiet"]; a
+# broker with authentication wants "--token", "env:STREAMRUN_TOKEN" too),
+# or none (--no-healthcheck):
+#
+#   docker run --no-healthcheck -p 6650:6650 -p 8080:8080 -v streamrun-data:/data --entrypoint streamrun streamrun \
+#     broker --listen 0.0.0.0:6650 --http 0.0.0.0:8080 --data /data --advertised-host broker
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -53,7 +62,8 @@ USER nonroot:nonroot
 WORKDIR /home/nonroot
 VOLUME /data
 EXPOSE 6650 8080
-HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["/usr/local/bin/streamrun", "health", "--quiet"]
-ENTRYPOINT ["/usr/local/bin/streamrun", "run"]
-CMD ["--broker-http=127.0.0.1:8080", "/pipelines/pipeline.yaml"]
+# Handlers start, and the broker is reached, within the start period.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["/usr/local/bin/streamrun", "health", "--quiet", "--url", "http://127.0.0.1:9464/readyz"]
+ENTRYPOINT ["/usr/local/bin/streamrun", "run", "--telemetry-addr=127.0.0.1:9464"]
+CMD ["/pipelines/pipeline.yaml"]

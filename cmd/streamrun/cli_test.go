@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -313,8 +315,19 @@ func TestBrokerWithoutHTTPHasNoAdminURL(t *testing.T) {
 }
 
 // health answers 0 for a broker's health endpoint and 1 for a port
-// nothing listens on.
+// nothing listens on, or an endpoint that says it is not ready, quoting
+// why.
 func TestHealth(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "the broker cannot be reached: connect to pulsar://127.0.0.1:1 has failed for 5s")
+		fmt.Fprintln(w, "a second line")
+	}))
+	defer srv.Close()
+	if code, _, errs := runArgs("health", "--url", srv.URL+"/readyz"); code != 1 ||
+		errs != "streamrun health: "+srv.URL+"/readyz: 503 Service Unavailable: the broker cannot be reached: connect to pulsar://127.0.0.1:1 has failed for 5s\n" {
+		t.Errorf("not ready: exit %d: %q", code, errs)
+	}
 	c := brokertest.Start(t)
 	if code, out, errs := runArgs("health", "--url", c.AdminURL()+"/admin/v2/brokers/health"); code != 0 || !strings.HasPrefix(out, "healthy: ") {
 		t.Fatalf("exit %d: %s%s", code, out, errs)

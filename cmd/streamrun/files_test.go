@@ -52,14 +52,15 @@ func TestDataDirectoriesAreIgnored(t *testing.T) {
 }
 
 // The image: built by scripts/build-release (what CI runs), run as a
-// non-root user, with a health check, `streamrun run` as the entry point.
+// non-root user, with a health check, `streamrun run` as the entry point
+// (image_test.go checks the check asks what the entry point serves).
 func TestDockerfileUsesTheTestedBuild(t *testing.T) {
 	df := strings.Join(repoLines(t, "Dockerfile"), "\n")
 	for _, want := range []string{
 		"scripts/build-release /out",
 		"USER nonroot",
 		"HEALTHCHECK",
-		`ENTRYPOINT ["/usr/local/bin/streamrun", "run"]`,
+		`ENTRYPOINT ["/usr/local/bin/streamrun", "run", `,
 		"/usr/local/lib/streamrun/plugins/",
 		"--advertised-host",
 	} {

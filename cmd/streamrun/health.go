@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -17,13 +19,17 @@ const healthHelp = `Usage: streamrun health [--url URL] [flags]
 Asks an HTTP health endpoint and exits 0 when it answers 2xx, 1 otherwise:
 a container health check that needs no shell or curl. The default URL is
 the broker health endpoint that the embedded broker and Apache Pulsar both
-serve on their admin port. An admin API with authentication (Apache
+serve on their admin port; a 'streamrun run' serves its own on
+--telemetry-addr (--url http://127.0.0.1:9464/readyz, the image's check). An admin API with authentication (Apache
 Pulsar's asks a superuser's token for it) takes --token; an https:// URL
 signed by a private CA takes --tls-ca, and its host name is verified.
 
 Waits: the request takes at most --timeout. Exit status: 0 healthy,
 1 not, 2 bad usage.
 `
+
+// maxHealthLine bounds what is read of an unhealthy answer to quote it.
+const maxHealthLine = 1024
 
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("health", stdout, stderr)
@@ -63,8 +69,14 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return cmd.fail(err)
 	}
+	// The first line of the answer says why, when it says anything
+	// (a run's /readyz does): a container's health log keeps it.
+	first, _ := bufio.NewReader(io.LimitReader(resp.Body, maxHealthLine)).ReadString('\n')
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
+		if why := strings.TrimSpace(strings.ToValidUTF8(first, "")); why != "" {
+			return cmd.fail(fmt.Errorf("%s: %s: %s", *url, resp.Status, why))
+		}
 		return cmd.fail(fmt.Errorf("%s: %s", *url, resp.Status))
 	}
 	if !*quiet {

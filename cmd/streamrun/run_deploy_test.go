@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -77,7 +78,7 @@ func TestDeployExample(t *testing.T) {
 	}
 	checkDeployedPipelineFile(t, secret, cm)
 	c := checkDeploymentRunsTheFile(t, dep, secret, cm)
-	checkDeployedFlagsAndProbe(t, c)
+	checkDeployedFlagsAndProbe(t, readImage(t), c)
 }
 
 // readManifests reads the manifests in dir, by kind.
@@ -146,13 +147,8 @@ func checkDeploymentRunsTheFile(t *testing.T, dep, secret, cm *k8sObject) k8sCon
 		t.Fatalf("%d containers", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	// The image's entry point is `streamrun run`: the args are its flags
-	// and the file.
-	if df, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile")); err != nil {
-		t.Fatal(err)
-	} else if !strings.Contains(string(df), `ENTRYPOINT ["/usr/local/bin/streamrun", "run"]`) {
-		t.Fatal("the Dockerfile's entry point is no longer streamrun run: fix examples/deploy")
-	}
+	// The image's entry point is `streamrun run` (checked with the flags,
+	// checkDeployedFlagsAndProbe): the args are its flags and the file.
 	if len(c.Args) < 1 || strings.HasPrefix(c.Args[len(c.Args)-1], "-") || slices.Contains(c.Args, "run") {
 		t.Fatalf("args %q: want flags of run, then the FILE", c.Args)
 	}
@@ -183,20 +179,21 @@ func configMapMount(pod k8sPodSpec, c k8sContainer, name string) string {
 }
 
 // checkDeployedFlagsAndProbe checks every flag of c is one `streamrun
-// run` has, and the readiness probe asks /readyz on --telemetry-addr's
-// port.
-func checkDeployedFlagsAndProbe(t *testing.T, c k8sContainer) {
+// run` has, and the readiness probe asks /readyz on the port of the
+// --telemetry-addr the image's entry point and c's args give (the last
+// one), on every interface: the kubelet asks from outside the pod.
+func checkDeployedFlagsAndProbe(t *testing.T, im image, c k8sContainer) {
 	var rc runConfig
 	fs := newRunFlags(&rc)
-	telemetryPort := ""
 	for _, a := range c.Args[:len(c.Args)-1] {
-		name, val, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if name == "telemetry-addr" {
-			_, telemetryPort, _ = strings.Cut(val, ":")
-		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		if fs.Lookup(name) == nil {
 			t.Errorf("streamrun run has no flag --%s", name)
 		}
+	}
+	host, telemetryPort, err := net.SplitHostPort(telemetryAddr(t, im.runArgs(t, c.Args...)))
+	if err != nil || (host != "0.0.0.0" && host != "") {
+		t.Errorf("the pod's run serves telemetry on %q:%q (%v): the kubelet's probes cannot reach it", host, telemetryPort, err)
 	}
 	probe := c.ReadinessProbe.HTTPGet
 	if probe.Path != "/readyz" {
