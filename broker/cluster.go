@@ -54,6 +54,8 @@ type Cluster struct {
 	adminURLTLS string
 
 	moves topicMoves // owners set by an unload with a destination broker
+
+	txns *txnCoordinator // nil with transactions off
 }
 
 // Start opens the store and starts the brokers and the admin API. ctx bounds
@@ -92,6 +94,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		cancel:   cancel,
 		topics:   make(map[string]*topic),
 	}
+	if opts.Transactions {
+		if c.txns, err = newTxnCoordinator(c); err != nil {
+			st.Close()
+			cancel()
+			return nil, fmt.Errorf("broker: transactions: %w", err)
+		}
+	}
 	if err := c.startBrokers(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -102,6 +111,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c.wg.Add(1)
 	go c.flushLoop()
+	if c.txns != nil {
+		c.wg.Add(1)
+		go c.txns.run()
+	}
 	return c, nil
 }
 

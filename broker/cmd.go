@@ -88,11 +88,11 @@ var handlers = [...]handler{
 	pb.BaseCommand_CONSUMER_STATS:                    serve((*conn).handleConsumerStats),
 	pb.BaseCommand_GET_SCHEMA:                        serve((*conn).handleGetSchema),
 	pb.BaseCommand_GET_OR_CREATE_SCHEMA:              serve((*conn).handleGetOrCreateSchema),
-	pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:         serve(txnCommand[*pb.CommandTcClientConnectRequest]),
-	pb.BaseCommand_NEW_TXN:                           serve(txnCommand[*pb.CommandNewTxn]),
-	pb.BaseCommand_ADD_PARTITION_TO_TXN:              serve(txnCommand[*pb.CommandAddPartitionToTxn]),
-	pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN:           serve(txnCommand[*pb.CommandAddSubscriptionToTxn]),
-	pb.BaseCommand_END_TXN:                           serve(txnCommand[*pb.CommandEndTxn]),
+	pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:         serve((*conn).handleTcClientConnect),
+	pb.BaseCommand_NEW_TXN:                           serve((*conn).handleNewTxn),
+	pb.BaseCommand_ADD_PARTITION_TO_TXN:              serve(func(cn *conn, m *pb.CommandAddPartitionToTxn) { handleAddPartitionToTxn(cn, m) }),
+	pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN:           serve(func(cn *conn, m *pb.CommandAddSubscriptionToTxn) { handleAddSubscriptionToTxn(cn, m) }),
+	pb.BaseCommand_END_TXN:                           serve(func(cn *conn, m *pb.CommandEndTxn) { handleEndTxn(cn, m) }),
 }
 
 // serve makes a handler of a function of the command's body alone.

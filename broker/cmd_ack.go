@@ -1,6 +1,9 @@
 package broker
 
-import "github.com/streamrun/streamrun/pulsarwire/pb"
+import (
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+)
 
 // handleAck acknowledges messages, individually or cumulatively (refused
 // for Shared and Key_Shared, as Apache Pulsar does), whole entries or, with
@@ -13,11 +16,15 @@ func (cn *conn) handleAck(m *pb.CommandAck) {
 		cn.ackReply(m, pb.ServerError_ConsumerNotFound.Enum(), "Consumer not found")
 		return
 	}
+	s := c.sub
 	if inTxn(m.TxnidMostBits, m.TxnidLeastBits) {
-		cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), txnOffAckMessage)
+		if cn.c.txns == nil {
+			cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), txnOffAckMessage)
+			return
+		}
+		cn.ackInTxn(s, m)
 		return
 	}
-	s := c.sub
 	s.mu.Lock()
 	if m.GetAckType() == pb.CommandAck_Cumulative {
 		if !dispatcherOf(s.typ).ordered() {
@@ -61,4 +68,24 @@ func (s *subscription) anyPermits() bool {
 		}
 	}
 	return false
+}
+
+// ackInTxn holds an ACK's entries for its transaction
+// (subscription_txn.go) and answers when the client asked.
+func (cn *conn) ackInTxn(s *subscription, m *pb.CommandAck) {
+	id := pulsarwire.TxnID{Most: m.GetTxnidMostBits(), Least: m.GetTxnidLeastBits()}
+	s.mu.Lock()
+	if m.GetAckType() == pb.CommandAck_Cumulative && !dispatcherOf(s.typ).ordered() {
+		s.mu.Unlock()
+		cn.ackReply(m, pb.ServerError_NotAllowedError.Enum(), "Cumulative ack is not allowed for Shared/Key_Shared subscription")
+		return
+	}
+	code, msg, ok := s.ackInTxn(m, id)
+	s.mu.Unlock()
+	if !ok {
+		cn.log.Debug("transactional ACK refused", "subscription", s.name, "txn", id, "code", code.String(), "reason", msg)
+		cn.ackReply(m, code.Enum(), msg)
+		return
+	}
+	cn.ackReply(m, nil, "")
 }

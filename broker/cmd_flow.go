@@ -47,7 +47,7 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 	count := !dispatcherOf(s.typ).ordered()
 	redeliver := func(id uint64) {
 		pe, ok := s.pending[id]
-		if !ok || pe.c != c {
+		if !ok || pe.c != c || s.txnHeld(id) {
 			return
 		}
 		s.release(id, pe)

@@ -55,7 +55,13 @@ func (cn *conn) handlePartitionedMetadata(m *pb.CommandPartitionedTopicMetadata)
 		return
 	}
 	n := 0
-	if i, _ := t.PartitionIndex(); i < 0 {
+	if t.String() == pulsarwire.TxnCoordinatorTopic {
+		// The coordinators: one with transactions on, as Apache Pulsar
+		// standalone makes it; none (transactions off) else.
+		if cn.c.txns != nil {
+			n = 1
+		}
+	} else if i, _ := t.PartitionIndex(); i < 0 {
 		if p, ok := cn.c.partitions(t.String()); ok {
 			n = p
 		} else if cn.c.opts.DisableTopicAutoCreation && !cn.c.topicExists(t) {

@@ -182,7 +182,8 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, pb.ServerError_UnknownError, "SEND without a message")
 		return true
 	}
-	if inTxn(s.TxnidMostBits, s.TxnidLeastBits) {
+	txn := inTxn(s.TxnidMostBits, s.TxnidLeastBits)
+	if txn && cn.c.txns == nil {
 		cn.sendFailed(s, pb.ServerError_NotAllowedError, txnOffSendMessage)
 		return true
 	}
@@ -192,7 +193,18 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.sendFailed(s, p.broken.GetError(), p.broken.GetMessage())
 		return true
 	}
-	id, err := p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
+	var id uint64
+	var err error
+	if txn {
+		var refused *errTxn
+		if id, refused, err = cn.sendInTxn(p, f, s); refused != nil {
+			cn.log.Debug("transactional SEND refused", "topic", p.topic.name, "code", refused.code.String(), "reason", refused.msg)
+			cn.sendFailed(s, refused.code, refused.msg)
+			return true
+		}
+	} else {
+		id, err = p.topic.publish(f.Entry, int64(f.Metadata.GetPublishTime()), s.GetNumMessages())
+	}
 	if err != nil {
 		code, msg := appendFailure(p.topic, err)
 		cn.log.Error("append failed; refusing this producer's messages until it reconnects", "topic", p.topic.name, "producer", p.name, "err", err)

@@ -75,7 +75,19 @@ func (cn *conn) handleGetLastMessageID(m *pb.CommandGetLastMessageId) {
 		Partition:  proto.Int32(t.partition),
 		BatchIndex: proto.Int32(-1),
 	}
-	if next > 0 {
+	if cn.c.txns != nil {
+		// Nothing past an open transaction's first entry, no marker, no
+		// aborted entry: the last a consumer could be given (Apache
+		// Pulsar's last dispatchable position; -1:-1 when there is none).
+		if id, info, ok := t.lastDispatchable(); ok {
+			last.EntryId = proto.Uint64(id)
+			if info.batched {
+				last.BatchIndex = proto.Int32(info.numMessages - 1)
+			}
+		} else {
+			last.LedgerId = proto.Uint64(noRequest)
+		}
+	} else if next > 0 {
 		last.EntryId = proto.Uint64(next - 1)
 		es, err := t.log.Read(next-1, 1, maxReadBytes)
 		if err == nil && len(es) == 1 {

@@ -24,6 +24,10 @@ type entryInfo struct {
 	key         []byte
 	publishTime uint64
 	deliverAt   int64 // deliver_at_time, ms; 0 when absent
+	marker      int32 // marker_type; 0 when absent (a message)
+	// txn is the transaction the entry was published in, when inTxn.
+	txn   pulsarwire.TxnID
+	inTxn bool
 }
 
 var errBadEntry = errors.New("stored entry is not a message")
@@ -63,6 +67,12 @@ func scanEntry(entry []byte) (entryInfo, error) {
 			partitionKey = body
 		case num == 18 && typ == protowire.BytesType: // ordering_key
 			orderingKey = body
+		case num == 20 && typ == protowire.VarintType: // marker_type
+			info.marker = int32(v)
+		case num == 22 && typ == protowire.VarintType: // txnid_least_bits
+			info.txn.Least, info.inTxn = v, true
+		case num == 23 && typ == protowire.VarintType: // txnid_most_bits
+			info.txn.Most = v
 		}
 	}
 	if info.numMessages < 1 {

@@ -81,12 +81,17 @@ func (s *subscription) planRound() (roundPlan, bool) {
 	}
 	p := roundPlan{d: d, epoch: s.epoch, from: s.readPos}
 	p.replayIDs = s.replay.first(min(budget, maxReadEntries))
-	p.readNew = p.from < s.t.log.Next() && d.readNew(s, len(p.replayIDs), budget)
+	end := s.t.readEnd()
+	p.readNew = p.from < end && d.readNew(s, len(p.replayIDs), budget)
 	// Read as many entries as the permits will take (entries hold
 	// avgMsgs messages on average), and what the next FLOW will (kept in
 	// s.ahead), not a fixed amount: a batch-heavy topic would otherwise
 	// read far more than it sends.
 	p.n = min(int(float64(int64(max(budget-len(p.replayIDs), 1))+s.lastFlow)/s.avgMsgs)+1, maxReadEntries)
+	if p.readNew {
+		// Not past an open transaction's first entry.
+		p.n = int(min(uint64(p.n), end-p.from))
+	}
 	if p.readNew && len(s.ahead) > 0 && s.aheadEpoch == p.epoch && s.ahead[0].ID == p.from {
 		p.fresh, p.readNew = s.ahead, false // what the last round read and did not send
 	}
@@ -102,12 +107,13 @@ func (s *subscription) planRound() (roundPlan, bool) {
 // that is once per entry. Only with an empty replay queue (it goes
 // first) and after the consumers have sent a FLOW; s.mu held.
 func (s *subscription) prefetchPlan(d dispatcher) (roundPlan, bool) {
-	if s.lastFlow <= 0 || s.replay.len() > 0 || s.readPos >= s.t.log.Next() ||
+	end := s.t.readEnd()
+	if s.lastFlow <= 0 || s.replay.len() > 0 || s.readPos >= end ||
 		(len(s.ahead) > 0 && s.aheadEpoch == s.epoch && s.ahead[0].ID == s.readPos) {
 		return roundPlan{}, false
 	}
 	s.ahead = nil
-	n := min(int(float64(prefetchFlows*s.lastFlow)/s.avgMsgs)+1, maxReadEntries)
+	n := int(min(uint64(min(int(float64(prefetchFlows*s.lastFlow)/s.avgMsgs)+1, maxReadEntries)), end-s.readPos))
 	return roundPlan{d: d, epoch: s.epoch, from: s.readPos, readNew: true, n: n, prefetch: true}, true
 }
 
@@ -179,7 +185,7 @@ func (s *subscription) sendReplayed(d dispatcher, r roundRead, blocked map[int32
 		if !s.replay.contains(e.ID) {
 			continue
 		}
-		if s.isAcked(e.ID) {
+		if s.isAcked(e.ID) || s.txnHeld(e.ID) {
 			s.unqueue(e.ID)
 			continue
 		}
@@ -211,11 +217,19 @@ func (s *subscription) sendFresh(d dispatcher, fresh []store.Entry, blocked map[
 			progress = true
 			continue
 		}
-		if _, inFlight := s.pending[e.ID]; inFlight {
+		if _, inFlight := s.pending[e.ID]; inFlight || s.txnHeld(e.ID) {
 			s.readPos = e.ID + 1
 			continue
 		}
 		info := entryOf(e)
+		if s.t.txns.hidden(info) {
+			// A transaction's marker, or an entry of an aborted one:
+			// never dispatched, acknowledged at once (as Apache Pulsar).
+			s.readPos = e.ID + 1
+			s.ackEntry(e.ID)
+			progress = true
+			continue
+		}
 		if s.delay(d, e, info) {
 			progress = true
 			continue

@@ -122,6 +122,15 @@ type Options struct {
 	// SuperUserRoles may do everything. Default none.
 	SuperUserRoles []string
 
+	// Transactions turns Pulsar's transactions on, as Apache Pulsar's
+	// transactionCoordinatorEnabled=true does: one transaction coordinator
+	// (the one partition of persistent://pulsar/system/transaction_coordinator_assign,
+	// as Apache Pulsar standalone makes it), transactional SEND and ACK,
+	// the abort of a transaction past its timeout (broker/README.md
+	// "Transactions"). Default false, as Apache Pulsar's: coordinator
+	// commands and transactional SENDs and ACKs are refused.
+	Transactions bool
+
 	// Retention is how long entries are kept once no subscription needs
 	// them: acknowledged by every subscription or, on a topic without
 	// subscriptions, published (a topic nobody subscribes to keeps no

@@ -64,6 +64,9 @@ type subscription struct {
 	consumerSeq uint64
 	readErrs    int
 	out         counter // dispatched, for the admin API
+	// Acknowledgements held by transactions (subscription_txn.go).
+	txnAcks map[uint64]pulsarwire.TxnID
+	txnCum  *txnCumAck
 }
 
 type pendingEntry struct {
@@ -444,7 +447,9 @@ func (s *subscription) removeConsumer(c *consumer) {
 	for id, pe := range s.pending {
 		if pe.c == c {
 			s.release(id, pe)
-			s.addReplay(id, pe.hash)
+			if !s.txnHeld(id) {
+				s.addReplay(id, pe.hash)
+			}
 		}
 	}
 	if s.selector != nil {

@@ -37,6 +37,8 @@ type topic struct {
 	subList   atomic.Pointer[[]*subscription] // read by publish without the lock
 
 	in, out counter // published; dispatched to any subscription
+
+	txns txnBuffer // its transactions (topic_txn.go)
 }
 
 // errNotOwner: a producer or consumer reached a broker that does not own
@@ -121,9 +123,14 @@ func (c *Cluster) topicFor(t pulsarwire.Topic, create bool) (*topic, error) {
 		producers: make(map[*producer]struct{}),
 		subs:      make(map[string]*subscription),
 	}
+	tp.txns.init(tp)
+	tp.txns.loadAborted()
 	subs, schemas, err := tp.readState()
 	if err != nil {
 		return nil, err
+	}
+	if c.txns != nil {
+		c.txns.restore(tp, subs)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,7 +197,20 @@ func (t *topic) publishSubs() {
 // not yet durable nor readable: the caller waits for store.Log.SyncTo, then
 // calls wakeSubs.
 func (t *topic) publish(entry []byte, publishTime int64, msgs int32) (uint64, error) {
+	return t.publishIn(nil, entry, publishTime, msgs)
+}
+
+// publishIn is publish for an entry of transaction txn (nil: none): the
+// transaction's first entry here is told to the coordinator first (see
+// txnBuffer.joinLocked).
+func (t *topic) publishIn(txn *pulsarwire.TxnID, entry []byte, publishTime int64, msgs int32) (uint64, error) {
 	t.pubMu.Lock()
+	if txn != nil {
+		if err := t.txns.joinLocked(*txn); err != nil {
+			t.pubMu.Unlock()
+			return 0, err
+		}
+	}
 	if publishTime < t.lastPublish {
 		publishTime = t.lastPublish
 	}
@@ -470,6 +490,7 @@ func (t *topic) trim() {
 			t.c.log.Warn("trim failed", "topic", t.name, "err", err)
 		}
 		t.c.freed(before - t.log.Size())
+		t.txns.trimAborted(t.log.First())
 	}
 }
 

@@ -62,6 +62,7 @@ type brokerArgs struct {
 	http    string // host:port of the admin API
 	data    string // --data; empty: --memory
 	brokers int    // --brokers; 0 or 1: one broker
+	txns    bool   // --transactions
 }
 
 func (a brokerArgs) argv() []string {
@@ -73,6 +74,9 @@ func (a brokerArgs) argv() []string {
 	}
 	if a.brokers > 1 {
 		argv = append(argv, "--brokers", strconv.Itoa(a.brokers))
+	}
+	if a.txns {
+		argv = append(argv, "--transactions")
 	}
 	return argv
 }

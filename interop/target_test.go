@@ -43,6 +43,9 @@ func runMain(m *testing.M) int {
 	defer removeBinary()
 	defer stop()
 	code := m.Run()
+	if txnStop != nil {
+		txnStop()
+	}
 	if brokerLog != nil {
 		brokerLog.Close()
 		if code != 0 {

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 )
 
@@ -25,13 +27,20 @@ import (
 // aborts (or times out) comes again; a second transaction acknowledging
 // the same message is refused with TransactionConflict.
 
-// txnTarget is the broker the transaction tests use: on the pulsar
-// target, Apache Pulsar's standalone with transactions on
-// (STREAMRUN_PULSAR_TXN_URL, from `scripts/pulsar start --name txn`).
+// txnTarget is the broker the transaction tests use, one with
+// transactions on beside the suite's target (which has them off, as
+// Apache Pulsar by default): on the pulsar target, the standalone
+// STREAMRUN_PULSAR_TXN_URL names (`scripts/pulsar start --name txn`);
+// on the others, a broker of the same kind started with transactions on
+// the first time a test asks (startTxnTarget), stopped after the suite.
 func txnTarget(t *testing.T) *target {
 	t.Helper()
 	if tgt.name != "pulsar" {
-		t.Skipf("transactions: the embedded broker does not speak them yet; target is %s", tgt.name)
+		txnOnce.Do(func() { txnTgt, txnErr = startTxnTarget() })
+		if txnErr != nil {
+			t.Fatalf("start a broker with transactions on: %v", txnErr)
+		}
+		return txnTgt
 	}
 	url := os.Getenv("STREAMRUN_PULSAR_TXN_URL")
 	if url == "" {
@@ -39,6 +48,47 @@ func txnTarget(t *testing.T) *target {
 			`eval "$(scripts/pulsar start --name txn)" sets STREAMRUN_PULSAR_TXN_URL and _HTTP`)
 	}
 	return &target{name: "pulsar", serviceURL: url, adminURL: httpURL(envOr("STREAMRUN_PULSAR_TXN_HTTP", "http://127.0.0.1:8281"))}
+}
+
+var (
+	txnOnce sync.Once
+	txnTgt  *target
+	txnErr  error
+	// txnStop stops the broker startTxnTarget started; nil when none.
+	txnStop func()
+)
+
+// startTxnTarget starts a broker of the suite's kind (in this process, or
+// a `streamrun broker` process) with transactions on.
+func startTxnTarget() (*target, error) {
+	brokers, err := brokerCount()
+	if err != nil {
+		return nil, err
+	}
+	if tgt.name == "process" {
+		listen, http, err := freeBrokerAddrs(brokers)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		b, err := startBrokerProcess(ctx, brokerArgs{listen: listen, http: http, brokers: brokers, txns: true}, processLog())
+		if err != nil {
+			return nil, err
+		}
+		txnStop = func() { b.stop(30 * time.Second) }
+		return &target{name: "process", serviceURL: b.serviceURL, adminURL: b.adminURL}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := brokertest.StartMain(ctx, processLog(), slog.LevelDebug, func(o *broker.Options) {
+		o.Brokers, o.Transactions = brokers, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	txnStop = func() { c.Close() }
+	return &target{name: "embedded", serviceURL: c.ServiceURL(), adminURL: httpURL(c.AdminURL())}, nil
 }
 
 // txnClient is an official Go client with transactions on, connected to
@@ -86,15 +136,21 @@ func TestTransactionsOff(t *testing.T) {
 // and not before; a message published outside it after its first message
 // waits with it, because the broker delivers nothing past an open
 // transaction's first message.
+//
+// Outside means by another producer: pulsar-client-go v0.19's batching
+// producer keeps the transaction's id on the SENDs of its later batches
+// (fixed with apache/pulsar-client-go#1498 by the open
+// apache/pulsar-client-go#1499), which puts them in the transaction.
 func TestTxnCommitMakesMessagesVisible(t *testing.T) {
 	ctx := testContext(t)
 	c := txnClient(t)
 	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "txn", Type: pulsar.Shared})
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	plain := newProducer(t, c, pulsar.ProducerOptions{Topic: topic})
 	txn := newTxn(t, c, time.Minute)
 	sendTxn(ctx, t, p, txn, 10, 0)
-	sendPlain(ctx, t, p, 1, 10)
+	sendPlain(ctx, t, plain, 1, 10)
 	expectNothing(ctx, t, cons, time.Second)
 	if err := txn.Commit(ctx); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -121,9 +177,10 @@ func TestTxnAbortHidesMessages(t *testing.T) {
 	topic := brokertest.TopicName(t)
 	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "txn", Type: pulsar.Shared})
 	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic})
+	plain := newProducer(t, c, pulsar.ProducerOptions{Topic: topic}) // see TestTxnCommitMakesMessagesVisible
 	txn := newTxn(t, c, time.Minute)
 	sendTxn(ctx, t, p, txn, 5, 0)
-	sendPlain(ctx, t, p, 1, 5)
+	sendPlain(ctx, t, plain, 1, 5)
 	expectNothing(ctx, t, cons, time.Second)
 	if err := txn.Abort(ctx); err != nil {
 		t.Fatalf("abort: %v", err)
@@ -187,10 +244,8 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	inCons := subscribe(t, c, pulsar.ConsumerOptions{Topic: in, SubscriptionName: "txn", Type: pulsar.Shared})
 	outCons := subscribe(t, c, pulsar.ConsumerOptions{Topic: out, SubscriptionName: "txn", Type: pulsar.Shared})
 	inP := newProducer(t, c, pulsar.ProducerOptions{Topic: in, DisableBatching: true})
-	// Unbatched: on Apache Pulsar 4.0.8 a batched entry of a transaction
-	// its timeout aborted stalls the subscription that received it
-	// (KNOWN_GAPS.md).
-	outP := newProducer(t, c, pulsar.ProducerOptions{Topic: out, DisableBatching: true})
+	outP := newProducer(t, c, pulsar.ProducerOptions{Topic: out})
+	plain := newProducer(t, c, pulsar.ProducerOptions{Topic: out}) // see TestTxnCommitMakesMessagesVisible
 	sendPlain(ctx, t, inP, 1, 0)
 	m := receive(ctx, t, inCons)
 
@@ -212,7 +267,7 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if err := txn.Commit(ctx); err == nil {
 		t.Fatal("commit of a timed-out transaction succeeded")
 	}
-	sendPlain(ctx, t, outP, 1, 200)
+	sendPlain(ctx, t, plain, 1, 200)
 	if tgt.name == "pulsar" {
 		// apache/pulsar-client-go#1498, as in TestTxnAbortHidesMessages.
 		checkSequence(t, receiveN(ctx, t, outCons, 3, true), 100)

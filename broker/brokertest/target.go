@@ -60,14 +60,14 @@ func Target(t testing.TB, opts ...func(*broker.Options)) *Peer {
 }
 
 // TxnTarget returns the peer of a test of transactions, a broker with
-// them on: on Apache Pulsar (STREAMRUN_PULSAR_URL set) the one
-// STREAMRUN_PULSAR_TXN_URL names, the test skipped when it is unset; the
-// embedded broker does not speak transactions yet, so there the test is
-// skipped too.
+// them on: an embedded cluster started with Options.Transactions (opts
+// applied), or on Apache Pulsar (STREAMRUN_PULSAR_URL set) the one
+// STREAMRUN_PULSAR_TXN_URL names, the test skipped when it is unset.
 func TxnTarget(t testing.TB, opts ...func(*broker.Options)) *Peer {
 	t.Helper()
 	if PulsarURL() == "" {
-		t.Skip("transactions: the embedded broker does not speak them yet")
+		on := func(o *broker.Options) { o.Transactions = true }
+		return startPeer(t, LogWriter(t, "broker"), append([]func(*broker.Options){on}, opts...))
 	}
 	u := os.Getenv(PulsarTxnURLEnv)
 	if u == "" {

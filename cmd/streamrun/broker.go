@@ -65,6 +65,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		syncW     = fs.Bool("sync", false, "fsync every message before its receipt (survives a machine crash, not only kill -9)")
 		retention = fs.Duration("retention", time.Minute, "how long messages no subscription needs are kept (acknowledged by all, or on a topic without subscriptions); -1s: keep everything")
 		brokers   = fs.Int("brokers", 1, "number of brokers in this process, each owning a share of the topics")
+		txns      = fs.Bool("transactions", false, "serve Pulsar transactions (Apache Pulsar's transactionCoordinatorEnabled; default off, as Pulsar's)")
 		tlsCert   = fs.String("tls-cert", "", "TLS certificate file (PEM): also serve pulsar+ssl://")
 		tlsKey    = fs.String("tls-key", "", "TLS private key file (PEM)")
 		tlsListen = fs.String("tls-listen", "127.0.0.1:6651", "address of broker 0's TLS port, with --tls-cert")
@@ -114,6 +115,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		Sync:           *syncW,
 		Retention:      *retention,
 		Brokers:        *brokers,
+		Transactions:   *txns,
 		TLSCertFile:    *tlsCert,
 		TLSKeyFile:     *tlsKey,
 		HTTPS:          *httpsAddr,
