@@ -159,8 +159,8 @@ func TestTxnCoordinatorAnswersAsApachePulsar(t *testing.T) {
 	wantOK(t, "ADD_SUBSCRIPTION", p.addSub(id, topic, "s"))
 	wantOK(t, "commit", p.endTxn(id, pb.TxnAction_COMMIT))
 	for what, r := range map[string]*pb.BaseCommand{
-		"commit again":                 p.endTxn(id, pb.TxnAction_COMMIT),
-		"abort after commit":           p.endTxn(id, pb.TxnAction_ABORT),
+		"commit again":                  p.endTxn(id, pb.TxnAction_COMMIT),
+		"abort after commit":            p.endTxn(id, pb.TxnAction_ABORT),
 		"ADD_PARTITION after commit":    p.addPartition(id, topic),
 		"ADD_SUBSCRIPTION after commit": p.addSub(id, topic, "s"),
 	} {
