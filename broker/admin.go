@@ -121,6 +121,7 @@ func (c adminAPI) adminHandler() http.Handler {
 	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
 	h("GET "+tp+"/internalStats", c.adminInternalStats)
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
+	c.transactionRoutes(h)
 	c.adminRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"reason": "Not supported by the streamrun broker: " + r.Method + " " + r.URL.Path})

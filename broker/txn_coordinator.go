@@ -121,6 +121,8 @@ type txnCoordinator struct {
 	// state.
 	saveMu sync.Mutex
 
+	started time.Time // when it recovered its records
+
 	mu       sync.Mutex
 	txns     map[uint64]*txnRecord
 	next     uint64 // the next id to give
@@ -130,7 +132,7 @@ type txnCoordinator struct {
 // newTxnCoordinator loads the stored transactions. Those whose end had
 // begun are finished by recover, once the brokers run.
 func newTxnCoordinator(c *Cluster) (*txnCoordinator, error) {
-	tc := &txnCoordinator{c: c, txns: map[uint64]*txnRecord{}}
+	tc := &txnCoordinator{c: c, txns: map[uint64]*txnRecord{}, started: time.Now()}
 	if v, ok, err := c.store.GetMeta(txnNextKey); err != nil {
 		return nil, err
 	} else if ok {

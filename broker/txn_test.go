@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +236,200 @@ func TestTxnPublishIsolation(t *testing.T) {
 	// it.
 	if last.GetEntryId() != 14 {
 		t.Errorf("last message id after the aborts: %v, want entry 14", last)
+	}
+}
+
+func conflictMsg(topic, sub string, id txnID, what string) string {
+	return "org.apache.pulsar.transaction.common.exception.TransactionConflictException: [" + topic + "][" + sub + "] Transaction:" + id.String() + " " + what
+}
+
+// Acknowledgements in a transaction: held until it ends, refused to any
+// other transaction (and to the same one again) with Apache Pulsar's
+// TransactionConflict messages; an abort sends them again, redelivery
+// count raised (Shared); a commit makes them final ("already acked
+// before" then). On Exclusive a cumulative acknowledgement held by one
+// transaction refuses another's. Deliberately unlike Apache Pulsar, an
+// acknowledgement in a transaction the coordinator does not have open is
+// refused with TransactionNotFound (Pulsar accepts it and holds the
+// message for good).
+func TestTxnAcksAsApachePulsar(t *testing.T) {
+	c := brokertest.Start(t, txnsOn)
+	p := dial(t, c.ServiceURL())
+	topic := brokertest.TopicName(t)
+	pid := p.producer(topic)
+	var ids []*pb.MessageIdData
+	for i := uint64(0); i < 4; i++ {
+		ids = append(ids, p.publish(pid, i, msg{payload: fmt.Sprint("m", i)}).GetMessageId())
+	}
+	cid := p.subscribe(topic, "s", pb.CommandSubscribe_Shared, earliest)
+	p.flow(cid, 100)
+	for range ids {
+		p.receive(cid)
+	}
+	at := func(i int) string { return fmt.Sprintf("%d:%d", ids[i].GetLedgerId(), ids[i].GetEntryId()) }
+	t1, t2 := p.newTxn(60000), p.newTxn(60000)
+	wantOK(t, "ack m0 in t1 (not registered: the broker registers it)", p.ackTxn(cid, t1, false, ids[0]))
+	wantRefusal(t, "ack m0 in t1 again", p.ackTxn(cid, t1, false, ids[0]), pb.ServerError_TransactionConflict,
+		conflictMsg(topic, "s", t1, "try to ack message:"+at(0)+" (ackSet is null) in pending ack status."))
+	wantRefusal(t, "ack m0 in t2", p.ackTxn(cid, t2, false, ids[0]), pb.ServerError_TransactionConflict,
+		conflictMsg(topic, "s", t2, "try to ack message:"+at(0)+" (ackSet is null) in pending ack status."))
+	wantOK(t, "ack m1 in t1", p.ackTxn(cid, t1, false, ids[1]))
+	wantOK(t, "ack m2 in t2", p.ackTxn(cid, t2, false, ids[2]))
+	unknown := txnID{Least: 987654}
+	wantRefusal(t, "ack in an unknown transaction", p.ackTxn(cid, unknown, false, ids[3]), pb.ServerError_TransactionNotFound, notFound(unknown))
+
+	wantOK(t, "abort t1", p.endTxn(t1, pb.TxnAction_ABORT))
+	for _, want := range []string{"m0", "m1"} {
+		if m := p.receive(cid); m.payload != want || m.redelivery != 1 {
+			t.Fatalf("after the abort got %v, want %s with redelivery count 1", m, want)
+		}
+	}
+	wantOK(t, "commit t2", p.endTxn(t2, pb.TxnAction_COMMIT))
+	wantRefusal(t, "ack m2 in t2 after its commit", p.ackTxn(cid, t2, false, ids[2]), pb.ServerError_TransactionConflict,
+		conflictMsg(topic, "s", t2, "try to ack message:"+at(2)+" (ackSet is null) already acked before."))
+	// Asking for everything unacknowledged again brings m0, m1 and m3,
+	// never m2.
+	p.send(&pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(cid)})
+	got := map[string]bool{}
+	for len(got) < 3 {
+		got[p.receive(cid).payload] = true
+	}
+	if got["m2"] || !got["m3"] {
+		t.Fatalf("after redelivering all: %v", got)
+	}
+
+	ex := brokertest.TopicName(t) + "-exclusive"
+	xpid := p.producer(ex)
+	var xids []*pb.MessageIdData
+	for i := uint64(0); i < 3; i++ {
+		xids = append(xids, p.publish(xpid, i, msg{payload: fmt.Sprint("x", i)}).GetMessageId())
+	}
+	xcid := p.subscribe(ex, "s", pb.CommandSubscribe_Exclusive, earliest)
+	p.flow(xcid, 100)
+	for range xids {
+		p.receive(xcid)
+	}
+	t3, t4 := p.newTxn(60000), p.newTxn(60000)
+	wantOK(t, "cumulative ack of x1 in t3", p.ackTxn(xcid, t3, true, xids[1]))
+	wantRefusal(t, "cumulative ack of x2 in t4", p.ackTxn(xcid, t4, true, xids[2]), pb.ServerError_TransactionConflict,
+		conflictMsg(ex, "s", t4, fmt.Sprintf("try to cumulative batch ack position: %d:2 within range of current currentPosition: %d:1", xids[2].GetLedgerId(), xids[1].GetLedgerId())))
+	wantOK(t, "commit t3", p.endTxn(t3, pb.TxnAction_COMMIT))
+	wantOK(t, "cumulative ack of x2 in t4 after t3 committed", p.ackTxn(xcid, t4, true, xids[2]))
+	wantOK(t, "commit t4", p.endTxn(t4, pb.TxnAction_COMMIT))
+	p.send(&pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(xcid)})
+	p.noMessage(xcid, 300*time.Millisecond)
+}
+
+// A transaction past its timeout is aborted by the broker: what it
+// acknowledged comes again, what it published is never delivered, and
+// the coordinator no longer knows it. Deliberately unlike Apache Pulsar,
+// a SEND in it afterwards is refused (TransactionNotFound); Pulsar stores
+// it, hidden.
+func TestTxnTimeoutAbortsAsApachePulsar(t *testing.T) {
+	c := brokertest.Start(t, txnsOn)
+	p := dial(t, c.ServiceURL())
+	in, out := brokertest.TopicName(t)+"-in", brokertest.TopicName(t)+"-out"
+	inPid, outPid := p.producer(in), p.producer(out)
+	m := p.publish(inPid, 0, msg{payload: "in"}).GetMessageId()
+	inCid := p.subscribe(in, "s", pb.CommandSubscribe_Shared, earliest)
+	outCid := p.subscribe(out, "s", pb.CommandSubscribe_Shared, earliest)
+	p.flow(inCid, 10)
+	p.flow(outCid, 10)
+	p.receive(inCid)
+	id := p.newTxn(300)
+	wantOK(t, "SEND in the transaction", p.sendTxn(outPid, 0, msg{payload: "lost"}, id, true))
+	wantOK(t, "ack in the transaction", p.ackTxn(inCid, id, false, m))
+	if again := p.receive(inCid); again.payload != "in" || again.redelivery != 1 {
+		t.Fatalf("after the timeout got %v", again)
+	}
+	wantRefusal(t, "commit after the timeout", p.endTxn(id, pb.TxnAction_COMMIT), pb.ServerError_TransactionNotFound, notFound(id))
+	wantRefusal(t, "SEND after the timeout", p.sendTxn(outPid, 1, msg{payload: "late"}, id, true), pb.ServerError_TransactionNotFound, notFound(id))
+	p.publish(outPid, 2, msg{payload: "after"})
+	if got := p.receive(outCid); got.payload != "after" {
+		t.Fatalf("on the output topic got %v", got)
+	}
+}
+
+// With --data, kill -9 of the broker: a committed transaction's messages
+// and acknowledgements stay; an open one is open again, and its timeout
+// aborts it (as Apache Pulsar's coordinator recovers it): what it
+// published never comes, what it acknowledged comes again.
+func TestTxnSurvivesKillNine(t *testing.T) {
+	dir := t.TempDir()
+	bp := startProcess(t, "--data", dir, "--transactions")
+	p := dial(t, bp.serviceURL)
+	in, out := "persistent://public/default/txn-in", "persistent://public/default/txn-out"
+	inPid, outPid := p.producer(in), p.producer(out)
+	var ins []*pb.MessageIdData
+	for i := uint64(0); i < 2; i++ {
+		ins = append(ins, p.publish(inPid, i, msg{payload: fmt.Sprint("in", i)}).GetMessageId())
+	}
+	inCid := p.subscribe(in, "s", pb.CommandSubscribe_Shared, earliest)
+	p.flow(inCid, 10)
+	p.receive(inCid)
+	p.receive(inCid)
+	committed := p.newTxn(600000)
+	wantOK(t, "SEND in the committed one", p.sendTxn(outPid, 0, msg{payload: "committed"}, committed, true))
+	wantOK(t, "ack in0 in the committed one", p.ackTxn(inCid, committed, false, ins[0]))
+	wantOK(t, "commit", p.endTxn(committed, pb.TxnAction_COMMIT))
+	open := p.newTxn(3000)
+	wantOK(t, "SEND in the open one", p.sendTxn(outPid, 1, msg{payload: "open"}, open, true))
+	wantOK(t, "ack in1 in the open one", p.ackTxn(inCid, open, false, ins[1]))
+	p.publish(outPid, 2, msg{payload: "plain"})
+	bp.cmd.Process.Kill()
+	bp.wait(t)
+	p.close()
+
+	bp2 := startProcess(t, "--data", dir, "--transactions")
+	q := dial(t, bp2.serviceURL)
+	outCid := q.subscribe(out, "check", pb.CommandSubscribe_Exclusive, earliest)
+	q.flow(outCid, 10)
+	if m := q.receive(outCid); m.payload != "committed" {
+		t.Fatalf("first on the output topic after the restart: %v", m)
+	}
+	inCid2 := q.subscribe(in, "s", pb.CommandSubscribe_Shared)
+	q.flow(inCid2, 10)
+	// The open transaction holds in1 and everything on the output topic
+	// after its entry until its timeout aborts it.
+	q.noMessage(outCid, 500*time.Millisecond)
+	if m := q.receive(inCid2); m.payload != "in1" {
+		t.Fatalf("after the open transaction's timeout the input topic gave %v, want in1 (in0 was acknowledged by the commit)", m)
+	}
+	if m := q.receive(outCid); m.payload != "plain" {
+		t.Fatalf("after the abort the output topic gave %v, want plain", m)
+	}
+	wantRefusal(t, "commit the aborted one", q.endTxn(open, pb.TxnAction_COMMIT), pb.ServerError_TransactionNotFound, notFound(open))
+}
+
+// With transactions off the admin API's transaction endpoints answer 503
+// in Apache Pulsar's words; with them on, a bad id is a 400 and an
+// unknown transaction a 404 with the coordinator's message.
+func TestTxnAdminEndpoints(t *testing.T) {
+	get := func(base, path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	off := brokertest.Start(t)
+	for _, path := range []string{"/coordinators", "/coordinatorStats", "/transactionMetadata/0/1", "/slowTransactions/1000"} {
+		code, body := get(off.AdminURL(), "/admin/v3/transactions"+path)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "This Broker is not configured with transactionCoordinatorEnabled=true.") {
+			t.Errorf("%s with transactions off: %d %s", path, code, body)
+		}
+	}
+	on := brokertest.Start(t, txnsOn)
+	if code, body := get(on.AdminURL(), "/admin/v3/transactions/transactionMetadata/0/x"); code != http.StatusBadRequest {
+		t.Errorf("a bad id: %d %s", code, body)
+	}
+	if code, body := get(on.AdminURL(), "/admin/v3/transactions/transactionMetadata/0/7"); code != http.StatusNotFound || !strings.Contains(body, notFound(txnID{Least: 7})) {
+		t.Errorf("an unknown transaction: %d %s", code, body)
+	}
+	if code, body := get(on.AdminURL(), "/admin/v3/transactions/coordinatorStats?coordinatorId=0"); code != http.StatusOK || !strings.Contains(body, `"state":"Ready"`) {
+		t.Errorf("coordinator 0's stats: %d %s", code, body)
 	}
 }

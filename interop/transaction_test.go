@@ -2,8 +2,12 @@ package interop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -308,4 +312,70 @@ func TestTxnAckConflict(t *testing.T) {
 		t.Fatal("commit of the transaction whose ack was refused succeeded")
 	}
 	expectNothing(ctx, t, cons, time.Second)
+}
+
+// The admin API's transaction endpoints, as Apache Pulsar answers them:
+// the coordinators, their stats (one open transaction counted), an open
+// transaction's metadata (its status, timeout, the topics it published
+// to, the subscriptions it acknowledged on), 404 for one that ended.
+func TestTxnAdminStats(t *testing.T) {
+	ctx := testContext(t)
+	tt := txnTarget(t)
+	c := txnClient(t)
+	topic := brokertest.TopicName(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "txn", Type: pulsar.Shared})
+	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	sendPlain(ctx, t, p, 1, 0)
+	m := receive(ctx, t, cons)
+	txn := newTxn(t, c, time.Minute)
+	sendTxn(ctx, t, p, txn, 1, 1)
+	if err := cons.AckWithTxn(m, txn); err != nil {
+		t.Fatal(err)
+	}
+	admin := &brokertest.Peer{Admin: tt.adminURL}
+	var coords []struct {
+		ID               int    `json:"id"`
+		BrokerServiceURL string `json:"brokerServiceUrl"`
+	}
+	json.Unmarshal(admin.AdminDo(t, "GET", "/admin/v3/transactions/coordinators", ""), &coords)
+	if len(coords) != 1 || coords[0].ID != 0 || !strings.HasPrefix(coords[0].BrokerServiceURL, "pulsar://") {
+		t.Errorf("coordinators: %+v", coords)
+	}
+	var stats map[string]struct {
+		State          string `json:"state"`
+		OngoingTxnSize int    `json:"ongoingTxnSize"`
+		LeastSigBits   uint64 `json:"leastSigBits"`
+	}
+	json.Unmarshal(admin.AdminDo(t, "GET", "/admin/v3/transactions/coordinatorStats", ""), &stats)
+	id := txn.GetTxnID()
+	if s, ok := stats["0"]; !ok || s.State != "Ready" || s.OngoingTxnSize < 1 || s.LeastSigBits < id.LeastSigBits {
+		t.Errorf("coordinator stats: %+v", stats)
+	}
+	path := fmt.Sprintf("/admin/v3/transactions/transactionMetadata/%d/%d", id.MostSigBits, id.LeastSigBits)
+	var md struct {
+		TxnID              string                     `json:"txnId"`
+		Status             string                     `json:"status"`
+		TimeoutAt          int64                      `json:"timeoutAt"`
+		ProducedPartitions map[string]json.RawMessage `json:"producedPartitions"`
+		AckedPartitions    map[string]map[string]any  `json:"ackedPartitions"`
+	}
+	json.Unmarshal(admin.AdminDo(t, "GET", path, ""), &md)
+	if md.TxnID != fmt.Sprintf("(%d,%d)", id.MostSigBits, id.LeastSigBits) || md.Status != "OPEN" || md.TimeoutAt != 60000 ||
+		md.ProducedPartitions[topic] == nil || md.AckedPartitions[topic]["txn"] == nil {
+		t.Errorf("metadata of an open transaction: %+v", md)
+	}
+	if err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", tt.adminURL+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf("The transaction with this txdID `(%d,%d)`not found ", id.MostSigBits, id.LeastSigBits)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), want) {
+		t.Errorf("metadata of a committed transaction: %d %s", resp.StatusCode, body)
+	}
 }

@@ -440,7 +440,10 @@ func (pp *partProducer) SendError(conn *connpool.Conn, e *pb.CommandSendError) {
 		pp.p.fail(fmt.Errorf("publish to %s: %w", pp.topic, err))
 		return
 	case pb.ServerError_NotAllowedError, pb.ServerError_InvalidTopicName, pb.ServerError_IncompatibleSchema,
-		pb.ServerError_AuthorizationError, pb.ServerError_ProducerFenced:
+		pb.ServerError_AuthorizationError, pb.ServerError_ProducerFenced,
+		// A SEND in a transaction that is not open (it ended, or its
+		// timeout aborted it): the entry fails, and so does its commit.
+		pb.ServerError_TransactionNotFound, pb.ServerError_InvalidTxnStatus, pb.ServerError_TransactionConflict:
 		// Final for this entry: fail it, carry on with the rest.
 		var failed *batch
 		if b := pp.pending.peek(); b != nil && b.firstSeq == e.GetSequenceId() {
