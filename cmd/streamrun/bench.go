@@ -7,14 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/internal/benchrun"
+	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -282,22 +281,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if f.count == 0 && f.duration == 0 {
 		f.duration = benchDuration
 	}
-	b, err := newBench(ctx, cmd, &f, fs.Changed("url"))
+	o, err := f.options(cmd, sub, fs.Changed("url"))
 	if err != nil {
 		return cmd.fail(err)
 	}
-	defer b.close()
+	b, err := benchrun.Start(ctx, o)
+	if err != nil {
+		return cmd.fail(adminUsage(err))
+	}
+	defer b.Close()
 	var res *benchrun.Result
 	switch sub {
 	case "produce":
-		res, err = b.produce(ctx)
+		res, err = b.Produce(ctx)
 	case "consume":
-		res, err = b.consume(ctx)
+		res, err = b.Consume(ctx)
 	default:
-		res, err = b.pipeline(ctx)
+		res, err = b.Pipeline(ctx)
 	}
 	if res != nil {
-		if werr := b.write(res); werr != nil && err == nil {
+		if werr := f.write(cmd, res); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -305,7 +308,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case err != nil && interrupted(ctx):
 		return cmd.fail(fmt.Errorf("%s: %w", interruptedMsg, err))
 	case err != nil:
-		return cmd.fail(err)
+		return cmd.fail(adminUsage(err))
 	case interrupted(ctx):
 		// The result printed is of the part that ran.
 		return cmd.fail(errors.New(interruptedMsg))
@@ -313,186 +316,79 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// bench is one run: its flags, the broker, the client.
-type bench struct {
-	cmd     cmdIO
-	f       *benchFlags
-	cluster *broker.Cluster // the embedded broker, nil with --url
-	dataDir string          // the embedded broker's, removed at the end
-	opts    pool.Options
-	client  *pool.Client
-	cond    benchrun.Conditions
-}
-
-// newBench starts the embedded broker unless urlSet, connects, and
-// creates the topic.
-func newBench(ctx context.Context, cmd cmdIO, f *benchFlags, urlSet bool) (*bench, error) {
-	b := &bench{cmd: cmd, f: f}
+// options are the run the flags ask for; sub is the subcommand.
+func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Options, error) {
 	clientLog, notice, err := f.loggers(cmd.stderr)
 	if err != nil {
-		return nil, err
+		return benchrun.Options{}, err
 	}
-	if !urlSet {
-		if err := b.startEmbedded(ctx); err != nil {
-			return nil, err
-		}
-		f.url = b.cluster.ServiceURL()
-	}
-	b.opts, err = f.clientFlags.options(clientLog, notice)
+	log, err := f.logger(cmd.stderr, slog.LevelWarn)
 	if err != nil {
-		b.close()
-		return nil, err
+		return benchrun.Options{}, err
 	}
-	b.opts.Producer = f.producerOptions()
-	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
-	defer cancel()
-	if b.client, err = pool.New(cctx, b.opts); err != nil {
-		b.close()
-		return nil, fmt.Errorf("connect to %s: %w", f.url, err)
-	}
-	if f.topic == "" {
-		f.topic = "persistent://public/default/bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	}
-	for _, t := range f.topicNames() {
-		if err := b.createTopic(ctx, t); err != nil {
-			b.close()
-			return nil, err
+	var tok string
+	if f.partitions > 1 { // the admin API creates the topics
+		if tok, err = readToken(f.token); err != nil {
+			return benchrun.Options{}, err
 		}
 	}
-	b.conditions(ctx, urlSet)
-	return b, nil
-}
-
-// startEmbedded starts a broker in this process on free ports.
-func (b *bench) startEmbedded(ctx context.Context) error {
-	log, err := b.f.logger(b.cmd.stderr, slog.LevelWarn)
-	if err != nil {
-		return err
-	}
-	opts := broker.Options{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Memory: b.f.memory, Sync: b.f.sync, Logger: log.With("embedded_broker", true)}
-	if !b.f.memory {
-		dir, err := os.MkdirTemp("", "streamrun-bench-")
-		if err != nil {
-			return fmt.Errorf("embedded broker: data directory: %w", err)
-		}
-		b.dataDir, opts.DataDir = dir, dir
-	}
-	c, err := broker.Start(ctx, opts)
-	if err != nil {
-		b.close()
-		return fmt.Errorf("embedded broker: %w", err)
-	}
-	b.cluster = c
-	b.f.adminURL = c.AdminURL()
-	return nil
-}
-
-// topicNames are the topics the run publishes to: --topic, or with
-// --topics or --pipelines N > 1, TOPIC-0 to TOPIC-(N-1).
-func (f *benchFlags) topicNames() []string {
-	n := max(f.topics, f.pipelines)
-	if n <= 1 {
-		return []string{f.topic}
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = f.topic + "-" + strconv.Itoa(i)
-	}
-	return out
-}
-
-// createTopic creates topic with --partitions partitions, when more than
-// one: unpartitioned topics are created on first use.
-func (b *bench) createTopic(ctx context.Context, topic string) error {
-	if b.f.partitions < 2 {
-		return nil
-	}
-	ca := ""
-	if strings.HasPrefix(b.f.adminURL, "https://") {
-		ca = b.f.tlsCA // the admin API of a cluster served over TLS shares its CA
-	}
-	a, err := newAdmin(b.f.adminURL, b.f.token, ca, b.f.connectTimeout)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	if err := a.CreateTopic(ctx, topic, b.f.partitions); err != nil {
-		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.f.partitions, b.f.adminURL, err)
-	}
-	return nil
-}
-
-// keyShared reports whether --subscription-type is KeyShared.
-func (f *benchFlags) keyShared() bool {
-	t, err := subscribe.ParseType(f.subType)
-	return err == nil && t == subscribe.KeyShared
-}
-
-// producerOptions are the producer settings the flags ask for.
-func (f *benchFlags) producerOptions() pool.ProducerOptions {
-	return pool.ProducerOptions{
-		MaxPendingMessages: f.maxPending,
-		Batching: pool.BatchingOptions{
-			Disabled: f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelay: f.batchDelay,
-			// As a run does for a KeyShared pipeline: the broker
-			// dispatches an entry whole, by its first key.
-			ByKey: f.keyShared(),
+	o := benchrun.Options{
+		Client: func(url string) (pool.Options, error) {
+			f.url = url
+			return f.clientFlags.options(clientLog, notice)
 		},
+		ConnectTimeout: f.connectTimeout,
+		Memory:         f.memory, Sync: f.sync,
+		Admin:   admin.Options{URL: f.adminURL, Token: tok, CAFile: f.tlsCA, Timeout: f.connectTimeout},
+		Logger:  log,
+		Version: readVersion().String(),
+		Topic:   f.topic, Topics: f.topics, Pattern: f.pattern, Pipelines: f.pipelines, Partitions: f.partitions,
+		Size: f.size, Rate: f.rate, Count: f.count, Duration: f.duration, Keys: f.keys,
+		Producer: pool.ProducerOptions{
+			MaxPendingMessages: f.maxPending,
+			Batching:           pool.BatchingOptions{Disabled: f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelay: f.batchDelay},
+		},
+		Subscription: f.subscription, ReceiverQueue: f.receiverQueue,
+		Earliest: f.position == "earliest", Produce: f.produce,
+		Handler: benchrun.HandlerOptions{Plugin: f.plugin, Package: f.pkg, InProcess: f.inProcess, Steps: f.steps,
+			BatchSize: f.batchSize, Instances: f.instances},
+		Progress: cmd.stderr, ProgressEvery: f.progress,
+		CloseTimeout: f.closeTimeout, DrainTimeout: f.drainTimeout,
 	}
-}
-
-// conditions records what the run is measured under.
-func (b *bench) conditions(ctx context.Context, external bool) {
-	f := b.f
-	c := &b.cond
-	c.FillHost(readVersion().String())
-	c.URL, c.Topic, c.Partitions = f.url, f.topic, f.partitions
-	c.Topics, c.Pattern, c.Pipelines = max(f.topics, f.pipelines, 1), f.pattern, f.pipelines
-	c.MessageSize, c.Keys, c.Rate, c.Count = f.size, f.keys, f.rate, f.count
-	c.DurationSeconds = f.duration.Seconds()
-	c.Batching = benchrun.Batching{Enabled: !f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelayMs: float64(f.batchDelay) / float64(time.Millisecond)}
-	c.MaxPending = f.maxPending
-	c.Broker = "embedded"
-	switch {
-	case external:
-		c.Broker = "external"
-	case f.memory:
-		c.BrokerDurability = "memory"
-	case f.sync:
-		c.BrokerDurability = "fsync"
-	default:
-		c.BrokerDurability = "write"
+	if urlSet {
+		o.ServiceURL = f.url
+	} else if _, err := f.clientFlags.options(clientLog, notice); err != nil {
+		return o, err // a bad flag is a usage error before a broker starts
 	}
-	if v, err := b.client.ServerVersion(ctx); err == nil {
-		c.BrokerVersion = v
+	if sub != "produce" {
+		o.Type, _ = subscribe.ParseType(f.subType) // checked
 	}
-}
-
-// close closes the client and stops the embedded broker.
-func (b *bench) close() {
-	if b.client != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), b.f.closeTimeout)
-		b.client.Close(ctx)
-		cancel()
-		b.client = nil
+	if sub == "pipeline" && !f.steps && f.plugin == "" && f.pkg == "" {
+		// streamrun itself serves the identity handler (`streamrun bench
+		// handler`).
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("find streamrun's own binary for the identity handler: %w", err)
+		}
+		o.Handler.Identity = []string{exe, "bench", "handler"}
 	}
-	if b.cluster != nil {
-		b.cluster.Close()
-		b.cluster = nil
-	}
-	if b.dataDir != "" {
-		os.RemoveAll(b.dataDir)
-		b.dataDir = ""
-	}
+	return o, nil
 }
 
 // write prints the result to stdout.
-func (b *bench) write(r *benchrun.Result) error {
-	if b.f.output == "json" {
-		if code := b.cmd.printJSON(b.cmd.stdout, r); code != exitOK {
+func (f *benchFlags) write(cmd cmdIO, r *benchrun.Result) error {
+	if f.output == "json" {
+		if code := cmd.printJSON(cmd.stdout, r); code != exitOK {
 			return fmt.Errorf("write the result")
 		}
 		return nil
 	}
-	return r.WriteText(b.cmd.stdout)
+	return r.WriteText(cmd.stdout)
+}
+
+// benchIdentityHandler serves the identity handler as a plugin process:
+// `streamrun bench handler`, started by `streamrun bench pipeline`.
+func benchIdentityHandler() int {
+	plugin.Serve(benchrun.IdentityHandler())
+	return exitOK
 }

@@ -202,14 +202,20 @@ func newAdmin(adminURL, token, tlsCA string, timeout time.Duration) (*admin.Clie
 		return nil, err
 	}
 	a, err := admin.New(admin.Options{URL: adminURL, Token: tok, CAFile: tlsCA, Timeout: timeout})
+	return a, adminUsage(err)
+}
+
+// adminUsage is err, or the usage error of the flag behind an
+// admin.OptionError in it.
+func adminUsage(err error) error {
 	var oe *admin.OptionError
-	if errors.As(err, &oe) {
-		if oe.Field == "CAFile" {
-			return nil, usagef("--tls-ca: %v", oe.Err)
-		}
-		return nil, usagef("--admin-url %v", oe.Err)
+	switch {
+	case !errors.As(err, &oe):
+		return err
+	case oe.Field == "CAFile":
+		return usagef("--tls-ca: %v", oe.Err)
 	}
-	return a, err
+	return usagef("--admin-url %v", oe.Err)
 }
 
 // readToken reads --token: "" (none), "file:PATH" or "env:VAR".

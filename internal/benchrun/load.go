@@ -1,4 +1,4 @@
-package main
+package benchrun
 
 import (
 	"context"
@@ -10,20 +10,18 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/streamrun/streamrun/internal/benchrun"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// publisher publishes the run's messages: --count of them, or for
-// --duration, at --rate, each payload stamped with its publish time
-// (benchrun.Payload), round-robin over its topics, keys round-robin over
-// --keys.
+// publisher publishes the run's messages: Count of them, or for
+// Duration, at Rate, each payload stamped with its publish time
+// (Payload), round-robin over its topics, keys round-robin over Keys.
 type publisher struct {
-	f     *benchFlags
+	o     *Options
 	ps    []*pool.Producer
-	meter *benchrun.Meter
+	meter *Meter
 	keys  []string
 
 	// receipts counts the receipts that came back (ok or not); ok the
@@ -34,8 +32,8 @@ type publisher struct {
 
 // newPublisher opens a producer per topic, some at a time: thousands of
 // topics one after the other would take a round trip each.
-func (b *bench) newPublisher(ctx context.Context, topics []string, m *benchrun.Meter) (*publisher, error) {
-	pub := &publisher{f: b.f, ps: make([]*pool.Producer, len(topics)), meter: m}
+func (b *Bench) newPublisher(ctx context.Context, topics []string, m *Meter) (*publisher, error) {
+	pub := &publisher{o: &b.o, ps: make([]*pool.Producer, len(topics)), meter: m}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(64)
 	for i, t := range topics {
@@ -51,37 +49,37 @@ func (b *bench) newPublisher(ctx context.Context, topics []string, m *benchrun.M
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	for i := range b.f.keys {
+	for i := range b.o.Keys {
 		pub.keys = append(pub.keys, "key-"+strconv.Itoa(i))
 	}
 	return pub, nil
 }
 
-// run publishes until --count or --duration or ctx ends, then waits up
-// to --close-timeout for the outstanding receipts. onReceipt, when not
+// run publishes until Count or Duration or ctx ends, then waits up
+// to CloseTimeout for the outstanding receipts. onReceipt, when not
 // nil, is called with each successful receipt and its send time. It
 // returns the number of messages sent.
 func (pub *publisher) run(ctx context.Context, onReceipt func(sent time.Time)) (int64, error) {
-	f := pub.f
+	o := pub.o
 	start := time.Now()
-	deadline := start.Add(f.duration)
+	deadline := start.Add(o.Duration)
 	var n int64
 	for ctx.Err() == nil {
-		if f.count > 0 && n >= f.count {
+		if o.Count > 0 && n >= o.Count {
 			break
 		}
 		now := time.Now()
-		if f.count == 0 && !now.Before(deadline) {
+		if o.Count == 0 && !now.Before(deadline) {
 			break
 		}
-		if f.rate > 0 {
-			due := start.Add(time.Duration(float64(n) / f.rate * float64(time.Second)))
+		if o.Rate > 0 {
+			due := start.Add(time.Duration(float64(n) / o.Rate * float64(time.Second)))
 			if wait := due.Sub(now); wait > 0 {
 				sleep(ctx, wait)
 				now = time.Now()
 			}
 		}
-		msg := pool.Message{Payload: benchrun.Payload(f.size, now)}
+		msg := pool.Message{Payload: Payload(o.Size, now)}
 		if len(pub.keys) > 0 {
 			msg.Key = pub.keys[n%int64(len(pub.keys))]
 		}
@@ -104,9 +102,9 @@ func (pub *publisher) run(ctx context.Context, onReceipt func(sent time.Time)) (
 	return n, pub.wait(n)
 }
 
-// wait waits up to --close-timeout for the receipts of n messages.
+// wait waits up to CloseTimeout for the receipts of n messages.
 func (pub *publisher) wait(n int64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), pub.f.closeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), pub.o.CloseTimeout)
 	defer cancel()
 	for _, p := range pub.ps {
 		if err := p.Flush(ctx); err != nil {
@@ -119,7 +117,7 @@ func (pub *publisher) wait(n int64) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%d of %d receipts from %s within --close-timeout %s", pub.receipts.Load(), n, pub.f.url, pub.f.closeTimeout)
+		return fmt.Errorf("%d of %d receipts from %s within --close-timeout %s", pub.receipts.Load(), n, pub.o.ServiceURL, pub.o.CloseTimeout)
 	}
 }
 
@@ -136,7 +134,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // receiver reads a consumer and measures each message, until ctx ends.
 type receiver struct {
 	cons  *subscribe.Consumer
-	meter *benchrun.Meter
+	meter *Meter
 }
 
 // run receives until ctx ends; a canceled ctx is its normal end.
@@ -152,7 +150,7 @@ func (r *receiver) run(ctx context.Context) error {
 		}
 		now := time.Now()
 		for _, m := range buf[:k] {
-			lat, from := benchrun.Since(now, m.Payload, m.PublishTime)
+			lat, from := Since(now, m.Payload, m.PublishTime)
 			r.meter.Received(len(m.Payload), lat, from)
 			if err := r.cons.Ack(ctx, m); err != nil {
 				return fmt.Errorf("ack on %s: %w", m.Topic, err)
@@ -164,7 +162,7 @@ func (r *receiver) run(ctx context.Context) error {
 
 // waitForMessages waits until the meter counted n messages, the receiver
 // stopped (failed), or timeout passed; it says which.
-func waitForMessages(m *benchrun.Meter, n int64, recvDone <-chan struct{}, timeout time.Duration) error {
+func waitForMessages(m *Meter, n int64, recvDone <-chan struct{}, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)

@@ -1,4 +1,4 @@
-package main
+package benchrun
 
 import (
 	"context"
@@ -12,24 +12,47 @@ import (
 	"time"
 
 	"github.com/streamrun/streamrun"
-	"github.com/streamrun/streamrun/internal/benchrun"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/runtime"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// benchPipelineName is the pipeline's name, in logs.
-const benchPipelineName = "bench"
+// pipelineName is the pipeline's name, in logs.
+const pipelineName = "bench"
 
-// pipeline measures a pipeline end to end: publish to the input topic,
+// HandlerOptions are the handler of a pipeline run: a plugin binary, a
+// Go package, the identity handler (as a plugin or in this process), or
+// no handler but steps. One of Plugin, Package, InProcess and Steps at
+// most; none: the identity handler as a plugin.
+type HandlerOptions struct {
+	// Plugin is a handler plugin binary; its config is {"output":
+	// OUTPUT_TOPIC}.
+	Plugin string
+	// Package is a handler as a Go package, built once.
+	Package string
+	// Identity is the command that serves IdentityHandler as a plugin: a
+	// binary and its arguments. Required unless Plugin, Package or Steps.
+	Identity []string
+	// InProcess runs IdentityHandler in this process, not as a plugin.
+	InProcess bool
+	// Steps: no handler, but a filter, a map and a route step in this
+	// process.
+	Steps bool
+	// BatchSize is the most messages in a batch to the handler;
+	// Instances the number of handler instances. Required.
+	BatchSize, Instances int
+}
+
+// Pipeline measures a pipeline end to end: publish to the input topic,
 // the host passes each message through the handler to the output topic,
 // and a consumer there measures the latency from publish time to the
-// output's arrival.
-func (b *bench) pipeline(ctx context.Context) (*benchrun.Result, error) {
-	f := b.f
-	m := benchrun.NewMeter()
-	ins := f.topicNames()
+// output's arrival. The pipeline runs through streamrun.Start, as
+// `streamrun run` runs a file.
+func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
+	o := &b.o
+	m := NewMeter()
+	ins := o.topicNames()
 	outs := make([]string, len(ins))
 	for i, in := range ins {
 		outs[i] = in + "-out"
@@ -37,17 +60,17 @@ func (b *bench) pipeline(ctx context.Context) (*benchrun.Result, error) {
 			return nil, err
 		}
 	}
-	ps, kind, err := f.pipelineSet(ins, outs)
+	ps, kind, err := o.pipelineSet(ins, outs)
 	if err != nil {
 		return nil, err
 	}
 	h := ps[0].Handler
-	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = f.topic+"-out", f.subscription, ps[0].Source.Type.Name(), f.receiverQueue
-	b.cond.Handler = &benchrun.Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: f.batchSize, Instances: f.instances}
+	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = o.Topic+"-out", o.Subscription, ps[0].Source.Type.Name(), o.ReceiverQueue
+	b.cond.Handler = &Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: o.Handler.BatchSize, Instances: o.Handler.Instances}
 
 	cons, err := subscribe.New(ctx, b.client, subscribe.Options{Topics: outs, Subscription: "bench-out", ReceiverQueue: 5000})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe to the outputs %s: %w", f.topic+"-out", err)
+		return nil, fmt.Errorf("subscribe to the outputs %s: %w", o.Topic+"-out", err)
 	}
 	defer b.closeConsumer(cons)
 	host, stopHost, err := b.startHost(ctx, ps, kind == "in-process")
@@ -66,26 +89,23 @@ func (b *bench) pipeline(ctx context.Context) (*benchrun.Result, error) {
 }
 
 // pipelineSet is the pipelines of the run, one per input topic.
-func (f *benchFlags) pipelineSet(ins, outs []string) ([]pipelines.Pipeline, string, error) {
-	ptyp, err := pipelines.ParseSubscriptionType(f.subType)
-	if err != nil {
-		return nil, "", usagef("--subscription-type: %v", err)
-	}
+func (o *Options) pipelineSet(ins, outs []string) ([]pipelines.Pipeline, string, error) {
 	ps := make([]pipelines.Pipeline, len(ins))
 	var kind string
 	for i := range ins {
-		var h pipelines.Handler
-		if h, kind, err = f.handler(outs[i]); err != nil {
+		h, k, err := o.Handler.handler(outs[i])
+		if err != nil {
 			return nil, "", err
 		}
-		name := benchPipelineName
+		kind = k
+		name := pipelineName
 		if len(ins) > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
 		ps[i] = pipelines.Pipeline{
 			Name: name,
 			Source: pipelines.Source{
-				Topics: []string{ins[i]}, Subscription: f.subscription, Type: ptyp, ReceiverQueue: f.receiverQueue,
+				Topics: []string{ins[i]}, Subscription: o.Subscription, Type: o.Type, ReceiverQueue: o.ReceiverQueue,
 			},
 			Handler: h,
 			Outputs: []string{outs[i]},
@@ -133,40 +153,37 @@ func benchSteps(out string) []pipelines.Step {
 	}
 }
 
-// handler is the pipeline's handler the flags ask for, and its kind.
-func (f *benchFlags) handler(out string) (pipelines.Handler, string, error) {
-	if f.steps {
-		return pipelines.Handler{BatchSize: f.batchSize, Instances: f.instances}, "steps", nil
+// handler is the pipeline's handler, and its kind.
+func (ho *HandlerOptions) handler(out string) (pipelines.Handler, string, error) {
+	if ho.Steps {
+		return pipelines.Handler{BatchSize: ho.BatchSize, Instances: ho.Instances}, "steps", nil
 	}
 	h := pipelines.Handler{
 		Config:    map[string]any{"output": out},
-		BatchSize: f.batchSize,
-		Instances: f.instances,
+		BatchSize: ho.BatchSize,
+		Instances: ho.Instances,
 	}
 	switch {
-	case f.plugin != "":
-		abs, err := filepath.Abs(f.plugin)
+	case ho.Plugin != "":
+		abs, err := filepath.Abs(ho.Plugin)
 		h.Plugin = abs
 		return h, "plugin", err
-	case f.pkg != "":
-		h.Package = f.pkg
-		if strings.HasPrefix(f.pkg, ".") {
-			abs, err := filepath.Abs(f.pkg)
+	case ho.Package != "":
+		h.Package = ho.Package
+		if strings.HasPrefix(ho.Package, ".") {
+			abs, err := filepath.Abs(ho.Package)
 			if err != nil {
 				return h, "", err
 			}
 			h.Package = abs
 		}
 		return h, "plugin", nil
+	case len(ho.Identity) == 0:
+		return h, "", errors.New("no command serves the identity handler")
 	}
-	// streamrun itself serves the identity handler (`streamrun bench
-	// handler`); in process, the same handler is called directly.
-	exe, err := os.Executable()
-	if err != nil {
-		return h, "", fmt.Errorf("find streamrun's own binary for the identity handler: %w", err)
-	}
-	h.Plugin, h.Args = exe, []string{"bench", "handler"}
-	if f.inProcess {
+	// In process, the same handler is called directly.
+	h.Plugin, h.Args = ho.Identity[0], ho.Identity[1:]
+	if ho.InProcess {
 		return h, "in-process", nil
 	}
 	return h, "plugin", nil
@@ -175,16 +192,16 @@ func (f *benchFlags) handler(out string) (pipelines.Handler, string, error) {
 // startHost runs the pipelines on the bench's client, through the entry
 // point of `streamrun run`, and waits until they consume. The returned
 // function stops them.
-func (b *bench) startHost(ctx context.Context, ps []pipelines.Pipeline, inProcess bool) (host *runtime.Host, stop func() error, err error) {
-	log, err := b.f.logger(b.cmd.stderr, slog.LevelWarn)
-	if err != nil {
-		return nil, nil, err
+func (b *Bench) startHost(ctx context.Context, ps []pipelines.Pipeline, inProcess bool) (host *runtime.Host, stop func() error, err error) {
+	log := b.o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	opts := streamrun.Options{Pipelines: []pipelines.File{{Pipelines: ps}}, Client: b.client, Logger: log}
 	if inProcess {
 		opts.LocalHandlers = map[string]func() plugin.Handler{}
 		for _, p := range ps {
-			opts.LocalHandlers[p.Name] = identityHandler
+			opts.LocalHandlers[p.Name] = IdentityHandler
 		}
 	}
 	r, err := streamrun.Start(ctx, opts)

@@ -1,0 +1,272 @@
+package benchrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/streamrun/streamrun/admin"
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// Options are one bench run: where it runs, the load it puts on the
+// broker and, for a pipeline, the handler. `streamrun bench` fills them
+// from its flags, which check each value; the zero value of a number is
+// "none" (no rate limit, no keys), not a default.
+type Options struct {
+	// ServiceURL is the broker to measure. Default "": an embedded broker
+	// started in this process on free ports, its data in a temporary
+	// directory that Close removes.
+	ServiceURL string
+	// Client gives the client options for the broker at serviceURL
+	// (ServiceURL, or the embedded broker's). Required.
+	Client func(serviceURL string) (pool.Options, error)
+	// ConnectTimeout bounds connecting, retries included. Required.
+	ConnectTimeout time.Duration
+	// Memory keeps the embedded broker's messages in memory only; Sync
+	// makes it fsync every message before its receipt. Default: each
+	// entry written before its receipt.
+	Memory, Sync bool
+	// Admin is the admin API that creates partitioned topics (Partitions
+	// > 1); with the embedded broker its URL is the broker's own.
+	Admin admin.Options
+	// Logger takes the embedded broker's and the pipeline host's
+	// warnings. Default nil: discarded.
+	Logger *slog.Logger
+	// Version is streamrun's version, for the conditions.
+	Version string
+
+	// Topic is the topic, or with Topics or Pipelines > 1 the prefix of
+	// TOPIC-0 to TOPIC-(N-1). Default "": a new one, bench-<time>.
+	Topic string
+	// Topics spreads the messages round-robin over this many topics.
+	// Default 0: one.
+	Topics int
+	// Pattern subscribes to the topics by a pattern, TOPIC-[0-9]+.
+	Pattern bool
+	// Pipelines is the number of pipelines in the host, each from TOPIC-i
+	// to TOPIC-i-out. Default 0: one.
+	Pipelines int
+	// Partitions of each new topic. Default 0: not partitioned.
+	Partitions int
+	// Size is each payload's size in bytes; a payload of 19 bytes or more
+	// carries its publish time (Payload).
+	Size int
+	// Rate is messages per second. Default 0: as fast as receipts allow.
+	Rate float64
+	// Count is how many messages to publish; Duration how long, when
+	// Count is 0. One of them is required.
+	Count    int64
+	Duration time.Duration
+	// Keys is the number of distinct keys, given round-robin. Default 0:
+	// no key.
+	Keys int
+	// Producer is the producers' settings. With a KeyShared subscription
+	// they batch by key, as a run does for a KeyShared pipeline.
+	Producer pool.ProducerOptions
+
+	// Subscription, Type and ReceiverQueue are the consumer's (consume,
+	// pipeline).
+	Subscription  string
+	Type          subscribe.Type
+	ReceiverQueue int
+	// Earliest starts a new subscription at the earliest message
+	// (consume). Default false: the latest.
+	Earliest bool
+	// Produce publishes the messages in this process (consume). Default
+	// false: it receives what another process publishes.
+	Produce bool
+
+	// Handler is the pipeline's handler (pipeline).
+	Handler HandlerOptions
+
+	// Progress receives a progress line every ProgressEvery. Default nil
+	// or 0: none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// CloseTimeout bounds waiting for the last receipts and closing.
+	// Required.
+	CloseTimeout time.Duration
+	// DrainTimeout bounds waiting for the last messages to arrive once
+	// publishing ended (consume, pipeline). Required.
+	DrainTimeout time.Duration
+}
+
+// Bench is one run: the broker, the client, the conditions. Close ends
+// it.
+type Bench struct {
+	o       Options
+	cluster *broker.Cluster // the embedded broker, nil with ServiceURL
+	dataDir string          // the embedded broker's, removed at the end
+	client  *pool.Client
+	cond    Conditions
+}
+
+// Start starts the embedded broker unless o.ServiceURL is set, connects,
+// and creates the topics.
+func Start(ctx context.Context, o Options) (*Bench, error) {
+	b := &Bench{o: o}
+	external := o.ServiceURL != ""
+	if !external {
+		if err := b.startEmbedded(ctx); err != nil {
+			return nil, err
+		}
+		b.o.ServiceURL = b.cluster.ServiceURL()
+	}
+	opts, err := o.Client(b.o.ServiceURL)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	opts.Producer = o.Producer
+	if o.Type == subscribe.KeyShared {
+		// As a run does for a KeyShared pipeline: the broker dispatches
+		// an entry whole, by its first key.
+		opts.Producer.Batching.ByKey = true
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancel()
+	if b.client, err = pool.New(cctx, opts); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("connect to %s: %w", b.o.ServiceURL, err)
+	}
+	if b.o.Topic == "" {
+		b.o.Topic = "persistent://public/default/bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	for _, t := range b.o.topicNames() {
+		if err := b.createTopic(ctx, t); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	b.conditions(ctx, external)
+	return b, nil
+}
+
+// startEmbedded starts a broker in this process on free ports.
+func (b *Bench) startEmbedded(ctx context.Context) error {
+	log := b.o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := broker.Options{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Memory: b.o.Memory, Sync: b.o.Sync, Logger: log.With("embedded_broker", true)}
+	if !b.o.Memory {
+		dir, err := os.MkdirTemp("", "streamrun-bench-")
+		if err != nil {
+			return fmt.Errorf("embedded broker: data directory: %w", err)
+		}
+		b.dataDir, opts.DataDir = dir, dir
+	}
+	c, err := broker.Start(ctx, opts)
+	if err != nil {
+		b.Close()
+		return fmt.Errorf("embedded broker: %w", err)
+	}
+	b.cluster = c
+	b.o.Admin.URL = c.AdminURL()
+	return nil
+}
+
+// topicNames are the topics the run publishes to: Topic, or with Topics
+// or Pipelines N > 1, TOPIC-0 to TOPIC-(N-1).
+func (o *Options) topicNames() []string {
+	n := max(o.Topics, o.Pipelines)
+	if n <= 1 {
+		return []string{o.Topic}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = o.Topic + "-" + strconv.Itoa(i)
+	}
+	return out
+}
+
+// createTopic creates topic with Partitions partitions, when more than
+// one: unpartitioned topics are created on first use.
+func (b *Bench) createTopic(ctx context.Context, topic string) error {
+	if b.o.Partitions < 2 {
+		return nil
+	}
+	ao := b.o.Admin
+	if !strings.HasPrefix(ao.URL, "https://") {
+		ao.CAFile = "" // the CA is for an admin API served over TLS
+	}
+	a, err := admin.New(ao)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.CreateTopic(ctx, topic, b.o.Partitions); err != nil {
+		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.o.Partitions, ao.URL, err)
+	}
+	return nil
+}
+
+// conditions records what the run is measured under.
+func (b *Bench) conditions(ctx context.Context, external bool) {
+	o := &b.o
+	c := &b.cond
+	c.FillHost(o.Version)
+	c.URL, c.Topic, c.Partitions = o.ServiceURL, o.Topic, max(o.Partitions, 1)
+	c.Topics, c.Pattern, c.Pipelines = max(o.Topics, o.Pipelines, 1), o.Pattern, o.Pipelines
+	c.MessageSize, c.Keys, c.Rate, c.Count = o.Size, o.Keys, o.Rate, o.Count
+	c.DurationSeconds = o.Duration.Seconds()
+	bo := o.Producer.Batching
+	c.Batching = Batching{Enabled: !bo.Disabled, MaxMessages: bo.MaxMessages, MaxBytes: bo.MaxBytes, MaxDelayMs: float64(bo.MaxDelay) / float64(time.Millisecond)}
+	c.MaxPending = o.Producer.MaxPendingMessages
+	c.Broker = "embedded"
+	switch {
+	case external:
+		c.Broker = "external"
+	case o.Memory:
+		c.BrokerDurability = "memory"
+	case o.Sync:
+		c.BrokerDurability = "fsync"
+	default:
+		c.BrokerDurability = "write"
+	}
+	if v, err := b.client.ServerVersion(ctx); err == nil {
+		c.BrokerVersion = v
+	}
+}
+
+// Close closes the client and stops the embedded broker, removing its
+// data.
+func (b *Bench) Close() {
+	if b.client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), b.o.CloseTimeout)
+		b.client.Close(ctx)
+		cancel()
+		b.client = nil
+	}
+	if b.cluster != nil {
+		b.cluster.Close()
+		b.cluster = nil
+	}
+	if b.dataDir != "" {
+		os.RemoveAll(b.dataDir)
+		b.dataDir = ""
+	}
+}
+
+// sendErrors is an error when a send failed.
+func (b *Bench) sendErrors(m *Meter, sent int64) error {
+	if n, first := m.FailedCount(); n > 0 {
+		return fmt.Errorf("%d of %d sends to %s failed; the first: %w", n, sent, b.o.Topic, first)
+	}
+	return nil
+}
+
+// closeConsumer closes cons within CloseTimeout.
+func (b *Bench) closeConsumer(cons *subscribe.Consumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.o.CloseTimeout)
+	defer cancel()
+	cons.Close(ctx)
+}
