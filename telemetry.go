@@ -115,31 +115,20 @@ func (ht *hostTelemetry) close(timeout time.Duration) {
 }
 
 // send starts the "send" span of m, published to topic by the run (its
-// input): a child of the trace context m's properties carry, else a trace
-// of its own. It returns m carrying the span's context and done wrapped
-// to end the span with the receipt. Without traces it returns both as
-// they are.
+// input; msgtrace.StartPublish). It returns m carrying the span's context
+// and done wrapped to end the span with the receipt. Without traces it
+// returns both as they are.
 func (ht *hostTelemetry) send(topic string, m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
 	if ht == nil || ht.tr == nil {
 		return m, done
 	}
-	ctx := context.Background()
-	if sc := msgtrace.Extract(m.Properties); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-	}
-	span, props := msgtrace.StartSend(ctx, ht.tr, topic, m.Properties)
+	props, end := msgtrace.StartPublish(ht.tr, topic, m.Properties)
 	m.Properties = props
-	if !span.IsRecording() {
-		return m, done // nothing to end with the receipt (a root not sampled, say)
+	if end == nil {
+		return m, done
 	}
 	return m, func(id pulsarwire.MessageID, err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetAttributes(msgtrace.KeyErrorType.String("publish"))
-		} else {
-			span.SetAttributes(msgtrace.KeyMessageID.String(id.String()))
-		}
-		span.End()
+		end(id, err)
 		done(id, err)
 	}
 }

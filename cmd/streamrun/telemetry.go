@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamrun/streamrun/pool"
@@ -54,52 +53,29 @@ func (t *commandTracing) shutdown(timeout time.Duration) {
 	}
 }
 
-// send starts the "send" span of m, published to topic: a child of the
-// trace context m's properties carry (one given with --property, say),
-// else a trace of its own. It returns m carrying the span's context (none
-// for a root the sampler does not sample: see msgtrace.StartSend) and
+// send starts the "send" span of m, published to topic
+// (msgtrace.StartPublish). It returns m carrying the span's context and
 // done wrapped to end the span with the receipt.
 func (t *commandTracing) send(topic string, m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
 	if t == nil {
 		return m, done
 	}
-	ctx := context.Background()
-	if sc := msgtrace.Extract(m.Properties); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-	}
-	span, props := msgtrace.StartSend(ctx, t.tr, topic, m.Properties)
+	props, end := msgtrace.StartPublish(t.tr, topic, m.Properties)
 	m.Properties = props
-	if !span.IsRecording() {
-		return m, done // nothing to end with the receipt (a root not sampled, say)
+	if end == nil {
+		return m, done
 	}
 	return m, func(id pulsarwire.MessageID, err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetAttributes(msgtrace.KeyErrorType.String("publish"))
-		} else {
-			span.SetAttributes(msgtrace.KeyMessageID.String(id.String()))
-		}
-		span.End()
+		end(id, err)
 		done(id, err)
 	}
 }
 
-// process starts the "process" span of a received message, a child of
-// (and linked to) its creation context; the caller ends it.
+// process starts the "process" span of a received message
+// (msgtrace.StartReceived); the caller ends it.
 func (t *commandTracing) process(m *subscribe.Message, subscription string) trace.Span {
 	if t == nil {
 		return nil
 	}
-	ctx := context.Background()
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(msgtrace.SystemPulsar, msgtrace.KeyOperationName.String("process"),
-			msgtrace.KeyOperationType.String("process"), msgtrace.KeyDestination.String(m.Topic),
-			msgtrace.KeyConsumerGroup.String(subscription), msgtrace.KeyMessageID.String(m.ID.String()))}
-	if sc := msgtrace.Extract(m.Properties); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc,
-			Attributes: []attribute.KeyValue{msgtrace.KeyMessageID.String(m.ID.String())}}))
-	}
-	_, span := t.tr.Start(ctx, msgtrace.ProcessName(m.Topic), opts...)
-	return span
+	return msgtrace.StartReceived(t.tr, m.Topic, subscription, m.ID.String(), m.Properties)
 }
