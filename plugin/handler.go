@@ -90,6 +90,11 @@ func (f MessageFunc) Process(ctx context.Context, w ResultWriter, batch []*Messa
 		outs, err := f(ctx, m)
 		if err != nil {
 			WriteError(w, m, err)
+			if m.state != nil {
+				// Not acknowledged: the next message of its key must not
+				// see its change.
+				m.state.undo(m)
+			}
 			continue
 		}
 		for _, o := range outs {
@@ -197,6 +202,8 @@ type batchWriter struct {
 	spare   []Output
 	scratch bool
 	taken   int
+	// state is the batch's keyed state, nil when the pipeline keeps none.
+	state *batchState
 }
 
 // newBatchWriter makes the writer of batch's results, in sc's arrays
@@ -300,6 +307,9 @@ func (w *batchWriter) finish(handlerErr error) []Result {
 		if w.results[i].Outcome != OutcomeAck {
 			w.results[i].Outputs = nil
 		}
+	}
+	if w.state != nil {
+		w.state.settle(w.batch, w.results)
 	}
 	return w.results
 }

@@ -42,6 +42,8 @@ type Message struct {
 	// index is the message's position in its batch, set by the SDK so that
 	// a ResultWriter can find it in O(1).
 	index int
+	// state is the batch's keyed state, nil when the pipeline keeps none.
+	state *batchState
 }
 
 // Index is the message's position in the batch it came in.
@@ -121,4 +123,8 @@ type Result struct {
 	Reason string
 	// Outputs to publish before acknowledging; only ever set for OutcomeAck.
 	Outputs []Output
+	// State is the change to the value under the message's key, written
+	// to the pipeline's changelog before the message is acknowledged;
+	// nil for none, and only ever set for OutcomeAck (see State).
+	State *StateChange
 }

@@ -135,6 +135,9 @@ type server struct {
 	info    atomic.Pointer[Info] // pipeline and instance, once Init came
 	version int                  // the contract version negotiated, once registered
 	maxSize int                  // ServeOptions.MaxMessageSize
+	// keyed says the pipeline keeps keyed state (InitRequest.keyed_state):
+	// each batch comes with its keys' values.
+	keyed atomic.Bool
 	// exit ends the process after a panic; nil is os.Exit (a test's
 	// server lives on).
 	exit func(code int)
@@ -163,6 +166,7 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 			"the host speaks contract version %d, this plugin negotiated %d", req.ContractVersion, s.version)
 	}
 	s.info.Store(&Info{Pipeline: req.Pipeline, InstanceID: req.InstanceId})
+	s.keyed.Store(req.KeyedState)
 	if in, ok := s.h.(Initializer); ok {
 		defer s.recoverPanic(&err)
 		info := Info{Pipeline: req.Pipeline, InstanceID: req.InstanceId, Config: req.Config}
@@ -170,7 +174,9 @@ func (s *server) Init(ctx context.Context, req *pb.InitRequest) (resp *pb.InitRe
 			return nil, status.Error(codes.InvalidArgument, ierr.Error())
 		}
 	}
-	return &pb.InitResponse{ContractVersion: uint32(s.version)}, nil
+	// This SDK reads and writes keyed state (State): said whether or not
+	// this pipeline keeps any, so a host can tell it from an older one.
+	return &pb.InitResponse{ContractVersion: uint32(s.version), KeyedState: true}, nil
 }
 
 // run has the handler work on a batch, holding a slot. A handler that
@@ -345,6 +351,9 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 			return nil
 		}
 	}
+	if s.keyed.Load() {
+		newBatchState(in.state, len(in.msgs)).attach(in.msgs)
+	}
 	hctx := ctx
 	var bc *batchContext // the batch's deadline, with no timer unless asked for (deadline.go)
 	if in.timeoutMs > 0 {
@@ -400,6 +409,9 @@ func (s *server) Close(ctx context.Context, _ *pb.CloseRequest) (resp *pb.CloseR
 // the plugin process and for ProcessLocal. A panic comes back as p.
 func handle(ctx context.Context, h Handler, batch []*Message, sc *scratch) (res []Result, p *pb.Panic, herr error) {
 	w := newBatchWriter(batch, sc)
+	if len(batch) > 0 {
+		w.state = batch[0].state // the batch's keyed state, nil for none
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			p = panicOf(r, w.handlingIndex())
@@ -476,6 +488,16 @@ func ProcessLocal(ctx context.Context, h Handler, batch []*Message) ([]Result, e
 		return nil, pe
 	}
 	return res, nil
+}
+
+// AttachState gives the messages of batch the keyed state a pipeline with
+// a state block has (State): entries are the values of their keys, as
+// the host sends them with a batch (a key without an entry has no
+// value). Call it before ProcessLocal; each message's Result then
+// carries its change. It is for testing handlers, and for the host's
+// in-process handlers.
+func AttachState(batch []*Message, entries []StateEntry) {
+	newBatchState(entries, len(batch)).attach(batch)
 }
 
 // PanicError is ProcessLocal's error when the handler panicked. In a

@@ -33,6 +33,9 @@ type batchIn struct {
 	// traceParent and traceState are the trace context of the host's
 	// span for the batch, "" when it is not traced.
 	traceParent, traceState string
+	// state is the keyed state the host sent with the batch (values
+	// alias the frame).
+	state []StateEntry
 }
 
 // resultsOut is a BatchResult the plugin sends: its results, or a panic
@@ -139,7 +142,7 @@ func sameProperties(a, b map[string]string) bool {
 // properties, and its payload or another) to the answer's echo topic,
 // which the first such output sets; anything else is a full result.
 func compactCode(m *Message, r *Result, echoTopic *string) byte {
-	if r.Outcome != OutcomeAck {
+	if r.Outcome != OutcomeAck || r.State != nil {
 		return wire.CompactFull
 	}
 	switch len(r.Outputs) {
@@ -183,7 +186,19 @@ func resultSize(i int, r *Result, sizes []int) (int, []int) {
 		sizes = append(sizes, on)
 		n += wire.SizeBytes(on)
 	}
+	if c := r.State; c != nil {
+		n += wire.SizeBytes(stateChangeSize(c))
+	}
 	return n, sizes
+}
+
+// stateChangeSize is the encoded size of a StateChange.
+func stateChangeSize(c *StateChange) int {
+	n := wire.SizeStr(c.Key) + wire.SizeBlob(c.Value)
+	if c.Delete {
+		n += 2
+	}
+	return n
 }
 
 // resultsSize is the size of rs; sizes gets the size of each result,
@@ -230,6 +245,14 @@ func appendResult(b []byte, i int, r *Result, sizes []int) ([]byte, []int) {
 		b = wire.AppendVarint(b, wire.OutEventTime, uint64(wire.Millis(o.EventTime)))
 		b = wire.AppendStr(b, wire.OutTraceParent, o.TraceParent)
 		b = wire.AppendStr(b, wire.OutTraceState, o.TraceState)
+	}
+	if c := r.State; c != nil {
+		b = wire.AppendLen(b, wire.ResState, stateChangeSize(c))
+		b = wire.AppendStr(b, wire.ChangeKey, c.Key)
+		b = wire.AppendBlob(b, wire.ChangeValue, c.Value)
+		if c.Delete {
+			b = wire.AppendVarint(b, wire.ChangeDelete, 1)
+		}
 	}
 	return b, sizes
 }
@@ -346,6 +369,7 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 		ms, out = make([]Message, n), make([]*Message, n) // one allocation for the whole batch
 	}
 	in.msgs = out
+	in.state = in.state[:0]
 	for i := 0; len(b) > 0; {
 		num, typ, v, body, rest, _ := wire.Field(b) // checked by Count
 		b = rest
@@ -366,6 +390,13 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 			case wire.BatchTraceState:
 				in.traceState = st.str(body)
 				continue
+			case wire.BatchState:
+				e, err := decodeStateEntry(body, st)
+				if err != nil {
+					return fmt.Errorf("batch: state: %w", err)
+				}
+				in.state = append(in.state, e)
+				continue
 			}
 		}
 		if num != wire.BatchMessages || typ != protowire.BytesType {
@@ -385,6 +416,28 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 		}
 	}
 	return nil
+}
+
+// decodeStateEntry reads a StateEntry.
+func decodeStateEntry(b []byte, st *strs) (StateEntry, error) {
+	var e StateEntry
+	for len(b) > 0 {
+		num, typ, _, fb, rest, err := wire.Field(b)
+		if err != nil {
+			return e, err
+		}
+		b = rest
+		if typ != protowire.BytesType {
+			continue
+		}
+		switch num {
+		case wire.EntryKey:
+			e.Key = st.str(fb)
+		case wire.EntryValue:
+			e.Value = wire.Blob(fb)
+		}
+	}
+	return e, nil
 }
 
 func decodeMessage(m *Message, b []byte, st *strs) error {

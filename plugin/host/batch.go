@@ -28,6 +28,14 @@ type Batch interface {
 	AppendID(b []byte, i int) []byte
 }
 
+// StateBatch is a Batch of a pipeline that keeps keyed state: it carries
+// the values of its messages' keys (each key once; a key without an entry
+// has no value), sent with the batch.
+type StateBatch interface {
+	Batch
+	State() []plugin.StateEntry
+}
+
 // Fields are a message's fields as the batch frame carries them to the
 // plugin (plugin.Message's, but the id, which Batch.AppendID writes).
 type Fields struct {

@@ -53,6 +53,13 @@ type ClientOptions struct {
 	// sent or accepted. Default plugin.DefaultMaxMessageSize (64 MiB); the
 	// plugin side has the same default (plugin.ServeOptions).
 	MaxMessageSize int
+	// KeyedState says the pipeline keeps keyed state: the plugin is told
+	// at Init, must say it reads and writes it (an SDK from before keyed
+	// state does not, and Init fails with ErrInit), and its answers'
+	// state changes are checked and kept. Batches carry state when they
+	// are StateBatches. Default false: a change in an answer is a wrong
+	// answer.
+	KeyedState bool
 }
 
 // Instance is one running plugin process, seen from the host. Its methods
@@ -266,13 +273,18 @@ func (i *Instance) Init(ctx context.Context, config []byte) error {
 	if i.stopping.Load() {
 		return ErrClosed
 	}
-	_, err := i.rpc.Init(ctx, &pb.InitRequest{
+	resp, err := i.rpc.Init(ctx, &pb.InitRequest{
 		Config:          config,
 		Pipeline:        i.opts.Pipeline,
 		InstanceId:      i.opts.InstanceID,
 		ContractVersion: uint32(i.version),
+		KeyedState:      i.opts.KeyedState,
 	})
 	if err == nil {
+		if i.opts.KeyedState && !resp.GetKeyedState() {
+			return fmt.Errorf("plugin %s: %w: the pipeline keeps keyed state and the plugin does not say it reads and writes it "+
+				"(built with an SDK from before keyed state?)", i.name, ErrInit)
+		}
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
@@ -490,7 +502,38 @@ func (i *Instance) result(batch Batch, r *wireResult) (plugin.Result, error) {
 		}
 		res.Outputs = r.outputs // decoded into one array for the whole batch
 	}
+	if r.state != nil {
+		if !i.opts.KeyedState {
+			return plugin.Result{}, i.badAnswer(batch, idx, "a state change, and the pipeline keeps no state")
+		}
+		if o == plugin.OutcomeAck { // ignored with any other outcome
+			if err := checkStateChange(batch, idx, r.state); err != "" {
+				return plugin.Result{}, i.badAnswer(batch, idx, "%s", err)
+			}
+			res.State = r.state
+		}
+	}
 	return res, nil
+}
+
+// checkStateChange says what is wrong with c, the change of message idx
+// of batch, "" when nothing is.
+func checkStateChange(batch Batch, idx int, c *plugin.StateChange) string {
+	var f Fields
+	batch.Fields(idx, &f)
+	switch {
+	case f.Key == "":
+		return "a state change for a message without a key"
+	case c.Key != f.Key:
+		return fmt.Sprintf("a state change of key %q, not the message's key %q", c.Key, f.Key)
+	case c.Delete && len(c.Value) > 0:
+		return "a state change that deletes and has a value"
+	case !c.Delete && len(c.Value) == 0:
+		return "a state change with an empty value that does not delete"
+	case len(c.Value) > plugin.MaxStateValueSize:
+		return fmt.Sprintf("a state value of %d bytes, over the %d-byte limit", len(c.Value), plugin.MaxStateValueSize)
+	}
+	return ""
 }
 
 // decodeCompact checks and converts an answer in contract version 3's

@@ -25,6 +25,11 @@ func ProcessLocal(ctx context.Context, h plugin.Handler, batch []*plugin.Message
 
 // ProcessLocalBatch is ProcessLocal for a batch in the caller's own form
 // (Batch), made into plugin.Messages for the handler.
+// A StateBatch's messages get its keyed state (plugin.AttachState).
 func ProcessLocalBatch(ctx context.Context, h plugin.Handler, batch Batch) ([]plugin.Result, error) {
-	return ProcessLocal(ctx, h, pluginMessages(batch))
+	msgs := pluginMessages(batch)
+	if sb, ok := batch.(StateBatch); ok {
+		plugin.AttachState(msgs, sb.State())
+	}
+	return ProcessLocal(ctx, h, msgs)
 }

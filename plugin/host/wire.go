@@ -25,6 +25,9 @@ type batchOut struct {
 	// traceParent and traceState are the trace context of the host's
 	// span for the batch, "" when it is not traced.
 	traceParent, traceState string
+	// state is the keyed state sent with the batch (StateBatch), nil
+	// for none.
+	state []plugin.StateEntry
 	// fields are the messages' fields, read once from the batch, sizes
 	// their encoded sizes and ids their ids' text, one after the other
 	// (idEnds): worked out by Size for Append.
@@ -57,6 +60,7 @@ type wireResult struct {
 	delayMs int64
 	reason  string
 	outputs []plugin.Output
+	state   *plugin.StateChange // nil for none
 }
 
 // Size is the size of b on the wire. The messages' part is computed once:
@@ -84,8 +88,16 @@ func (b *batchOut) Size() int {
 			b.msgsSize += wire.SizeBytes(size)
 		}
 	}
+	n := 0
+	for k := range b.state {
+		n += wire.SizeBytes(stateEntrySize(&b.state[k]))
+	}
 	return b.msgsSize + wire.SizeVarint(b.seq) + wire.SizeVarint(uint64(b.timeoutMs)) +
-		wire.SizeStr(b.traceParent) + wire.SizeStr(b.traceState)
+		wire.SizeStr(b.traceParent) + wire.SizeStr(b.traceState) + n
+}
+
+func stateEntrySize(e *plugin.StateEntry) int {
+	return wire.SizeStr(e.Key) + wire.SizeBlob(e.Value)
 }
 
 // idRoom is the room made for a message's id text: "ledger:entry:-1:-1"
@@ -97,6 +109,9 @@ const idRoom = 24
 func (b *batchOut) reset(batch Batch) {
 	clear(b.fields)
 	*b = batchOut{batch: batch, fields: b.fields[:0], sizes: b.sizes[:0], ids: b.ids[:0], idEnds: b.idEnds[:0]}
+	if sb, ok := batch.(StateBatch); ok {
+		b.state = sb.State()
+	}
 }
 
 func (b *batchOut) Append(buf []byte) []byte {
@@ -108,7 +123,14 @@ func (b *batchOut) Append(buf []byte) []byte {
 	buf = wire.AppendVarint(buf, wire.BatchSeq, b.seq)
 	buf = wire.AppendVarint(buf, wire.BatchTimeout, uint64(b.timeoutMs))
 	buf = wire.AppendStr(buf, wire.BatchTraceParent, b.traceParent)
-	return wire.AppendStr(buf, wire.BatchTraceState, b.traceState)
+	buf = wire.AppendStr(buf, wire.BatchTraceState, b.traceState)
+	for k := range b.state {
+		e := &b.state[k]
+		buf = wire.AppendLen(buf, wire.BatchState, stateEntrySize(e))
+		buf = wire.AppendStr(buf, wire.EntryKey, e.Key)
+		buf = wire.AppendBlob(buf, wire.EntryValue, e.Value)
+	}
+	return buf
 }
 
 // messageSize is the encoded size of a message of fields f and id (its
@@ -239,6 +261,12 @@ func decodeResult(r *wireResult, b []byte, outputs []plugin.Output, n int, topic
 		switch num {
 		case wire.ResReason:
 			r.reason = wire.Str(fb)
+		case wire.ResState:
+			c, err := decodeStateChange(fb)
+			if err != nil {
+				return outputs, fmt.Errorf("state: %w", err)
+			}
+			r.state = c
 		case wire.ResOutputs:
 			if len(outputs) == cap(outputs) {
 				// A new array for the rest of the answer; r's outputs
@@ -256,6 +284,27 @@ func decodeResult(r *wireResult, b []byte, outputs []plugin.Output, n int, topic
 		}
 	}
 	return outputs, nil
+}
+
+// decodeStateChange reads a StateChange; its value aliases b.
+func decodeStateChange(b []byte) (*plugin.StateChange, error) {
+	c := &plugin.StateChange{}
+	for len(b) > 0 {
+		num, typ, v, fb, rest, err := wire.Field(b)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
+		switch {
+		case typ == protowire.VarintType && num == wire.ChangeDelete:
+			c.Delete = v != 0
+		case typ == protowire.BytesType && num == wire.ChangeKey:
+			c.Key = wire.Str(fb)
+		case typ == protowire.BytesType && num == wire.ChangeValue:
+			c.Value = wire.Blob(fb)
+		}
+	}
+	return c, nil
 }
 
 func decodeOutput(o *plugin.Output, b []byte, topic *string) error {

@@ -129,8 +129,12 @@ type InitRequest struct {
 	InstanceId string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// The contract version the host speaks (1 for this file).
 	ContractVersion uint32 `protobuf:"varint,4,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when the pipeline keeps keyed state: each Batch carries the
+	// state of its messages' keys and each Result may carry a change
+	// (Batch.state, Result.state below).
+	KeyedState    bool `protobuf:"varint,5,opt,name=keyed_state,json=keyedState,proto3" json:"keyed_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InitRequest) Reset() {
@@ -191,12 +195,24 @@ func (x *InitRequest) GetContractVersion() uint32 {
 	return 0
 }
 
+func (x *InitRequest) GetKeyedState() bool {
+	if x != nil {
+		return x.KeyedState
+	}
+	return false
+}
+
 type InitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The contract version the plugin speaks.
 	ContractVersion uint32 `protobuf:"varint,1,opt,name=contract_version,json=contractVersion,proto3" json:"contract_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set by a plugin that reads Batch.state and answers with
+	// Result.state. A host refuses to run a pipeline that keeps state on a
+	// plugin that leaves it unset (one built before keyed state), rather
+	// than run it as if it had no state.
+	KeyedState    bool `protobuf:"varint,2,opt,name=keyed_state,json=keyedState,proto3" json:"keyed_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InitResponse) Reset() {
@@ -234,6 +250,13 @@ func (x *InitResponse) GetContractVersion() uint32 {
 		return x.ContractVersion
 	}
 	return 0
+}
+
+func (x *InitResponse) GetKeyedState() bool {
+	if x != nil {
+		return x.KeyedState
+	}
+	return false
 }
 
 // One message from a subscription.
@@ -382,8 +405,13 @@ type Batch struct {
 	// parent of the span of the handler's work; "" when the batch is not
 	// traced. The plugin exports its spans itself, as the OTEL_*
 	// environment the host gives it says.
-	Traceparent   string `protobuf:"bytes,4,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,5,opt,name=tracestate,proto3" json:"tracestate,omitempty"` // Fields 6 to 9 are kept for telemetry.
+	Traceparent string `protobuf:"bytes,4,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,5,opt,name=tracestate,proto3" json:"tracestate,omitempty"` // Fields 6 to 9 are kept for telemetry.
+	// Keyed state (when InitRequest.keyed_state was set): the current
+	// value of each distinct key of the batch's messages that has one, each
+	// key once. A key the batch's messages have that is not here has no
+	// value. A message without a key has no state.
+	State         []*StateEntry `protobuf:"bytes,10,rep,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,6 +481,135 @@ func (x *Batch) GetTracestate() string {
 	return ""
 }
 
+func (x *Batch) GetState() []*StateEntry {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// One key's stored value.
+type StateEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateEntry) Reset() {
+	*x = StateEntry{}
+	mi := &file_handler_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateEntry) ProtoMessage() {}
+
+func (x *StateEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_handler_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateEntry.ProtoReflect.Descriptor instead.
+func (*StateEntry) Descriptor() ([]byte, []int) {
+	return file_handler_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StateEntry) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *StateEntry) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// A change to the value stored under a message's key, asked for by the
+// handler while handling it. The host applies it if and only if the
+// message is acknowledged (OUTCOME_ACK): it is written to the
+// pipeline's changelog topic before the message is acknowledged. A
+// change sent with any other outcome is ignored.
+type StateChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's own key (a change to another key is a wrong answer).
+	Key []byte `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The new value; empty with delete set.
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// The key's value is removed. An empty value without delete is a
+	// wrong answer (an empty value is how the changelog says "removed").
+	Delete        bool `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateChange) Reset() {
+	*x = StateChange{}
+	mi := &file_handler_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateChange) ProtoMessage() {}
+
+func (x *StateChange) ProtoReflect() protoreflect.Message {
+	mi := &file_handler_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateChange.ProtoReflect.Descriptor instead.
+func (*StateChange) Descriptor() ([]byte, []int) {
+	return file_handler_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StateChange) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *StateChange) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *StateChange) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
 // One property of a message: a name and a value, any bytes each.
 type Property struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -464,7 +621,7 @@ type Property struct {
 
 func (x *Property) Reset() {
 	*x = Property{}
-	mi := &file_handler_proto_msgTypes[4]
+	mi := &file_handler_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +633,7 @@ func (x *Property) String() string {
 func (*Property) ProtoMessage() {}
 
 func (x *Property) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[4]
+	mi := &file_handler_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +646,7 @@ func (x *Property) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Property.ProtoReflect.Descriptor instead.
 func (*Property) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{4}
+	return file_handler_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Property) GetKey() []byte {
@@ -530,7 +687,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_handler_proto_msgTypes[5]
+	mi := &file_handler_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +699,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[5]
+	mi := &file_handler_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +712,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{5}
+	return file_handler_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Output) GetTopic() string {
@@ -627,14 +784,19 @@ type Result struct {
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// For OUTCOME_ACK: published before the input is acknowledged, so an
 	// input is acked only after its outputs' send receipts.
-	Outputs       []*Output `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Outputs []*Output `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// For OUTCOME_ACK in a pipeline that keeps state: the change to the
+	// value under the message's key, none when unset. A message whose
+	// result carries a change is answered in the full form (compact byte
+	// 3).
+	State         *StateChange `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_handler_proto_msgTypes[6]
+	mi := &file_handler_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +808,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[6]
+	mi := &file_handler_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +821,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{6}
+	return file_handler_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Result) GetIndex() uint32 {
@@ -693,6 +855,13 @@ func (x *Result) GetReason() string {
 func (x *Result) GetOutputs() []*Output {
 	if x != nil {
 		return x.Outputs
+	}
+	return nil
+}
+
+func (x *Result) GetState() *StateChange {
+	if x != nil {
+		return x.State
 	}
 	return nil
 }
@@ -733,7 +902,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_handler_proto_msgTypes[7]
+	mi := &file_handler_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +914,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[7]
+	mi := &file_handler_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +927,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{7}
+	return file_handler_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BatchResult) GetResults() []*Result {
@@ -811,7 +980,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_handler_proto_msgTypes[8]
+	mi := &file_handler_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +992,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[8]
+	mi := &file_handler_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +1005,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{8}
+	return file_handler_proto_rawDescGZIP(), []int{10}
 }
 
 type CloseResponse struct {
@@ -847,7 +1016,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_handler_proto_msgTypes[9]
+	mi := &file_handler_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1028,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[9]
+	mi := &file_handler_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1041,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{9}
+	return file_handler_proto_rawDescGZIP(), []int{11}
 }
 
 // Sent when the handler panicked: in BatchResult.panic, or as a status
@@ -892,7 +1061,7 @@ type Panic struct {
 
 func (x *Panic) Reset() {
 	*x = Panic{}
-	mi := &file_handler_proto_msgTypes[10]
+	mi := &file_handler_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1073,7 @@ func (x *Panic) String() string {
 func (*Panic) ProtoMessage() {}
 
 func (x *Panic) ProtoReflect() protoreflect.Message {
-	mi := &file_handler_proto_msgTypes[10]
+	mi := &file_handler_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1086,7 @@ func (x *Panic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Panic.ProtoReflect.Descriptor instead.
 func (*Panic) Descriptor() ([]byte, []int) {
-	return file_handler_proto_rawDescGZIP(), []int{10}
+	return file_handler_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Panic) GetIndex() int32 {
@@ -945,15 +1114,19 @@ var File_handler_proto protoreflect.FileDescriptor
 
 const file_handler_proto_rawDesc = "" +
 	"\n" +
-	"\rhandler.proto\x12\x13streamrun.plugin.v1\"\x8d\x01\n" +
+	"\rhandler.proto\x12\x13streamrun.plugin.v1\"\xae\x01\n" +
 	"\vInitRequest\x12\x16\n" +
 	"\x06config\x18\x01 \x01(\fR\x06config\x12\x1a\n" +
 	"\bpipeline\x18\x02 \x01(\tR\bpipeline\x12\x1f\n" +
 	"\vinstance_id\x18\x03 \x01(\tR\n" +
 	"instanceId\x12)\n" +
-	"\x10contract_version\x18\x04 \x01(\rR\x0fcontractVersion\"9\n" +
+	"\x10contract_version\x18\x04 \x01(\rR\x0fcontractVersion\x12\x1f\n" +
+	"\vkeyed_state\x18\x05 \x01(\bR\n" +
+	"keyedState\"Z\n" +
 	"\fInitResponse\x12)\n" +
-	"\x10contract_version\x18\x01 \x01(\rR\x0fcontractVersion\"\xf6\x02\n" +
+	"\x10contract_version\x18\x01 \x01(\rR\x0fcontractVersion\x12\x1f\n" +
+	"\vkeyed_state\x18\x02 \x01(\bR\n" +
+	"keyedState\"\xf6\x02\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
@@ -970,7 +1143,7 @@ const file_handler_proto_rawDesc = "" +
 	" \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\v \x01(\tR\n" +
-	"tracestate\"\xb4\x01\n" +
+	"tracestate\"\xeb\x01\n" +
 	"\x05Batch\x128\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1c.streamrun.plugin.v1.MessageR\bmessages\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1d\n" +
@@ -979,7 +1152,17 @@ const file_handler_proto_rawDesc = "" +
 	"\vtraceparent\x18\x04 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x05 \x01(\tR\n" +
-	"tracestate\"2\n" +
+	"tracestate\x125\n" +
+	"\x05state\x18\n" +
+	" \x03(\v2\x1f.streamrun.plugin.v1.StateEntryR\x05state\"4\n" +
+	"\n" +
+	"StateEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"M\n" +
+	"\vStateChange\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x16\n" +
+	"\x06delete\x18\x03 \x01(\bR\x06delete\"2\n" +
 	"\bProperty\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x92\x02\n" +
@@ -995,13 +1178,14 @@ const file_handler_proto_rawDesc = "" +
 	"\vtraceparent\x18\a \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\b \x01(\tR\n" +
-	"tracestate\"\xcb\x01\n" +
+	"tracestate\"\x83\x02\n" +
 	"\x06Result\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x126\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x1c.streamrun.plugin.v1.OutcomeR\aoutcome\x12$\n" +
 	"\x0eretry_delay_ms\x18\x03 \x01(\x03R\fretryDelayMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x125\n" +
-	"\aoutputs\x18\x05 \x03(\v2\x1b.streamrun.plugin.v1.OutputR\aoutputs\"\xdf\x01\n" +
+	"\aoutputs\x18\x05 \x03(\v2\x1b.streamrun.plugin.v1.OutputR\aoutputs\x126\n" +
+	"\x05state\x18\x06 \x01(\v2 .streamrun.plugin.v1.StateChangeR\x05state\"\xdf\x01\n" +
 	"\vBatchResult\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.streamrun.plugin.v1.ResultR\aresults\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x120\n" +
@@ -1040,40 +1224,44 @@ func file_handler_proto_rawDescGZIP() []byte {
 }
 
 var file_handler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_handler_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_handler_proto_goTypes = []any{
 	(Outcome)(0),          // 0: streamrun.plugin.v1.Outcome
 	(*InitRequest)(nil),   // 1: streamrun.plugin.v1.InitRequest
 	(*InitResponse)(nil),  // 2: streamrun.plugin.v1.InitResponse
 	(*Message)(nil),       // 3: streamrun.plugin.v1.Message
 	(*Batch)(nil),         // 4: streamrun.plugin.v1.Batch
-	(*Property)(nil),      // 5: streamrun.plugin.v1.Property
-	(*Output)(nil),        // 6: streamrun.plugin.v1.Output
-	(*Result)(nil),        // 7: streamrun.plugin.v1.Result
-	(*BatchResult)(nil),   // 8: streamrun.plugin.v1.BatchResult
-	(*CloseRequest)(nil),  // 9: streamrun.plugin.v1.CloseRequest
-	(*CloseResponse)(nil), // 10: streamrun.plugin.v1.CloseResponse
-	(*Panic)(nil),         // 11: streamrun.plugin.v1.Panic
+	(*StateEntry)(nil),    // 5: streamrun.plugin.v1.StateEntry
+	(*StateChange)(nil),   // 6: streamrun.plugin.v1.StateChange
+	(*Property)(nil),      // 7: streamrun.plugin.v1.Property
+	(*Output)(nil),        // 8: streamrun.plugin.v1.Output
+	(*Result)(nil),        // 9: streamrun.plugin.v1.Result
+	(*BatchResult)(nil),   // 10: streamrun.plugin.v1.BatchResult
+	(*CloseRequest)(nil),  // 11: streamrun.plugin.v1.CloseRequest
+	(*CloseResponse)(nil), // 12: streamrun.plugin.v1.CloseResponse
+	(*Panic)(nil),         // 13: streamrun.plugin.v1.Panic
 }
 var file_handler_proto_depIdxs = []int32{
-	5,  // 0: streamrun.plugin.v1.Message.properties:type_name -> streamrun.plugin.v1.Property
+	7,  // 0: streamrun.plugin.v1.Message.properties:type_name -> streamrun.plugin.v1.Property
 	3,  // 1: streamrun.plugin.v1.Batch.messages:type_name -> streamrun.plugin.v1.Message
-	5,  // 2: streamrun.plugin.v1.Output.properties:type_name -> streamrun.plugin.v1.Property
-	0,  // 3: streamrun.plugin.v1.Result.outcome:type_name -> streamrun.plugin.v1.Outcome
-	6,  // 4: streamrun.plugin.v1.Result.outputs:type_name -> streamrun.plugin.v1.Output
-	7,  // 5: streamrun.plugin.v1.BatchResult.results:type_name -> streamrun.plugin.v1.Result
-	11, // 6: streamrun.plugin.v1.BatchResult.panic:type_name -> streamrun.plugin.v1.Panic
-	1,  // 7: streamrun.plugin.v1.Handler.Init:input_type -> streamrun.plugin.v1.InitRequest
-	9,  // 8: streamrun.plugin.v1.Handler.Close:input_type -> streamrun.plugin.v1.CloseRequest
-	4,  // 9: streamrun.plugin.v1.Handler.Batches:input_type -> streamrun.plugin.v1.Batch
-	2,  // 10: streamrun.plugin.v1.Handler.Init:output_type -> streamrun.plugin.v1.InitResponse
-	10, // 11: streamrun.plugin.v1.Handler.Close:output_type -> streamrun.plugin.v1.CloseResponse
-	8,  // 12: streamrun.plugin.v1.Handler.Batches:output_type -> streamrun.plugin.v1.BatchResult
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	5,  // 2: streamrun.plugin.v1.Batch.state:type_name -> streamrun.plugin.v1.StateEntry
+	7,  // 3: streamrun.plugin.v1.Output.properties:type_name -> streamrun.plugin.v1.Property
+	0,  // 4: streamrun.plugin.v1.Result.outcome:type_name -> streamrun.plugin.v1.Outcome
+	8,  // 5: streamrun.plugin.v1.Result.outputs:type_name -> streamrun.plugin.v1.Output
+	6,  // 6: streamrun.plugin.v1.Result.state:type_name -> streamrun.plugin.v1.StateChange
+	9,  // 7: streamrun.plugin.v1.BatchResult.results:type_name -> streamrun.plugin.v1.Result
+	13, // 8: streamrun.plugin.v1.BatchResult.panic:type_name -> streamrun.plugin.v1.Panic
+	1,  // 9: streamrun.plugin.v1.Handler.Init:input_type -> streamrun.plugin.v1.InitRequest
+	11, // 10: streamrun.plugin.v1.Handler.Close:input_type -> streamrun.plugin.v1.CloseRequest
+	4,  // 11: streamrun.plugin.v1.Handler.Batches:input_type -> streamrun.plugin.v1.Batch
+	2,  // 12: streamrun.plugin.v1.Handler.Init:output_type -> streamrun.plugin.v1.InitResponse
+	12, // 13: streamrun.plugin.v1.Handler.Close:output_type -> streamrun.plugin.v1.CloseResponse
+	10, // 14: streamrun.plugin.v1.Handler.Batches:output_type -> streamrun.plugin.v1.BatchResult
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_handler_proto_init() }
@@ -1087,7 +1275,7 @@ func file_handler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_handler_proto_rawDesc), len(file_handler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

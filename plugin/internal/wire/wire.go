@@ -42,6 +42,14 @@ const (
 	// Batch 4 and 5, Output 7 and 8: the trace context (docs/telemetry.md).
 	BatchTraceParent = 4
 	BatchTraceState  = 5
+	// Keyed state: Batch 10 (StateEntry), Result 6 (StateChange).
+	BatchState = 10
+	EntryKey   = 1
+	EntryValue = 2
+
+	ChangeKey    = 1
+	ChangeValue  = 2
+	ChangeDelete = 3
 
 	MsgID          = 1
 	MsgTopic       = 2
@@ -68,6 +76,7 @@ const (
 	ResDelay   = 3
 	ResReason  = 4
 	ResOutputs = 5
+	ResState   = 6
 
 	OutTopic       = 1
 	OutKey         = 2

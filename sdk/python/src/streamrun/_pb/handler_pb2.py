@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rhandler.proto\x12\x13streamrun.plugin.v1\"^\n\x0bInitRequest\x12\x0e\n\x06\x63onfig\x18\x01 \x01(\x0c\x12\x10\n\x08pipeline\x18\x02 \x01(\t\x12\x13\n\x0binstance_id\x18\x03 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x04 \x01(\r\"(\n\x0cInitResponse\x12\x18\n\x10\x63ontract_version\x18\x01 \x01(\r\"\xfe\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x04 \x01(\x0c\x12\x31\n\nproperties\x18\x05 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x17\n\x0fpublish_time_ms\x18\x07 \x01(\x03\x12\x15\n\revent_time_ms\x18\x08 \x01(\x03\x12\x18\n\x10redelivery_count\x18\t \x01(\r\x12\x13\n\x0btraceparent\x18\n \x01(\t\x12\x12\n\ntracestate\x18\x0b \x01(\t\"\x81\x01\n\x05\x42\x61tch\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.streamrun.plugin.v1.Message\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x03\x12\x13\n\x0btraceparent\x18\x04 \x01(\t\x12\x12\n\ntracestate\x18\x05 \x01(\t\"&\n\x08Property\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"\xbe\x01\n\x06Output\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x03 \x01(\x0c\x12\x31\n\nproperties\x18\x04 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12\x15\n\revent_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\x12\x12\n\ntracestate\x18\x08 \x01(\t\"\x9c\x01\n\x06Result\x12\r\n\x05index\x18\x01 \x01(\r\x12-\n\x07outcome\x18\x02 \x01(\x0e\x32\x1c.streamrun.plugin.v1.Outcome\x12\x16\n\x0eretry_delay_ms\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12,\n\x07outputs\x18\x05 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Output\"\xab\x01\n\x0b\x42\x61tchResult\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Result\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12)\n\x05panic\x18\x03 \x01(\x0b\x32\x1a.streamrun.plugin.v1.Panic\x12\x10\n\x08outcomes\x18\x04 \x01(\x0c\x12\x12\n\necho_topic\x18\x05 \x01(\t\x12\x10\n\x08payloads\x18\x06 \x03(\x0c\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"4\n\x05Panic\x12\r\n\x05index\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t\x12\r\n\x05stack\x18\x03 \x01(\t*q\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n\x0bOUTCOME_ACK\x10\x01\x12\x11\n\rOUTCOME_RETRY\x10\x02\x12\x17\n\x13OUTCOME_DEAD_LETTER\x10\x03\x12\x10\n\x0cOUTCOME_DROP\x10\x04\x32\xf3\x01\n\x07Handler\x12K\n\x04Init\x12 .streamrun.plugin.v1.InitRequest\x1a!.streamrun.plugin.v1.InitResponse\x12N\n\x05\x43lose\x12!.streamrun.plugin.v1.CloseRequest\x1a\".streamrun.plugin.v1.CloseResponse\x12K\n\x07\x42\x61tches\x12\x1a.streamrun.plugin.v1.Batch\x1a .streamrun.plugin.v1.BatchResult(\x01\x30\x01\x42\x33Z1github.com/streamrun/streamrun/plugin/internal/pbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rhandler.proto\x12\x13streamrun.plugin.v1\"s\n\x0bInitRequest\x12\x0e\n\x06\x63onfig\x18\x01 \x01(\x0c\x12\x10\n\x08pipeline\x18\x02 \x01(\t\x12\x13\n\x0binstance_id\x18\x03 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x04 \x01(\r\x12\x13\n\x0bkeyed_state\x18\x05 \x01(\x08\"=\n\x0cInitResponse\x12\x18\n\x10\x63ontract_version\x18\x01 \x01(\r\x12\x13\n\x0bkeyed_state\x18\x02 \x01(\x08\"\xfe\x01\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x04 \x01(\x0c\x12\x31\n\nproperties\x18\x05 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12\x17\n\x0fpublish_time_ms\x18\x07 \x01(\x03\x12\x15\n\revent_time_ms\x18\x08 \x01(\x03\x12\x18\n\x10redelivery_count\x18\t \x01(\r\x12\x13\n\x0btraceparent\x18\n \x01(\t\x12\x12\n\ntracestate\x18\x0b \x01(\t\"\xb1\x01\n\x05\x42\x61tch\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.streamrun.plugin.v1.Message\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x03\x12\x13\n\x0btraceparent\x18\x04 \x01(\t\x12\x12\n\ntracestate\x18\x05 \x01(\t\x12.\n\x05state\x18\n \x03(\x0b\x32\x1f.streamrun.plugin.v1.StateEntry\"(\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"9\n\x0bStateChange\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0e\n\x06\x64\x65lete\x18\x03 \x01(\x08\"&\n\x08Property\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"\xbe\x01\n\x06Output\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x14\n\x0cordering_key\x18\x03 \x01(\x0c\x12\x31\n\nproperties\x18\x04 \x03(\x0b\x32\x1d.streamrun.plugin.v1.Property\x12\x0f\n\x07payload\x18\x05 \x01(\x0c\x12\x15\n\revent_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0btraceparent\x18\x07 \x01(\t\x12\x12\n\ntracestate\x18\x08 \x01(\t\"\xcd\x01\n\x06Result\x12\r\n\x05index\x18\x01 \x01(\r\x12-\n\x07outcome\x18\x02 \x01(\x0e\x32\x1c.streamrun.plugin.v1.Outcome\x12\x16\n\x0eretry_delay_ms\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12,\n\x07outputs\x18\x05 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Output\x12/\n\x05state\x18\x06 \x01(\x0b\x32 .streamrun.plugin.v1.StateChange\"\xab\x01\n\x0b\x42\x61tchResult\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.streamrun.plugin.v1.Result\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12)\n\x05panic\x18\x03 \x01(\x0b\x32\x1a.streamrun.plugin.v1.Panic\x12\x10\n\x08outcomes\x18\x04 \x01(\x0c\x12\x12\n\necho_topic\x18\x05 \x01(\t\x12\x10\n\x08payloads\x18\x06 \x03(\x0c\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"4\n\x05Panic\x12\r\n\x05index\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t\x12\r\n\x05stack\x18\x03 \x01(\t*q\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n\x0bOUTCOME_ACK\x10\x01\x12\x11\n\rOUTCOME_RETRY\x10\x02\x12\x17\n\x13OUTCOME_DEAD_LETTER\x10\x03\x12\x10\n\x0cOUTCOME_DROP\x10\x04\x32\xf3\x01\n\x07Handler\x12K\n\x04Init\x12 .streamrun.plugin.v1.InitRequest\x1a!.streamrun.plugin.v1.InitResponse\x12N\n\x05\x43lose\x12!.streamrun.plugin.v1.CloseRequest\x1a\".streamrun.plugin.v1.CloseResponse\x12K\n\x07\x42\x61tches\x12\x1a.streamrun.plugin.v1.Batch\x1a .streamrun.plugin.v1.BatchResult(\x01\x30\x01\x42\x33Z1github.com/streamrun/streamrun/plugin/internal/pbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,30 +32,34 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'handler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/streamrun/streamrun/plugin/internal/pb'
-  _globals['_OUTCOME']._serialized_start=1218
-  _globals['_OUTCOME']._serialized_end=1331
+  _globals['_OUTCOME']._serialized_start=1458
+  _globals['_OUTCOME']._serialized_end=1571
   _globals['_INITREQUEST']._serialized_start=38
-  _globals['_INITREQUEST']._serialized_end=132
-  _globals['_INITRESPONSE']._serialized_start=134
-  _globals['_INITRESPONSE']._serialized_end=174
-  _globals['_MESSAGE']._serialized_start=177
-  _globals['_MESSAGE']._serialized_end=431
-  _globals['_BATCH']._serialized_start=434
-  _globals['_BATCH']._serialized_end=563
-  _globals['_PROPERTY']._serialized_start=565
-  _globals['_PROPERTY']._serialized_end=603
-  _globals['_OUTPUT']._serialized_start=606
-  _globals['_OUTPUT']._serialized_end=796
-  _globals['_RESULT']._serialized_start=799
-  _globals['_RESULT']._serialized_end=955
-  _globals['_BATCHRESULT']._serialized_start=958
-  _globals['_BATCHRESULT']._serialized_end=1129
-  _globals['_CLOSEREQUEST']._serialized_start=1131
-  _globals['_CLOSEREQUEST']._serialized_end=1145
-  _globals['_CLOSERESPONSE']._serialized_start=1147
-  _globals['_CLOSERESPONSE']._serialized_end=1162
-  _globals['_PANIC']._serialized_start=1164
-  _globals['_PANIC']._serialized_end=1216
-  _globals['_HANDLER']._serialized_start=1334
-  _globals['_HANDLER']._serialized_end=1577
+  _globals['_INITREQUEST']._serialized_end=153
+  _globals['_INITRESPONSE']._serialized_start=155
+  _globals['_INITRESPONSE']._serialized_end=216
+  _globals['_MESSAGE']._serialized_start=219
+  _globals['_MESSAGE']._serialized_end=473
+  _globals['_BATCH']._serialized_start=476
+  _globals['_BATCH']._serialized_end=653
+  _globals['_STATEENTRY']._serialized_start=655
+  _globals['_STATEENTRY']._serialized_end=695
+  _globals['_STATECHANGE']._serialized_start=697
+  _globals['_STATECHANGE']._serialized_end=754
+  _globals['_PROPERTY']._serialized_start=756
+  _globals['_PROPERTY']._serialized_end=794
+  _globals['_OUTPUT']._serialized_start=797
+  _globals['_OUTPUT']._serialized_end=987
+  _globals['_RESULT']._serialized_start=990
+  _globals['_RESULT']._serialized_end=1195
+  _globals['_BATCHRESULT']._serialized_start=1198
+  _globals['_BATCHRESULT']._serialized_end=1369
+  _globals['_CLOSEREQUEST']._serialized_start=1371
+  _globals['_CLOSEREQUEST']._serialized_end=1385
+  _globals['_CLOSERESPONSE']._serialized_start=1387
+  _globals['_CLOSERESPONSE']._serialized_end=1402
+  _globals['_PANIC']._serialized_start=1404
+  _globals['_PANIC']._serialized_end=1456
+  _globals['_HANDLER']._serialized_start=1574
+  _globals['_HANDLER']._serialized_end=1817
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,227 @@
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// MaxStateValueSize is the largest value a handler may store under a key:
+// 1 MiB. The host writes each change as one message of the pipeline's
+// changelog topic, which must fit the broker's message size (5 MiB by
+// default) with room to spare; a larger value is refused by Put (and by
+// the host, should a plugin send one).
+const MaxStateValueSize = 1 << 20
+
+// ErrNoState is returned by State's methods when there is no state to
+// read or write: the pipeline keeps none (its file has no state block),
+// or the message has no key.
+var ErrNoState = errors.New("no keyed state")
+
+// State is the value the host keeps under a message's key, for pipelines
+// whose file has a state block (docs/contract.md §6, "Keyed state"). A
+// handler reads it with Get and changes it with Put or Delete while it
+// handles the message; the host sent the current value with the batch and
+// receives the change with the answer, so no access is a call.
+//
+// A change takes effect if and only if the message is acknowledged: with
+// any other outcome (a retry, a dead letter, a drop, the batch failing, a
+// crash) it is discarded, and the message comes again, if it does, to the
+// value as it was. Within a batch, a message sees the changes of the
+// messages of its key before it; a MessageFunc's message whose outcome is
+// not an ack has its change undone before the next message. For a batch
+// Handler, a message that read or changed a key after an earlier message
+// of the batch changed it and was not acknowledged is retried too, since
+// what it did rests on a change that did not happen.
+//
+// A State is only good while the message is being handled (until Process
+// returns), and the slice Get returns is the batch's: copy it to keep it.
+type State struct {
+	m *Message
+}
+
+// State is the keyed state of m's key.
+func (m *Message) State() State { return State{m: m} }
+
+// Get returns the value stored under the message's key, and whether there
+// is one.
+func (s State) Get() ([]byte, bool) {
+	bs := s.m.state
+	if bs == nil || s.m.Key == "" {
+		return nil, false
+	}
+	return bs.get(s.m)
+}
+
+// Put stores v under the message's key, once the message is
+// acknowledged. An empty v is Delete (the changelog's way of saying a
+// key has no value). It fails with ErrNoState when there is no state to
+// write, and for a value over MaxStateValueSize.
+func (s State) Put(v []byte) error {
+	bs := s.m.state
+	if bs == nil || s.m.Key == "" {
+		return fmt.Errorf("put for message %s: %w", s.m.ID, ErrNoState)
+	}
+	if len(v) > MaxStateValueSize {
+		return fmt.Errorf("put for message %s: a value of %d bytes is over the %d-byte limit", s.m.ID, len(v), MaxStateValueSize)
+	}
+	bs.put(s.m, v)
+	return nil
+}
+
+// Delete removes the value under the message's key, once the message is
+// acknowledged.
+func (s State) Delete() error { return s.Put(nil) }
+
+// GetJSON decodes the value under the message's key into v, and says
+// whether there was one (v is left alone when there was not).
+func (s State) GetJSON(v any) (bool, error) {
+	b, ok := s.Get()
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return true, fmt.Errorf("state of message %s: %w", s.m.ID, err)
+	}
+	return true, nil
+}
+
+// PutJSON stores v, encoded as JSON, under the message's key.
+func (s State) PutJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("state of message %s: %w", s.m.ID, err)
+	}
+	return s.Put(b)
+}
+
+// StateEntry is the value stored under one key, as the host sends it with
+// a batch.
+type StateEntry struct {
+	Key   string
+	Value []byte
+}
+
+// StateChange is a handler's change to the value under its message's key,
+// in the message's Result (only with OutcomeAck).
+type StateChange struct {
+	// Key is the message's key.
+	Key string
+	// Value is the new value; nil with Delete.
+	Value []byte
+	// Delete removes the key's value.
+	Delete bool
+}
+
+// batchState is a batch's view of the keyed state: the values the host
+// sent, changed as the handler puts and deletes, and each message's
+// change and whether it read or wrote the state.
+type batchState struct {
+	mu   sync.Mutex
+	vals map[string][]byte // absent: no value
+	// per message, by index
+	changed []bool
+	change  []StateChange
+	before  [][]byte // the key's value before the message's first change
+	hadVal  []bool
+	touched []bool
+}
+
+// newBatchState makes the view of a batch of n messages whose keys have
+// the values entries.
+func newBatchState(entries []StateEntry, n int) *batchState {
+	bs := &batchState{vals: make(map[string][]byte, len(entries)),
+		changed: make([]bool, n), change: make([]StateChange, n), before: make([][]byte, n),
+		hadVal: make([]bool, n), touched: make([]bool, n)}
+	for _, e := range entries {
+		bs.vals[e.Key] = e.Value
+	}
+	return bs
+}
+
+// attach makes bs the state of batch's messages.
+func (bs *batchState) attach(batch []*Message) {
+	for _, m := range batch {
+		m.state = bs
+	}
+}
+
+func (bs *batchState) get(m *Message) ([]byte, bool) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if i := m.index; i >= 0 && i < len(bs.touched) {
+		bs.touched[i] = true
+	}
+	v, ok := bs.vals[m.Key]
+	return v, ok
+}
+
+func (bs *batchState) put(m *Message, v []byte) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	i := m.index
+	if i < 0 || i >= len(bs.changed) {
+		return
+	}
+	bs.touched[i] = true
+	if !bs.changed[i] {
+		bs.before[i], bs.hadVal[i] = bs.vals[m.Key]
+		bs.changed[i] = true
+	}
+	if len(v) == 0 {
+		delete(bs.vals, m.Key)
+		bs.change[i] = StateChange{Key: m.Key, Delete: true}
+		return
+	}
+	bs.vals[m.Key] = v
+	bs.change[i] = StateChange{Key: m.Key, Value: v}
+}
+
+// undo takes back message i's change, if it made one: a MessageFunc's
+// message whose outcome is not an ack, undone before the next message
+// reads the key.
+func (bs *batchState) undo(m *Message) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	i := m.index
+	if i < 0 || i >= len(bs.changed) || !bs.changed[i] {
+		return
+	}
+	if bs.hadVal[i] {
+		bs.vals[m.Key] = bs.before[i]
+	} else {
+		delete(bs.vals, m.Key)
+	}
+	bs.changed[i], bs.touched[i] = false, false
+	bs.change[i] = StateChange{}
+}
+
+// settle puts each acknowledged message's change in its result. A
+// message of a key that an earlier message of the batch changed without
+// being acknowledged, and that read or changed the key itself, is retried
+// instead: what it did rests on a change that does not happen.
+func (bs *batchState) settle(batch []*Message, results []Result) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var lost map[string]bool
+	for i, m := range batch {
+		r := &results[i]
+		if lost[m.Key] && bs.touched[i] && r.Outcome == OutcomeAck {
+			*r = Result{Outcome: OutcomeRetry, Reason: "state: an earlier message of key " + fmt.Sprintf("%q", m.Key) +
+				" in the batch changed it and was not acknowledged"}
+		}
+		if !bs.changed[i] {
+			continue
+		}
+		if r.Outcome != OutcomeAck {
+			if lost == nil {
+				lost = map[string]bool{}
+			}
+			lost[m.Key] = true
+			continue
+		}
+		c := bs.change[i]
+		r.State = &c
+	}
+}
