@@ -49,7 +49,7 @@ pipelines:
     source:
       topics: [orders, "persistent://shop/eu/${TOPIC:-returns}"]
       subscription: enrich
-      type: Key_Shared
+      type: Exclusive
       initial_position: earliest
       rewind: 2025-06-01T12:00:00Z
       receiver_queue: 500
@@ -83,6 +83,7 @@ pipelines:
       backoff: {initial: 100ms, max: 10s}
       dead_letter_topic: orders-dlq
       max_crashes: 2
+    state: {enabled: true, changelog: orders-counts, ttl: 24h}
   - name: scripted
     source: {pattern: "persistent://shop/eu/.*-in", subscription: py}
     handler: {script: /opt/h.py, python: /opt/venv}
@@ -105,7 +106,7 @@ func TestParseEveryField(t *testing.T) {
 		Pipelines: []pipelines.Pipeline{{
 			Name: "orders",
 			Source: pipelines.Source{Topics: []string{"orders", "persistent://shop/eu/returns"}, Subscription: "enrich",
-				Type: "Key_Shared", InitialPosition: "earliest", Rewind: "2025-06-01T12:00:00Z", ReceiverQueue: 500},
+				Type: "Exclusive", InitialPosition: "earliest", Rewind: "2025-06-01T12:00:00Z", ReceiverQueue: 500},
 			Handler: pipelines.Handler{Plugin: "/opt/enrich", SHA256: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Args: []string{"--verbose", "4"},
 				Env: map[string]string{"LEVEL": "debug", "PRICE": "$5"},
 				Config: map[string]any{"port": 4, "quoted": "4",
@@ -122,6 +123,7 @@ func TestParseEveryField(t *testing.T) {
 			Outputs: []string{"out"},
 			ErrorPolicy: pipelines.ErrorPolicy{MaxRetries: 5, DeadLetterTopic: "orders-dlq", MaxCrashes: 2,
 				Backoff: pipelines.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}},
+			State: pipelines.State{Enabled: true, Changelog: "orders-counts", TTL: 24 * time.Hour},
 		}, {
 			Name:    "scripted",
 			Source:  pipelines.Source{Pattern: "persistent://shop/eu/.*-in", Subscription: "py"},

@@ -50,6 +50,7 @@ package pipelines
 import (
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -183,6 +184,50 @@ type Pipeline struct {
 	Outputs []string `yaml:"outputs,omitempty" json:"outputs,omitempty" reload:"flow"`
 	// ErrorPolicy says what becomes of messages that fail.
 	ErrorPolicy ErrorPolicy `yaml:"error_policy,omitempty" json:"error_policy,omitempty"`
+	// State keeps a value per message key for the handler, held by the
+	// host and written to a changelog topic (docs/pipelines.md, "Keyed
+	// state").
+	State State `yaml:"state,omitempty" json:"state,omitempty"`
+}
+
+// State is a pipeline's keyed state: a value per message key that the
+// handler reads and changes while it handles the key's messages
+// (plugin.State), kept by the host, changed only with an acknowledged
+// message, written to a changelog topic before that message is
+// acknowledged and read back from it when the pipeline starts.
+type State struct {
+	// Enabled turns keyed state on. Default false.
+	Enabled bool `yaml:"enabled,omitempty" json:"enabled,omitempty" reload:"source"`
+	// Changelog is the topic every change is written to, one message a
+	// change (the key's new value as payload; an empty payload removes
+	// it), meant to be compacted. Default "<subscription>-state" in the
+	// namespace of the source's first topic (or its pattern's).
+	Changelog string `yaml:"changelog,omitempty" json:"changelog,omitempty" reload:"source"`
+	// TTL, when set, forgets a key whose value was last changed longer
+	// ago: the handler sees no value for it. Default 0: values are kept
+	// until deleted.
+	TTL time.Duration `yaml:"ttl,omitempty" json:"ttl,omitempty" reload:"source"`
+}
+
+// ChangelogTopic is the changelog topic of p's state: State.Changelog or
+// its default.
+func (p *Pipeline) ChangelogTopic() string {
+	if t := p.State.Changelog; t != "" {
+		return t
+	}
+	ns := "persistent://public/default"
+	first := p.Source.Pattern
+	if len(p.Source.Topics) > 0 {
+		first = p.Source.Topics[0]
+	}
+	if t, err := pulsarwire.ParseTopic(first); err == nil && p.Source.Pattern == "" && first != "" {
+		ns = "persistent://" + t.Tenant + "/" + t.Namespace
+	} else if rest, ok := strings.CutPrefix(first, "persistent://"); ok {
+		if parts := strings.SplitN(rest, "/", 3); len(parts) == 3 {
+			ns = "persistent://" + parts[0] + "/" + parts[1]
+		}
+	}
+	return ns + "/" + p.Source.Subscription + "-state"
 }
 
 // SubscriptionType is how the consumers of a subscription share it: the

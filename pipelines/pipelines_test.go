@@ -172,3 +172,40 @@ func TestValidatePatternNamespaceIsLiteral(t *testing.T) {
 		t.Fatalf("pattern with a non-literal tenant: %v", err)
 	}
 }
+
+// Keyed state runs on an Exclusive subscription only, and each other
+// type is refused at source.type saying why; state settings without
+// enabled are refused too, and the changelog's default is named after
+// the subscription in the source's namespace.
+func TestValidateKeyedState(t *testing.T) {
+	p := valid()
+	p.Source.Topics = []string{"persistent://shop/eu/payments"}
+	p.Source.Type = pipelines.Exclusive
+	p.State = pipelines.State{Enabled: true}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("keyed state on Exclusive: %v", err)
+	}
+	if got, want := p.ChangelogTopic(), "persistent://shop/eu/"+p.Source.Subscription+"-state"; got != want {
+		t.Errorf("changelog %q, want %q", got, want)
+	}
+	for typ, words := range map[pipelines.SubscriptionType]string{
+		"": "on Shared", pipelines.Shared: "on Shared", pipelines.Failover: "moves keys", pipelines.KeyShared: "moves keys",
+	} {
+		p.Source.Type = typ
+		err := p.Validate()
+		var fe *pipelines.FieldError
+		if !errors.As(err, &fe) || fe.Path != "source.type" || !strings.Contains(err.Error(), words) {
+			t.Errorf("keyed state on %q: %v, want an error at source.type saying %q", typ, err, words)
+		}
+	}
+	p.Source.Type = pipelines.Exclusive
+	p.State = pipelines.State{Changelog: "counts"}
+	var fe *pipelines.FieldError
+	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "state.enabled" {
+		t.Errorf("state settings without enabled: %v", err)
+	}
+	p.State = pipelines.State{Enabled: true, Changelog: "persistent://a/b"}
+	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "state.changelog" {
+		t.Errorf("a bad changelog topic: %v", err)
+	}
+}

@@ -106,6 +106,7 @@ func (p *Pipeline) validate(prefix string, env *lazyEnv) []error {
 		c.topic(fmt.Sprintf("outputs[%d]", i), t)
 	}
 	c.errorPolicy(&p.ErrorPolicy)
+	c.state(p)
 	c.counts(p)
 	return c.errs
 }
@@ -266,6 +267,45 @@ func (c *checker) handlerKind(h *Handler, hasSteps bool) {
 func (c *checker) errorPolicy(e *ErrorPolicy) {
 	if e.DeadLetterTopic != "" {
 		c.topic("error_policy.dead_letter_topic", e.DeadLetterTopic)
+	}
+}
+
+// state checks the keyed state settings. Keyed state is kept by one
+// host for a key at a time, so the subscription must give each key to
+// one consumer at a time, and hand it over only once that consumer is
+// gone: Exclusive does (a second host waits until the first leaves,
+// then reads the changelog). Shared gives a key's messages to any
+// consumer at once, so two hosts would change one value each from what
+// it was; Failover and Key_Shared move keys between consumers that are
+// both running, and a host taking keys over would need to read the
+// changelog past every change the other made first, which is not built.
+func (c *checker) state(p *Pipeline) {
+	st := &p.State
+	if !st.Enabled {
+		if st.Changelog != "" || st.TTL != 0 {
+			c.bad("state.enabled", "is false, and state has settings: set enabled: true to keep state")
+		}
+		return
+	}
+	if !p.HasHandler() {
+		c.bad("state", "keyed state is for a handler, and this pipeline has none")
+	}
+	t, ok := p.Source.Type.Canonical()
+	if !ok {
+		return // source.type's own check says what is wrong
+	}
+	if p.Source.Type == "" {
+		t = Shared
+	}
+	switch t {
+	case Exclusive:
+	case Shared:
+		c.bad("source.type", "keyed state needs an Exclusive subscription: on Shared, messages of one key go to several consumers at once, and each would change the key's value from what it was")
+	default:
+		c.bad("source.type", "keyed state needs an Exclusive subscription: %s moves keys between running consumers, and a consumer taking a key over could read its value before the other's last change", p.Source.Type)
+	}
+	if st.Changelog != "" {
+		c.topic("state.changelog", st.Changelog)
 	}
 }
 
