@@ -33,6 +33,13 @@ func (p *pipeline) called(b *batch, instance, size int, took time.Duration, err 
 // call hands items to inst and returns its answer, through
 // Options.Intercept when there is one.
 func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
+	if w.keyed != nil {
+		res, err := w.callStateful(ctx, inst, items)
+		if err == nil {
+			w.keyed.apply(res)
+		}
+		return res, err
+	}
 	if w.intercept == nil {
 		return inst.ProcessBatch(ctx, callBatch(items))
 	}
@@ -43,5 +50,22 @@ func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plug
 	c := Call{Pipeline: w.pipeline, Instance: w.id, Pid: inst.Pid(), Messages: msgs}
 	return w.intercept(ctx, c, func(ctx context.Context) ([]plugin.Result, error) {
 		return inst.ProcessBatch(ctx, callBatch(items))
+	})
+}
+
+// callStateful is call for a pipeline with keyed state: the batch goes
+// with its keys' values.
+func (w *worker) callStateful(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
+	b := stateBatch{callBatch: callBatch(items), state: w.keyed.entries(items)}
+	if w.intercept == nil {
+		return inst.ProcessBatch(ctx, b)
+	}
+	msgs := make([]*subscribe.Message, len(items))
+	for i, it := range items {
+		msgs[i] = it.m
+	}
+	c := Call{Pipeline: w.pipeline, Instance: w.id, Pid: inst.Pid(), Messages: msgs}
+	return w.intercept(ctx, c, func(ctx context.Context) ([]plugin.Result, error) {
+		return inst.ProcessBatch(ctx, b)
 	})
 }

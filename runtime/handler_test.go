@@ -48,6 +48,11 @@ type testConfig struct {
 	Jitter time.Duration `json:"jitter,omitempty"`
 	// BatchDelay sleeps this long on each batch.
 	BatchDelay time.Duration `json:"batch_delay,omitempty"`
+	// Count keeps a count per key in the pipeline's keyed state: each
+	// message adds one, and its output's payload is "key=count" (the
+	// other payload prefixes keep their meaning); a message whose payload
+	// starts "undo:" is retried, the first time, after its change.
+	Count bool `json:"count,omitempty"`
 }
 
 func (c testConfig) asMap() map[string]any {
@@ -67,6 +72,9 @@ func (c testConfig) asMap() map[string]any {
 	}
 	if c.BatchDelay > 0 {
 		m["batch_delay"] = int64(c.BatchDelay)
+	}
+	if c.Count {
+		m["count"] = true
 	}
 	return m
 }
@@ -182,6 +190,23 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 		out := m.Payload
 		if h.cfg.Upper {
 			out = bytes.ToUpper(out)
+		}
+		if h.cfg.Count {
+			var n int
+			if _, err := m.State().GetJSON(&n); err != nil {
+				return err
+			}
+			n++
+			if err := m.State().PutJSON(n); err != nil {
+				w.DeadLetter(m, err.Error())
+				continue
+			}
+			out = fmt.Appendf(nil, "%s=%d", m.Key, n)
+			if strings.HasPrefix(p, "undo:") && h.once(p) {
+				// Its change was made; the retry must discard it.
+				w.Retry(m, 10*time.Millisecond, "undo")
+				continue
+			}
 		}
 		w.Output(m, plugin.Output{Topic: h.cfg.Output, Key: m.Key, Properties: m.Properties, Payload: out})
 	}

@@ -66,6 +66,7 @@ func plugins(hostEnv []string, startTimeout time.Duration, p *pipelines.Pipeline
 			InstanceID:   strconv.Itoa(slot),
 			Logger:       log,
 			StartTimeout: startTimeout,
+			KeyedState:   p.State.Enabled,
 		})
 		if err != nil {
 			return nil, err

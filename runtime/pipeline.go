@@ -54,6 +54,8 @@ type pipeline struct {
 	stages atomic.Pointer[stages]
 	tr     *tracing // nil when not traced
 	met    *metrics // nil when not measured
+	// keyed is the pipeline's keyed state, nil when it keeps none.
+	keyed *keyedState
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 
@@ -97,6 +99,9 @@ type item struct {
 	sm    *steps.Message
 	topic string
 
+	// changed: its answer changed its key's state (written to the
+	// changelog with its outputs).
+	changed bool
 	pending atomic.Int32          // outputs without a receipt yet
 	outErr  atomic.Pointer[error] // the first output that failed
 }
@@ -139,6 +144,9 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	}
 	p.state.Store(StateStarting)
 	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
+	if cfg.State.Enabled {
+		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, p.log)
+	}
 	p.met = h.met.forPipeline(p)
 	p.retries.m = map[retryKey]uint32{}
 	p.redo.kick = make(chan struct{}, 1)
@@ -259,6 +267,11 @@ func (p *pipeline) openOutputs(ctx context.Context) error {
 			return fmt.Errorf("open producer for output %s: %w", t, err)
 		}
 	}
+	if p.keyed != nil {
+		if _, err := p.client.Producer(ctx, p.keyed.topic); err != nil {
+			return fmt.Errorf("open producer for the state changelog %s: %w", p.keyed.topic, err)
+		}
+	}
 	return nil
 }
 
@@ -285,7 +298,7 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 		limit: limit, timeout: hc.Timeout, maxCrashes: p.cfg.ErrorPolicy.MaxCrashes, stages: p.stages.Load(),
 		hard: p.hard, abort: p.recvCtx.Done(),
 		order:    make(chan *sent, limit),
-		pipeline: p.name, intercept: p.h.opts.Intercept,
+		pipeline: p.name, intercept: p.h.opts.Intercept, keyed: p.keyed,
 	}
 	// Slow until an answer shows otherwise: no more than steadyBatches go
 	// to a handler not yet timed.
@@ -316,7 +329,18 @@ func (p *pipeline) open(ctx context.Context) error {
 		return err
 	}
 
-	return p.subscribeAs(ctx, p)
+	if err := p.subscribeAs(ctx, p); err != nil {
+		return err
+	}
+	if p.keyed != nil {
+		// After subscribing: on an Exclusive subscription, once any host
+		// before is gone, every change it acknowledged is in the changelog.
+		if err := p.keyed.restore(ctx, p.client, p.cfg.Source.Subscription); err != nil {
+			_ = p.cons.Close(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	return nil
 }
 
 // subscribeAs opens the pipeline's consumer as src's source says (src is
@@ -425,6 +449,9 @@ func (p *pipeline) receive() {
 // route puts received messages into their lanes.
 func (p *pipeline) route(ms []*subscribe.Message) {
 	now := time.Now()
+	if p.keyed != nil {
+		ms = p.admit(ms)
+	}
 	items := make([]item, len(ms))
 	p.stats.received.Add(int64(len(ms)))
 	if f := p.h.opts.Hooks.Received; f != nil {
@@ -446,6 +473,25 @@ func (p *pipeline) route(ms []*subscribe.Message) {
 			p.dispatch(l, now)
 		}
 	}
+}
+
+// admit leaves out of ms the copies of messages the host holds or has
+// just acknowledged (keyedState.admit), giving their credits back.
+func (p *pipeline) admit(ms []*subscribe.Message) []*subscribe.Message {
+	kept := ms[:0]
+	for _, m := range ms {
+		ok, acked := p.keyed.admit(m)
+		if ok {
+			kept = append(kept, m)
+			continue
+		}
+		p.log.Debug("state: a copy of a message in hand is left out", "id", m.ID.String(), "acked", acked)
+		if acked {
+			_ = p.cons.Ack(context.Background(), m)
+		}
+		p.credits.release(1)
+	}
+	return kept
 }
 
 // laneHash picks the lane of a message: by ordering key, else key, else

@@ -34,13 +34,24 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 		r := &res[i]
 		switch r.Outcome {
 		case plugin.OutcomeAck:
-			if len(r.Outputs) == 0 {
+			n := len(r.Outputs)
+			if r.State != nil && p.keyed != nil {
+				n++
+				it.changed = true
+			}
+			if n == 0 {
 				p.ack(it, Acked, "")
 				continue
 			}
-			it.pending.Store(int32(len(r.Outputs)))
+			it.pending.Store(int32(n))
 			p.awaiting.Add(1)
 			done := func(_ pulsarwire.MessageID, err error) { p.receipt(it, err) }
+			if it.changed {
+				// The changelog first: the message is acknowledged only once
+				// this and every output have their receipts.
+				parent, traced := p.tr.batchContext(it)
+				p.publish(parent, traced, p.keyed.topic, changelogMessage(r.State), done)
+			}
 			for j := range r.Outputs {
 				o := &r.Outputs[j]
 				cb := done
@@ -105,6 +116,10 @@ func (p *pipeline) receipt(it *item, err error) {
 	}
 	p.awaiting.Add(-1)
 	if it.outErr.Load() != nil {
+		if it.changed && p.hard.Err() == nil {
+			// The state in memory has the change; the message comes again.
+			p.fail(fmt.Errorf("%w (message %s): %w; a restart reads the state back from the changelog", errChangeLost, it.id(), *it.outErr.Load()))
+		}
 		p.redo.push(it)
 		return
 	}
@@ -174,6 +189,9 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 // it is delivered again once the consumer closes. Only at shutdown.
 func (p *pipeline) handBack(it *item) {
 	p.stats.handedBack.Add(1)
+	if p.keyed != nil {
+		p.keyed.leave(it.m, false)
+	}
 	p.tr.event(it, msgtrace.EventHandedBack)
 	p.release(it)
 }
@@ -210,6 +228,9 @@ func (p *pipeline) settled(it *item, o Outcome, reason string) {
 	}
 	if o != Retried {
 		p.retries.forget(retryKeyOf(it.m))
+	}
+	if p.keyed != nil {
+		p.keyed.leave(it.m, o != Retried)
 	}
 	if f := p.h.opts.Hooks.Settled; f != nil {
 		f(p.name, o)

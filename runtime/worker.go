@@ -62,6 +62,8 @@ type worker struct {
 	// (nil: none).
 	pipeline  string
 	intercept Interceptor
+	// keyed is the pipeline's keyed state, nil when it keeps none.
+	keyed *keyedState
 
 	limit   int           // batches in flight on the instance
 	timeout time.Duration // of one call

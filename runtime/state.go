@@ -1,0 +1,255 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// keyedState is a pipeline's keyed state (pipelines.State): the value of
+// every key, held in memory, read back from the changelog topic when the
+// pipeline opens, sent with each batch for the batch's keys, changed by
+// the handler's answers and written to the changelog with the message
+// that changed it (settle), before that message is acknowledged.
+//
+// A change is applied here when the answer comes, before it is settled,
+// so that the next batch of its key (which the ordered subscription the
+// state needs sends to the same worker, after this one's answer) sees
+// it. Should its settling fail (the changelog or another output not
+// published), the memory would be ahead of the changelog while the
+// message comes again: the pipeline fails instead (changeLost), and a
+// restart reads the changelog back.
+type keyedState struct {
+	topic string
+	ttl   time.Duration
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	vals map[string]stateValue
+	size int64 // bytes of keys and values held
+
+	// held are the messages in the host's hands, and those acknowledged
+	// in the last heldAfterAck, by id (see admit).
+	heldMu sync.Mutex
+	held   map[retryKey]time.Time // zero: not settled yet; else when acknowledged
+	swept  time.Time
+}
+
+// heldAfterAck is how long an acknowledged message's id is remembered:
+// well past the time a redelivery asked for before its acknowledgement
+// reached the broker takes to arrive.
+const heldAfterAck = time.Minute
+
+// admit says whether m may be handled: not when it is a copy of a
+// message the host holds or acknowledged a moment ago. On Exclusive, a
+// retry asks the broker for every unacknowledged message again, in order
+// (subscribe's Nack), and that includes messages the host has answered
+// and changed the state for, whose acknowledgements wait for the
+// changelog's receipts: handled again, their changes would be applied
+// twice. acked says the original was acknowledged (the copy can be
+// acknowledged too: the same id).
+func (s *keyedState) admit(m *subscribe.Message) (ok, acked bool) {
+	k := retryKeyOf(m)
+	now := time.Now()
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if now.Sub(s.swept) > heldAfterAck {
+		for id, at := range s.held {
+			if !at.IsZero() && now.Sub(at) > heldAfterAck {
+				delete(s.held, id)
+			}
+		}
+		s.swept = now
+	}
+	if at, dup := s.held[k]; dup {
+		return false, !at.IsZero()
+	}
+	s.held[k] = time.Time{}
+	return true, false
+}
+
+// leave is told that m was settled: acknowledged (acked), or not (a
+// retry or a hand-back, after which it comes again and is handled).
+func (s *keyedState) leave(m *subscribe.Message, acked bool) {
+	k := retryKeyOf(m)
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if acked {
+		s.held[k] = time.Now()
+		return
+	}
+	delete(s.held, k)
+}
+
+// stateValue is a key's value and when it was last changed.
+type stateValue struct {
+	v  []byte
+	at time.Time
+}
+
+// PropertyStateFence marks the message a pipeline writes to its changelog
+// when it reads it back at start: reading stops at it, having read every
+// change written before. It has no key, so compaction drops it.
+const PropertyStateFence = "streamrun-state-fence"
+
+func newKeyedState(topic string, ttl time.Duration, log *slog.Logger) *keyedState {
+	return &keyedState{topic: topic, ttl: ttl, log: log, vals: map[string]stateValue{}, held: map[retryKey]time.Time{}}
+}
+
+// keyOf is the key the handler is given for it.
+func keyOf(it *item) string {
+	if it.sm != nil {
+		return it.sm.Key
+	}
+	return it.m.Key
+}
+
+// entries are the values of the distinct keys of items that have one.
+func (s *keyedState) entries(items []*item) []plugin.StateEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []plugin.StateEntry
+	var seen map[string]bool
+	now := time.Now()
+	for _, it := range items {
+		k := keyOf(it)
+		if k == "" {
+			continue
+		}
+		if len(items) > 1 {
+			if seen == nil {
+				seen = make(map[string]bool, len(items))
+			}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		sv, ok := s.vals[k]
+		if !ok || s.expired(sv, now) {
+			continue
+		}
+		out = append(out, plugin.StateEntry{Key: k, Value: sv.v})
+	}
+	return out
+}
+
+func (s *keyedState) expired(sv stateValue, now time.Time) bool {
+	return s.ttl > 0 && now.Sub(sv.at) > s.ttl
+}
+
+// apply keeps the changes of the acknowledged answers in res, copied:
+// the answer's bytes are the plugin's frame.
+func (s *keyedState) apply(res []plugin.Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for i := range res {
+		r := &res[i]
+		if r.Outcome != plugin.OutcomeAck || r.State == nil {
+			continue
+		}
+		s.set(r.State.Key, r.State.Value, r.State.Delete, now)
+	}
+}
+
+// set changes key k's value (the caller holds mu); v is copied.
+func (s *keyedState) set(k string, v []byte, del bool, at time.Time) {
+	if old, ok := s.vals[k]; ok {
+		s.size -= int64(len(k) + len(old.v))
+	}
+	if del || len(v) == 0 {
+		delete(s.vals, k)
+		return
+	}
+	s.vals[k] = stateValue{v: append([]byte(nil), v...), at: at}
+	s.size += int64(len(k) + len(v))
+}
+
+// Len is how many keys have a value.
+func (s *keyedState) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.vals)
+}
+
+// changelogMessage is the changelog's record of change c: the key, and
+// the new value as payload (empty: removed).
+func changelogMessage(c *plugin.StateChange) pool.Message {
+	if c.Delete {
+		return pool.Message{Key: c.Key}
+	}
+	return pool.Message{Key: c.Key, Payload: c.Value}
+}
+
+// stateBatch is a call's batch with its keys' values (host.StateBatch).
+type stateBatch struct {
+	callBatch
+	state []plugin.StateEntry
+}
+
+func (b stateBatch) State() []plugin.StateEntry { return b.state }
+
+// restore reads the changelog into memory: every change from its start,
+// through a subscription of its own (sub, Exclusive, rewound to the
+// earliest message at each start and never acknowledged, so that it
+// also keeps the changelog from being trimmed), up to a fence this
+// restore writes first, so that every change written before is read.
+func (s *keyedState) restore(ctx context.Context, client *pool.Client, sub string) error {
+	t0 := time.Now()
+	fence := make([]byte, 8)
+	_, _ = rand.Read(fence)
+	id := hex.EncodeToString(fence)
+	cons, err := subscribe.New(ctx, client, subscribe.Options{
+		Topics: []string{s.topic}, Subscription: sub, Type: subscribe.Exclusive,
+		InitialPosition: subscribe.Earliest, Rewind: subscribe.AtEarliest(),
+	})
+	if err != nil {
+		return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+	}
+	defer func() { _ = cons.Close(context.WithoutCancel(ctx)) }()
+	if _, err := client.Publish(ctx, s.topic, pool.Message{Properties: map[string]string{PropertyStateFence: id}}); err != nil {
+		return fmt.Errorf("state: write fence to changelog %s: %w", s.topic, err)
+	}
+	s.mu.Lock()
+	clear(s.vals)
+	s.size = 0
+	s.mu.Unlock()
+	buf := make([]*subscribe.Message, 1000)
+	n := 0
+	for {
+		k, err := cons.ReceiveBatch(ctx, buf)
+		if err != nil {
+			return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+		}
+		s.mu.Lock()
+		for _, m := range buf[:k] {
+			if m.Properties[PropertyStateFence] == id {
+				s.mu.Unlock()
+				s.log.Info("state read back from the changelog", "changelog", s.topic, "changes", n, "keys", s.Len(),
+					"took", time.Since(t0).Round(time.Millisecond))
+				return nil
+			}
+			if m.Key == "" {
+				continue // another restore's fence
+			}
+			s.set(m.Key, m.Payload, false, m.PublishTime)
+			n++
+		}
+		s.mu.Unlock()
+		clear(buf[:k])
+	}
+}
+
+// errChangeLost fails a pipeline whose state in memory is ahead of its
+// changelog.
+var errChangeLost = errors.New("state: a change could not be written to the changelog")

@@ -1,0 +1,159 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	streamrun "github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// These run against either broker: the embedded one, or Apache Pulsar
+// when STREAMRUN_PULSAR_URL is set (brokertest.Target).
+
+// countingPipeline is a pipeline counting the messages of each key of
+// in in its keyed state, through the test handler as a plugin.
+func countingPipeline(t *testing.T, in, out string, cfg testConfig) pipelines.Pipeline {
+	cfg.Output, cfg.Count = out, true
+	if cfg.MarkerDir == "" {
+		cfg.MarkerDir = t.TempDir()
+	}
+	h := self(cfg)
+	h.BatchSize, h.Instances = 20, 2
+	return pipelines.Pipeline{
+		Name:        "counts",
+		Source:      pipelines.Source{Topics: []string{in}, Subscription: "counts", Type: pipelines.Exclusive, InitialPosition: pipelines.Earliest},
+		Handler:     h,
+		ErrorPolicy: pipelines.ErrorPolicy{Backoff: pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}},
+		State:       pipelines.State{Enabled: true},
+	}
+}
+
+// changelogCounts reads the changelog of p from its start, as a new
+// subscription, and returns each key's last count once n keys have a
+// count that reaches want(key).
+func changelogCounts(t *testing.T, cl *pool.Client, p pipelines.Pipeline, keys int, want func(key string) int) map[string]int {
+	t.Helper()
+	ctx := testContext(t)
+	cons, err := subscribe.New(ctx, cl, subscribe.Options{Topics: []string{p.ChangelogTopic()},
+		Subscription: "check-" + strconv.FormatInt(time.Now().UnixNano(), 36), InitialPosition: subscribe.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(context.Background())
+	got := map[string]int{}
+	done := func() bool {
+		if len(got) < keys {
+			return false
+		}
+		for k, n := range got {
+			if n < want(k) {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("reading the changelog: %v (so far %v)", err, got)
+		}
+		_ = cons.Ack(ctx, m)
+		if m.Key == "" {
+			continue // a restore's fence
+		}
+		n, err := strconv.Atoi(string(m.Payload))
+		if err != nil {
+			t.Fatalf("changelog value %q of key %q: %v", m.Payload, m.Key, err)
+		}
+		got[m.Key] = n
+	}
+	return got
+}
+
+// A count per key kept in keyed state comes out exact through handler
+// crashes (a panic on every 7th message, once each), and through
+// messages retried after their change (the change is discarded, and so
+// are the changes of the messages of its key after it in the batch):
+// every key's final count, in the changelog and in the last output, is
+// the number of its messages.
+func TestKeyedStateCountsExactlyThroughCrashesAndRetries(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	outs := collect(t, cl, out)
+
+	const n, keys = 300, 6
+	key := func(i int) string { return fmt.Sprintf("k%d", i%keys) }
+	publish(t, cl, in, n, func(i int) string {
+		if i%11 == 5 {
+			return fmt.Sprintf("undo:%d", i)
+		}
+		return fmt.Sprintf("m-%d", i)
+	}, key)
+	p := countingPipeline(t, in, out, testConfig{PanicEvery: 7})
+	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+
+	want := func(string) int { return n / keys }
+	got := changelogCounts(t, cl, p, keys, want)
+	for k, c := range got {
+		if c != want(k) {
+			t.Errorf("key %s: count %d in the changelog, want %d", k, c, want(k))
+		}
+	}
+	// Each count was output once its message was acknowledged: the
+	// highest of every key is its number of messages.
+	waitFor(t, "outputs", func() bool { return outs.len() >= n })
+	last := map[string]int{}
+	for _, pl := range outs.payloads() {
+		k, v, _ := strings.Cut(pl, "=")
+		c, _ := strconv.Atoi(v)
+		last[k] = max(last[k], c)
+	}
+	for i := range keys {
+		if k := key(i); last[k] != want(k) {
+			t.Errorf("key %s: highest count output %d, want %d", k, last[k], want(k))
+		}
+	}
+	if s := r.stats("counts"); s.Restarts == 0 || s.Retried == 0 {
+		t.Errorf("the handler crashed %d times and retried %d messages; the test wants both", s.Restarts, s.Retried)
+	}
+}
+
+// A host that stops and a new one that starts on the same pipeline go
+// on from the counts the first left: the new one reads them back from
+// the changelog.
+func TestKeyedStateIsReadBackAtStart(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	const n, keys = 100, 5
+	key := func(i int) string { return fmt.Sprintf("k%d", i%keys) }
+	p := countingPipeline(t, in, out, testConfig{})
+
+	publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("m-%d", i) }, key)
+	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	changelogCounts(t, cl, p, keys, func(string) int { return n / keys })
+	waitFor(t, "every input acknowledged", func() bool { return r.stats("counts").Acked >= n })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("m-%d", n+i) }, key)
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	got := changelogCounts(t, cl, p, keys, func(string) int { return 2 * n / keys })
+	for k, c := range got {
+		if c != 2*n/keys {
+			t.Errorf("key %s: count %d, want %d", k, c, 2*n/keys)
+		}
+	}
+}
