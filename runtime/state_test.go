@@ -32,7 +32,9 @@ func countingPipeline(t *testing.T, in, out string, cfg testConfig) pipelines.Pi
 		Source:      pipelines.Source{Topics: []string{in}, Subscription: "counts", Type: pipelines.Exclusive, InitialPosition: pipelines.Earliest},
 		Handler:     h,
 		ErrorPolicy: pipelines.ErrorPolicy{Backoff: pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}},
-		State:       pipelines.State{Enabled: true},
+		// A changelog of the test's own: the default is named after the
+		// subscription, which the tests share.
+		State: pipelines.State{Enabled: true, Changelog: in + "-state"},
 	}
 }
 
