@@ -21,11 +21,16 @@ import (
 // countingPipeline is a pipeline counting the messages of each key of
 // in in its keyed state, through the test handler as a plugin.
 func countingPipeline(t *testing.T, in, out string, cfg testConfig) pipelines.Pipeline {
+	return countingPipelineOf(t, in, out, cfg, self)
+}
+
+// countingPipelineOf is countingPipeline with the handler handler makes.
+func countingPipelineOf(t *testing.T, in, out string, cfg testConfig, handler func(testConfig) pipelines.Handler) pipelines.Pipeline {
 	cfg.Output, cfg.Count = out, true
 	if cfg.MarkerDir == "" {
 		cfg.MarkerDir = t.TempDir()
 	}
-	h := self(cfg)
+	h := handler(cfg)
 	h.BatchSize, h.Instances = 20, 2
 	return pipelines.Pipeline{
 		Name:        "counts",
@@ -87,6 +92,17 @@ func changelogCounts(t *testing.T, cl *pool.Client, p pipelines.Pipeline, keys i
 // every key's final count, in the changelog and in the last output, is
 // the number of its messages.
 func TestKeyedStateCountsExactlyThroughCrashesAndRetries(t *testing.T) {
+	testCountsThroughCrashesAndRetries(t, self)
+}
+
+// The same with the Python SDK's handler, whose interpreter dies (as a Go
+// handler's panic) on every 7th message, once each.
+func TestPythonKeyedStateCountsExactlyThroughCrashesAndRetries(t *testing.T) {
+	pythonSDK(t)
+	testCountsThroughCrashesAndRetries(t, func(cfg testConfig) pipelines.Handler { return pythonHandler(t, cfg) })
+}
+
+func testCountsThroughCrashesAndRetries(t *testing.T, handler func(testConfig) pipelines.Handler) {
 	peer := brokertest.Target(t)
 	base := brokertest.TopicName(t)
 	in, out := base+"-in", base+"-out"
@@ -101,7 +117,7 @@ func TestKeyedStateCountsExactlyThroughCrashesAndRetries(t *testing.T) {
 		}
 		return fmt.Sprintf("m-%d", i)
 	}, key)
-	p := countingPipeline(t, in, out, testConfig{PanicEvery: 7})
+	p := countingPipelineOf(t, in, out, testConfig{PanicEvery: 7}, handler)
 	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
 
 	want := func(string) int { return n / keys }

@@ -7,6 +7,10 @@ properties. A payload's prefix picks another outcome:
     dead:...   dead-lettered with reason "asked to"
     boom:...   the handler raises, every time: the message's error, retried
 
+With "count", it keeps a count per key in the pipeline's keyed state:
+each message adds one and its output's payload is "key=count"; a message
+whose payload starts "undo:" is retried, the first time, after its change.
+
 With "panic_every" N, its interpreter dies (os._exit) once per message
 (across processes, by marker files in "marker_dir") on messages whose
 payload's trailing number is a multiple of N: a crash, as a Go handler's
@@ -48,6 +52,12 @@ def handle(m: streamrun.Message):
             os._exit(3)
     if cfg.get("upper"):
         p = p.upper()
+    if cfg.get("count"):
+        n = m.state.get_json(0) + 1
+        m.state.put_json(n)
+        if p.startswith(b"undo:") and once(p.decode()):
+            return streamrun.Retry("undo", after=0.01)
+        p = f"{m.key}={n}".encode()
     return streamrun.Output(topic=cfg["output"], key=m.key, properties=m.properties, payload=p)
 
 

@@ -21,6 +21,7 @@ from ._handshake import CONTRACT_VERSION, check_cookie, claim_stdout
 from ._server import DEFAULT_MAX_MESSAGE_SIZE, batch_handler, serve
 from .jsonhelper import Emit, json_handler
 from .message import Batch, DeadLetter, Drop, Info, Message, Outcome, Output, Retry
+from .state import NoState, State
 
 # In a plugin process, stdout is the handshake's from the moment the
 # package is imported: a print() before serve() would otherwise be read by
@@ -37,9 +38,11 @@ __all__ = [
     "Emit",
     "Info",
     "Message",
+    "NoState",
     "Outcome",
     "Output",
     "Retry",
+    "State",
     "batch_handler",
     "json_handler",
     "serve",

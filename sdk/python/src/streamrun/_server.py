@@ -74,7 +74,7 @@ class _Handler:
                             "handle(message) or handle_batch(batch)")
 
     def process(self, msgs, deadline: Optional[float], out: pb.BatchResult, traceparent: str = "",
-                tracestate: str = "") -> Optional[pb.Panic]:
+                tracestate: str = "", state: Any = None) -> Optional[pb.Panic]:
         """Runs the handler over a batch, filling out's results. An
         exception raised for a message is that message's error (a retry
         under the pipeline's error policy, with the exception as reason),
@@ -82,9 +82,11 @@ class _Handler:
         returned is in the Go SDK. Returns the panic when the handler
         crashed (_CRASHES, or what is not an Exception); out has no results
         then, nor when the deadline passed first."""
-        b = Batch(msgs, deadline, traceparent, tracestate)
+        b = Batch(msgs, deadline, traceparent, tracestate, state)
         try:
             ok = self._batch(b, out) if self.batch else self._each(b, out)
+            if ok and b._state is not None:
+                b._state.settle(b._msgs, out.results)
         except _CRASHES as e:
             del out.results[:]
             return _panic(e, b.current)
@@ -119,9 +121,13 @@ class _Handler:
                 except Outcome as o:
                     ret = o
                 _fill_result(r, ret)
+                if r.outcome != pb.OUTCOME_ACK and b._state is not None:
+                    b._state.undo(m)
             except _CRASHES:
                 raise
             except Exception as e:  # noqa: BLE001 - the message's error, as a Go MessageFunc's
+                if b._state is not None:
+                    b._state.undo(m)
                 r.Clear()
                 r.index, r.outcome, r.reason = m.index, pb.OUTCOME_RETRY, _describe(e)
                 failed += 1
@@ -168,6 +174,7 @@ class _Servicer(pb_grpc.HandlerServicer):
         self.stop = stop
         self.crashed: Optional[pb.Panic] = None
         self.lock = threading.Lock()  # one batch at a time, as a Go plugin's default
+        self.keyed = False  # the pipeline keeps keyed state (InitRequest.keyed_state)
 
     def Init(self, request: pb.InitRequest, context: grpc.ServicerContext) -> pb.InitResponse:
         if request.contract_version != _handshake.CONTRACT_VERSION:
@@ -183,7 +190,10 @@ class _Servicer(pb_grpc.HandlerServicer):
             except Exception as e:  # noqa: BLE001 - a refusal, told to the host
                 log.error("handler init failed", exc_info=True)
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
-        return pb.InitResponse(contract_version=_handshake.CONTRACT_VERSION)
+        self.keyed = request.keyed_state
+        # This SDK reads and writes keyed state, said either way, so that a
+        # host can tell it from an older one.
+        return pb.InitResponse(contract_version=_handshake.CONTRACT_VERSION, keyed_state=True)
 
     def Close(self, request: pb.CloseRequest, context: grpc.ServicerContext) -> pb.CloseResponse:
         if self.h.close is not None:
@@ -207,7 +217,7 @@ class _Servicer(pb_grpc.HandlerServicer):
                 # The batch's own trace context, once the contract carries
                 # it (read by name: generated code without it still runs).
                 p = self.h.process(batch.messages, deadline, out, getattr(batch, "traceparent", ""),
-                                   getattr(batch, "tracestate", ""))
+                                   getattr(batch, "tracestate", ""), batch.state if self.keyed else None)
             if p is not None:
                 self._crash(p, batch)
                 yield pb.BatchResult(seq=batch.seq, panic=p)

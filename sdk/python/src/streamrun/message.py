@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 from ._pb import handler_pb2 as pb
+from .state import State, _BatchState
 
 Text = Union[str, bytes]
 
@@ -102,6 +103,12 @@ class Message:
     def key_bytes(self) -> bytes:
         """The partition key as the broker holds it."""
         return self._m.key
+
+    @property
+    def state(self) -> State:
+        """The value the host keeps under this message's key, for a
+        pipeline with keyed state (see ``streamrun.state``)."""
+        return State(self, self._batch._state if self._batch is not None else None)
 
     @property
     def ordering_key(self) -> bytes:
@@ -329,8 +336,11 @@ class Batch(Sequence[Message]):
     exception names it."""
 
     def __init__(self, msgs: list[pb.Message], deadline: Optional[float], traceparent: str = "",
-                 tracestate: str = ""):
+                 tracestate: str = "", state: Any = None):
         self.deadline = deadline
+        # The batch's keyed state: its keys' values (StateEntry list) when
+        # the pipeline keeps state, else None.
+        self._state: Optional[_BatchState] = _BatchState(state, len(msgs)) if state is not None else None
         #: W3C trace context of the host's span for this batch, the parent
         #: for the handler's own spans; "" when the batch is not traced (or
         #: the host does not send it).

@@ -146,8 +146,14 @@ class LocalHandler:
     def __init__(self, handler: Any, *, config: Any = None, batch: Optional[bool] = None,
                  init: Optional[Callable[[Info], None]] = None, close: Optional[Callable[[], None]] = None,
                  pipeline: str = "test", instance_id: str = "0", topic: str = DEFAULT_TOPIC,
-                 timeout: float = 30.0):
+                 timeout: float = 30.0, state: Optional[dict] = None):
         self._h = _Handler(handler, batch, init, close)
+        #: The keyed state, key bytes to value bytes, when the handler is
+        #: tested as in a pipeline with ``state: {enabled: true}`` (pass
+        #: ``state={}`` or initial values): each batch is given its keys'
+        #: values, and the changes of acknowledged messages are kept here,
+        #: as the host keeps them. None: no state.
+        self.state = None if state is None else {_bytes(k): _bytes(v) for k, v in state.items()}
         self._topic = topic
         self._timeout = timeout
         self._entry = 0
@@ -179,7 +185,11 @@ class LocalHandler:
                 c.publish_time_ms = now
             batch.append(c)
         out = pb.BatchResult()
-        p = self._h.process(batch, time.monotonic() + self._timeout, out)
+        entries = None
+        if self.state is not None:
+            keys = dict.fromkeys(m.key for m in batch if m.key)
+            entries = [pb.StateEntry(key=k, value=self.state[k]) for k in keys if k in self.state]
+        p = self._h.process(batch, time.monotonic() + self._timeout, out, state=entries)
         if p is not None:
             return Answer([], Crash(value=p.value, traceback=p.stack, index=p.index))
         if len(out.results) != len(batch):
@@ -187,6 +197,11 @@ class LocalHandler:
                                "the host would take it for hung and retry the batch on a fresh process")
         results = []
         for r in sorted(out.results, key=lambda r: r.index):
+            if self.state is not None and r.outcome == pb.OUTCOME_ACK and r.HasField("state"):
+                if r.state.delete:
+                    self.state.pop(r.state.key, None)
+                else:
+                    self.state[r.state.key] = r.state.value
             results.append(Result(index=r.index, id=batch[r.index].id, outcome=_OUTCOMES.get(r.outcome, str(r.outcome)),
                                   reason=r.reason, retry_after=r.retry_delay_ms / 1000,
                                   outputs=[_output(o) for o in r.outputs]))
