@@ -6,9 +6,9 @@ import (
 	"net"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 
+	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/steps"
 )
 
@@ -52,8 +52,8 @@ func (f *File) Validate() error {
 // broker to reach, how, and where telemetry is served.
 func (c *checker) fileSettings(f *File) {
 	if f.ServiceURL != "" {
-		if err := checkServiceURL(f.ServiceURL); err != nil {
-			c.bad("service_url", "%v", err)
+		if _, err := pulsarwire.ParseServiceURL(f.ServiceURL); err != nil {
+			c.bad("service_url", "%q: %v", f.ServiceURL, err)
 		}
 	}
 	if (f.TLS.CertFile == "") != (f.TLS.KeyFile == "") {
@@ -307,32 +307,4 @@ func (c *checker) state(p *Pipeline) {
 	if st.Changelog != "" {
 		c.topic("state.changelog", st.Changelog)
 	}
-}
-
-// checkServiceURL reports why s is not a service URL:
-// pulsar://host[:port][,host[:port]...] or pulsar+ssl://...
-func checkServiceURL(s string) error {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return fmt.Errorf("%q: want pulsar://host:port or pulsar+ssl://host:port", s)
-	}
-	if l := strings.ToLower(scheme); l != "pulsar" && l != "pulsar+ssl" {
-		return fmt.Errorf("%q: the scheme must be pulsar or pulsar+ssl, not %q", s, scheme)
-	}
-	rest = strings.TrimRight(rest, "/")
-	if rest == "" {
-		return fmt.Errorf("%q: no host", s)
-	}
-	for _, h := range strings.Split(rest, ",") {
-		h = strings.TrimSpace(h)
-		if h == "" || strings.ContainsAny(h, "/?#@ ") {
-			return fmt.Errorf("%q: bad host %q", s, h)
-		}
-		if host, port, err := net.SplitHostPort(h); err == nil {
-			if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || host == "" {
-				return fmt.Errorf("%q: bad host:port %q", s, h)
-			}
-		}
-	}
-	return nil
 }

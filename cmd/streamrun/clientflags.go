@@ -68,7 +68,7 @@ func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
 	case (f.tlsCert == "") != (f.tlsKey == ""):
 		return pool.Options{}, usagef("--tls-cert and --tls-key go together")
 	}
-	if err := checkServiceURL(f.url); err != nil {
+	if _, err := pulsarwire.ParseServiceURL(f.url); err != nil {
 		return pool.Options{}, usagef("--url %q: %v", f.url, err)
 	}
 	if err := f.checkFiles(); err != nil {
@@ -100,42 +100,6 @@ func (f *clientFlags) checkFiles() error {
 	}
 	if err := checkSecretSpec("--token", f.token); err != nil {
 		return err
-	}
-	return nil
-}
-
-// checkServiceURL checks the shape of a service URL before anything is
-// dialed: pulsar:// or pulsar+ssl://, then host[:port] entries.
-func checkServiceURL(u string) error {
-	scheme, rest, ok := strings.Cut(u, "://")
-	switch {
-	case !ok:
-		return fmt.Errorf("want pulsar://host:port or pulsar+ssl://host:port")
-	case scheme == "http" || scheme == "https":
-		return fmt.Errorf("%v (the service URL is pulsar://host:6650, usually)", pulsarwire.ErrHTTP)
-	case scheme != "pulsar" && scheme != "pulsar+ssl":
-		return fmt.Errorf("scheme %q: want pulsar:// or pulsar+ssl://", scheme)
-	}
-	rest = strings.TrimSuffix(rest, "/")
-	if rest == "" {
-		return fmt.Errorf("no host")
-	}
-	for _, h := range strings.Split(rest, ",") {
-		if strings.ContainsAny(h, "/?#@ ") {
-			return fmt.Errorf("host %q: want host or host:port", h)
-		}
-		host, port, err := net.SplitHostPort(h)
-		if err != nil {
-			host, port = h, ""
-		}
-		if host == "" {
-			return fmt.Errorf("host %q: no host name", h)
-		}
-		if port != "" {
-			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return fmt.Errorf("host %q: port %q is not a number from 1 to 65535", h, port)
-			}
-		}
 	}
 	return nil
 }

@@ -2,65 +2,22 @@ package connpool
 
 import (
 	"fmt"
-	"net"
 	"net/url"
-	"strconv"
-	"strings"
+
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // ServiceURL is a parsed service URL: its scheme and hosts.
-type ServiceURL struct {
-	TLS   bool     // pulsar+ssl://
-	Hosts []string // host:port
-}
+type ServiceURL = pulsarwire.ServiceURL
 
-// ParseServiceURL reads pulsar://h1:p1,h2:p2 and pulsar+ssl://...; a
-// host without a port gets the scheme's default.
+// ParseServiceURL reads a service URL (pulsarwire.ParseServiceURL); the
+// error names it.
 func ParseServiceURL(s string) (ServiceURL, error) {
-	var u ServiceURL
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(s), "://")
-	if !ok {
-		return u, fmt.Errorf("service URL %q: want pulsar://host:port or pulsar+ssl://host:port", s)
-	}
-	port := "6650"
-	switch strings.ToLower(scheme) {
-	case "pulsar":
-	case "pulsar+ssl":
-		u.TLS, port = true, "6651"
-	default:
-		return u, fmt.Errorf("service URL %q: scheme %q is not pulsar or pulsar+ssl", s, scheme)
-	}
-	rest = strings.TrimRight(rest, "/")
-	if rest == "" {
-		return u, fmt.Errorf("service URL %q: no host", s)
-	}
-	for _, h := range strings.Split(rest, ",") {
-		h = strings.TrimSpace(h)
-		if h == "" || strings.ContainsAny(h, "/?#@") {
-			return u, fmt.Errorf("service URL %q: bad host %q", s, h)
-		}
-		hostPort, err := withPort(h, port)
-		if err != nil {
-			return u, fmt.Errorf("service URL %q: %w", s, err)
-		}
-		u.Hosts = append(u.Hosts, hostPort)
+	u, err := pulsarwire.ParseServiceURL(s)
+	if err != nil {
+		return u, fmt.Errorf("service URL %q: %w", s, err)
 	}
 	return u, nil
-}
-
-func withPort(h, port string) (string, error) {
-	if host, p, err := net.SplitHostPort(h); err == nil {
-		if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
-			return "", fmt.Errorf("host %q: bad port", h)
-		}
-		if host == "" {
-			return "", fmt.Errorf("host %q: empty host name", h)
-		}
-		return h, nil
-	}
-	// No port, or an IPv6 literal in brackets without one.
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	return net.JoinHostPort(h, port), nil
 }
 
 // BrokerAddr reads a broker URL from a lookup answer: its host:port and
@@ -80,13 +37,12 @@ func BrokerAddr(raw string) (hostPort string, isTLS bool, err error) {
 	if u.Host == "" {
 		return "", false, fmt.Errorf("broker URL %q: no host", raw)
 	}
-	port := "6650"
-	if isTLS {
-		port = "6651"
+	su, err := pulsarwire.ParseServiceURL(u.Scheme + "://" + u.Host) // the default port of the scheme
+	if err == nil && len(su.Hosts) != 1 {
+		err = fmt.Errorf("%d hosts, want one", len(su.Hosts))
 	}
-	hp, err := withPort(u.Host, port)
 	if err != nil {
 		return "", false, fmt.Errorf("broker URL %q: %w", raw, err)
 	}
-	return hp, isTLS, nil
+	return su.Hosts[0], isTLS, nil
 }

@@ -1,10 +1,13 @@
-package connpool
+package pulsarwire
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
 
+// A service URL's hosts with their ports, the scheme's default where
+// none is given; what is not one is refused, an http:// URL as ErrHTTP.
 func TestServiceURLs(t *testing.T) {
 	good := []struct {
 		in    string
@@ -29,9 +32,13 @@ func TestServiceURLs(t *testing.T) {
 			t.Errorf("%q: got %+v", g.in, u)
 		}
 	}
-	for _, bad := range []string{"", "localhost:6650", "http://h:80", "pulsar://", "pulsar://h:99999", "pulsar://h:x", "pulsar://a,,b", "pulsar://user@h:1", "pulsar://:6650"} {
+	for _, bad := range []string{"", "localhost:6650", "ftp://h:80", "pulsar://", "pulsar://h:99999", "pulsar://h:0", "pulsar://h:x",
+		"pulsar://a,,b", "pulsar://user@h:1", "pulsar://:6650", "pulsar://[]", "pulsar://a b:1"} {
 		if _, err := ParseServiceURL(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+	if _, err := ParseServiceURL("http://h:8080"); !errors.Is(err, ErrHTTP) {
+		t.Errorf("an http:// URL: %v, want ErrHTTP", err)
 	}
 }
