@@ -59,6 +59,9 @@ func TestMain(m *testing.M) {
 	case "host":
 		childHost()
 		return
+	case "statehost":
+		stateHost()
+		return
 	}
 	dir, err := brokertest.BuildPlugins()
 	if err != nil {
