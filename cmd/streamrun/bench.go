@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -87,6 +89,7 @@ type benchFlags struct {
 
 	output       string
 	progress     time.Duration
+	quiet        bool
 	closeTimeout time.Duration
 	drainTimeout time.Duration
 
@@ -121,7 +124,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.BoolVar(&f.sync, "sync", false, "embedded broker: fsync every message before its receipt")
 	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>)")
 	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
-	fs.IntVarP(&f.size, "size", "s", 1024, "message size in bytes")
+	fs.IntVar(&f.size, "size", 1024, "message size in bytes")
 	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow)")
 	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration)")
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "how long to publish, when --count is not given (default 10s)")
@@ -133,6 +136,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.IntVar(&f.maxPending, "max-pending", 10000, "most messages published and not yet receipted")
 	fs.StringVarP(&f.output, "output", "o", "text", "summary format: text or json")
 	fs.DurationVar(&f.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress line (as --progress 0)")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
 	if sub != "pipeline" {
 		fs.IntVar(&f.topics, "topics", 1, "spread the messages round-robin over this many topics, TOPIC-0 to TOPIC-(N-1)")
@@ -140,7 +144,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	if sub == "produce" {
 		return
 	}
-	fs.StringVar(&f.subscription, "subscription", "bench", "subscription name")
+	fs.StringVarP(&f.subscription, "subscription", "s", "bench", "subscription name")
 	fs.StringVar(&f.subType, "subscription-type", "shared", "subscription type: shared, exclusive, failover or key_shared")
 	fs.IntVar(&f.receiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 60*time.Second, "how long, once publishing ended (without publishing: from the start), to wait for the last messages to arrive")
@@ -257,6 +261,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch args[0] {
 	case "-h", "--help":
 		fmt.Fprint(stdout, benchHelp)
+		writeBenchFlags(stdout)
 		return exitOK
 	case "handler":
 		return benchIdentityHandler()
@@ -280,6 +285,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if f.count == 0 && f.duration == 0 {
 		f.duration = benchDuration
+	}
+	if f.quiet {
+		f.progress = 0
 	}
 	o, err := f.options(cmd, sub, fs.Changed("url"))
 	if err != nil {
@@ -391,4 +399,50 @@ func (f *benchFlags) write(cmd cmdIO, r *benchrun.Result) error {
 func benchIdentityHandler() int {
 	plugin.Serve(benchrun.IdentityHandler())
 	return exitOK
+}
+
+// writeBenchFlags lists the flags of bench's subcommands, those they all
+// take first, then those some of them take, each group under the names
+// of the subcommands that take it.
+func writeBenchFlags(w io.Writer) {
+	subs := []string{"produce", "consume", "pipeline"}
+	sets := map[string]*pflag.FlagSet{}
+	for _, sub := range subs {
+		fs := pflag.NewFlagSet(sub, pflag.ContinueOnError)
+		var f benchFlags
+		f.register(fs, sub)
+		sets[sub] = fs
+	}
+	// Each flag under the subcommands that take it, in the order of the
+	// subcommands' help: every one, then each pair, then each alone.
+	groups := map[string]*pflag.FlagSet{}
+	var order []string
+	for _, sub := range subs {
+		sets[sub].VisitAll(func(fl *pflag.Flag) {
+			var takers []string
+			for _, other := range subs {
+				if sets[other].Lookup(fl.Name) != nil {
+					takers = append(takers, other)
+				}
+			}
+			key := strings.Join(takers, " and ")
+			g := groups[key]
+			if g == nil {
+				g = pflag.NewFlagSet(key, pflag.ContinueOnError)
+				groups[key] = g
+				order = append(order, key)
+			}
+			if g.Lookup(fl.Name) == nil {
+				g.AddFlag(fl)
+			}
+		})
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return strings.Count(b, " and ") - strings.Count(a, " and ") })
+	for _, key := range order {
+		title := "Flags of " + key + ":"
+		if strings.Count(key, " and ") == len(subs)-1 {
+			title = "Flags of every subcommand:"
+		}
+		fmt.Fprintf(w, "\n%s\n%s", title, groups[key].FlagUsages())
+	}
 }

@@ -50,6 +50,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"pipeline", "--instances", "0"}, "--instances must be at least 1"},
 		{[]string{"pipeline", "--plugin", "/no/such/plugin"}, "--plugin"},
 		{[]string{"pipeline", "--in-process", "--produce=false"}, "unknown flag: --produce"},
+		{[]string{"produce", "-s", "100"}, "unknown shorthand flag: 's'"},
 	} {
 		code, _, errs := runArgs(append([]string{"bench"}, c.args...)...)
 		if code != 2 || !strings.Contains(errs, c.want) || !strings.Contains(errs, "streamrun bench") {
