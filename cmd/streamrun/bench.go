@@ -43,6 +43,12 @@ in a temporary directory, removed at the end; --memory, --sync). With --url
 it runs against that broker (Apache Pulsar or ` + "`streamrun broker`" + `); --partitions
 then creates the topic through --admin-url.
 
+Against --url, a run writes at most ` + benchURLCapText + ` messages unless --count or
+--rate is given (--rate 0: as fast as the broker takes them, for --duration),
+and the topics it named itself (bench-<time>, without --topic) are deleted
+through --admin-url at the end unless --keep-topic. The summary says what
+was written, whether the cap stopped it, and what was deleted.
+
 A progress line goes to stderr every --progress (msg/s, MiB/s, p50 and p99
 over the last interval); the summary (p50, p99, p99.9, max latency, CPU of
 this process, the conditions) goes to stdout, as text or, with --output
@@ -92,6 +98,7 @@ type benchFlags struct {
 	quiet        bool
 	closeTimeout time.Duration
 	drainTimeout time.Duration
+	keepTopic    bool
 
 	// consume
 	produce  bool
@@ -114,6 +121,15 @@ const (
 	benchDuration      = 10 * time.Second
 )
 
+// benchURLCap is how many messages a run against --url writes at most
+// when neither --count nor --rate says how many: a cluster in use is not
+// filled by a run that did not ask to (at the default 1 KiB, 100 000
+// messages are about 98 MiB; at full speed a 10 s run writes millions).
+const (
+	benchURLCap     = 100000
+	benchURLCapText = "100000" // in the help, a constant
+)
+
 func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	f.clientFlags.register(fs)
 	u := fs.Lookup("url")
@@ -122,11 +138,12 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API of --url's cluster, to create a partitioned topic (--partitions > 1); with --token, and --tls-ca for https://")
 	fs.BoolVar(&f.memory, "memory", false, "embedded broker: keep messages in memory only")
 	fs.BoolVar(&f.sync, "sync", false, "embedded broker: fsync every message before its receipt")
-	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>)")
+	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>, deleted at the end against --url)")
+	fs.BoolVar(&f.keepTopic, "keep-topic", false, "against --url: keep the topics the run named itself (default: deleted at the end)")
 	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
 	fs.IntVar(&f.size, "size", 1024, "message size in bytes")
-	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow)")
-	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration)")
+	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow; against --url, given: no cap on the messages)")
+	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration; against --url, at most "+benchURLCapText+" unless --count or --rate is given)")
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "how long to publish, when --count is not given (default 10s)")
 	fs.IntVar(&f.keys, "keys", 0, "number of distinct keys, given round-robin (0: no key)")
 	fs.BoolVar(&f.noBatching, "no-batching", false, "publish every message as an entry of its own")
@@ -289,9 +306,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if f.quiet {
 		f.progress = 0
 	}
-	o, err := f.options(cmd, sub, fs.Changed("url"))
+	urlSet := fs.Changed("url")
+	o, err := f.options(cmd, sub, urlSet)
 	if err != nil {
 		return cmd.fail(err)
+	}
+	if writes := sub != "consume" || f.produce; urlSet && writes && !fs.Changed("count") && !fs.Changed("rate") {
+		o.CountCap = benchURLCap
 	}
 	b, err := benchrun.Start(ctx, o)
 	if err != nil {
@@ -306,6 +327,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		res, err = b.Consume(ctx)
 	default:
 		res, err = b.Pipeline(ctx)
+	}
+	if urlSet && !f.keepTopic {
+		// The embedded broker takes its topics with it when it stops.
+		deleted, derr := b.DeleteOwnTopics()
+		if derr != nil {
+			err = errors.Join(err, fmt.Errorf("%w (--keep-topic keeps them)", derr))
+		}
+		if res != nil {
+			res.TopicsDeleted = deleted
+		}
 	}
 	if res != nil {
 		if werr := f.write(cmd, res); werr != nil && err == nil {
@@ -335,7 +366,7 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 		return benchrun.Options{}, err
 	}
 	var tok string
-	if f.partitions > 1 { // the admin API creates the topics
+	if f.partitions > 1 || urlSet && !f.keepTopic { // the admin API creates or deletes the topics
 		if tok, err = readToken(f.token); err != nil {
 			return benchrun.Options{}, err
 		}

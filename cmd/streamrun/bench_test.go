@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/internal/benchrun"
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 func TestBenchFlagErrors(t *testing.T) {
@@ -340,4 +342,81 @@ func TestBenchInterrupted(t *testing.T) {
 	if r.Sent == 0 || r.Messages+r.Failed != r.Sent {
 		t.Errorf("sent %d, measured %d, failed %d: want some sent, each measured or failed", r.Sent, r.Messages, r.Failed)
 	}
+}
+
+// topicExists asks the admin API at adminURL whether topic is there, as a
+// topic, a partitioned one or one of its partitions.
+func topicExists(t *testing.T, adminURL, topic string) bool {
+	t.Helper()
+	a, err := admin.New(admin.Options{URL: adminURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tn, err := pulsarwire.ParseTopic(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := a.Topics(context.Background(), tn.Tenant+"/"+tn.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n == topic || strings.HasPrefix(n, topic+"-partition-") {
+			return true
+		}
+	}
+	return false
+}
+
+// benchAgainstURL checks a run against a broker at url (its admin API at
+// admin): given neither --count nor --rate it stops at the cap, says so,
+// and deletes the topics it named itself; --keep-topic keeps them; a
+// rate given lifts the cap.
+func benchAgainstURL(t *testing.T, url, admin string) {
+	target := []string{"--url", url, "--admin-url", admin}
+	r := runBenchJSON(t, append([]string{"produce", "--size", "10", "--duration", "2m"}, target...)...)
+	c := r.Conditions
+	if c.CountCap != benchURLCap || r.Sent != benchURLCap || r.Messages != benchURLCap || r.Failed != 0 {
+		t.Errorf("cap %d, sent %d, measured %d, failed %d; want %d of each, none failed", c.CountCap, r.Sent, r.Messages, r.Failed, benchURLCap)
+	}
+	if !slices.Equal(r.TopicsDeleted, []string{c.Topic}) || topicExists(t, admin, c.Topic) {
+		t.Errorf("topics deleted %v; %s still there: %v", r.TopicsDeleted, c.Topic, topicExists(t, admin, c.Topic))
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil || !strings.Contains(text.String(), "wrote: 100000 messages, 1.0 MiB, stopped at the cap of 100000 against --url") ||
+		!strings.Contains(text.String(), "deleted at the end: "+c.Topic) {
+		t.Errorf("the summary does not say what was written and deleted: %v\n%s", err, text.String())
+	}
+
+	r = runBenchJSON(t, append([]string{"produce", "--size", "10", "--duration", "1s", "--rate", "500", "--keep-topic", "--partitions", "2"}, target...)...)
+	if r.Conditions.CountCap != 0 || r.Sent == 0 || r.Sent > 600 || len(r.TopicsDeleted) != 0 || !topicExists(t, admin, r.Conditions.Topic) {
+		t.Errorf("--rate 500 --keep-topic: cap %d, sent %d, deleted %v, topic kept %v", r.Conditions.CountCap, r.Sent,
+			r.TopicsDeleted, topicExists(t, admin, r.Conditions.Topic))
+	}
+
+	// A pipeline's output topics go too.
+	r = runBenchJSON(t, append([]string{"pipeline", "--in-process", "--count", "200", "--size", "10"}, target...)...)
+	c = r.Conditions
+	if !slices.Equal(r.TopicsDeleted, []string{c.Topic, c.OutputTopic}) || topicExists(t, admin, c.Topic) || topicExists(t, admin, c.OutputTopic) {
+		t.Errorf("pipeline: deleted %v, want %s and %s gone", r.TopicsDeleted, c.Topic, c.OutputTopic)
+	}
+}
+
+// Against --url (here the embedded broker in its own cluster), a run
+// writes at most benchURLCap messages unless told how many, and leaves
+// no topic of its own behind.
+func TestBenchAgainstURLIsCappedAndCleansUp(t *testing.T) {
+	c := brokertest.Start(t)
+	benchAgainstURL(t, c.ServiceURL(), c.AdminURL())
+}
+
+// The same against Apache Pulsar (STREAMRUN_PULSAR_URL and
+// STREAMRUN_PULSAR_HTTP).
+func TestBenchAgainstApachePulsarIsCappedAndCleansUp(t *testing.T) {
+	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
+	if url == "" || admin == "" {
+		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
+	}
+	benchAgainstURL(t, url, admin)
 }

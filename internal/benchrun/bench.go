@@ -2,9 +2,11 @@ package benchrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -65,6 +67,11 @@ type Options struct {
 	// Count is 0. One of them is required.
 	Count    int64
 	Duration time.Duration
+	// CountCap stops publishing after this many messages, whatever
+	// Duration says; the conditions record it. Default 0: no cap.
+	// (`streamrun bench` sets it against --url when given neither --count
+	// nor --rate.)
+	CountCap int64
 	// Keys is the number of distinct keys, given round-robin. Default 0:
 	// no key.
 	Keys int
@@ -107,6 +114,11 @@ type Bench struct {
 	dataDir string          // the embedded broker's, removed at the end
 	client  *pool.Client
 	cond    Conditions
+	// ownTopics: Start named the topics (Topic was ""); writes: the run
+	// publishes to them (not consume without Produce); outs are a
+	// pipeline's output topics. DeleteOwnTopics deletes them.
+	ownTopics, writes bool
+	outs              []string
 }
 
 // Start starts the embedded broker unless o.ServiceURL is set, connects,
@@ -138,6 +150,7 @@ func Start(ctx context.Context, o Options) (*Bench, error) {
 		return nil, fmt.Errorf("connect to %s: %w", b.o.ServiceURL, err)
 	}
 	if b.o.Topic == "" {
+		b.ownTopics = true
 		b.o.Topic = "persistent://public/default/bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	for _, t := range b.o.topicNames() {
@@ -194,19 +207,24 @@ func (b *Bench) createTopic(ctx context.Context, topic string) error {
 	if b.o.Partitions < 2 {
 		return nil
 	}
-	ao := b.o.Admin
-	if !strings.HasPrefix(ao.URL, "https://") {
-		ao.CAFile = "" // the CA is for an admin API served over TLS
-	}
-	a, err := admin.New(ao)
+	a, err := b.admin()
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	if err := a.CreateTopic(ctx, topic, b.o.Partitions); err != nil {
-		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.o.Partitions, ao.URL, err)
+		return fmt.Errorf("create %s with %d partitions at --admin-url %s: %w", topic, b.o.Partitions, b.o.Admin.URL, err)
 	}
 	return nil
+}
+
+// admin is a client of the admin API.
+func (b *Bench) admin() (*admin.Client, error) {
+	ao := b.o.Admin
+	if !strings.HasPrefix(ao.URL, "https://") {
+		ao.CAFile = "" // the CA is for an admin API served over TLS
+	}
+	return admin.New(ao)
 }
 
 // conditions records what the run is measured under.
@@ -216,7 +234,7 @@ func (b *Bench) conditions(ctx context.Context, external bool) {
 	c.FillHost(o.Version)
 	c.URL, c.Topic, c.Partitions = o.ServiceURL, o.Topic, max(o.Partitions, 1)
 	c.Topics, c.Pattern, c.Pipelines = max(o.Topics, o.Pipelines, 1), o.Pattern, o.Pipelines
-	c.MessageSize, c.Keys, c.Rate, c.Count = o.Size, o.Keys, o.Rate, o.Count
+	c.MessageSize, c.Keys, c.Rate, c.Count, c.CountCap = o.Size, o.Keys, o.Rate, o.Count, o.CountCap
 	c.DurationSeconds = o.Duration.Seconds()
 	bo := o.Producer.Batching
 	c.Batching = Batching{Enabled: !bo.Disabled, MaxMessages: bo.MaxMessages, MaxBytes: bo.MaxBytes, MaxDelayMs: float64(bo.MaxDelay) / float64(time.Millisecond)}
@@ -237,15 +255,46 @@ func (b *Bench) conditions(ctx context.Context, external bool) {
 	}
 }
 
+// DeleteOwnTopics closes the client and deletes, through the admin API,
+// the topics Start named itself (Options.Topic ""), a pipeline's outputs
+// too, and returns those it deleted. It deletes nothing of a run that
+// wrote nothing (consume without Produce), nor of a topic the caller
+// named. A topic the admin API does not know (an output the handler never
+// wrote to) is not an error. It takes at most CloseTimeout, whether or
+// not the run was interrupted.
+func (b *Bench) DeleteOwnTopics() ([]string, error) {
+	b.closeClient()
+	if !b.ownTopics || !b.writes {
+		return nil, nil
+	}
+	a, err := b.admin()
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), b.o.CloseTimeout)
+	defer cancel()
+	var deleted []string
+	var errs []error
+	for _, t := range append(b.o.topicNames(), b.outs...) {
+		var se *admin.StatusError
+		switch _, err := a.DeleteTopic(ctx, t, true); {
+		case err == nil:
+			deleted = append(deleted, t)
+		case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		default:
+			errs = append(errs, fmt.Errorf("delete %s: %w", t, err))
+		}
+	}
+	if len(errs) > 0 {
+		return deleted, fmt.Errorf("the run's topics at %s: %w", b.o.Admin.URL, errors.Join(errs...))
+	}
+	return deleted, nil
+}
+
 // Close closes the client and stops the embedded broker, removing its
 // data.
 func (b *Bench) Close() {
-	if b.client != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), b.o.CloseTimeout)
-		b.client.Close(ctx)
-		cancel()
-		b.client = nil
-	}
 	if b.cluster != nil {
 		b.cluster.Close()
 		b.cluster = nil
@@ -253,6 +302,16 @@ func (b *Bench) Close() {
 	if b.dataDir != "" {
 		os.RemoveAll(b.dataDir)
 		b.dataDir = ""
+	}
+}
+
+// closeClient closes the client within CloseTimeout.
+func (b *Bench) closeClient() {
+	if b.client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), b.o.CloseTimeout)
+		b.client.Close(ctx)
+		cancel()
+		b.client = nil
 	}
 }
 

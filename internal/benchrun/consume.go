@@ -19,6 +19,7 @@ func (b *Bench) Consume(ctx context.Context) (*Result, error) {
 	// subscription finds when it subscribes.
 	var pub *publisher
 	var err error
+	b.writes = o.Produce
 	if o.Produce {
 		if pub, err = b.newPublisher(ctx, o.topicNames(), m); err != nil {
 			return nil, err

@@ -55,7 +55,7 @@ func (b *Bench) newPublisher(ctx context.Context, topics []string, m *Meter) (*p
 	return pub, nil
 }
 
-// run publishes until Count or Duration or ctx ends, then waits up
+// run publishes until Count or Duration (or CountCap) or ctx ends, then waits up
 // to CloseTimeout for the outstanding receipts. onReceipt, when not
 // nil, is called with each successful receipt and its send time. It
 // returns the number of messages sent.
@@ -65,7 +65,7 @@ func (pub *publisher) run(ctx context.Context, onReceipt func(sent time.Time)) (
 	deadline := start.Add(o.Duration)
 	var n int64
 	for ctx.Err() == nil {
-		if o.Count > 0 && n >= o.Count {
+		if o.Count > 0 && n >= o.Count || o.CountCap > 0 && n >= o.CountCap {
 			break
 		}
 		now := time.Now()

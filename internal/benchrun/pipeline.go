@@ -60,6 +60,7 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
+	b.writes, b.outs = true, outs
 	ps, kind, err := o.pipelineSet(ins, outs)
 	if err != nil {
 		return nil, err

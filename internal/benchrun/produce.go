@@ -9,6 +9,7 @@ import (
 // each send call to its receipt.
 func (b *Bench) Produce(ctx context.Context) (*Result, error) {
 	m := NewMeter()
+	b.writes = true
 	pub, err := b.newPublisher(ctx, b.o.topicNames(), m)
 	if err != nil {
 		return nil, err

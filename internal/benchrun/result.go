@@ -3,6 +3,7 @@ package benchrun
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -64,8 +65,11 @@ type Result struct {
 	// SetupSeconds is the time from connected to measuring: opening
 	// producers, subscribing (a pattern's discovery included), starting
 	// the pipelines.
-	SetupSeconds float64    `json:"setup_seconds"`
-	Conditions   Conditions `json:"conditions"`
+	SetupSeconds float64 `json:"setup_seconds"`
+	// TopicsDeleted are the topics the run named itself and deleted at
+	// the end (against an external broker, unless kept).
+	TopicsDeleted []string   `json:"topics_deleted,omitempty"`
+	Conditions    Conditions `json:"conditions"`
 }
 
 // Latency is a latency distribution, in milliseconds.
@@ -97,12 +101,16 @@ type Conditions struct {
 	// Pattern: the consumer subscribed to the topics by a pattern.
 	Pattern bool `json:"pattern"`
 	// Pipelines in the host (pipeline only).
-	Pipelines       int      `json:"pipelines,omitempty"`
-	Partitions      int      `json:"partitions"`
-	MessageSize     int      `json:"message_size"`
-	Keys            int      `json:"keys"`
-	Rate            float64  `json:"rate"`
-	Count           int64    `json:"count"`
+	Pipelines   int     `json:"pipelines,omitempty"`
+	Partitions  int     `json:"partitions"`
+	MessageSize int     `json:"message_size"`
+	Keys        int     `json:"keys"`
+	Rate        float64 `json:"rate"`
+	Count       int64   `json:"count"`
+	// CountCap is the most messages the run would write, when it capped
+	// a run against an external broker given neither a count nor a rate
+	// (0: no cap).
+	CountCap        int64    `json:"count_cap,omitempty"`
 	DurationSeconds float64  `json:"duration_seconds"`
 	Batching        Batching `json:"batching"`
 	// MaxPending is the most messages published and not yet receipted
@@ -155,5 +163,23 @@ broker: %s %s %s, topic %s (%d topic(s), %d partition(s) each); GOMAXPROCS %d, l
 		r.LatencyFrom, r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Max, r.Latency.Count,
 		r.CPUSeconds, r.CPUMicrosPerMessage, float64(r.MaxRSSBytes)/(1<<20), float64(r.HandlerRSSBytes)/(1<<20), r.SetupSeconds,
 		c.Broker, c.URL, c.BrokerVersion, c.Topic, c.Topics, c.Partitions, c.GOMAXPROCS, c.LoadAverageStart, c.LoadAverageEnd)
+	if err != nil || r.Sent == 0 && len(r.TopicsDeleted) == 0 {
+		return err
+	}
+	_, err = fmt.Fprintln(w, r.wrote())
 	return err
+}
+
+// wrote says what the run wrote and what it left: the messages, whether
+// the cap stopped them, the topics deleted.
+func (r *Result) wrote() string {
+	c := &r.Conditions
+	s := fmt.Sprintf("wrote: %d messages, %.1f MiB", r.Sent, float64(r.Sent)*float64(c.MessageSize)/(1<<20))
+	if c.CountCap > 0 && r.Sent >= c.CountCap {
+		s += fmt.Sprintf(", stopped at the cap of %d against --url (--count or --rate says how many; --rate 0: as fast as the broker takes them for --duration)", c.CountCap)
+	}
+	if len(r.TopicsDeleted) > 0 {
+		s += fmt.Sprintf("; deleted at the end: %s (--keep-topic keeps them)", strings.Join(r.TopicsDeleted, ", "))
+	}
+	return s
 }
