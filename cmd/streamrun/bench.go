@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -108,6 +109,7 @@ type benchFlags struct {
 	steps     bool
 	plugin    string
 	pkg       string
+	config    string
 	batchSize int
 	instances int
 }
@@ -173,8 +175,9 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	}
 	fs.BoolVar(&f.inProcess, "in-process", false, "run the identity handler in this process, not as a plugin")
 	fs.BoolVar(&f.steps, "steps", false, "no handler: a filter, a map and a route step in this process (pipeline)")
-	fs.StringVar(&f.plugin, "plugin", "", `handler plugin binary; its config is {"output": OUTPUT_TOPIC} (e.g. examples/plugins/uppercase built)`)
-	fs.StringVar(&f.pkg, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase)")
+	fs.StringVar(&f.plugin, "plugin", "", `handler plugin binary (e.g. examples/plugins/uppercase built); its config is --config`)
+	fs.StringVar(&f.pkg, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase); its config is --config")
+	fs.StringVar(&f.config, "config", "", `the handler's config, a JSON object or @FILE holding one; "{output}" in a string becomes the output topic, which the handler must publish to (default {"output": "{output}"})`)
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most messages in a batch to the handler")
 	fs.IntVar(&f.instances, "instances", 1, "handler instances")
 	fs.IntVar(&f.pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
@@ -247,6 +250,14 @@ func (f *benchFlags) checkConsuming(sub string) error {
 			return usagef("--produce=false needs --count or --duration: how much to receive")
 		}
 		return nil
+	}
+	if f.config != "" {
+		if f.plugin == "" && f.pkg == "" {
+			return usagef("--config is for a handler of your own: --plugin or --package")
+		}
+		if _, err := f.handlerConfig(); err != nil {
+			return err
+		}
 	}
 	n := 0
 	for _, set := range []bool{f.inProcess, f.plugin != "", f.pkg != "", f.steps} {
@@ -371,6 +382,10 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 			return benchrun.Options{}, err
 		}
 	}
+	cfg, err := f.handlerConfig()
+	if err != nil {
+		return benchrun.Options{}, err
+	}
 	o := benchrun.Options{
 		Client: func(url string) (pool.Options, error) {
 			f.url = url
@@ -389,7 +404,7 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 		},
 		Subscription: f.subscription, ReceiverQueue: f.receiverQueue,
 		Earliest: f.position == "earliest", Produce: f.produce,
-		Handler: benchrun.HandlerOptions{Plugin: f.plugin, Package: f.pkg, InProcess: f.inProcess, Steps: f.steps,
+		Handler: benchrun.HandlerOptions{Plugin: f.plugin, Package: f.pkg, Config: cfg, InProcess: f.inProcess, Steps: f.steps,
 			BatchSize: f.batchSize, Instances: f.instances},
 		Progress: cmd.stderr, ProgressEvery: f.progress,
 		CloseTimeout: f.closeTimeout, DrainTimeout: f.drainTimeout,
@@ -412,6 +427,30 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 		o.Handler.Identity = []string{exe, "bench", "handler"}
 	}
 	return o, nil
+}
+
+// handlerConfig is --config: a JSON object, or @FILE holding one; nil
+// when not given (benchrun's default). Its errors are usage errors.
+func (f *benchFlags) handlerConfig() (map[string]any, error) {
+	if f.config == "" {
+		return nil, nil
+	}
+	text := []byte(f.config)
+	if name, ok := strings.CutPrefix(f.config, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, usagef("--config: %v", err)
+		}
+		text = b
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(text, &cfg); err != nil {
+		return nil, usagef("--config: want a JSON object: %v", err)
+	}
+	if cfg == nil {
+		return nil, usagef("--config: want a JSON object, got null")
+	}
+	return cfg, nil
 }
 
 // write prints the result to stdout.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -52,6 +53,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"pipeline", "--instances", "0"}, "--instances must be at least 1"},
 		{[]string{"pipeline", "--plugin", "/no/such/plugin"}, "--plugin"},
 		{[]string{"pipeline", "--in-process", "--produce=false"}, "unknown flag: --produce"},
+		{[]string{"pipeline", "--config", `{"output": "{output}"}`}, "--config is for a handler of your own"},
+		{[]string{"pipeline", "--package", "./x", "--config", `["a"]`}, "--config: want a JSON object"},
+		{[]string{"pipeline", "--package", "./x", "--config", "@/no/such/config.json"}, "--config: open /no/such/config.json"},
 		{[]string{"produce", "-s", "100"}, "unknown shorthand flag: 's'"},
 	} {
 		code, _, errs := runArgs(append([]string{"bench"}, c.args...)...)
@@ -419,4 +423,27 @@ func TestBenchAgainstApachePulsarIsCappedAndCleansUp(t *testing.T) {
 		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
 	}
 	benchAgainstURL(t, url, admin)
+}
+
+// bench pipeline --config hands the handler a config of the user's own,
+// "{output}" in it naming the output topic: the slow example handler,
+// told to echo, passes every message on; told nothing of an output, it
+// passes none (so the config is what reached it).
+func TestBenchPipelineConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a handler: not in -short")
+	}
+	r := runBenchJSON(t, "pipeline", "--package", "../../examples/plugins/slow", "--config", `{"delay": "1ms", "output": "{output}"}`,
+		"--count", "300", "--size", "100", "--memory")
+	checkBenchCounts(t, r, "pipeline", 300, 100, 1, 0)
+	if h := r.Conditions.Handler; h == nil || fmt.Sprint(h.Config) != "map[delay:1ms output:{output}]" {
+		t.Errorf("the conditions' handler %+v, want its config as given", h)
+	}
+
+	args := []string{"bench", "pipeline", "--package", "../../examples/plugins/slow", "--config", `{"delay": "1ms"}`,
+		"--count", "50", "--size", "100", "--memory", "--drain-timeout", "2s", "--progress", "0"}
+	code, _, errs := runArgs(args...)
+	if code != 1 || !strings.Contains(errs, "0 of 50 messages arrived within --drain-timeout") {
+		t.Errorf("%v: exit %d, stderr %q; want 1 and no output arrived", args, code, errs)
+	}
 }

@@ -3,6 +3,7 @@ package benchrun
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -151,5 +152,30 @@ func TestSteadyRateLeavesOutStartAndTail(t *testing.T) {
 	r = NewMeter().Result("consume", Conditions{})
 	if r.SteadyMsgPerSec != 0 || !r.FirstMessageAt.IsZero() || !r.LastMessageAt.IsZero() {
 		t.Errorf("empty run: steady %v first %v last %v", r.SteadyMsgPerSec, r.FirstMessageAt, r.LastMessageAt)
+	}
+}
+
+// Each pipeline's handler gets the config given, "{output}" in its
+// strings (nested ones too) replaced by that pipeline's output topic; the
+// config given stays as it was, for the conditions.
+func TestEachPipelinesHandlerGetsItsOwnOutput(t *testing.T) {
+	cfg := map[string]any{"to": "{output}", "routes": []any{map[string]any{"topic": "{output}-dlq"}}, "n": 3.0}
+	o := Options{Handler: HandlerOptions{Plugin: "/bin/true", Config: cfg, BatchSize: 1, Instances: 1}}
+	ps, kind, err := o.pipelineSet([]string{"a", "b"}, []string{"a-out", "b-out"})
+	if err != nil || kind != "plugin" {
+		t.Fatalf("pipelineSet: %v, %q", err, kind)
+	}
+	for i, want := range []string{"a-out", "b-out"} {
+		got := fmt.Sprint(ps[i].Handler.Config)
+		if exp := fmt.Sprintf("map[n:3 routes:[map[topic:%s-dlq]] to:%s]", want, want); got != exp {
+			t.Errorf("pipeline %d's config %s, want %s", i, got, exp)
+		}
+	}
+	if got := fmt.Sprint(cfg); got != "map[n:3 routes:[map[topic:{output}-dlq]] to:{output}]" {
+		t.Errorf("the config given became %s", got)
+	}
+	o.Handler.Config = nil
+	if ps, _, _ = o.pipelineSet([]string{"a"}, []string{"a-out"}); fmt.Sprint(ps[0].Handler.Config) != "map[output:a-out]" {
+		t.Errorf("the default config %v, want map[output:a-out]", ps[0].Handler.Config)
 	}
 }

@@ -26,11 +26,14 @@ const pipelineName = "bench"
 // no handler but steps. One of Plugin, Package, InProcess and Steps at
 // most; none: the identity handler as a plugin.
 type HandlerOptions struct {
-	// Plugin is a handler plugin binary; its config is {"output":
-	// OUTPUT_TOPIC}.
+	// Plugin is a handler plugin binary.
 	Plugin string
 	// Package is a handler as a Go package, built once.
 	Package string
+	// Config is the config of the Plugin or Package handler; "{output}"
+	// in any of its strings stands for the pipeline's output topic, which
+	// the handler must publish to. Default nil: {"output": "{output}"}.
+	Config map[string]any
 	// Identity is the command that serves IdentityHandler as a plugin: a
 	// binary and its arguments. Required unless Plugin, Package or Steps.
 	Identity []string
@@ -68,6 +71,9 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 	h := ps[0].Handler
 	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = o.Topic+"-out", o.Subscription, ps[0].Source.Type.Name(), o.ReceiverQueue
 	b.cond.Handler = &Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: o.Handler.BatchSize, Instances: o.Handler.Instances}
+	if kind == "plugin" {
+		b.cond.Handler.Config = o.Handler.config() // "{output}" as given
+	}
 
 	cons, err := subscribe.New(ctx, b.client, subscribe.Options{Topics: outs, Subscription: "bench-out", ReceiverQueue: 5000})
 	if err != nil {
@@ -154,13 +160,43 @@ func benchSteps(out string) []pipelines.Step {
 	}
 }
 
+// config is Config, or the default {"output": "{output}"}.
+func (ho *HandlerOptions) config() map[string]any {
+	if ho.Config == nil {
+		return map[string]any{"output": "{output}"}
+	}
+	return ho.Config
+}
+
+// withOutput is a copy of v with "{output}" in every string replaced by
+// out: each pipeline's handler gets a config of its own.
+func withOutput(v any, out string) any {
+	switch v := v.(type) {
+	case string:
+		return strings.ReplaceAll(v, "{output}", out)
+	case []any:
+		c := make([]any, len(v))
+		for i := range v {
+			c[i] = withOutput(v[i], out)
+		}
+		return c
+	case map[string]any:
+		c := make(map[string]any, len(v))
+		for k := range v {
+			c[k] = withOutput(v[k], out)
+		}
+		return c
+	}
+	return v
+}
+
 // handler is the pipeline's handler, and its kind.
 func (ho *HandlerOptions) handler(out string) (pipelines.Handler, string, error) {
 	if ho.Steps {
 		return pipelines.Handler{BatchSize: ho.BatchSize, Instances: ho.Instances}, "steps", nil
 	}
 	h := pipelines.Handler{
-		Config:    map[string]any{"output": out},
+		Config:    withOutput(ho.config(), out).(map[string]any),
 		BatchSize: ho.BatchSize,
 		Instances: ho.Instances,
 	}

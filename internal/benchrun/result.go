@@ -144,11 +144,14 @@ type Batching struct {
 
 // Handler is the pipeline's handler.
 type Handler struct {
-	Kind      string `json:"kind"` // in-process, plugin or steps (no handler)
-	Plugin    string `json:"plugin,omitempty"`
-	Package   string `json:"package,omitempty"`
-	BatchSize int    `json:"batch_size"`
-	Instances int    `json:"instances"`
+	Kind    string `json:"kind"` // in-process, plugin or steps (no handler)
+	Plugin  string `json:"plugin,omitempty"`
+	Package string `json:"package,omitempty"`
+	// Config is the handler's config, "{output}" standing for the
+	// output topic (plugin and package handlers).
+	Config    map[string]any `json:"config,omitempty"`
+	BatchSize int            `json:"batch_size"`
+	Instances int            `json:"instances"`
 }
 
 // WriteText writes the summary for people.
