@@ -25,6 +25,7 @@ type Files struct {
 	// fileOf names the file each pipeline comes from, by name.
 	fileOf    map[string]string
 	telemetry pipelines.Telemetry
+	control   pipelines.Control
 }
 
 // Load reads every file at paths (with pipelines.Load: errors read
@@ -38,8 +39,14 @@ func Load(lookupEnv func(string) (string, bool), paths ...string) (*Files, error
 }
 
 func load(paths []string, inline []pipelines.File, lookupEnv func(string) (string, bool)) (*Files, error) {
+	return loadWith(paths, inline, lookupEnv, nil)
+}
+
+// loadWith is load with the contents of some files given (by path) in
+// place of what is on disk.
+func loadWith(paths []string, inline []pipelines.File, lookupEnv func(string) (string, bool), contents map[string][]byte) (*Files, error) {
 	fs := &Files{paths: paths, inline: inline, fileOf: map[string]string{}}
-	var connFrom, telemetryFrom string
+	var connFrom, telemetryFrom, controlFrom string
 	var errs []error
 	add := func(name string, f *pipelines.File) {
 		for _, p := range f.Pipelines {
@@ -52,6 +59,13 @@ func load(paths []string, inline []pipelines.File, lookupEnv func(string) (strin
 		}
 		if err := fs.addTelemetry(f.Telemetry, name, &telemetryFrom); err != nil {
 			errs = append(errs, err)
+		}
+		if f.Control != (pipelines.Control{}) {
+			if controlFrom == "" {
+				fs.control, controlFrom = f.Control, name
+			} else if f.Control != fs.control {
+				errs = append(errs, fmt.Errorf("%s: control differs from %s: one run has one control section", name, controlFrom))
+			}
 		}
 		conn := connSettings{f.ServiceURL, f.TLS, f.Auth, f.OperationRetries}
 		if conn == (connSettings{}) {
@@ -68,7 +82,13 @@ func load(paths []string, inline []pipelines.File, lookupEnv func(string) (strin
 		}
 	}
 	for _, path := range paths {
-		f, err := pipelines.Load(path, lookupEnv)
+		var f *pipelines.File
+		var err error
+		if data, ok := contents[path]; ok {
+			f, err = pipelines.LoadData(path, data, lookupEnv)
+		} else {
+			f, err = pipelines.Load(path, lookupEnv)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -100,6 +120,17 @@ func (fs *Files) reread(lookupEnv func(string) (string, bool)) (*Files, error) {
 // Pipelines are the pipelines of every file, in file order.
 func (fs *Files) Pipelines() []pipelines.Pipeline { return fs.pipelines }
 
+// Paths are the files read from disk, in order.
+func (fs *Files) Paths() []string { return fs.paths }
+
+// FileOf names the file pipeline comes from: its path, or
+// "Options.Pipelines[i]" for one made in Go; "" for none.
+func (fs *Files) FileOf(pipeline string) string { return fs.fileOf[pipeline] }
+
+// Control is the files' control section (pipelines.Control); the zero
+// value when none has one.
+func (fs *Files) Control() pipelines.Control { return fs.control }
+
 // names are the files, for messages.
 func (fs *Files) names() []string {
 	n := append([]string(nil), fs.paths...)
@@ -113,7 +144,8 @@ func (fs *Files) names() []string {
 // file: each takes a restart to change (pipelines.ReloadRestart).
 func (fs *Files) settings() *pipelines.File {
 	c := fs.conn
-	return &pipelines.File{ServiceURL: c.ServiceURL, TLS: c.TLS, Auth: c.Auth, OperationRetries: c.OperationRetries, Telemetry: fs.telemetry}
+	return &pipelines.File{ServiceURL: c.ServiceURL, TLS: c.TLS, Auth: c.Auth, OperationRetries: c.OperationRetries, Telemetry: fs.telemetry,
+		Control: fs.control}
 }
 
 // connSettings are the parts of a file that say how to reach the

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
 )
 
 // A run changes without a restart: on SIGHUP (Options.ReloadOnSIGHUP),
@@ -97,19 +99,23 @@ func (rl *reloader) reload(ctx context.Context, why string) error {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	log := rl.r.log
-	t0 := time.Now()
 	log.Info("reloading", "why", why, "files", rl.fs.names())
 	next, err := rl.fs.reread(rl.r.opts.LookupEnv)
 	if err != nil {
 		log.Error("reload refused: the files do not load; running on unchanged", "err", err)
 		return err
 	}
+	return rl.applyLocked(ctx, next)
+}
+
+// applyLocked applies next, read from the files, to the host, under mu:
+// refused when a setting that takes a restart changed, or when the host
+// refuses the pipelines.
+func (rl *reloader) applyLocked(ctx context.Context, next *Files) error {
+	log := rl.r.log
+	t0 := time.Now()
 	if cs := rl.fs.settings().SettingsChanges(next.settings()); len(cs) > 0 {
-		paths := make([]string, len(cs))
-		for i, c := range cs {
-			paths[i] = c.Path
-		}
-		err := fmt.Errorf("%s changed: the connection and telemetry take a restart", strings.Join(paths, ", "))
+		err := &RestartError{Changes: cs}
 		log.Error("reload refused; running on unchanged", "err", err)
 		return err
 	}
@@ -120,6 +126,20 @@ func (rl *reloader) reload(ctx context.Context, why string) error {
 	log.Info("reloaded", "pipelines", len(next.pipelines), "took", time.Since(t0).Round(time.Millisecond))
 	rl.fs = next
 	return nil
+}
+
+// A RestartError refuses a reload that changes settings of the whole
+// file (the connection, telemetry, control): they take a restart.
+type RestartError struct {
+	Changes []pipelines.Change
+}
+
+func (e *RestartError) Error() string {
+	paths := make([]string, len(e.Changes))
+	for i, c := range e.Changes {
+		paths[i] = c.Path
+	}
+	return fmt.Sprintf("%s changed: the connection, telemetry and control take a restart", strings.Join(paths, ", "))
 }
 
 // fingerprint sums what Watch watches: the files' content, and each

@@ -378,7 +378,7 @@ func allRunning(h *runtime.Host) bool {
 		return false
 	}
 	for _, p := range hs {
-		if p.State != runtime.StateHealthy && p.State != runtime.StateDegraded {
+		if p.State != runtime.StateHealthy && p.State != runtime.StateDegraded && p.State != runtime.StatePaused {
 			return false
 		}
 	}

@@ -32,6 +32,14 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*File, error) {
 	if err != nil {
 		return nil, &Error{File: path, Line: 1, Col: 1, Msg: fmt.Sprintf("cannot read: %v", unwrapPath(err))}
 	}
+	return LoadData(path, data, lookupEnv)
+}
+
+// LoadData is Load of data in place of the file's contents at path: the
+// same checks, relative paths from path's directory, and errors naming
+// path, for a new version of a file before it is written (a reload's dry
+// run).
+func LoadData(path string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, tooLarge(path)
 	}

@@ -44,6 +44,12 @@ telemetry:
     resource_attributes: {deployment.environment: prod}
     sampler: parentbased_traceidratio
     sampler_arg: 0.01
+control:
+  http: "127.0.0.1:9470"
+  cert_file: /etc/control.pem
+  key_file: /etc/control-key.pem
+  token_secret_key: file:/etc/control.key
+  read_only: true
 pipelines:
   - name: orders
     source:
@@ -84,6 +90,8 @@ pipelines:
       dead_letter_topic: orders-dlq
       max_crashes: 2
     state: {enabled: true, changelog: orders-counts, ttl: 24h}
+    paused: true
+    tap: true
   - name: scripted
     source: {pattern: "persistent://shop/eu/.*-in", subscription: py}
     handler: {script: /opt/h.py, python: /opt/venv}
@@ -103,6 +111,8 @@ func TestParseEveryField(t *testing.T) {
 			Endpoint: "http://collector:4317", Protocol: "http/protobuf", Headers: map[string]string{"x-key": "abc"},
 			ServiceName: "orders", ResourceAttributes: map[string]string{"deployment.environment": "prod"},
 			Sampler: "parentbased_traceidratio", SamplerArg: "0.01"}},
+		Control: pipelines.Control{HTTP: "127.0.0.1:9470", CertFile: "/etc/control.pem", KeyFile: "/etc/control-key.pem",
+			TokenSecretKey: "file:/etc/control.key", ReadOnly: true},
 		Pipelines: []pipelines.Pipeline{{
 			Name: "orders",
 			Source: pipelines.Source{Topics: []string{"orders", "persistent://shop/eu/returns"}, Subscription: "enrich",
@@ -123,7 +133,8 @@ func TestParseEveryField(t *testing.T) {
 			Outputs: []string{"out"},
 			ErrorPolicy: pipelines.ErrorPolicy{MaxRetries: 5, DeadLetterTopic: "orders-dlq", MaxCrashes: 2,
 				Backoff: pipelines.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}},
-			State: pipelines.State{Enabled: true, Changelog: "orders-counts", TTL: 24 * time.Hour},
+			State:  pipelines.State{Enabled: true, Changelog: "orders-counts", TTL: 24 * time.Hour},
+			Paused: true, Tap: true,
 		}, {
 			Name:    "scripted",
 			Source:  pipelines.Source{Pattern: "persistent://shop/eu/.*-in", Subscription: "py"},
@@ -149,7 +160,8 @@ func checkAllSet(t *testing.T, v reflect.Value, path string) {
 			name := v.Type().Field(i).Name
 			switch name {
 			case "Insecure", "Package", "Script", "Python", "Pattern",
-				"Map", "Route", "DeadLetterIf", "Reason", "Handler": // a step is of one kind
+				"Map", "Route", "DeadLetterIf", "Reason", "Handler", // a step is of one kind
+				"TokenPublicKey": // excludes TokenSecretKey
 				continue
 			}
 			if v.Field(i).IsZero() {

@@ -72,6 +72,9 @@ type File struct {
 	OperationRetries OperationRetries `yaml:"operation_retries,omitempty" json:"operation_retries,omitempty"`
 	// Telemetry says where metrics and health are served.
 	Telemetry Telemetry `yaml:"telemetry,omitempty" json:"telemetry,omitempty"`
+	// Control says where the control API and the web console are served
+	// (docs/control.md).
+	Control Control `yaml:"control,omitempty" json:"control,omitempty"`
 	// Pipelines to run; at least one, with distinct names.
 	Pipelines []Pipeline `yaml:"pipelines" json:"pipelines"`
 
@@ -131,6 +134,29 @@ type Telemetry struct {
 	Traces Traces `yaml:"traces,omitempty" json:"traces,omitempty"`
 }
 
+// Control says where a running host serves its control API and web
+// console (docs/control.md). Every field takes a restart to change.
+type Control struct {
+	// HTTP is the listen address, such as "127.0.0.1:9470"; a missing
+	// host (":9470") means loopback. An address beyond loopback needs
+	// TLS and a token key. Default "": not served.
+	HTTP string `yaml:"http,omitempty" json:"http,omitempty" reload:"restart"`
+	// CertFile and KeyFile are the server's TLS certificate and key (PEM).
+	// Default none: plain HTTP, loopback only.
+	CertFile string `yaml:"cert_file,omitempty" json:"cert_file,omitempty" reload:"restart"`
+	KeyFile  string `yaml:"key_file,omitempty" json:"key_file,omitempty" reload:"restart"`
+	// TokenSecretKey and TokenPublicKey verify the JWTs requests carry
+	// (Authorization: Bearer), as the embedded broker verifies them:
+	// "file:PATH" or "env:VAR" (base64 for a secret key). At most one.
+	// Default none: no token asked for, loopback only.
+	TokenSecretKey string `yaml:"token_secret_key,omitempty" json:"token_secret_key,omitempty" reload:"restart"`
+	TokenPublicKey string `yaml:"token_public_key,omitempty" json:"token_public_key,omitempty" reload:"restart"`
+	// ReadOnly refuses every change through the API (reload, pause,
+	// resume); looking and the tap stay. Default false: changes are
+	// allowed where the file can be written.
+	ReadOnly bool `yaml:"read_only,omitempty" json:"read_only,omitempty" reload:"restart"`
+}
+
 // Traces configures the OTLP export of traces, as the OTEL_* variable
 // named on each field would.
 type Traces struct {
@@ -188,6 +214,15 @@ type Pipeline struct {
 	// host and written to a changelog topic (docs/pipelines.md, "Keyed
 	// state").
 	State State `yaml:"state,omitempty" json:"state,omitempty"`
+	// Paused keeps the pipeline from taking messages while its consumer,
+	// subscription and instances stay: what the broker sent ahead waits
+	// in the consumer's queue, the rest at the broker. The control API's
+	// pause and resume set it in the file. Default false.
+	Paused bool `yaml:"paused,omitempty" json:"paused,omitempty" reload:"flow"`
+	// Tap allows the control API's tap to stream a sample of the
+	// pipeline's inputs and outputs, payloads included (truncated).
+	// Default false: a tap of the pipeline is refused.
+	Tap bool `yaml:"tap,omitempty" json:"tap,omitempty" reload:"flow"`
 }
 
 // State is a pipeline's keyed state: a value per message key that the

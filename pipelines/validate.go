@@ -74,6 +74,28 @@ func (c *checker) fileSettings(f *File) {
 		}
 	}
 	c.authToken(f.Auth.Token)
+	c.control(&f.Control)
+}
+
+// control checks the control section: an address, TLS files in pairs, one
+// token key written as file:PATH or env:VAR.
+func (c *checker) control(ct *Control) {
+	if a := ct.HTTP; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			c.bad("control.http", "%q: want host:port, such as 127.0.0.1:9470 or :9470", a)
+		}
+	}
+	if (ct.CertFile == "") != (ct.KeyFile == "") {
+		c.bad("control", "cert_file and key_file go together: set both or neither")
+	}
+	if ct.TokenSecretKey != "" && ct.TokenPublicKey != "" {
+		c.bad("control", "token_secret_key and token_public_key exclude each other")
+	}
+	for _, k := range []struct{ field, v string }{{"control.token_secret_key", ct.TokenSecretKey}, {"control.token_public_key", ct.TokenPublicKey}} {
+		if k.v != "" && !strings.HasPrefix(k.v, "file:") && !strings.HasPrefix(k.v, "env:") {
+			c.bad(k.field, "want file:PATH or env:VAR (the key itself stays out of the file)")
+		}
+	}
 }
 
 // authToken checks the token's source: file: needs a path, env: a

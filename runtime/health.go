@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -22,6 +23,9 @@ const (
 	// or in a row without answering a batch). Messages still flow where
 	// instances are up; the host goes on.
 	StateDegraded State = "degraded"
+	// StatePaused: running, and taking no messages (the pipeline's
+	// paused field): its consumer, subscription and instances stay.
+	StatePaused State = "paused"
 	// StateReloading: draining its batches to take a new configuration
 	// (see Host.Reload); it runs again once they are settled.
 	StateReloading State = "reloading"
@@ -102,6 +106,9 @@ func (p *pipeline) health() PipelineHealth {
 		if degraded > 0 {
 			out.State = StateDegraded
 		}
+		if p.paused.Load() {
+			out.State = StatePaused
+		}
 	case StateFailed:
 		if err := p.err(); err != nil {
 			out.Reason = err.Error()
@@ -137,6 +144,10 @@ type Stats struct {
 	Restarts int64
 	// Steps: what each of the pipeline's steps did, in order.
 	Steps []StepStats
+	// DeadLetterReasons: why its messages were dead-lettered, the most
+	// frequent first (at most 50 reasons; the rest count under "(other
+	// reasons)").
+	DeadLetterReasons []DeadLetterReason
 }
 
 func (p *pipeline) snapshot() Stats {
@@ -156,5 +167,23 @@ func (p *pipeline) snapshot() Stats {
 		Crashes:  c.crashes.Load(),
 		Restarts: c.restarts.Load(),
 		Steps:    p.stepStats(),
+
+		DeadLetterReasons: p.deadLetters.list(),
 	}
+}
+
+// Backlog asks the brokers for the backlog of pipeline's subscription, in
+// entries (a batch counts once), as the streamrun.consumer.backlog metric
+// reports it. It fails for a pipeline the host does not run, or one that
+// is not running now (starting, reloading, stopping: its consumer is
+// being opened or closed).
+func (h *Host) Backlog(ctx context.Context, pipeline string) (int64, error) {
+	p := h.pipelineNamed(pipeline)
+	if p == nil {
+		return 0, fmt.Errorf("runtime: backlog: no pipeline %q", pipeline)
+	}
+	if s := p.state.Load().(State); s != StateRunning {
+		return 0, fmt.Errorf("runtime: backlog of %s: the pipeline is %s", pipeline, s)
+	}
+	return p.cons.Backlog(ctx)
 }

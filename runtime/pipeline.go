@@ -48,7 +48,9 @@ type pipeline struct {
 	// moves until the open output batches go out (caughtUp).
 	awaiting atomic.Int64
 	stats    counters
-	retries  retryCounts
+	// deadLetters are the reasons of its dead letters, counted.
+	deadLetters deadLetterReasons
+	retries     retryCounts
 	// stages are its steps (nil when it has none), set at open and by a
 	// reload while Stats may read them from any goroutine.
 	stages atomic.Pointer[stages]
@@ -71,10 +73,15 @@ type pipeline struct {
 	settler    sync.WaitGroup
 	stopRedo   chan struct{}
 
-	state   atomic.Value // State
-	failMu  sync.Mutex
-	failErr error
-	failed  chan struct{} // closed when the pipeline fails for good
+	state  atomic.Value // State
+	paused atomic.Bool  // the flow runs paused (cfg.Paused), for Health
+
+	tapAllowed atomic.Bool // cfg.Tap, as the flow runs
+	tapMu      sync.Mutex  // changes taps
+	taps       atomic.Pointer[taps]
+	failMu     sync.Mutex
+	failErr    error
+	failed     chan struct{} // closed when the pipeline fails for good
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when stop has returned
@@ -376,12 +383,28 @@ func (p *pipeline) flow() {
 		p.workers.Go(func() { w.run(q) })
 		p.workers.Go(w.publish)
 	}
+	paused := p.cfg.Paused
+	p.paused.Store(paused)
+	p.tapAllowed.Store(p.cfg.Tap)
+	if !p.cfg.Tap {
+		// A reload that takes the permission away closes the taps.
+		p.tapMu.Lock()
+		p.taps.Store(nil)
+		p.tapMu.Unlock()
+	}
 	go func() {
 		defer close(p.recvDone)
+		if paused {
+			// Nothing is received until a reload resumes it; the consumer
+			// keeps its subscription and what the broker sent ahead.
+			defer p.closeQueues()
+			<-p.recvCtx.Done()
+			return
+		}
 		p.receive()
 	}()
 	p.state.Store(StateRunning)
-	p.log.Info("pipeline running", "topics", p.cons.Topics(), "subscription", p.cfg.Source.Subscription,
+	p.log.Info("pipeline running", "paused", p.cfg.Paused, "topics", p.cons.Topics(), "subscription", p.cfg.Source.Subscription,
 		"type", p.cfg.Source.Type, "instances", len(p.supervisors()), "batch_size", p.cfg.Handler.BatchSize)
 }
 

@@ -6,9 +6,9 @@ import (
 )
 
 // Ready reports whether the host is ready for work, for a readiness probe:
-// nil once every pipeline consumes (StateHealthy), else an error saying
-// which is not and why (starting, a handler that keeps crashing, stopping,
-// failed).
+// nil once every pipeline consumes (StateHealthy) or is paused on
+// purpose (StatePaused), else an error saying which is not and why
+// (starting, a handler that keeps crashing, stopping, failed).
 func (h *Host) Ready() error {
 	hs := h.Health()
 	if len(hs) == 0 {
@@ -16,7 +16,7 @@ func (h *Host) Ready() error {
 	}
 	var errs []error
 	for _, ph := range hs {
-		if ph.Healthy() {
+		if ph.Healthy() || ph.State == StatePaused {
 			continue
 		}
 		if ph.Reason != "" {

@@ -159,7 +159,7 @@ func (h *Host) Reload(ctx context.Context, ps ...pipelines.Pipeline) error {
 	lv, current := h.live, h.pipes
 	h.mu.Unlock()
 	if lv == nil {
-		return errors.New("runtime: reload: the host is not running")
+		return fmt.Errorf("runtime: reload: %w", ErrNotRunning)
 	}
 	t0 := time.Now()
 	pl, err := h.plan(ctx, lv, current, ps)

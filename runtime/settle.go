@@ -63,7 +63,11 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 					}
 				}
 				parent, traced := p.tr.parentOf(it, o)
-				p.publish(parent, traced, o.Topic, p.outputMessage(it, o), cb)
+				m := p.outputMessage(it, o)
+				if ts := p.taps.Load(); ts != nil {
+					p.tapOutput(ts, it, o.Topic, &m)
+				}
+				p.publish(parent, traced, o.Topic, m, cb)
 			}
 		case plugin.OutcomeRetry:
 			p.retry(it, r.RetryDelay, r.Reason)
@@ -237,6 +241,12 @@ func (p *pipeline) settled(it *item, o Outcome, reason string) {
 	}
 	if f := p.h.opts.Hooks.Message; f != nil {
 		f(p.name, it.m, o, reason)
+	}
+	if ts := p.taps.Load(); ts != nil {
+		p.tapInput(ts, it, o, reason)
+	}
+	if o == DeadLettered {
+		p.deadLetters.add(reason)
 	}
 	p.release(it)
 }

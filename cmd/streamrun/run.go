@@ -51,6 +51,11 @@ type runConfig struct {
 	// telemetryAddr is where /metrics, /healthz and /readyz are served
 	// ("": the files' telemetry.http, else not served).
 	telemetryAddr string
+	// controlAddr is where the control API and console are served ("":
+	// the files' control.http, else not served); controlReadOnly refuses
+	// changes through it.
+	controlAddr     string
+	controlReadOnly bool
 
 	// reload: SIGHUP and --watch.
 	reload reloadConfig
@@ -157,6 +162,8 @@ func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs.StringVar(&c.inputTopic, "input-topic", "", "topic --input goes to (default: the source topic of the first pipeline)")
 	fs.StringVar(&c.keySep, "input-key-separator", "", `split each input line at the first of these: key, then payload (default "": no key)`)
 	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
+	fs.StringVar(&c.controlAddr, "control", "", `serve the control API and web console here (":9470" is loopback; default: the files' control.http, else off)`)
+	fs.BoolVar(&c.controlReadOnly, "control-read-only", false, "refuse changes through the control API (reload, pause, resume)")
 	fs.StringVar(&c.telemetryAddr, "telemetry-addr", "", `serve /metrics, /healthz and /readyz here (":9464" is loopback; default: the files' telemetry.http, else off)`)
 	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
 	fs.BoolVar(&c.reload.watch, "watch", false, "re-read the files when they change, or a handler's binary or Go package source does (as SIGHUP does)")

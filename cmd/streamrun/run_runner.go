@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/streamrun/streamrun"
+	"github.com/streamrun/streamrun/control"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -81,7 +82,14 @@ func runFiles(ctx context.Context, c runConfig, cmd cmdIO, log *slog.Logger, std
 	case err != nil:
 		return cmd.fail(err)
 	}
+	ctl, err := control.ForRun(r, c.controlAddr, c.controlReadOnly, nil, control.Options{Logger: log.With("component", "control")})
+	if err != nil {
+		r.Stop()
+		_ = r.Wait()
+		return cmd.fail(usagef("control API: %v", err))
+	}
 	err = r.Wait()
+	ctl.CloseQuietly()
 	if c.input != "" && c.print {
 		fmt.Fprintf(stdout, "streamrun: %d messages in, %d outputs printed\n", r.InputSent(), printed.Load())
 	}
