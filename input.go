@@ -1,20 +1,19 @@
 package streamrun
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // Input is text whose lines a run publishes once every pipeline runs:
-// each non-empty line a message.
+// each line a message, blank lines (nothing but spaces) skipped.
 type Input struct {
 	// Lines are read to their end. The run does not close it.
 	Lines io.Reader
@@ -29,9 +28,6 @@ type Input struct {
 	// key, then payload. Default "": no key.
 	KeySeparator string
 }
-
-// maxInputLine is the longest input line: a message the brokers take.
-const maxInputLine = pulsarwire.DefaultMaxMessageSize
 
 // inputFeed publishes the lines of an Input to one topic.
 type inputFeed struct {
@@ -79,13 +75,11 @@ func describeSource(topics []string, pattern string) string {
 // receipt counts the message as published to the topic. It returns when
 // the input is published or ctx ends.
 func (f *inputFeed) feed(ctx context.Context, client *pool.Client, w *watch) error {
-	// The lines are read on a goroutine of their own, so that an input
-	// that blocks (a terminal on stdin) does not hold up a stop: it ends
-	// at the end of the input, or at its next line (or close) once ctx has
+	// The lines are read on a goroutine of their own (msglines.Read): it
+	// ends at the end of the input, or at its next line once ctx has
 	// ended.
-	lines := make(chan inputLine)
-	readErr := make(chan error, 1)
-	go f.read(ctx, lines, readErr)
+	lines := msglines.Read(ctx, f.in.Name, f.in.Lines)
+	dec := msglines.Decoder{KeySeparator: f.in.KeySeparator}
 
 	var (
 		wg       sync.WaitGroup
@@ -99,33 +93,23 @@ func (f *inputFeed) feed(ctx context.Context, client *pool.Client, w *watch) err
 			firstErr = err
 		}
 	}
-read:
 	for {
-		var l inputLine
-		select {
-		case <-ctx.Done():
-			fail(ctx.Err())
-			break read
-		case next, ok := <-lines:
-			if !ok {
-				if err := <-readErr; err != nil {
-					fail(err)
-				}
-				break read
-			}
-			l = next
+		l, ok, err := lines.Next(ctx)
+		if err != nil {
+			fail(err)
 		}
-		m := pool.Message{Payload: []byte(l.text)}
-		if sep := f.in.KeySeparator; sep != "" {
-			if k, v, ok := strings.Cut(l.text, sep); ok {
-				m.Key, m.Payload = k, []byte(v)
+		if !ok {
+			if ctx.Err() != nil {
+				fail(ctx.Err())
 			}
+			break
 		}
+		m, _ := dec.Message(l.Text) // a text line is always a message
 		wg.Add(1)
 		m, done := f.tel.send(f.topic, m, func(_ pulsarwire.MessageID, err error) {
 			defer wg.Done()
 			if err != nil {
-				fail(fmt.Errorf("publish line %d of %s to %s: %w", l.n, f.in.Name, f.topic, err))
+				fail(fmt.Errorf("publish line %d of %s to %s: %w", l.N, f.in.Name, f.topic, err))
 				return
 			}
 			f.sent.Add(1)
@@ -141,38 +125,6 @@ read:
 	mu.Lock()
 	defer mu.Unlock()
 	return firstErr
-}
-
-// inputLine is a non-empty line of the input and its number.
-type inputLine struct {
-	n    int
-	text string
-}
-
-// read sends the input's non-empty lines, then closes lines and sends
-// the read error (nil at the end of the input, or once ctx ended).
-func (f *inputFeed) read(ctx context.Context, lines chan<- inputLine, errc chan<- error) {
-	defer close(lines)
-	sc := bufio.NewScanner(f.in.Lines)
-	sc.Buffer(make([]byte, 64*1024), maxInputLine)
-	n := 0
-	for sc.Scan() {
-		n++
-		if sc.Text() == "" {
-			continue
-		}
-		select {
-		case lines <- inputLine{n, sc.Text()}:
-		case <-ctx.Done():
-			errc <- nil
-			return
-		}
-	}
-	if err := sc.Err(); err != nil {
-		errc <- fmt.Errorf("read %s (line %d): %w", f.in.Name, n+1, err)
-		return
-	}
-	errc <- nil
 }
 
 // finished reports whether every line was published.

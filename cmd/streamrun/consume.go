@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
@@ -199,7 +195,7 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 	if !f.quiet {
 		defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()
 	}
-	w := newLineWriter(cmd.stdout, f.output)
+	w := msglines.NewWriter(cmd.stdout, f.output == "json")
 	for f.count == 0 || sum.n < int64(f.count) {
 		m, err := receive(ctx, cons, f.idleTimeout)
 		if errors.Is(err, errIdle) {
@@ -245,12 +241,12 @@ func receive(ctx context.Context, cons *subscribe.Consumer, idle time.Duration) 
 
 // handleReceived prints m and acknowledges it, under its "process" span
 // when traced.
-func handleReceived(ctx context.Context, tr *commandTracing, cons *subscribe.Consumer, m *subscribe.Message, w *lineWriter, noAck bool) error {
+func handleReceived(ctx context.Context, tr *commandTracing, cons *subscribe.Consumer, m *subscribe.Message, w *msglines.Writer, noAck bool) error {
 	span := tr.process(m, cons.Subscription())
 	if span != nil {
 		defer span.End()
 	}
-	if err := w.write(m); err != nil {
+	if err := w.Write(m); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	if !noAck {
@@ -277,77 +273,4 @@ func (s consumeSummary) String() string {
 		out += fmt.Sprintf("; stopped: no message for %s (--idle-timeout)", s.idle)
 	}
 	return out
-}
-
-// lineWriter prints one line per message.
-type lineWriter struct {
-	w    io.Writer
-	json bool
-	buf  []byte
-}
-
-func newLineWriter(w io.Writer, format string) *lineWriter {
-	return &lineWriter{w: w, json: format == "json"}
-}
-
-// jsonMessage is a message as --output json prints it. A payload that is
-// not UTF-8 text is given in base64 as payload_base64 instead.
-type jsonMessage struct {
-	ID              string            `json:"id"`
-	Topic           string            `json:"topic"`
-	Key             string            `json:"key,omitempty"`
-	OrderingKey     string            `json:"ordering_key,omitempty"`
-	Properties      map[string]string `json:"properties,omitempty"`
-	Payload         *string           `json:"payload,omitempty"`
-	PayloadBase64   []byte            `json:"payload_base64,omitempty"`
-	PublishTime     time.Time         `json:"publish_time"`
-	EventTime       *time.Time        `json:"event_time,omitempty"`
-	RedeliveryCount uint32            `json:"redelivery_count,omitempty"`
-}
-
-func (lw *lineWriter) write(m *subscribe.Message) error {
-	if lw.json {
-		jm := jsonMessage{
-			ID: m.ID.String(), Topic: m.Topic, Key: m.Key, OrderingKey: m.OrderingKey,
-			Properties: m.Properties, PublishTime: m.PublishTime, RedeliveryCount: m.RedeliveryCount,
-		}
-		if utf8.Valid(m.Payload) {
-			s := string(m.Payload)
-			jm.Payload = &s
-		} else {
-			jm.PayloadBase64 = m.Payload
-		}
-		if !m.EventTime.IsZero() {
-			jm.EventTime = &m.EventTime
-		}
-		b, err := json.Marshal(jm)
-		if err != nil {
-			return err
-		}
-		_, err = lw.w.Write(append(b, '\n'))
-		return err
-	}
-	// id key=... properties=k=v,... payload="..." (quoted, so that a line
-	// is a message whatever its bytes).
-	b := lw.buf[:0]
-	b = append(b, m.ID.String()...)
-	b = append(b, " key="...)
-	b = strconv.AppendQuote(b, m.Key)
-	if len(m.Properties) > 0 {
-		b = append(b, " properties="...)
-		for i, k := range slices.Sorted(maps.Keys(m.Properties)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, k...)
-			b = append(b, '=')
-			b = append(b, m.Properties[k]...)
-		}
-	}
-	b = append(b, " payload="...)
-	b = strconv.AppendQuote(b, string(m.Payload))
-	b = append(b, '\n')
-	lw.buf = b
-	_, err := lw.w.Write(b)
-	return err
 }

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 
+	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // messageSource gives produce its messages one at a time: made from the
@@ -43,37 +39,26 @@ func (g *generated) next(context.Context) (pool.Message, bool, error) {
 
 func (g *generated) total() int { return g.f.count }
 
-// lineSource is --input: each non-empty line a message, as text (the
-// payload, a key split off at --input-key-separator) or as JSON (an
-// object as `consume --output json` prints one). The flags' key,
-// ordering key and properties are every message's, unless its line says
+// lineSource is --input: each non-blank line a message
+// (msglines.Decoder: text, a key split off at --input-key-separator, or
+// JSON as `consume --output json` prints it). The flags' key, ordering
+// key and properties are every message's, unless its line says
 // otherwise. At most limit lines when limit > 0 (--count given).
 type lineSource struct {
 	name  string
 	r     io.Reader
 	close func() error
-	tmpl  pool.Message
-	json  bool
-	sep   string
+	dec   msglines.Decoder
 	limit int
 
-	lines chan inputLine
-	errc  chan error
+	lines *msglines.Lines
 	n     int // messages given
 }
 
-// inputLine is a non-empty line of the input and its number.
-type inputLine struct {
-	n    int
-	text []byte
-}
-
-// maxInputLine is the longest line read: a message the brokers take.
-const maxInputLine = pulsarwire.DefaultMaxMessageSize
-
 // openInput opens --input ("-": stdin). Its errors are usage errors.
 func (f *produceFlags) openInput(tmpl pool.Message) (*lineSource, error) {
-	src := &lineSource{name: f.input, tmpl: tmpl, json: f.inputFormat == "json", sep: f.keySep, close: func() error { return nil }}
+	src := &lineSource{name: f.input, close: func() error { return nil },
+		dec: msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl}}
 	if f.countSet {
 		src.limit = f.count
 	}
@@ -89,107 +74,29 @@ func (f *produceFlags) openInput(tmpl pool.Message) (*lineSource, error) {
 	return src, nil
 }
 
-// start reads the lines on a goroutine of its own, so that an input that
-// blocks (a terminal on stdin) does not hold up an interrupt: the
-// goroutine ends at the end of the input, or at its next line once ctx
-// ended.
+// start reads the lines until the end of the input or ctx
+// (msglines.Read).
 func (s *lineSource) start(ctx context.Context) {
-	s.lines, s.errc = make(chan inputLine), make(chan error, 1)
-	go func() {
-		defer close(s.lines)
-		sc := bufio.NewScanner(s.r)
-		sc.Buffer(make([]byte, 64*1024), maxInputLine)
-		n := 0
-		for sc.Scan() {
-			n++
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			select {
-			case s.lines <- inputLine{n, bytes.Clone(sc.Bytes())}:
-			case <-ctx.Done():
-				s.errc <- nil
-				return
-			}
-		}
-		if err := sc.Err(); err != nil {
-			s.errc <- fmt.Errorf("read %s (line %d): %w", s.name, n+1, err)
-			return
-		}
-		s.errc <- nil
-	}()
+	s.lines = msglines.Read(ctx, s.name, s.r)
 }
 
 func (s *lineSource) next(ctx context.Context) (pool.Message, bool, error) {
 	if s.limit > 0 && s.n >= s.limit {
 		return pool.Message{}, false, nil
 	}
-	select {
-	case <-ctx.Done():
-		return pool.Message{}, false, nil
-	case l, ok := <-s.lines:
-		if !ok {
-			return pool.Message{}, false, <-s.errc
-		}
-		m, err := s.message(l)
-		if err != nil {
-			return pool.Message{}, false, fmt.Errorf("line %d of %s: %w", l.n, s.name, err)
-		}
-		s.n++
-		return m, true, nil
+	l, ok, err := s.lines.Next(ctx)
+	if !ok {
+		return pool.Message{}, false, err
 	}
+	m, err := s.dec.Message(l.Text)
+	if err != nil {
+		return pool.Message{}, false, fmt.Errorf("line %d of %s: %w", l.N, s.name, err)
+	}
+	s.n++
+	return m, true, nil
 }
 
 func (s *lineSource) total() int { return -1 }
-
-// message is line l as a message.
-func (s *lineSource) message(l inputLine) (pool.Message, error) {
-	m := s.tmpl
-	if !s.json {
-		m.Payload = l.text
-		if s.sep != "" {
-			if k, v, ok := bytes.Cut(l.text, []byte(s.sep)); ok {
-				m.Key, m.Payload = string(k), v
-			}
-		}
-		return m, nil
-	}
-	var jm jsonMessage
-	dec := json.NewDecoder(bytes.NewReader(l.text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&jm); err != nil {
-		return m, fmt.Errorf("want an object as consume --output json prints: %w", err)
-	}
-	if dec.More() {
-		return m, fmt.Errorf("want one JSON object on the line, got more")
-	}
-	switch {
-	case jm.Payload != nil && jm.PayloadBase64 != nil:
-		return m, fmt.Errorf("payload and payload_base64 exclude each other")
-	case jm.Payload != nil:
-		m.Payload = []byte(*jm.Payload)
-	default:
-		m.Payload = jm.PayloadBase64
-	}
-	if jm.Key != "" {
-		m.Key = jm.Key
-	}
-	if jm.OrderingKey != "" {
-		m.OrderingKey = jm.OrderingKey
-	}
-	if len(jm.Properties) > 0 {
-		props := maps.Clone(s.tmpl.Properties)
-		if props == nil {
-			props = map[string]string{}
-		}
-		maps.Copy(props, jm.Properties)
-		m.Properties = props
-	}
-	if jm.EventTime != nil {
-		m.EventTime = *jm.EventTime
-	}
-	return m, nil
-}
 
 // checkInput checks the --input flags. Its errors are usage errors.
 func (f *produceFlags) checkInput(changed func(string) bool) error {

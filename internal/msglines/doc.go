@@ -1,0 +1,6 @@
+// Package msglines holds messages as lines of text, the one format of
+// the programs' inputs and outputs: `streamrun run --input` and
+// `streamrun produce --input` read a file's lines as messages (Lines,
+// Decoder), `streamrun consume` prints the messages it receives (Writer),
+// and what consume prints as JSON, produce reads back.
+package msglines
