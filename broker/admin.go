@@ -120,6 +120,8 @@ func (c adminAPI) adminHandler() http.Handler {
 	h("GET "+tp+"/stats", c.adminStats)
 	h("GET "+tp+"/partitioned-stats", c.adminPartitionedStats)
 	h("GET "+tp+"/internalStats", c.adminInternalStats)
+	h("PUT "+tp+"/compaction", c.adminCompact)
+	h("GET "+tp+"/compaction", c.adminCompactionStatus)
 	h("GET /lookup/v2/topic/persistent/{tenant}/{ns}/{topic}", c.adminLookup)
 	c.transactionRoutes(h)
 	c.adminRoutes(mux)

@@ -24,6 +24,9 @@ func (cn *conn) handleSeek(m *pb.CommandSeek) {
 	switch {
 	case m.MessageId != nil:
 		pos = s.t.position(m.MessageId)
+		if s.readCompacted.Load() && pos == s.t.log.First() {
+			pos = s.t.compactedStart(pos) // the view's start, under a trimmed log
+		}
 	case m.MessagePublishTime != nil:
 		p, err := s.t.log.SeekTime(int64(m.GetMessagePublishTime()))
 		if err != nil {
@@ -75,7 +78,14 @@ func (cn *conn) handleGetLastMessageID(m *pb.CommandGetLastMessageId) {
 		Partition:  proto.Int32(t.partition),
 		BatchIndex: proto.Int32(-1),
 	}
-	if cn.c.txns != nil {
+	if e, ok := t.lastCompacted(); ok && c.sub.readCompacted.Load() {
+		// Nothing after the horizon: the view's last message (Apache
+		// Pulsar answers from its compacted ledger).
+		last.EntryId = proto.Uint64(e.ID)
+		if info, err := scanEntry(e.Data); err == nil && info.batched {
+			last.BatchIndex = proto.Int32(info.numMessages - 1)
+		}
+	} else if cn.c.txns != nil {
 		// Nothing past an open transaction's first entry, no marker, no
 		// aborted entry: the last a consumer could be given (Apache
 		// Pulsar's last dispatchable position; -1:-1 when there is none).

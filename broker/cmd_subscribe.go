@@ -96,6 +96,11 @@ func (cn *conn) handleSubscribe(m *pb.CommandSubscribe) {
 			return
 		}
 	}
+	if m.GetReadCompacted() && c.typ != pb.CommandSubscribe_Exclusive && c.typ != pb.CommandSubscribe_Failover {
+		// Apache Pulsar's words.
+		fail(pb.ServerError_NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions")
+		return
+	}
 	notify, err := tp.subscribe(m, c)
 	if err != nil {
 		fail(errorCode(err), errorText(err))
@@ -129,6 +134,9 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) (activeNote, erro
 		} else {
 			start = t.log.Next()
 		}
+		if m.GetReadCompacted() && start == t.log.First() {
+			start = t.compactedStart(start)
+		}
 		s = newSubscription(t, name, m.GetDurable(), m.GetSubType(), start)
 		t.subs[name] = s
 		t.publishSubs()
@@ -136,6 +144,7 @@ func (t *topic) subscribe(m *pb.CommandSubscribe, c *consumer) (activeNote, erro
 	}
 	t.mu.Unlock()
 	c.sub = s
+	s.readCompacted.Store(m.GetReadCompacted())
 	notify, err := s.addConsumer(c)
 	if errors.Is(err, errExclusiveBusy) && s.dropDeadExclusive(c.conn) {
 		notify, err = s.addConsumer(c)

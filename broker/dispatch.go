@@ -164,6 +164,16 @@ func (s *subscription) readRound(p roundPlan) (roundRead, error) {
 		}
 		r.replayed = append(r.replayed, es[0])
 	}
+	if p.readNew && s.readCompacted.Load() {
+		es, ok, err := s.t.compactedFrom(p.from, p.n)
+		if err != nil {
+			return r, err
+		}
+		if ok {
+			r.fresh = es
+			return r, nil
+		}
+	}
 	if p.readNew {
 		var err error
 		if r.fresh, err = s.t.log.ReadInto(s.readEnts[:0], &s.readBuf, p.from, p.n, maxReadBytes); err != nil {

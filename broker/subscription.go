@@ -25,6 +25,10 @@ type subscription struct {
 	t       *topic
 	name    string
 	durable bool
+	// readCompacted: its consumer reads the topic's compacted view below
+	// the compaction horizon (topic_compaction.go); set by the last
+	// consumer to subscribe (Exclusive and Failover only).
+	readCompacted atomic.Bool
 
 	wake    chan struct{}
 	quit    chan struct{}

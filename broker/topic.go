@@ -38,7 +38,8 @@ type topic struct {
 
 	in, out counter // published; dispatched to any subscription
 
-	txns txnBuffer // its transactions (topic_txn.go)
+	txns txnBuffer  // its transactions (topic_txn.go)
+	comp compaction // its compacted view (topic_compaction.go)
 }
 
 // errNotOwner: a producer or consumer reached a broker that does not own
