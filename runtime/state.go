@@ -199,7 +199,8 @@ type stateBatch struct {
 
 func (b stateBatch) State() []plugin.StateEntry { return b.state }
 
-// restore reads the changelog into memory: every change from its start,
+// restore reads the changelog into memory: every change from its start
+// (its compacted view first, once the broker has compacted it),
 // through a subscription of its own (sub, Exclusive, rewound to the
 // earliest message at each start and never acknowledged, so that it
 // also keeps the changelog from being trimmed), up to a fence this
@@ -212,6 +213,8 @@ func (s *keyedState) restore(ctx context.Context, client *pool.Client, sub strin
 	cons, err := subscribe.New(ctx, client, subscribe.Options{
 		Topics: []string{s.topic}, Subscription: sub, Type: subscribe.Exclusive,
 		InitialPosition: subscribe.Earliest, Rewind: subscribe.AtEarliest(),
+		// Once compacted, the last value of each key and what came after.
+		ReadCompacted: true,
 	})
 	if err != nil {
 		return fmt.Errorf("state: read changelog %s: %w", s.topic, err)

@@ -169,6 +169,12 @@ type Options struct {
 	// without a limit. With a limit, New fails with a *SubscribeError.
 	Retries pool.OperationRetries
 
+	// ReadCompacted reads a compacted topic's compacted view (the last
+	// message of each key up to the compaction horizon), then the topic as
+	// it is after it, as Apache Pulsar's readCompacted. Exclusive and
+	// Failover only (the broker refuses the others). Default false.
+	ReadCompacted bool
+
 	// OnActiveChange, when set, is told when the broker makes this
 	// consumer active or inactive on a topic (Failover; ACTIVE_CONSUMER_
 	// CHANGE). It runs on a connection's reader goroutine: it must return

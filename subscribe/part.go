@@ -224,6 +224,9 @@ func (pc *partConsumer) subscribeCommand() *pb.CommandSubscribe {
 		ForceTopicCreation: proto.Bool(!pc.discovered),
 		ConsumerEpoch:      proto.Uint64(pc.epoch.Load()),
 	}
+	if o.ReadCompacted {
+		cmd.ReadCompacted = proto.Bool(true)
+	}
 	if o.Type == KeyShared {
 		cmd.KeySharedMeta = &pb.KeySharedMeta{KeySharedMode: pb.KeySharedMode_AUTO_SPLIT.Enum()}
 	}
