@@ -68,26 +68,44 @@ async function refresh() {
   drawDetail();
 }
 
+// drawTable updates the pipelines' rows in place, so that a button under
+// the pointer stays the same element across refreshes.
 function drawTable() {
   const tbody = $("pipelines").tBodies[0];
-  tbody.replaceChildren();
+  const rows = new Map([...tbody.rows].map((tr) => [tr.dataset.pipeline, tr]));
+  const names = new Set(ui.pipelines.map((p) => p.name));
+  for (const [name, tr] of rows) if (!names.has(name)) tr.remove();
   for (const p of ui.pipelines) {
+    let tr = rows.get(p.name);
+    if (!tr) {
+      tr = el("tr", {"data-pipeline": p.name},
+        el("td", {}, el("a", {href: "#detail", onclick: () => select(p.name)}, p.name)),
+        el("td", {"data-field": "state"}),
+        el("td", {class: "num", "data-field": "received-rate"}), el("td", {class: "num", "data-field": "acked-rate"}),
+        el("td", {class: "num", "data-field": "backlog"}), el("td", {class: "num", "data-field": "in-flight"}),
+        el("td", {class: "num", "data-field": "acked"}), el("td", {class: "num", "data-field": "dead-lettered"}),
+        el("td", {class: "num", "data-field": "instances"}), el("td", {"data-field": "action"}));
+    }
+    tbody.append(tr); // in the files' order
+    tr.className = p.name === ui.selected ? "selected" : "";
+    const set = (field, text) => { const td = tr.querySelector(`td[data-field="${field}"]`); if (td.textContent !== text) td.textContent = text; };
+    const stateCell = tr.querySelector('td[data-field="state"]');
+    if (stateCell.dataset.state !== p.state) { stateCell.dataset.state = p.state; stateCell.replaceChildren(stateLabel(p.state)); }
     const up = p.instances.filter((i) => i.up).length;
-    const action = p.paused
-      ? el("button", {type: "button", onclick: () => setPaused(p.name, false), "data-action": "resume", "data-pipeline": p.name}, "Resume")
-      : el("button", {type: "button", onclick: () => setPaused(p.name, true), "data-action": "pause", "data-pipeline": p.name}, "Pause");
-    const tr = el("tr", {"data-pipeline": p.name, class: p.name === ui.selected ? "selected" : ""},
-      el("td", {}, el("a", {href: "#detail", onclick: () => select(p.name)}, p.name)),
-      el("td", {}, stateLabel(p.state)),
-      el("td", {class: "num", "data-field": "received-rate"}, rate(p.rates.received)),
-      el("td", {class: "num", "data-field": "acked-rate"}, rate(p.rates.acked)),
-      el("td", {class: "num"}, p.backlog === null ? "–" : String(p.backlog)),
-      el("td", {class: "num"}, String(p.counts.in_flight)),
-      el("td", {class: "num", "data-field": "acked"}, String(p.counts.acked)),
-      el("td", {class: "num"}, String(p.counts.dead_lettered)),
-      el("td", {class: "num"}, p.instances.length ? up + "/" + p.instances.length : "in the host"),
-      el("td", {}, action));
-    tbody.append(tr);
+    set("received-rate", rate(p.rates.received));
+    set("acked-rate", rate(p.rates.acked));
+    set("backlog", p.backlog === null ? "–" : String(p.backlog));
+    set("in-flight", String(p.counts.in_flight));
+    set("acked", String(p.counts.acked));
+    set("dead-lettered", String(p.counts.dead_lettered));
+    set("instances", p.instances.length ? up + "/" + p.instances.length : "in the host");
+    const want = p.paused ? "resume" : "pause";
+    const cell = tr.querySelector('td[data-field="action"]');
+    const btn = cell.querySelector("button");
+    if (!btn || btn.dataset.action !== want) {
+      cell.replaceChildren(el("button", {type: "button", "data-action": want, "data-pipeline": p.name,
+        onclick: (e) => { e.currentTarget.disabled = true; setPaused(p.name, !p.paused); }}, p.paused ? "Resume" : "Pause"));
+    }
   }
 }
 
@@ -97,17 +115,20 @@ function drawTable() {
 function drawGraph() {
   const g = $("graph");
   g.replaceChildren();
+  // One node per topic however the files write its name.
+  const norm = (t) => t.includes("://") ? t : "persistent://" + (t.split("/").length === 3 ? t : "public/default/" + t);
+  const pipes = ui.pipelines.map((p) => ({...p, inputs: p.inputs.map(norm), outputs: p.outputs.map(norm)}));
   const written = new Set();
-  for (const p of ui.pipelines) for (const t of p.outputs) written.add(t);
+  for (const p of pipes) for (const t of p.outputs) written.add(t);
   const level = new Map(); // node id -> column
   const topicId = (t) => "t:" + t;
-  for (const p of ui.pipelines) for (const t of p.inputs) if (!written.has(t)) level.set(topicId(t), 0);
+  for (const p of pipes) for (const t of p.inputs) if (!written.has(t)) level.set(topicId(t), 0);
   // Settle the columns (a cycle stops at a bound).
-  for (let round = 0; round < ui.pipelines.length + 2; round++) {
-    for (const p of ui.pipelines) {
+  for (let round = 0; round < pipes.length + 2; round++) {
+    for (const p of pipes) {
       let col = 1;
       for (const t of p.inputs) col = Math.max(col, (level.get(topicId(t)) || 0) + 1);
-      level.set("p:" + p.name, Math.min(col, 2 * ui.pipelines.length + 1));
+      level.set("p:" + p.name, Math.min(col, 2 * pipes.length + 1));
       for (const t of p.outputs) {
         const c = level.get("p:" + p.name) + 1;
         if (!level.has(topicId(t)) || (level.get(topicId(t)) < c && written.has(t) && !p.inputs.includes(t))) level.set(topicId(t), c);
@@ -137,7 +158,7 @@ function drawGraph() {
     const mx = (x1 + x2) / 2;
     g.append(svg("path", {d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, class: "edge", "marker-end": "url(#arrow)"}));
   };
-  for (const p of ui.pipelines) {
+  for (const p of pipes) {
     for (const t of p.inputs) edge(topicId(t), "p:" + p.name);
     for (const t of p.outputs) edge("p:" + p.name, topicId(t));
   }
@@ -152,7 +173,7 @@ function drawGraph() {
       g.append(node);
       continue;
     }
-    const p = ui.pipelines.find((q) => "p:" + q.name === id);
+    const p = pipes.find((q) => "p:" + q.name === id);
     const node = svg("g", {class: "pipe" + (p.name === ui.selected ? " selected" : ""), "data-pipeline": p.name, tabindex: "0", role: "button"},
       svg("title", {}, p.name + ": " + p.state),
       svg("rect", {x: at.x, y: at.y, width: boxW, height: boxH, rx: 3}),
