@@ -295,6 +295,7 @@ func (b *Bench) DeleteOwnTopics() ([]string, error) {
 // Close closes the client and stops the embedded broker, removing its
 // data.
 func (b *Bench) Close() {
+	b.closeClient()
 	if b.cluster != nil {
 		b.cluster.Close()
 		b.cluster = nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamrun/streamrun/pool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -178,4 +180,24 @@ func TestEachPipelinesHandlerGetsItsOwnOutput(t *testing.T) {
 	if ps, _, _ = o.pipelineSet([]string{"a"}, []string{"a-out"}); fmt.Sprint(ps[0].Handler.Config) != "map[output:a-out]" {
 		t.Errorf("the default config %v, want map[output:a-out]", ps[0].Handler.Config)
 	}
+}
+
+// Close ends the run whole: the client's goroutines and the embedded
+// broker's are gone once it returns.
+func TestCloseEndsEverything(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := Start(ctx, Options{
+		Client:         func(url string) (pool.Options, error) { return pool.Options{ServiceURL: url}, nil },
+		ConnectTimeout: 30 * time.Second, CloseTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second,
+		Memory: true, Size: 100, Count: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Produce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	goleak.VerifyNone(t)
 }
