@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -111,8 +112,19 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) (reloadRequest,
 		req.File = paths[0]
 	}
 	if !slices.Contains(paths, req.File) {
-		writeError(w, http.StatusNotFound, "file: "+quote(req.File)+" is not one of the run's files", nil)
-		return req, false
+		// The same file named otherwise (relative to another directory).
+		abs, err := filepath.Abs(req.File)
+		found := false
+		for _, p := range paths {
+			if pa, perr := filepath.Abs(p); err == nil && perr == nil && pa == abs {
+				req.File, found = p, true
+				break
+			}
+		}
+		if !found {
+			writeError(w, http.StatusNotFound, "file: "+quote(req.File)+" is not one of the run's files", nil)
+			return req, false
+		}
 	}
 	return req, true
 }

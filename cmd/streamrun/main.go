@@ -32,6 +32,7 @@ func commands() []command {
 		{"health", "check an HTTP health endpoint (container health checks)", runHealth},
 		{"topics", "administer topics over the admin REST API", runTopics},
 		{"validate", "check pipeline files without a broker", runValidate},
+		{"ctl", "act on a running host through its control API", runCtl},
 		{"version", "print the version, commit and Go version", runVersion},
 	}
 }

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/streamrun/streamrun/admin"
+	"github.com/streamrun/streamrun/control"
+)
+
+const ctlHelp = `Usage: streamrun ctl SUBCOMMAND [ARGS] [flags]
+
+Acts on a running 'streamrun run' through its control API (served with
+run --control ADDR or the file's control.http; docs/control.md).
+
+Subcommands:
+  pipelines             every pipeline: state, rates, backlog, in flight, instances
+  pause PIPELINE        pause it (written to its file, then reloaded)
+  resume PIPELINE       resume it
+  dry-run FILE          what reloading FILE as it is on disk now would change
+  apply FILE            reload FILE as it is on disk now (as SIGHUP does)
+  tap PIPELINE          print a sample of its messages until interrupted
+
+dry-run and apply send FILE's content for the run's file of that path.
+--output json prints what the server answered.
+
+Waits: each request takes at most --timeout (tap: until interrupted).
+Exit status: 0 done, 1 the server refused or could not be reached, 2 bad
+usage.
+`
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("ctl", stdout, stderr)
+	fs := pflag.NewFlagSet("streamrun ctl", pflag.ContinueOnError)
+	base := fs.String("url", "http://127.0.0.1:9470", "the control API's address")
+	token := fs.String("token", "", "token for a control API that asks for one: "+secretFlagHelp)
+	tlsCA := fs.String("tls-ca", "", "PEM file of the CAs to trust for an https:// --url (default: the system's)")
+	timeout := fs.Duration("timeout", time.Minute, "how long each request may take")
+	output := fs.StringP("output", "o", "text", "text or json")
+	rate := fs.Float64("rate", 5, "tap: events per second at most")
+	if code, done := cmd.parse(fs, args, ctlHelp); done {
+		return code
+	}
+	if *output != "text" && *output != "json" {
+		return cmd.fail(usagef("--output %q: want text or json", *output))
+	}
+	if _, err := url.ParseRequestURI(*base); err != nil {
+		return cmd.fail(usagef("--url %q: %v", *base, err))
+	}
+	tok, err := readToken(*token)
+	if err != nil {
+		return cmd.fail(err)
+	}
+	hc, err := admin.HTTPClient(*tlsCA)
+	if err != nil {
+		return cmd.fail(usagef("--tls-ca: %v", err))
+	}
+	c := &control.Client{URL: *base, Token: tok, HTTP: hc}
+	a := fs.Args()
+	if len(a) == 0 {
+		return cmd.fail(usagef("a subcommand is needed: pipelines, pause, resume, dry-run, apply or tap"))
+	}
+	want := func(n int, what string) error {
+		if len(a) != n+1 {
+			return usagef("%s takes %s", a[0], what)
+		}
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var body json.RawMessage
+	switch a[0] {
+	case "pipelines":
+		if err := want(0, "no argument"); err != nil {
+			return cmd.fail(err)
+		}
+		body, err = c.Do(rctx, "GET", "/pipelines", nil)
+	case "pause", "resume":
+		if err := want(1, "a pipeline's name"); err != nil {
+			return cmd.fail(err)
+		}
+		body, err = c.Do(rctx, "POST", "/pipelines/"+url.PathEscape(a[1])+"/"+a[0], nil)
+	case "dry-run", "apply":
+		if err := want(1, "a pipeline file"); err != nil {
+			return cmd.fail(err)
+		}
+		content, rerr := os.ReadFile(a[1])
+		if rerr != nil {
+			return cmd.fail(usagef("%v", rerr))
+		}
+		abs, aerr := filepath.Abs(a[1])
+		if aerr != nil {
+			return cmd.fail(usagef("%v", aerr))
+		}
+		path := "/reload"
+		if a[0] == "dry-run" {
+			path = "/reload/dry-run"
+		}
+		body, err = c.Do(rctx, "POST", path, map[string]string{"file": abs, "content": string(content)})
+	case "tap":
+		if err := want(1, "a pipeline's name"); err != nil {
+			return cmd.fail(err)
+		}
+		cancel() // a tap lasts until interrupted
+		err = c.Tap(ctx, a[1], *rate, func(e json.RawMessage) { printTapEvent(stdout, *output, e) })
+		if err == nil && interrupted(ctx) {
+			return cmd.interrupted()
+		}
+	default:
+		return cmd.fail(usagef("unknown subcommand %q: want pipelines, pause, resume, dry-run, apply or tap", a[0]))
+	}
+	if err != nil {
+		var se *control.StatusError
+		if errors.As(err, &se) {
+			fmt.Fprintf(stderr, "%s %s: %s\n", cmd.prefix(), a[0], se.Msg)
+			for _, p := range se.Problems {
+				fmt.Fprintln(stderr, p)
+			}
+			return exitFailed
+		}
+		return cmd.fail(err)
+	}
+	if body == nil {
+		return exitOK
+	}
+	if *output == "json" {
+		return cmd.printJSON(stdout, body)
+	}
+	switch a[0] {
+	case "pipelines":
+		printPipelines(stdout, body)
+	case "pause", "resume":
+		var p struct{ Name, State string }
+		_ = json.Unmarshal(body, &p)
+		fmt.Fprintf(stdout, "%s: %s\n", p.Name, p.State)
+	default:
+		printPlan(stdout, body)
+	}
+	return exitOK
+}
+
+// ctlPipeline is what ctl prints of a pipeline.
+type ctlPipeline struct {
+	Name      string
+	State     string
+	Instances []struct{ Up bool }
+	Counts    struct {
+		Acked        int64 `json:"acked"`
+		DeadLettered int64 `json:"dead_lettered"`
+		InFlight     int64 `json:"in_flight"`
+	}
+	Rates   struct{ Received, Acked float64 }
+	Backlog *int64
+}
+
+func printPipelines(w io.Writer, body []byte) {
+	var got struct{ Pipelines []ctlPipeline }
+	_ = json.Unmarshal(body, &got)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PIPELINE\tSTATE\tIN/S\tACKED/S\tBACKLOG\tIN FLIGHT\tACKED\tDEAD-LETTERED\tINSTANCES UP")
+	for _, p := range got.Pipelines {
+		backlog := "-"
+		if p.Backlog != nil {
+			backlog = fmt.Sprint(*p.Backlog)
+		}
+		up := 0
+		for _, i := range p.Instances {
+			if i.Up {
+				up++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%d\t%d\t%d\t%d/%d\n", p.Name, p.State, p.Rates.Received, p.Rates.Acked, backlog,
+			p.Counts.InFlight, p.Counts.Acked, p.Counts.DeadLettered, up, len(p.Instances))
+	}
+	_ = tw.Flush()
+}
+
+func printPlan(w io.Writer, body []byte) {
+	var plan struct {
+		Applied   bool
+		Pipelines []struct {
+			Pipeline, Action string
+			Effects          []string
+			Fields           []struct{ Path, Reload string }
+			Binary           bool
+		}
+		Restart []struct{ Path string }
+	}
+	_ = json.Unmarshal(body, &plan)
+	for _, p := range plan.Pipelines {
+		var fields []string
+		for _, f := range p.Fields {
+			fields = append(fields, f.Path+" ("+f.Reload+")")
+		}
+		if p.Binary {
+			fields = append(fields, "the handler's binary")
+		}
+		line := p.Pipeline + ": " + p.Action
+		if len(p.Effects) > 0 {
+			line += " [" + strings.Join(p.Effects, ", ") + "]"
+		}
+		if len(fields) > 0 {
+			line += ": " + strings.Join(fields, ", ")
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, r := range plan.Restart {
+		fmt.Fprintf(w, "%s: takes a restart (applying is refused)\n", r.Path)
+	}
+	if plan.Applied {
+		fmt.Fprintln(w, "applied")
+	}
+}
+
+func printTapEvent(w io.Writer, output string, e json.RawMessage) {
+	if output == "json" {
+		fmt.Fprintf(w, "%s\n", e)
+		return
+	}
+	var ev struct {
+		Time                                time.Time
+		Kind, Topic, Key, Payload, Encoding string
+		TraceID                             string `json:"trace_id"`
+		Outcome, Reason                     string
+		Truncated                           bool
+		Size                                int
+	}
+	_ = json.Unmarshal(e, &ev)
+	line := fmt.Sprintf("%s %-6s %s", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Topic)
+	if ev.Key != "" {
+		line += " key=" + ev.Key
+	}
+	if ev.TraceID != "" {
+		line += " trace=" + ev.TraceID
+	}
+	if ev.Outcome != "" {
+		line += " " + ev.Outcome
+	}
+	payload := fmt.Sprintf("%q", ev.Payload)
+	if ev.Truncated {
+		payload += fmt.Sprintf("… (%d bytes)", ev.Size)
+	}
+	fmt.Fprintln(w, line+" "+payload)
+}
