@@ -95,6 +95,9 @@ pipelines:
   - name: scripted
     source: {pattern: "persistent://shop/eu/.*-in", subscription: py}
     handler: {script: /opt/h.py, python: /opt/venv}
+    guarantee: Exactly-Once
+    commit_interval: 250ms
+    transaction_timeout: 30s
 `
 
 func TestParseEveryField(t *testing.T) {
@@ -136,9 +139,10 @@ func TestParseEveryField(t *testing.T) {
 			State:  pipelines.State{Enabled: true, Changelog: "orders-counts", TTL: 24 * time.Hour},
 			Paused: true, Tap: true,
 		}, {
-			Name:    "scripted",
-			Source:  pipelines.Source{Pattern: "persistent://shop/eu/.*-in", Subscription: "py"},
-			Handler: pipelines.Handler{Script: "/opt/h.py", Python: "/opt/venv"},
+			Name:      "scripted",
+			Source:    pipelines.Source{Pattern: "persistent://shop/eu/.*-in", Subscription: "py"},
+			Handler:   pipelines.Handler{Script: "/opt/h.py", Python: "/opt/venv"},
+			Guarantee: "Exactly-Once", CommitInterval: 250 * time.Millisecond, TransactionTimeout: 30 * time.Second,
 		}},
 	}
 	if !reflect.DeepEqual(pipelines.WithoutPlaces(f), want) {
@@ -161,7 +165,8 @@ func checkAllSet(t *testing.T, v reflect.Value, path string) {
 			switch name {
 			case "Insecure", "Package", "Script", "Python", "Pattern",
 				"Map", "Route", "DeadLetterIf", "Reason", "Handler", // a step is of one kind
-				"TokenPublicKey": // excludes TokenSecretKey
+				"TokenPublicKey",                                    // excludes TokenSecretKey
+				"Guarantee", "CommitInterval", "TransactionTimeout": // not with state: the second pipeline sets them
 				continue
 			}
 			if v.Field(i).IsZero() {

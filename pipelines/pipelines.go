@@ -223,6 +223,24 @@ type Pipeline struct {
 	// pipeline's inputs and outputs, payloads included (truncated).
 	// Default false: a tap of the pipeline is refused.
 	Tap bool `yaml:"tap,omitempty" json:"tap,omitempty" reload:"flow"`
+	// Guarantee is what the pipeline promises about its effects in
+	// Pulsar: at_least_once (every output published and every input
+	// acknowledged once its outputs have their receipts; a crash may
+	// publish an output twice) or exactly_once (the outputs, dead
+	// letters and input acknowledgements of each CommitInterval commit
+	// together in one Pulsar transaction; needs a broker with
+	// transactions on).
+	Guarantee Guarantee `yaml:"guarantee,omitempty" json:"guarantee,omitempty" default:"at_least_once" reload:"source"`
+	// CommitInterval is how often an exactly_once pipeline commits its
+	// transaction: a longer one costs fewer commits, a shorter one
+	// delivers outputs sooner. Only with guarantee exactly_once. Default
+	// 100ms there.
+	CommitInterval time.Duration `yaml:"commit_interval,omitempty" json:"commit_interval,omitempty" reload:"source"`
+	// TransactionTimeout is how long the broker keeps an exactly_once
+	// pipeline's transaction open before aborting it: how soon the
+	// messages of a host that died come again. Only with guarantee
+	// exactly_once; more than CommitInterval. Default 10s there.
+	TransactionTimeout time.Duration `yaml:"transaction_timeout,omitempty" json:"transaction_timeout,omitempty" reload:"source"`
 }
 
 // State is a pipeline's keyed state: a value per message key that the
@@ -264,6 +282,27 @@ func (p *Pipeline) ChangelogTopic() string {
 	}
 	return ns + "/" + p.Source.Subscription + "-state"
 }
+
+// Guarantee is what a pipeline promises about its effects.
+type Guarantee string
+
+// Guarantees.
+const (
+	// AtLeastOnce: every message's outputs are published before it is
+	// acknowledged; a failure between the two publishes them again. The
+	// default.
+	AtLeastOnce Guarantee = "at_least_once"
+	// ExactlyOnce: outputs and acknowledgements commit together in
+	// Pulsar transactions; a failure aborts them and the messages come
+	// again.
+	ExactlyOnce Guarantee = "exactly_once"
+)
+
+// Defaults of an exactly_once pipeline.
+const (
+	DefaultCommitInterval     = 100 * time.Millisecond
+	DefaultTransactionTimeout = 10 * time.Second
+)
 
 // SubscriptionType is how the consumers of a subscription share it: the
 // one definition, pulsarwire.SubscriptionType (subscribe.Type too). A file
@@ -487,9 +526,20 @@ func (p Pipeline) withDefaults(inProcess bool) Pipeline {
 	if ip, ok := s.InitialPosition.normal(); ok {
 		s.InitialPosition = ip
 	}
+	if g, ok := p.Guarantee.normal(); ok {
+		p.Guarantee = g
+	}
 	setDefaults(reflect.ValueOf(&p).Elem(), PipelineFields())
 	if h.MaxInFlight == 0 {
 		h.MaxInFlight = max(4*h.BatchSize*h.Instances, DefaultMinInFlight)
+	}
+	if p.Guarantee == ExactlyOnce {
+		if p.CommitInterval == 0 {
+			p.CommitInterval = DefaultCommitInterval
+		}
+		if p.TransactionTimeout == 0 {
+			p.TransactionTimeout = DefaultTransactionTimeout
+		}
 	}
 	if !depthSet {
 		switch {

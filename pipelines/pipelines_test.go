@@ -28,6 +28,7 @@ func TestDefaults(t *testing.T) {
 			Instances: 1, Timeout: 30 * time.Second, MaxInFlight: 1000, MaxBatchesInFlight: 8},
 		ErrorPolicy: pipelines.ErrorPolicy{MaxCrashes: 3,
 			Backoff: pipelines.Backoff{Initial: time.Second, Max: time.Minute}},
+		Guarantee: pipelines.AtLeastOnce,
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", p, want)

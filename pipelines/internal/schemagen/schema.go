@@ -59,6 +59,7 @@ var scalarForms = map[reflect.Type][]string{
 var enums = map[reflect.Type][]string{
 	reflect.TypeFor[pipelines.SubscriptionType](): {"shared", "exclusive", "failover", "key_shared"},
 	reflect.TypeFor[pipelines.InitialPosition]():  {"latest", "earliest"},
+	reflect.TypeFor[pipelines.Guarantee]():        {"at_least_once", "exactly_once"},
 }
 
 type generator struct {
