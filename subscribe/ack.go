@@ -276,3 +276,25 @@ func (c *Consumer) housekeeper() {
 		}
 	}
 }
+
+// RedeliverUnacknowledged asks the brokers to send again everything they
+// delivered to the consumer that is not acknowledged, its grouped
+// acknowledgements sent first. It raises the consumer epoch, so what was
+// received before is dropped here or, handed out already, reports
+// Superseded: nothing comes out twice. Only on Exclusive and Failover
+// subscriptions, where the broker sends again from the oldest
+// unacknowledged message in order; elsewhere it returns
+// ErrNotSingleActive and does nothing (nack the messages instead).
+func (c *Consumer) RedeliverUnacknowledged() error {
+	if !c.opts.Type.SingleActive() {
+		return ErrNotSingleActive
+	}
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	for _, pc := range c.partList() {
+		c.acks.flushPart(pc)
+		pc.redeliverAll()
+	}
+	return nil
+}

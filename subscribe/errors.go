@@ -28,6 +28,9 @@ var (
 	// ErrSeekNotSupported: a seek to a message id on a consumer of several
 	// topics, where the id names no single one.
 	ErrSeekNotSupported = errors.New("subscribe: a seek to a message id needs a consumer of one topic")
+	// ErrNotSingleActive: RedeliverUnacknowledged on a Shared or KeyShared
+	// subscription.
+	ErrNotSingleActive = errors.New("subscribe: redelivering everything unacknowledged needs an Exclusive or Failover subscription")
 )
 
 // SubscribeError is returned when a consumer could not subscribe: the

@@ -47,6 +47,23 @@ type Message struct {
 
 	pc   *partConsumer
 	acks *batchAcks // nil when the entry holds one message
+	// gen and epoch are the session it came on and the consumer epoch
+	// it was received in (Superseded).
+	gen, epoch uint64
+}
+
+// Superseded reports whether m will be delivered again whatever is done
+// with it: the connection it came on was lost since (the broker sends
+// again what was not acknowledged), or, on Exclusive and Failover, a
+// redelivery of everything (a nack there, RedeliverUnacknowledged) was
+// asked since. Acting on it would act twice; its acknowledgement may
+// still land first. False for a message this package did not deliver.
+func (m *Message) Superseded() bool {
+	pc := m.pc
+	if pc == nil {
+		return false
+	}
+	return !pc.current(m.gen) || m.epoch < pc.epoch.Load()
 }
 
 // entryPos names an entry of a topic.
@@ -194,6 +211,8 @@ func (c *Consumer) split(e *entry, codecs *pulsarwire.Codecs) (parsed, error) {
 		PublishTime:     time.UnixMilli(int64(md.GetPublishTime())),
 		RedeliveryCount: e.cmd.GetRedeliveryCount(),
 		pc:              pc,
+		gen:             e.s.gen,
+		epoch:           pc.epoch.Load(),
 	}
 	payload := e.payload
 	if ct := md.GetCompression(); ct != pb.CompressionType_NONE {

@@ -315,3 +315,82 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	checkSequence(t, receiveN(ctx, t, outCons, n, true), 0)
 	expectNothing(ctx, t, outCons, time.Second)
 }
+
+// What a caller that settles a batch's messages one by one needs to know
+// before it commits: whether a message's entry is begun in a transaction
+// (InTxn), and how many entries a transaction holds in part
+// (PartialInTxn).
+func TestTxnEntryMembership(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 3, nil) // one batch
+	ms := receiveN(ctx, t, cons, 3, false)
+	tx, other := begin(ctx, t, c, time.Minute), begin(ctx, t, c, time.Minute)
+	defer other.Abort(ctx)
+	if ms[1].InTxn(tx) || cons.PartialInTxn(tx) != 0 {
+		t.Fatalf("before any ack: InTxn %v, PartialInTxn %d", ms[1].InTxn(tx), cons.PartialInTxn(tx))
+	}
+	if err := cons.AckWithTxn(ctx, ms[0], tx); err != nil {
+		t.Fatal(err)
+	}
+	if !ms[1].InTxn(tx) || ms[1].InTxn(other) || cons.PartialInTxn(tx) != 1 || cons.PartialInTxn(other) != 0 {
+		t.Fatalf("one of three acknowledged: InTxn %v (other %v), PartialInTxn %d", ms[1].InTxn(tx), ms[1].InTxn(other), cons.PartialInTxn(tx))
+	}
+	for _, m := range ms[1:] {
+		if err := cons.AckWithTxn(ctx, m, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cons.PartialInTxn(tx); n != 0 {
+		t.Fatalf("the whole entry acknowledged: PartialInTxn %d", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectNothing(ctx, t, cons, 500*time.Millisecond)
+}
+
+// RedeliverUnacknowledged on Failover sends everything unacknowledged
+// again, once, and makes what was handed out before Superseded; on Shared
+// it refuses.
+func TestRedeliverUnacknowledgedSupersedes(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", Type: subscribe.Failover, InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 5, nil)
+	ms := receiveN(ctx, t, cons, 5, false)
+	if err := cons.Ack(ctx, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Superseded() {
+			t.Fatalf("%s superseded before any redelivery", m.ID)
+		}
+	}
+	if err := cons.RedeliverUnacknowledged(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if !m.Superseded() {
+			t.Fatalf("%s not superseded after RedeliverUnacknowledged", m.ID)
+		}
+	}
+	again := receiveN(ctx, t, cons, 4, true)
+	checkSequence(t, again, 1)
+	for _, m := range again {
+		if m.Superseded() {
+			t.Fatalf("%s, delivered again, reads superseded", m.ID)
+		}
+	}
+	expectNothing(ctx, t, cons, 500*time.Millisecond)
+
+	shared := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "shared"})
+	if err := shared.RedeliverUnacknowledged(); !errors.Is(err, subscribe.ErrNotSingleActive) {
+		t.Fatalf("Shared: got %v, want ErrNotSingleActive", err)
+	}
+}

@@ -243,3 +243,31 @@ func (a *txnAcks) ended(t *txn.Txn, committed bool) {
 		pc.redeliver(slices.Compact(ids))
 	}
 }
+
+// PartialInTxn is how many batch entries transaction t acknowledged only
+// some messages of on the consumer: while it is not 0, a commit of t
+// aborts instead (ErrPartialBatch), so a caller that settles a batch's
+// messages one by one waits for the rest before committing.
+func (c *Consumer) PartialInTxn(t *pool.Transaction) int {
+	c.txnAcks.mu.Lock()
+	defer c.txnAcks.mu.Unlock()
+	s := c.txnAcks.byTxn[(*txn.Txn)(t)]
+	if s == nil {
+		return 0
+	}
+	n := 0
+	for _, b := range s.batches {
+		if b.left.Load() > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// InTxn reports whether a message of m's batch entry is acknowledged in
+// transaction t: then m is to be acknowledged in t too, since the broker
+// acknowledges an entry whole, in one transaction or none.
+func (m *Message) InTxn(t *pool.Transaction) bool {
+	b := m.acks
+	return b != nil && t != nil && b.txn.Load() == (*txn.Txn)(t)
+}
