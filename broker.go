@@ -55,6 +55,13 @@ func (r *Run) startBroker(ctx context.Context) (*broker.Cluster, error) {
 		Memory: bo.Memory,
 		Logger: r.log.With("component", "broker"),
 	}
+	for _, p := range r.files.pipelines {
+		// Its transactions need the coordinator, off by default as
+		// Apache Pulsar's.
+		if p.ExactlyOnce() {
+			opts.Transactions = true
+		}
+	}
 	if !listenSet {
 		opts.Listen = DefaultBrokerListen
 	}

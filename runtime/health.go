@@ -142,6 +142,8 @@ type Stats struct {
 	Crashes int64
 	// Restarts of the handler.
 	Restarts int64
+	// Commits and Aborts of an exactly_once pipeline's transactions.
+	Commits, Aborts int64
 	// Steps: what each of the pipeline's steps did, in order.
 	Steps []StepStats
 	// DeadLetterReasons: why its messages were dead-lettered, the most
@@ -166,6 +168,8 @@ func (p *pipeline) snapshot() Stats {
 			c.dropped.Load() - c.filtered.Load() - c.handedBack.Load(),
 		Crashes:  c.crashes.Load(),
 		Restarts: c.restarts.Load(),
+		Commits:  c.commits.Load(),
+		Aborts:   c.aborts.Load(),
 		Steps:    p.stepStats(),
 
 		DeadLetterReasons: p.deadLetters.list(),

@@ -62,6 +62,9 @@ func TestMain(m *testing.M) {
 	case "statehost":
 		stateHost()
 		return
+	case "eohost":
+		eoChildHost()
+		return
 	}
 	dir, err := brokertest.BuildPlugins()
 	if err != nil {

@@ -60,6 +60,10 @@ type pipeline struct {
 	keyed *keyedState
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
+	// eo commits the transactions of an exactly_once pipeline; nil for
+	// at_least_once. Made by layout, started by flow, stopped by the
+	// drain or stop once every message settled.
+	eo *committer
 
 	recvCtx    context.Context // ends when the pipeline stops receiving
 	recvCancel context.CancelFunc
@@ -111,6 +115,9 @@ type item struct {
 	changed bool
 	pending atomic.Int32          // outputs without a receipt yet
 	outErr  atomic.Pointer[error] // the first output that failed
+	// ep is the transaction its effects went into (exactly_once), until
+	// that ends; nil otherwise.
+	ep *epoch
 }
 
 // batch is a group of messages sent to a handler together.
@@ -185,6 +192,10 @@ func (p *pipeline) layout() {
 	}
 	p.recvCtx, p.recvCancel = context.WithCancel(context.Background())
 	p.recvDone = make(chan struct{})
+	p.eo = nil
+	if p.cfg.ExactlyOnce() {
+		p.eo = newCommitter(p)
+	}
 }
 
 // prepare resolves the handler: the binary its instances run (built
@@ -323,6 +334,11 @@ func (p *pipeline) open(ctx context.Context) error {
 	if err := p.openOutputs(ctx); err != nil {
 		return err
 	}
+	if p.eo != nil {
+		if err := p.eo.check(ctx); err != nil {
+			return err
+		}
+	}
 	for _, s := range p.sups {
 		s.start = p.start
 	}
@@ -391,6 +407,9 @@ func (p *pipeline) flow() {
 		p.tapMu.Lock()
 		p.taps.Store(nil)
 		p.tapMu.Unlock()
+	}
+	if p.eo != nil {
+		p.eo.start()
 	}
 	go func() {
 		defer close(p.recvDone)
@@ -620,12 +639,21 @@ func (p *pipeline) stop(deadline time.Time) {
 		// Every output is published and nothing more will be: what
 		// waits in open batches would wait out the batching delay.
 		p.client.SendOpenBatches()
+		if p.eo != nil {
+			p.eo.commitNow()
+		}
 	case <-ctx.Done():
 	}
 	if err := p.credits.waitAll(ctx); err != nil {
 		p.log.Warn("shutdown timeout: handing messages back to the broker", "messages", p.credits.held())
 	}
+	if p.eo != nil {
+		p.eo.stop(ctx)
+	}
 	p.hardCancel()
+	if p.eo != nil {
+		<-p.eo.done // a commit under way gives up with the hard stop
+	}
 	<-done
 	close(p.stopRedo)
 	p.settler.Wait()
@@ -671,6 +699,7 @@ func (p *pipeline) closeInstances(deadline time.Time) {
 type counters struct {
 	received, processed, acked, retried, deadLettered, dropped, filtered atomic.Int64
 	handedBack, crashes, restarts                                        atomic.Int64
+	commits, aborts                                                      atomic.Int64 // exactly_once transactions
 }
 
 // retryKey names a message for the host's own count of its retries

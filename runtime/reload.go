@@ -432,7 +432,16 @@ func (p *pipeline) drain(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return p.credits.waitAll(ctx)
+	if p.eo != nil {
+		p.eo.commitNow()
+	}
+	if err := p.credits.waitAll(ctx); err != nil {
+		return err
+	}
+	if p.eo != nil {
+		p.eo.stop(ctx)
+	}
+	return nil
 }
 
 // resubscribe closes the pipeline's consumer, its acknowledgements sent,

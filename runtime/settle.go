@@ -30,8 +30,18 @@ const (
 // pending limits: that too is backpressure.
 func (p *pipeline) settle(items []*item, res []plugin.Result) {
 	p.stats.processed.Add(int64(len(items)))
+	if c := p.eo; c != nil {
+		c.gate.RLock()
+		defer c.gate.RUnlock()
+		if !c.join(items) {
+			return
+		}
+	}
 	for i, it := range items {
 		r := &res[i]
+		if p.eo != nil && it.ep == nil {
+			continue // handed back by join
+		}
 		switch r.Outcome {
 		case plugin.OutcomeAck:
 			n := len(r.Outputs)
@@ -41,6 +51,10 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 			}
 			if n == 0 {
 				p.ack(it, Acked, "")
+				continue
+			}
+			if it.ep != nil {
+				p.publishTxn(it, r)
 				continue
 			}
 			it.pending.Store(int32(n))
@@ -130,8 +144,20 @@ func (p *pipeline) receipt(it *item, err error) {
 	p.ack(it, Acked, "")
 }
 
-// ack acknowledges it, which came to outcome o for reason ("" for none).
+// ack acknowledges it, which came to outcome o for reason ("" for none);
+// in an exactly_once pipeline, in the open transaction.
 func (p *pipeline) ack(it *item, o Outcome, reason string) {
+	if c := p.eo; c != nil {
+		if it.ep == nil {
+			c.gate.RLock()
+			defer c.gate.RUnlock()
+			if !c.join([]*item{it}) {
+				return
+			}
+		}
+		c.ackIn(it, o, reason)
+		return
+	}
 	if err := p.cons.Ack(context.Background(), it.m); err != nil {
 		// Only a closed consumer refuses: the message comes again.
 		p.log.Debug("ack", "id", it.id(), "err", err)
@@ -166,11 +192,31 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 // acknowledges it. If the publish fails, it is handed back for a retry
 // after the backoff.
 func (p *pipeline) deadLetter(it *item, reason string) {
+	if c := p.eo; c != nil && it.ep == nil {
+		c.gate.RLock()
+		defer c.gate.RUnlock()
+		if !c.join([]*item{it}) {
+			return
+		}
+	}
 	m := it.m
 	topic := p.deadLetterTopic(m)
 	p.log.Warn("dead-lettering a message", "id", it.id(), "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)
 	p.tr.deadLettered(it, reason)
 	parent, traced := p.tr.batchContext(it)
+	if it.ep != nil {
+		// In the transaction, with its acknowledgement: the commit
+		// waits for the receipt, and a failure aborts both.
+		dl := subscribe.DeadLetter(m, map[string]string{PropertyDeadLetterReason: reason})
+		dl.Txn = it.ep.txn
+		p.publish(parent, traced, topic, dl, func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				p.log.Warn("publishing to the dead-letter topic failed; the transaction aborts", "id", it.id(), "topic", topic, "err", err)
+			}
+		})
+		p.ack(it, DeadLettered, reason)
+		return
+	}
 	p.publish(parent, traced, topic, subscribe.DeadLetter(m, map[string]string{PropertyDeadLetterReason: reason}), func(_ pulsarwire.MessageID, err error) {
 		if err != nil {
 			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.id(), "topic", topic, "err", err)
@@ -218,6 +264,12 @@ func (p *pipeline) caughtUp() {
 // settled counts it under o (for reason, "" when there is none) and
 // gives its credit back.
 func (p *pipeline) settled(it *item, o Outcome, reason string) {
+	p.counted(it, o, reason)
+	p.release(it)
+}
+
+// counted counts it under o, for reason, and tells the hooks.
+func (p *pipeline) counted(it *item, o Outcome, reason string) {
 	switch o {
 	case Acked:
 		p.stats.acked.Add(1)
@@ -248,7 +300,6 @@ func (p *pipeline) settled(it *item, o Outcome, reason string) {
 	if o == DeadLettered {
 		p.deadLetters.add(reason)
 	}
-	p.release(it)
 }
 
 func (p *pipeline) release(it *item) {

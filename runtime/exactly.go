@@ -1,0 +1,364 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/streamrun/streamrun/plugin"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+)
+
+// Exactly once (guarantee: exactly_once). Everything a pipeline settles
+// within a commit interval goes into one Pulsar transaction: outputs and
+// dead letters published in it, inputs acknowledged in it. At the end of
+// the interval the transaction commits, and only then are its messages
+// counted settled and their credits given back. Any failure (a publish or
+// an acknowledgement refused, a conflict, a lost connection, the
+// broker's timeout) aborts it: nothing it published is ever delivered and
+// its inputs come again. This is the shape of Kafka Streams'
+// exactly_once_v2: one transaction per commit interval holding the
+// outputs and the input positions.
+//
+// Settling holds the gate for reading while it puts a message's effects
+// in the open transaction; the commit holds it for writing, so that a
+// message's outputs and its acknowledgement always land in one
+// transaction, and no message settles while a commit is under way.
+//
+// The broker acknowledges a batch entry whole, in one transaction, so a
+// commit waits (at most a quarter of the transaction's timeout) until
+// every entry the transaction began acknowledging is complete; meanwhile
+// messages of other entries settle into the next transaction. A
+// message's credit comes back when it settles into a transaction, not
+// when that commits, so that the rest of an entry can always be
+// received.
+
+// committer holds an exactly_once pipeline's open transaction and
+// commits it every interval.
+type committer struct {
+	p        *pipeline
+	interval time.Duration
+	timeout  time.Duration // the broker aborts a transaction open this long
+
+	gate sync.RWMutex
+	mu   sync.Mutex // guards cur, next and closing
+	cur  *epoch     // nil until a message settles after the last commit
+	// closing: a commit of cur waits for its batch entries to complete;
+	// messages of other entries go into next.
+	closing bool
+	next    *epoch
+
+	kick     chan struct{} // commit now (the workers are done)
+	quit     chan struct{}
+	done     chan struct{}
+	started  bool
+	stopOnce sync.Once
+}
+
+// epoch is one transaction and what settled in it.
+type epoch struct {
+	txn *pool.Transaction
+
+	mu      sync.Mutex
+	settles []settlement
+	failed  error // an acknowledgement refused: the commit aborts
+}
+
+// settlement is a message whose outcome takes effect when its epoch
+// commits.
+type settlement struct {
+	it     *item
+	o      Outcome
+	reason string
+	nack   bool // its acknowledgement was refused: ask for it again on abort
+}
+
+func newCommitter(p *pipeline) *committer {
+	return &committer{
+		p:        p,
+		interval: p.cfg.CommitInterval,
+		timeout:  p.cfg.TransactionTimeout,
+		kick:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+}
+
+// errTransactionsOff explains a broker without transactions.
+var errTransactionsOff = errors.New("guarantee exactly_once needs a broker with transactions on " +
+	"(Apache Pulsar: transactionCoordinatorEnabled=true; streamrun broker: --transactions; " +
+	"streamrun run without a service URL turns them on itself)")
+
+// check begins and aborts a transaction, so that a broker without
+// transactions stops the pipeline at start rather than at its first
+// message.
+func (c *committer) check(ctx context.Context) error {
+	t, err := c.p.client.BeginTransaction(ctx, c.timeout)
+	if errors.Is(err, pool.ErrTransactionsOff) {
+		return fmt.Errorf("%w: %v", errTransactionsOff, err)
+	}
+	if err != nil {
+		return fmt.Errorf("begin a transaction: %w", err)
+	}
+	if err := t.Abort(ctx); err != nil {
+		c.p.log.Debug("abort the start's transaction", "txn", t, "err", err)
+	}
+	return nil
+}
+
+// start runs the commit loop; stop ends it.
+func (c *committer) start() {
+	c.started = true
+	go c.run()
+}
+
+func (c *committer) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-c.kick:
+		case <-c.quit:
+			c.commit(true)
+			return
+		}
+		c.commit(false)
+	}
+}
+
+// commitNow asks for a commit before the interval is over: nothing more
+// will settle into the open transaction.
+func (c *committer) commitNow() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stop commits what is open and ends the commit loop; ctx bounds the
+// wait.
+func (c *committer) stop(ctx context.Context) {
+	c.stopOnce.Do(func() {
+		if !c.started {
+			close(c.done)
+			return
+		}
+		close(c.quit)
+	})
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+}
+
+// join gives items their transaction (the open one, or the next while a
+// commit of the open one waits for its batch entries), beginning it if
+// needed; the caller holds the gate for reading. An item already
+// delivered again (superseded: its connection was lost, or the consumer
+// asked for everything again after an abort) is handed back untouched,
+// since its new copy will be settled instead. When no transaction can
+// begin, the items are handed back for a retry. It reports whether any
+// item joined.
+func (c *committer) join(items []*item) bool {
+	p := c.p
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	joined := false
+	for i, it := range items {
+		if it.m.Superseded() {
+			p.handBack(it)
+			continue
+		}
+		e, err := c.epochFor(it)
+		if err != nil {
+			p.log.Warn("no transaction: the messages come again", "messages", len(items)-i, "err", err)
+			for _, it := range items[i:] {
+				_ = p.cons.NackAfter(it.m, p.cfg.ErrorPolicy.Backoff.Delay(1))
+				p.settled(it, Retried, "no transaction: "+err.Error())
+			}
+			return joined
+		}
+		it.ep, joined = e, true
+	}
+	return joined
+}
+
+// epochFor is the transaction it goes into, under c.mu.
+func (c *committer) epochFor(it *item) (*epoch, error) {
+	var err error
+	if c.cur == nil {
+		if c.cur, err = c.begin(); err != nil {
+			return nil, err
+		}
+	}
+	if !c.closing || it.m.InTxn(c.cur.txn) {
+		return c.cur, nil
+	}
+	if c.next == nil {
+		if c.next, err = c.begin(); err != nil {
+			return nil, err
+		}
+	}
+	return c.next, nil
+}
+
+func (c *committer) begin() (*epoch, error) {
+	ctx, cancel := context.WithTimeout(c.p.hard, c.timeout)
+	defer cancel()
+	t, err := c.p.client.BeginTransaction(ctx, c.timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &epoch{txn: t}, nil
+}
+
+// ackIn acknowledges it in its transaction; its outcome o counts once
+// that commits.
+func (c *committer) ackIn(it *item, o Outcome, reason string) {
+	e := it.ep
+	s := settlement{it: it, o: o, reason: reason}
+	if err := c.p.cons.AckWithTxn(c.p.hard, it.m, e.txn); err != nil {
+		s.nack = true
+		e.fail(fmt.Errorf("acknowledge %s in transaction %s: %w", it.id(), e.txn, err))
+	}
+	e.mu.Lock()
+	e.settles = append(e.settles, s)
+	e.mu.Unlock()
+	c.p.release(it)
+}
+
+func (e *epoch) fail(err error) {
+	e.mu.Lock()
+	if e.failed == nil {
+		e.failed = err
+	}
+	e.mu.Unlock()
+}
+
+// partialWait is how long a commit waits, at most, for the rest of a
+// batch entry whose first messages are acknowledged in the transaction
+// (one entry is acknowledged whole, in one transaction), as a fraction
+// of the transaction's timeout; then it commits anyway, which aborts.
+const partialWait = 4
+
+// commit ends the open transaction: it commits, or aborts when an
+// acknowledgement was refused. final: nothing more will settle, so no
+// waiting for the rest of a batch entry.
+func (c *committer) commit(final bool) {
+	p := c.p
+	c.mu.Lock()
+	e := c.cur
+	c.closing = e != nil
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	until := time.Now().Add(c.timeout / partialWait)
+	for !final && p.cons.PartialInTxn(e.txn) > 0 && time.Now().Before(until) {
+		select {
+		case <-time.After(time.Millisecond):
+		case <-c.quit:
+			final = true
+		}
+	}
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	c.mu.Lock()
+	c.cur, c.next, c.closing = c.next, nil, false
+	c.mu.Unlock()
+	err := c.end(e)
+	if err != nil && p.cfg.Source.Type.SingleActive() && c.cur != nil {
+		// Everything after the aborted transaction's messages comes again
+		// (finish): what the next one holds must not commit.
+		next := c.cur
+		c.cur = nil
+		c.abort(next)
+		c.finish(next, fmt.Errorf("the transaction before aborted: %w", err))
+	}
+	c.finish(e, err)
+}
+
+// end commits e, or aborts it when an acknowledgement in it was refused.
+func (c *committer) end(e *epoch) error {
+	ctx, cancel := context.WithTimeout(c.p.hard, c.timeout)
+	defer cancel()
+	e.mu.Lock()
+	err := e.failed
+	e.mu.Unlock()
+	if err == nil {
+		err = e.txn.Commit(ctx)
+	}
+	if err != nil && e.txn.State() == pool.TransactionOpen {
+		// Refused before the commit, or the commit gave up waiting: abort
+		// it here rather than leave it to the broker's timeout.
+		c.abort(e)
+	}
+	return err
+}
+
+func (c *committer) abort(e *epoch) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	if err := e.txn.Abort(ctx); err != nil {
+		c.p.log.Debug("abort", "txn", e.txn, "err", err)
+	}
+}
+
+// finish counts what e held: as it said when e committed, or as retried
+// when it aborted (the messages come again).
+func (c *committer) finish(e *epoch, err error) {
+	p := c.p
+	if err == nil {
+		p.stats.commits.Add(1)
+		p.log.Debug("transaction committed", "txn", e.txn, "messages", len(e.settles))
+		for _, s := range e.settles {
+			s.it.ep = nil
+			p.counted(s.it, s.o, s.reason)
+		}
+		return
+	}
+	p.stats.aborts.Add(1)
+	p.log.Warn("transaction aborted: its messages come again", "txn", e.txn, "messages", len(e.settles), "err", err)
+	reason := "transaction aborted: " + err.Error()
+	single := p.cfg.Source.Type.SingleActive()
+	for _, s := range e.settles {
+		s.it.ep = nil
+		if s.nack && !single {
+			// Never acknowledged in the transaction: nobody else sends it
+			// again.
+			_ = p.cons.NackAfter(s.it.m, 0)
+		}
+		p.counted(s.it, Retried, reason)
+	}
+	if single && len(e.settles) > 0 {
+		// Everything from the oldest unacknowledged message comes again,
+		// in order; what the host holds now is superseded (join).
+		if rerr := p.cons.RedeliverUnacknowledged(); rerr != nil {
+			p.log.Debug("redeliver", "err", rerr)
+		}
+	}
+}
+
+// publishTxn settles an answer with outputs in an exactly_once pipeline:
+// the outputs published in it's transaction, it acknowledged there at
+// once (the commit waits for the receipts).
+func (p *pipeline) publishTxn(it *item, r *plugin.Result) {
+	for j := range r.Outputs {
+		o := &r.Outputs[j]
+		m := p.outputMessage(it, o)
+		m.Txn = it.ep.txn
+		topic := o.Topic
+		cb := func(_ pulsarwire.MessageID, err error) {}
+		if f := p.h.opts.Hooks.Output; f != nil {
+			cb = func(_ pulsarwire.MessageID, err error) { f(p.name, topic, err) }
+		}
+		parent, traced := p.tr.parentOf(it, o)
+		p.publish(parent, traced, topic, m, cb)
+	}
+	p.ack(it, Acked, "")
+}
