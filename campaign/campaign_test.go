@@ -96,6 +96,9 @@ type env struct {
 	kinds      []faultKind
 	http       *http.Client
 	client     *pool.Client // the campaign's own: publishes and collects
+	// txn: the broker has transactions on, so exactly_once pipelines run
+	// beside the others.
+	txn bool
 
 	errMu sync.Mutex
 	errs  []string // collector trouble, logged in the report
@@ -125,8 +128,9 @@ func TestCampaignEmbedded(t *testing.T) {
 	}
 	e.broker = &proc{name: "broker", log: filepath.Join(e.dir, "broker.log"), args: []string{
 		"broker", "--listen", fmt.Sprintf("127.0.0.1:%d", base), "--http", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"--data", filepath.Join(e.dir, "data"), "--brokers", "3", "--fault-api", "--log-level", "warn",
+		"--data", filepath.Join(e.dir, "data"), "--brokers", "3", "--fault-api", "--transactions", "--log-level", "warn",
 	}}
+	e.txn = true
 	if err := e.broker.start("streamrun broker ready"); err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +156,12 @@ func TestCampaignPulsar(t *testing.T) {
 	p := planFor(t, true)
 	e := newEnv(t, p)
 	e.serviceURL, e.adminURL = url, strings.TrimSuffix(httpURL, "/")
+	if u, h := os.Getenv("STREAMRUN_PULSAR_TXN_URL"), os.Getenv("STREAMRUN_PULSAR_TXN_HTTP"); u != "" && h != "" {
+		// The standalone with transactions on: exactly_once pipelines too.
+		e.serviceURL, e.adminURL, e.txn = u, strings.TrimSuffix(h, "/"), true
+	} else {
+		t.Log("campaign: no exactly_once pipelines: STREAMRUN_PULSAR_TXN_URL and _HTTP name no standalone with transactions on (scripts/pulsar start --name txn)")
+	}
 	e.pulsarPid = pidOf("PulsarStandaloneStarter")
 	for _, k := range faultKinds {
 		if !k.embedded {
@@ -202,6 +212,15 @@ func (e *env) run(t *testing.T, target string) {
 		newPipe("shared", "shared", 3, topic("sh-in"), topic("sh-out")),
 		newPipe("exclusive", "exclusive", 0, topic("ex-in"), topic("ex-out")),
 		newPipe("failover", "failover", 2, topic("fo-in"), topic("fo-out")),
+	}
+	if e.txn {
+		for _, p := range []*pipe{
+			newPipe("eo-shared", "shared", 3, topic("eosh-in"), topic("eosh-out")),
+			newPipe("eo-failover", "failover", 2, topic("eofo-in"), topic("eofo-out")),
+		} {
+			p.exactly = true
+			e.pipes = append(e.pipes, p)
+		}
 	}
 	for _, p := range e.pipes {
 		if p.partitions > 0 {
@@ -286,6 +305,9 @@ func (e *env) writePipelines(t *testing.T) string {
       timeout: %s
     outputs: [%q]
 `, p.name, p.in, p.typ, receiverQueue, exe, roleEnv, p.out, e.control, p.name, batchTimeout, p.out)
+		if p.exactly {
+			fmt.Fprintf(&b, "    guarantee: exactly_once\n    transaction_timeout: %s\n", txnTimeout)
+		}
 	}
 	file := filepath.Join(e.dir, "pipelines.yaml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
@@ -302,6 +324,10 @@ const (
 	receiverQueue = 200
 	batchTimeout  = 5 * time.Second
 	maxInFlight   = 1000 // the default for batches of 50 on two instances
+	// txnTimeout is the exactly_once pipelines' transaction timeout:
+	// shorter than the 10 s default, so that a host killed or stopped
+	// holds its messages for less.
+	txnTimeout = 5 * time.Second
 )
 
 // waitFlowing waits until every pipeline has put out something.

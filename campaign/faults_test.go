@@ -37,6 +37,7 @@ var faultKinds = []faultKind{
 	{name: "plugin-garbage", inject: order("garbage")},
 	{name: "slow-consumer", inject: slowConsumer},
 	{name: "host-kill-9", inject: killHost},
+	{name: "host-sigstop", inject: stopHost},
 	{name: "topic-unload", inject: unloadTopic},
 	{name: "connections-dropped", embedded: true, inject: dropConnections},
 	{name: "connection-dropped-at-ack", embedded: true, inject: dropAtAck},
@@ -129,6 +130,26 @@ func killHost(_ context.Context, e *env) (string, error) {
 	}
 	e.restart = append(e.restart, h)
 	return h.name + why, nil
+}
+
+// stopHost stops a host with SIGSTOP for longer than the exactly_once
+// pipelines' transaction timeout, then lets it go on (SIGCONT): the
+// broker aborts its open transactions meanwhile, and the host finds out
+// at its next commit.
+func stopHost(ctx context.Context, e *env) (string, error) {
+	h := e.hosts[e.rng.IntN(len(e.hosts))]
+	pid := h.pid()
+	if pid <= 0 {
+		return "", fmt.Errorf("%s is not running", h.name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return "", err
+	}
+	sleepCtx(ctx, txnTimeout+2*time.Second)
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s stopped for %s", h.name, txnTimeout+2*time.Second), nil
 }
 
 // exclusiveHolder is the host whose consumer is the exclusive pipeline's

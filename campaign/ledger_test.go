@@ -21,6 +21,7 @@ import (
 type pipe struct {
 	name       string
 	typ        string // the pipeline file's source.type
+	exactly    bool   // guarantee: exactly_once (no duplicate allowed)
 	partitions int    // of the input topic; 0: not partitioned
 	in, out    string
 
@@ -186,6 +187,7 @@ func (p *pipe) missing(limit int) ([]int, int) {
 type pipeCounts struct {
 	Pipeline       string `json:"pipeline"`
 	Type           string `json:"type"`
+	Guarantee      string `json:"guarantee"`
 	Partitions     int    `json:"partitions"`
 	Published      int    `json:"published"`
 	Receipted      int    `json:"receipted"`
@@ -201,7 +203,10 @@ type pipeCounts struct {
 func (p *pipe) counts() pipeCounts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := pipeCounts{Pipeline: p.name, Type: p.typ, Partitions: p.partitions, Published: len(p.pubAt), Processed: p.processed, FirstPubError: p.pubErr}
+	c := pipeCounts{Pipeline: p.name, Type: p.typ, Guarantee: "at_least_once", Partitions: p.partitions, Published: len(p.pubAt), Processed: p.processed, FirstPubError: p.pubErr}
+	if p.exactly {
+		c.Guarantee = "exactly_once"
+	}
 	for seq, r := range p.receipt {
 		switch r {
 		case receiptOK:

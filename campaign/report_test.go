@@ -197,6 +197,9 @@ func (e *env) checkAndWrite(t *testing.T, r report, target string) {
 		if c.Lost != 0 {
 			t.Errorf("pipeline %s lost %d receipted messages", c.Pipeline, c.Lost)
 		}
+		if c.Guarantee == "exactly_once" && c.Duplicated != 0 {
+			t.Errorf("pipeline %s is exactly_once and put out %d duplicates", c.Pipeline, c.Duplicated)
+		}
 		if c.Receipted == 0 {
 			t.Errorf("pipeline %s: no message receipted", c.Pipeline)
 		}
@@ -223,11 +226,11 @@ func (r report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Campaign on %s: %s, %d messages/s per pipeline, load average %s at the end\n\n", r.Target, r.Duration, r.RatePerPipe, r.LoadAvg)
 	fmt.Fprintf(&b, "Conditions: %s.\n\n", r.Conditions)
-	b.WriteString("| pipeline | type | partitions | published | receipted | processed | output | duplicated | lost |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| pipeline | type | guarantee | partitions | published | receipted | processed | output | duplicated | lost |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Pipelines {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", c.Pipeline, c.Type, c.Partitions, c.Published, c.Receipted, c.Processed, c.Output, c.Duplicated, c.Lost)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d |\n", c.Pipeline, c.Type, c.Guarantee, c.Partitions, c.Published, c.Receipted, c.Processed, c.Output, c.Duplicated, c.Lost)
 	}
-	fmt.Fprintf(&b, "| **all** | | | %d | %d | %d | %d | %d | %d |\n\n", r.Totals["published"], r.Totals["receipted"], r.Totals["processed"], r.Totals["output"], r.Totals["duplicated"], r.Totals["lost"])
+	fmt.Fprintf(&b, "| **all** | | | | %d | %d | %d | %d | %d | %d |\n\n", r.Totals["published"], r.Totals["receipted"], r.Totals["processed"], r.Totals["output"], r.Totals["duplicated"], r.Totals["lost"])
 	b.WriteString("| fault | injected | not recovered | duplicates after | recovery median | recovery max |\n|---|---|---|---|---|---|\n")
 	n := 0
 	for _, k := range r.Kinds {
