@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/internal/benchrun"
+	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -112,6 +113,8 @@ type benchFlags struct {
 	config    string
 	batchSize int
 	instances int
+	guarantee string
+	commit    time.Duration
 }
 
 // benchDefaults are the batching defaults, the same as pool's and
@@ -181,6 +184,8 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.IntVar(&f.batchSize, "batch-size", 100, "most messages in a batch to the handler")
 	fs.IntVar(&f.instances, "instances", 1, "handler instances")
 	fs.IntVar(&f.pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
+	fs.StringVar(&f.guarantee, "guarantee", "at_least_once", "the pipeline's guarantee: at_least_once or exactly_once (transactions; the embedded broker gets them on)")
+	fs.DurationVar(&f.commit, "commit-interval", pipelines.DefaultCommitInterval, "with --guarantee exactly_once: how often the pipeline commits")
 }
 
 // check validates the flags; every error is a usage error.
@@ -270,6 +275,10 @@ func (f *benchFlags) checkConsuming(sub string) error {
 		return usagef("--in-process, --steps, --plugin and --package exclude each other")
 	case f.batchSize < 1:
 		return usagef("--batch-size must be at least 1, got %d", f.batchSize)
+	case badGuarantee(f.guarantee) != nil:
+		return usagef("--guarantee: %v", badGuarantee(f.guarantee))
+	case f.commit <= 0:
+		return usagef("--commit-interval must be positive, got %s", f.commit)
 	case f.instances < 1:
 		return usagef("--instances must be at least 1, got %d", f.instances)
 	case f.plugin != "":
@@ -405,7 +414,8 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 		Subscription: f.subscription, ReceiverQueue: f.receiverQueue,
 		Earliest: f.position == "earliest", Produce: f.produce,
 		Handler: benchrun.HandlerOptions{Plugin: f.plugin, Package: f.pkg, Config: cfg, InProcess: f.inProcess, Steps: f.steps,
-			BatchSize: f.batchSize, Instances: f.instances},
+			BatchSize: f.batchSize, Instances: f.instances,
+			ExactlyOnce: isExactlyOnce(f.guarantee), CommitInterval: f.commit},
 		Progress: cmd.stderr, ProgressEvery: f.progress,
 		CloseTimeout: f.closeTimeout, DrainTimeout: f.drainTimeout,
 	}
@@ -515,4 +525,15 @@ func writeBenchFlags(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n%s\n%s", title, groups[key].FlagUsages())
 	}
+}
+
+// badGuarantee says why g is not a pipeline guarantee.
+func badGuarantee(g string) error {
+	_, err := pipelines.ParseGuarantee(g)
+	return err
+}
+
+func isExactlyOnce(g string) bool {
+	v, _ := pipelines.ParseGuarantee(g)
+	return v == pipelines.ExactlyOnce
 }

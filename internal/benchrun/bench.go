@@ -169,7 +169,8 @@ func (b *Bench) startEmbedded(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts := broker.Options{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Memory: b.o.Memory, Sync: b.o.Sync, Logger: log.With("embedded_broker", true)}
+	opts := broker.Options{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Memory: b.o.Memory, Sync: b.o.Sync, Logger: log.With("embedded_broker", true),
+		Transactions: b.o.Handler.ExactlyOnce}
 	if !b.o.Memory {
 		dir, err := os.MkdirTemp("", "streamrun-bench-")
 		if err != nil {

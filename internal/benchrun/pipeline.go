@@ -45,6 +45,12 @@ type HandlerOptions struct {
 	// BatchSize is the most messages in a batch to the handler;
 	// Instances the number of handler instances. Required.
 	BatchSize, Instances int
+	// ExactlyOnce runs the pipeline with guarantee exactly_once, a
+	// transaction every CommitInterval (0: the pipeline's default); an
+	// embedded broker gets transactions on. Default false: at least
+	// once.
+	ExactlyOnce    bool
+	CommitInterval time.Duration
 }
 
 // Pipeline measures a pipeline end to end: publish to the input topic,
@@ -70,7 +76,11 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 	}
 	h := ps[0].Handler
 	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = o.Topic+"-out", o.Subscription, ps[0].Source.Type.Name(), o.ReceiverQueue
-	b.cond.Handler = &Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: o.Handler.BatchSize, Instances: o.Handler.Instances}
+	b.cond.Handler = &Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: o.Handler.BatchSize, Instances: o.Handler.Instances,
+		Guarantee: string(ps[0].WithDefaults().Guarantee)}
+	if ps[0].ExactlyOnce() {
+		b.cond.Handler.CommitInterval = ps[0].WithDefaults().CommitInterval.String()
+	}
 	if kind == "plugin" {
 		b.cond.Handler.Config = o.Handler.config() // "{output}" as given
 	}
@@ -116,6 +126,9 @@ func (o *Options) pipelineSet(ins, outs []string) ([]pipelines.Pipeline, string,
 			},
 			Handler: h,
 			Outputs: []string{outs[i]},
+		}
+		if o.Handler.ExactlyOnce {
+			ps[i].Guarantee, ps[i].CommitInterval = pipelines.ExactlyOnce, o.Handler.CommitInterval
 		}
 		if kind == "steps" {
 			ps[i].Steps = benchSteps(outs[i])

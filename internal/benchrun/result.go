@@ -152,6 +152,10 @@ type Handler struct {
 	Config    map[string]any `json:"config,omitempty"`
 	BatchSize int            `json:"batch_size"`
 	Instances int            `json:"instances"`
+	// Guarantee is the pipeline's (at_least_once, exactly_once), with
+	// its commit interval under exactly_once.
+	Guarantee      string `json:"guarantee,omitempty"`
+	CommitInterval string `json:"commit_interval,omitempty"`
 }
 
 // WriteText writes the summary for people.
@@ -166,6 +170,15 @@ broker: %s %s %s, topic %s (%d topic(s), %d partition(s) each); GOMAXPROCS %d, l
 		r.LatencyFrom, r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Max, r.Latency.Count,
 		r.CPUSeconds, r.CPUMicrosPerMessage, float64(r.MaxRSSBytes)/(1<<20), float64(r.HandlerRSSBytes)/(1<<20), r.SetupSeconds,
 		c.Broker, c.URL, c.BrokerVersion, c.Topic, c.Topics, c.Partitions, c.GOMAXPROCS, c.LoadAverageStart, c.LoadAverageEnd)
+	if h := c.Handler; err == nil && h != nil && h.Guarantee != "" {
+		_, err = fmt.Fprintf(w, "pipeline: %s handler, batches of %d, %d instance(s), %s", h.Kind, h.BatchSize, h.Instances, h.Guarantee)
+		if err == nil && h.CommitInterval != "" {
+			_, err = fmt.Fprintf(w, ", commit interval %s", h.CommitInterval)
+		}
+		if err == nil {
+			_, err = fmt.Fprintln(w)
+		}
+	}
 	if err != nil || r.Sent == 0 && len(r.TopicsDeleted) == 0 {
 		return err
 	}
