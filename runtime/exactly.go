@@ -65,6 +65,10 @@ type epoch struct {
 	mu      sync.Mutex
 	settles []settlement
 	failed  error // an acknowledgement refused: the commit aborts
+	// joined are the messages in it, under the committer's mu: a second
+	// copy of one (delivered again while the first was in the host's
+	// hands) is handed back rather than handled twice.
+	joined map[retryKey]struct{}
 }
 
 // settlement is a message whose outcome takes effect when its epoch
@@ -183,6 +187,12 @@ func (c *committer) join(items []*item) bool {
 			}
 			return joined
 		}
+		k := retryKeyOf(it.m)
+		if _, dup := e.joined[k]; dup {
+			p.handBack(it)
+			continue
+		}
+		e.joined[k] = struct{}{}
 		it.ep, joined = e, true
 	}
 	return joined
@@ -214,7 +224,7 @@ func (c *committer) begin() (*epoch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &epoch{txn: t}, nil
+	return &epoch{txn: t, joined: map[retryKey]struct{}{}}, nil
 }
 
 // ackIn acknowledges it in its transaction; its outcome o counts once
@@ -328,9 +338,9 @@ func (c *committer) finish(e *epoch, err error) {
 	single := p.cfg.Source.Type.SingleActive()
 	for _, s := range e.settles {
 		s.it.ep = nil
-		if s.nack && !single {
-			// Never acknowledged in the transaction: nobody else sends it
-			// again.
+		if s.nack && !single && !s.it.m.Superseded() {
+			// Never acknowledged in the transaction, nor asked for
+			// again: nobody else sends it again.
 			_ = p.cons.NackAfter(s.it.m, 0)
 		}
 		p.counted(s.it, Retried, reason)

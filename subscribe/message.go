@@ -54,16 +54,18 @@ type Message struct {
 
 // Superseded reports whether m will be delivered again whatever is done
 // with it: the connection it came on was lost since (the broker sends
-// again what was not acknowledged), or, on Exclusive and Failover, a
+// again what was not acknowledged); on Exclusive and Failover a
 // redelivery of everything (a nack there, RedeliverUnacknowledged) was
-// asked since. Acting on it would act twice; its acknowledgement may
-// still land first. False for a message this package did not deliver.
+// asked since; or its batch entry was asked for again as a whole (part
+// of it was acknowledged in a transaction that did not commit). Acting
+// on it would act twice; its acknowledgement may still land first. False
+// for a message this package did not deliver.
 func (m *Message) Superseded() bool {
 	pc := m.pc
 	if pc == nil {
 		return false
 	}
-	return !pc.current(m.gen) || m.epoch < pc.epoch.Load()
+	return !pc.current(m.gen) || m.epoch < pc.epoch.Load() || m.acks != nil && m.acks.again.Load()
 }
 
 // entryPos names an entry of a topic.
@@ -96,6 +98,9 @@ type batchAcks struct {
 	// the broker as a whole, so it is one or the other.
 	txn   atomic.Pointer[txn.Txn]
 	plain atomic.Bool
+	// again: the entry was asked for again as a whole (its transaction
+	// did not commit); the messages handed out before are Superseded.
+	again atomic.Bool
 }
 
 func newBatchAcks(pc *partConsumer, pos entryPos, n int32) *batchAcks {

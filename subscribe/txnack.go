@@ -231,6 +231,7 @@ func (a *txnAcks) ended(t *txn.Txn, committed bool) {
 			continue // a whole entry, held or sent: counted above or the broker's
 		}
 		b.reset()
+		b.again.Store(true)
 		b.pc.partial.remove(b)
 		again[b.pc] = append(again[b.pc], b.pos)
 	}
