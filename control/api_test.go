@@ -119,7 +119,8 @@ func TestDryRunAndApplyThroughTheAPI(t *testing.T) {
 	orig, _ := os.ReadFile(h.file)
 
 	next := strings.Replace(string(orig), "      instances: 2\n", "      instances: 2\n      batch_size: 7\n", 1) +
-		fmt.Sprintf("  - name: added\n    source: {topics: [%s-added], subscription: added}\n    steps: [{filter: 'true'}]\n    outputs: [%s-added-out]\n", h.in, h.in)
+		fmt.Sprintf("  - name: added\n    source: {topics: [%s-added], subscription: added, initial_position: earliest}\n"+
+			"    steps: [{dead_letter_if: 'size(payload) > 0', reason: '\"not wanted\"'}]\n    outputs: [%s-added-out]\n", h.in, h.in)
 	next = strings.Replace(next, "subscription: other", "subscription: other2", 1)
 	var plan struct {
 		File      string
@@ -185,6 +186,22 @@ func TestDryRunAndApplyThroughTheAPI(t *testing.T) {
 			t.Errorf("an output %s... came twice", prefix)
 		}
 	}
+
+	// The new pipeline dead-letters what it takes, and the API says why.
+	for i := range 5 {
+		h.run.Publish(h.ctx, h.in+"-added", pool.Message{Payload: fmt.Appendf(nil, "x%d", i)}, nil)
+	}
+	var added struct {
+		DeadLetterReasons []struct {
+			Reason string
+			Count  int64
+		} `json:"dead_letter_reasons"`
+	}
+	brokertest.Eventually(t, time.Minute, "5 dead letters with their reason", func() bool {
+		h.want(http.StatusOK, "GET", "/pipelines/added", nil, &added)
+		r := added.DeadLetterReasons
+		return len(r) == 1 && r[0].Reason == "not wanted" && r[0].Count == 5
+	})
 }
 
 // Every refusal has its status and says why, and leaves the file and the
@@ -282,9 +299,6 @@ func TestTheTapShowsAMessageJustProduced(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("tap: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	type event struct {
-		Kind, Topic, Payload, TraceID string `json:"-"`
-	}
 	events := make(chan map[string]any, 100)
 	go func() {
 		defer close(events)
@@ -325,5 +339,4 @@ func TestTheTapShowsAMessageJustProduced(t *testing.T) {
 	if out["payload"] != strings.ToUpper(payload[:16]) || out["trace_id"] != traceID || out["topic"] != h.out {
 		t.Errorf("output event: %v", out)
 	}
-	_ = event{}
 }

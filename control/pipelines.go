@@ -2,7 +2,6 @@ package control
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -206,5 +205,3 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
-
-var errNoFile = errors.New("no file given, and the run has more than one")

@@ -106,7 +106,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) (reloadRequest,
 	paths := s.run.Files().Paths()
 	if req.File == "" {
 		if len(paths) != 1 {
-			writeError(w, http.StatusBadRequest, "file: "+errNoFile.Error(), nil)
+			writeError(w, http.StatusBadRequest, "file: not given, and the run has more than one", nil)
 			return req, false
 		}
 		req.File = paths[0]
