@@ -263,6 +263,10 @@ func TestTheAPIRefusesBadRequests(t *testing.T) {
 			t.Errorf("%s after the refusals: %s", name, p.State)
 		}
 	}
+	// The description of the API is served.
+	if code, b := h.do("GET", "/openapi.yaml", nil); code != http.StatusOK || !strings.HasPrefix(string(b), "openapi: 3") {
+		t.Errorf("GET /openapi.yaml: %d %.40s", code, b)
+	}
 	// The wrong method.
 	if code, _ := h.do("DELETE", "/pipelines/up", nil); code != http.StatusMethodNotAllowed {
 		t.Errorf("DELETE /pipelines/up: %d, want 405", code)

@@ -40,7 +40,9 @@ func TestBeyondLoopbackTheAPINeedsTLSAndAToken(t *testing.T) {
 	for _, tok := range []string{"", "not-a-jwt", brokertest.Token(t, []byte("another key"), "ops", time.Now().Add(time.Hour)),
 		brokertest.Token(t, secret, "ops", time.Now().Add(-time.Minute))} {
 		h.token = tok
-		for _, rq := range []struct{ method, path string }{{"GET", "/pipelines"}, {"POST", "/pipelines/up/pause"}, {"GET", "/pipelines/up/tap"}} {
+		for _, rq := range []struct{ method, path string }{{"GET", "/pipelines"}, {"GET", "/pipelines/up"}, {"POST", "/pipelines/up/pause"},
+			{"POST", "/pipelines/up/resume"}, {"GET", "/pipelines/up/tap"}, {"GET", "/files"}, {"POST", "/reload/dry-run"}, {"POST", "/reload"},
+			{"GET", "/openapi.yaml"}, {"GET", "/no/such/route"}} {
 			code, body := h.do(rq.method, rq.path, nil)
 			if code != http.StatusUnauthorized || !strings.Contains(string(body), "authentication failed") {
 				t.Errorf("%s %s with token %.12q: %d %s, want 401", rq.method, rq.path, tok, code, body)
