@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/streamrun/streamrun"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/control"
+	"github.com/streamrun/streamrun/pipelines"
 )
 
 // Beyond loopback the API needs TLS and a token key: without them it is
@@ -17,7 +19,15 @@ import (
 // and changes nothing, one with a token signed by the key is served,
 // over TLS only.
 func TestBeyondLoopbackTheAPINeedsTLSAndAToken(t *testing.T) {
-	var run *streamrun.Run // Serve refuses before it looks at the run
+	peer := brokertest.Target(t)
+	ctx := brokertest.Context(t, time.Minute)
+	run, err := streamrun.Start(ctx, streamrun.Options{ServiceURL: peer.URL, Logger: slog.New(slog.DiscardHandler),
+		Pipelines: []pipelines.File{{Pipelines: []pipelines.Pipeline{{Name: "p", Source: pipelines.Source{Topics: []string{brokertest.TopicName(t)}, Subscription: "s"},
+			Steps: []pipelines.Step{{Filter: "true"}}, Outputs: []string{brokertest.TopicName(t) + "-out"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Stop(); _ = run.Wait() })
 	if _, err := control.Serve(run, control.Options{Addr: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "beyond loopback") {
 		t.Errorf("Serve on 0.0.0.0 with neither TLS nor a token key: %v, want a refusal", err)
 	}

@@ -65,6 +65,9 @@ func Serve(run *streamrun.Run, o Options) (*Server, error) {
 	if o.Addr == "" {
 		return nil, errors.New("control: no listen address")
 	}
+	if run == nil {
+		return nil, errors.New("control: no run to serve")
+	}
 	addr, loopback, err := listenAddr(o.Addr)
 	if err != nil {
 		return nil, err
