@@ -13,8 +13,8 @@ import (
 // about a dead-letter topic that fills. Dead letters are rare, so a
 // mutex per one costs nothing that matters.
 
-// maxDeadLetterReasons bounds the distinct reasons a pipeline keeps;
-// past it, new reasons count under "(other reasons)".
+// maxDeadLetterReasons bounds the reasons a pipeline keeps, "(other
+// reasons)" included, under which new reasons count past the bound.
 const maxDeadLetterReasons = 50
 
 // maxReasonLen bounds a kept reason's length.
@@ -49,7 +49,11 @@ func (d *deadLetterReasons) add(reason string) {
 	}
 	r, ok := d.m[reason]
 	if !ok {
-		if len(d.m) >= maxDeadLetterReasons {
+		distinct := len(d.m)
+		if _, ok := d.m[otherReasons]; ok {
+			distinct--
+		}
+		if distinct >= maxDeadLetterReasons-1 { // one place kept for the others
 			reason = otherReasons
 			r = d.m[reason]
 		}

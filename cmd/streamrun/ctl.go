@@ -48,7 +48,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tlsCA := fs.String("tls-ca", "", "PEM file of the CAs to trust for an https:// --url (default: the system's)")
 	timeout := fs.Duration("timeout", time.Minute, "how long each request may take")
 	output := fs.StringP("output", "o", "text", "text or json")
-	rate := fs.Float64("rate", 5, "tap: events per second at most")
+	rate := fs.Float64P("rate", "r", 5, "tap: events per second at most")
 	if code, done := cmd.parse(fs, args, ctlHelp); done {
 		return code
 	}
