@@ -206,6 +206,12 @@ func (b stateBatch) State() []plugin.StateEntry { return b.state }
 // also keeps the changelog from being trimmed), up to a fence this
 // restore writes first, so that every change written before is read.
 func (s *keyedState) restore(ctx context.Context, client *pool.Client, sub string) error {
+	return s.read(ctx, client, sub, false)
+}
+
+// read is restore; with drop, the subscription is removed at the end
+// (one made only to look).
+func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, drop bool) error {
 	t0 := time.Now()
 	fence := make([]byte, 8)
 	_, _ = rand.Read(fence)
@@ -219,7 +225,12 @@ func (s *keyedState) restore(ctx context.Context, client *pool.Client, sub strin
 	if err != nil {
 		return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
 	}
-	defer func() { _ = cons.Close(context.WithoutCancel(ctx)) }()
+	defer func() {
+		if drop {
+			_ = cons.Unsubscribe(context.WithoutCancel(ctx))
+		}
+		_ = cons.Close(context.WithoutCancel(ctx))
+	}()
 	if _, err := client.Publish(ctx, s.topic, pool.Message{Properties: map[string]string{PropertyStateFence: id}}); err != nil {
 		return fmt.Errorf("state: write fence to changelog %s: %w", s.topic, err)
 	}
@@ -256,3 +267,22 @@ func (s *keyedState) restore(ctx context.Context, client *pool.Client, sub strin
 // errChangeLost fails a pipeline whose state in memory is ahead of its
 // changelog.
 var errChangeLost = errors.New("state: a change could not be written to the changelog")
+
+// ReadState reads the keyed state of a pipeline from its changelog topic
+// as a host does at start (docs/pipelines.md, "Keyed state") and returns
+// every key's value: for looking inside (streamrun state). It writes a
+// marker without a key to the changelog, where reading stops, and reads
+// through a subscription of its own that it removes at the end.
+func ReadState(ctx context.Context, client *pool.Client, changelog string) (map[string][]byte, error) {
+	s := newKeyedState(changelog, 0, slog.New(slog.DiscardHandler))
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	if err := s.read(ctx, client, "streamrun-state-"+hex.EncodeToString(id[:]), true); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(s.vals))
+	for k, v := range s.vals {
+		out[k] = v.v
+	}
+	return out, nil
+}

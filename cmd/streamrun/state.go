@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/runtime"
+)
+
+// stateFlags are the flags of `streamrun state`.
+type stateFlags struct {
+	clientFlags
+	logFlags
+	pipeline     string
+	changelog    string
+	closeTimeout time.Duration
+}
+
+const stateHelp = `Usage: streamrun state keys|get|dump [KEY] (FILE [--pipeline NAME] | --changelog TOPIC) [flags]
+
+Looks inside a pipeline's keyed state (docs/pipelines.md, "Keyed state"):
+reads its changelog topic as a host does at start and prints
+
+  keys       every key that has a value, one a line, sorted
+  get KEY    the value of KEY as it is stored (exit status 1 when it has none)
+  dump       every key and value, one JSON object a line, sorted by key:
+             {"key": "...", "value": "..."} (bytes that are not UTF-8 are
+             written as JSON's replacement character)
+
+The changelog is the state.changelog of the pipeline of FILE that keeps
+state (--pipeline names it when several do), or --changelog. Reading writes
+a marker without a key to the changelog (where it stops) and uses a
+subscription of its own that it removes at the end; the running hosts are
+not disturbed. Works against the embedded broker and Apache Pulsar alike.
+
+` + waitsHelp + `
+Exit status: 0 done, 1 failed (or get found no value), 2 bad usage.
+`
+
+func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCmd("state", stdout, stderr)
+	fs := pflag.NewFlagSet("streamrun state", pflag.ContinueOnError)
+	var f stateFlags
+	f.clientFlags.register(fs)
+	f.logFlags.register(fs, "also log connections and lookups")
+	fs.StringVarP(&f.pipeline, "pipeline", "p", "", "the pipeline of FILE whose state to read (needed when several keep state)")
+	fs.StringVar(&f.changelog, "changelog", "", "read this changelog topic instead of a file's")
+	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
+	if code, done := cmd.parse(fs, args, stateHelp); done {
+		return code
+	}
+	what, key, file, err := stateArgs(fs.Args(), f.changelog != "")
+	if err != nil {
+		return cmd.fail(err)
+	}
+	changelog := f.changelog
+	if file != "" {
+		if changelog, err = changelogOf(file, f.pipeline); err != nil {
+			return cmd.fail(err)
+		}
+	} else if _, err := pulsarwire.ParseTopic(changelog); err != nil {
+		return cmd.fail(usagef("--changelog: %v", err))
+	}
+	clientLog, notice, err := f.loggers(stderr)
+	if err != nil {
+		return cmd.fail(err)
+	}
+	po, err := f.clientFlags.options(clientLog, notice)
+	if err != nil {
+		return cmd.fail(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
+	client, err := pool.New(cctx, po)
+	cancel()
+	if err != nil {
+		return cmd.fail(fmt.Errorf("connect to %s: %w", po.ServiceURL, err))
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.closeTimeout)
+		defer cancel()
+		_ = client.Close(cctx)
+	}()
+	vals, err := runtime.ReadState(ctx, client, changelog)
+	if err != nil {
+		if ctx.Err() != nil {
+			return cmd.fail(fmt.Errorf("%s", interruptedMsg))
+		}
+		return cmd.fail(err)
+	}
+	return printState(cmd, what, key, vals)
+}
+
+// stateArgs reads the arguments: what to print, the key for get, and the
+// file (none with --changelog).
+func stateArgs(args []string, changelog bool) (what, key, file string, err error) {
+	if len(args) == 0 {
+		return "", "", "", usagef("say keys, get KEY or dump")
+	}
+	what, args = args[0], args[1:]
+	switch what {
+	case "keys", "dump":
+	case "get":
+		if len(args) == 0 {
+			return "", "", "", usagef("get needs a KEY")
+		}
+		key, args = args[0], args[1:]
+	default:
+		return "", "", "", usagef("%q: say keys, get KEY or dump", what)
+	}
+	switch {
+	case changelog && len(args) > 0:
+		return "", "", "", usagef("a FILE and --changelog exclude each other")
+	case !changelog && len(args) == 0:
+		return "", "", "", usagef("give a pipeline FILE or --changelog TOPIC")
+	case len(args) > 1:
+		return "", "", "", usagef("unexpected arguments: %s", strings.Join(args[1:], " "))
+	case len(args) == 1:
+		file = args[0]
+	}
+	return what, key, file, nil
+}
+
+// changelogOf is the changelog topic of the pipeline of file that keeps
+// state (the one named, or the only one).
+func changelogOf(file, name string) (string, error) {
+	f, err := pipelines.Load(file, os.LookupEnv)
+	if err != nil {
+		return "", usagef("%v", err)
+	}
+	var stateful []string
+	for i := range f.Pipelines {
+		p := &f.Pipelines[i]
+		if name != "" && p.Name == name {
+			if !p.State.Enabled {
+				return "", usagef("pipeline %s of %s keeps no state", name, file)
+			}
+			return p.ChangelogTopic(), nil
+		}
+		if p.State.Enabled {
+			stateful = append(stateful, p.Name)
+		}
+	}
+	switch {
+	case name != "":
+		return "", usagef("%s has no pipeline %s", file, name)
+	case len(stateful) == 0:
+		return "", usagef("no pipeline of %s keeps state", file)
+	case len(stateful) > 1:
+		return "", usagef("pipelines %s of %s keep state: say which with --pipeline", strings.Join(stateful, ", "), file)
+	}
+	for i := range f.Pipelines {
+		if f.Pipelines[i].Name == stateful[0] {
+			return f.Pipelines[i].ChangelogTopic(), nil
+		}
+	}
+	return "", nil // not reached
+}
+
+// printState prints what was asked for of vals.
+func printState(cmd cmdIO, what, key string, vals map[string][]byte) int {
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	switch what {
+	case "keys":
+		for _, k := range keys {
+			fmt.Fprintln(cmd.stdout, k)
+		}
+	case "get":
+		v, ok := vals[key]
+		if !ok {
+			return cmd.fail(fmt.Errorf("key %q has no value", key))
+		}
+		_, _ = cmd.stdout.Write(v)
+	case "dump":
+		enc := json.NewEncoder(cmd.stdout)
+		for _, k := range keys {
+			_ = enc.Encode(struct {
+				Key   string `json:"key"`
+				Value string `json:"value"`
+			}{k, string(vals[k])})
+		}
+	}
+	return exitOK
+}
