@@ -333,16 +333,23 @@ func (c *Cluster) flushLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.CursorFlush)
 	defer t.Stop()
-	var lastRelease time.Time
+	var lastRelease, lastCompactionCheck time.Time
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
 		}
+		check := time.Since(lastCompactionCheck) >= c.opts.CompactionCheck
+		if check {
+			lastCompactionCheck = time.Now()
+		}
 		for _, tp := range c.loadedTopics() {
 			tp.flushCursors()
 			tp.trim()
+			if check {
+				tp.compactPastThreshold()
+			}
 		}
 		lastRelease = c.releaseMemory(lastRelease)
 	}

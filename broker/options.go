@@ -144,6 +144,17 @@ type Options struct {
 	// broker --retention`); negative: keep everything.
 	Retention time.Duration
 
+	// CompactionThreshold compacts a topic (topic_compaction.go) once
+	// more than this many bytes were published since its last
+	// compaction, checked every CompactionCheck, as Apache Pulsar's
+	// brokerServiceCompactionThresholdInBytes; a namespace's
+	// compactionThreshold policy (the admin API) wins over it. Default 0:
+	// no automatic compaction (Apache Pulsar's default).
+	CompactionThreshold int64
+	// CompactionCheck is how often the threshold is checked. Default 1
+	// minute (Apache Pulsar's brokerServiceCompactionMonitorIntervalInSeconds).
+	CompactionCheck time.Duration
+
 	// Connection limits, per broker (docs/admin.md "Limits"). A
 	// connection over MaxConnections, or over MaxConnectionsPerIP from one
 	// remote IP address, is answered with an ERROR (NotAllowedError,
@@ -186,6 +197,7 @@ const (
 	defaultCluster     = "standalone"
 	defaultHandshake   = 10 * time.Second
 	defaultRetention   = time.Minute
+	defaultCompaction  = time.Minute
 )
 
 func (o Options) withDefaults() Options {
@@ -206,6 +218,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = defaultKeepAlive
+	}
+	if o.CompactionCheck <= 0 {
+		o.CompactionCheck = defaultCompaction
 	}
 	if o.CursorFlush <= 0 {
 		o.CursorFlush = defaultCursorFlush

@@ -108,6 +108,35 @@ func (t *topic) startCompaction() error {
 	return nil
 }
 
+// compactPastThreshold starts a compaction of t when more bytes than its
+// threshold (the namespace's policy, else Options.CompactionThreshold)
+// came since the last one, as Apache Pulsar's checkCompaction: the
+// entries past the horizon, estimated from the log's average entry.
+func (t *topic) compactPastThreshold() {
+	threshold := t.c.opts.CompactionThreshold
+	if v, ok := t.c.compactionThreshold(t.parsed.NamespaceName()); ok {
+		threshold = v
+	}
+	if threshold <= 0 {
+		return
+	}
+	c, _ := t.compactedView()
+	c.mu.Lock()
+	horizon, running := c.horizon, c.status == compactionRunning
+	c.mu.Unlock()
+	first, next, size := t.log.First(), t.log.Next(), t.log.Size()
+	if running || next <= first || next <= horizon {
+		return
+	}
+	since := size
+	if horizon > first {
+		since = int64(float64(size) / float64(next-first) * float64(next-horizon))
+	}
+	if since > threshold {
+		_ = t.startCompaction()
+	}
+}
+
 // keyedMsg is where a key's last message is: its entry and its index in
 // the entry's batch (-1 for an entry of one message).
 type keyedMsg struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +172,71 @@ func TestCompactionAndReadCompacted(t *testing.T) {
 		if !strings.Contains(err.Error(), "readCompacted only allowed on failover or exclusive subscriptions") {
 			t.Errorf("readCompacted on subscription type %v: %v", typ, err)
 		}
+	}
+}
+
+// adminStatus sends one admin request and returns its status and body.
+func adminStatus(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), method, tgt.adminURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Close = true
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A namespace's compactionThreshold policy, as Apache Pulsar's: an empty
+// 200 when unset, the number once set, 412 for a negative one, gone
+// after DELETE; and a topic of the namespace that passes it is compacted
+// on its own at the next check (a minute on Apache Pulsar), its
+// readCompacted readers then seeing the last value of each key.
+func TestCompactionThresholdCompactsOnItsOwn(t *testing.T) {
+	ns := fmt.Sprintf("public/compact-%d", time.Now().UnixNano()%1e9)
+	adminDo(t, "PUT", "/admin/v2/namespaces/"+ns, "")
+	defer adminStatus(t, "DELETE", "/admin/v2/namespaces/"+ns+"?force=true", "")
+	policy := "/admin/v2/namespaces/" + ns + "/compactionThreshold"
+	if code, body := adminStatus(t, "GET", policy, ""); code != 200 || body != "" {
+		t.Errorf("unset: %d %q, want an empty 200", code, body)
+	}
+	if code, body := adminStatus(t, "PUT", policy, "-5"); code != 412 || !strings.Contains(body, "compactionThreshold must be 0 or more") {
+		t.Errorf("negative: %d %s", code, body)
+	}
+	if code, body := adminStatus(t, "PUT", policy, "100"); code != 204 {
+		t.Fatalf("set: %d %s", code, body)
+	}
+	if code, body := adminStatus(t, "GET", policy, ""); code != 200 || body != "100" {
+		t.Errorf("set: %d %q, want 100", code, body)
+	}
+
+	ctx := testContext(t)
+	c := newClient(t)
+	topic := "persistent://" + ns + "/counts"
+	p := newProducer(t, c, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	for i := range 40 {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Key: fmt.Sprint("k", i%4), Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := brokertest.AdminPath(topic)
+	eventually(ctx, t, "the topic compacted on its own", func() bool {
+		st, _ := compactionStatus(t, path)
+		return st == "SUCCESS"
+	})
+	if got, want := readAll(t, c, topic, true), []string{"k0=36", "k1=37", "k2=38", "k3=39"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("readCompacted: %v, want %v", got, want)
+	}
+	if code, _ := adminStatus(t, "DELETE", policy, ""); code != 204 {
+		t.Errorf("delete: %d", code)
+	}
+	if code, body := adminStatus(t, "GET", policy, ""); code != 200 || body != "" {
+		t.Errorf("deleted: %d %q, want an empty 200", code, body)
 	}
 }
