@@ -54,7 +54,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var f stateFlags
 	f.clientFlags.register(fs)
 	f.logFlags.register(fs, "also log connections and lookups")
-	fs.StringVarP(&f.pipeline, "pipeline", "p", "", "the pipeline of FILE whose state to read (needed when several keep state)")
+	fs.StringVar(&f.pipeline, "pipeline", "", "the pipeline of FILE whose state to read (needed when several keep state)")
 	fs.StringVar(&f.changelog, "changelog", "", "read this changelog topic instead of a file's")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
 	if code, done := cmd.parse(fs, args, stateHelp); done {
