@@ -205,6 +205,12 @@ func TestValidateKeyedState(t *testing.T) {
 	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "state.enabled" {
 		t.Errorf("state settings without enabled: %v", err)
 	}
+	p.State = pipelines.State{Enabled: true}
+	p.Guarantee = pipelines.ExactlyOnce
+	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "state" || !strings.Contains(err.Error(), "exactly_once") {
+		t.Errorf("keyed state with exactly_once: %v", err)
+	}
+	p.Guarantee = ""
 	p.State = pipelines.State{Enabled: true, Changelog: "persistent://a/b"}
 	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "state.changelog" {
 		t.Errorf("a bad changelog topic: %v", err)
