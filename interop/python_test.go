@@ -13,7 +13,8 @@ import (
 // The official Python client (pulsar-client, in the interpreter named by
 // STREAMRUN_PYTHON; scripts/python-env makes one) runs the pytest suite in
 // interop/python against the target: produce and consume with keys,
-// properties, event times and compression, negative acks, a reader.
+// properties, event times and compression, negative acks, a reader, a
+// readCompacted reader after the admin compaction trigger.
 func TestPythonClient(t *testing.T) {
 	py := os.Getenv("STREAMRUN_PYTHON")
 	if py == "" {
@@ -29,7 +30,7 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", dir)
-	cmd.Env = append(os.Environ(), "STREAMRUN_SERVICE_URL="+tgt.serviceURL, "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(os.Environ(), "STREAMRUN_SERVICE_URL="+tgt.serviceURL, "STREAMRUN_ADMIN_URL="+tgt.adminURL, "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("pytest against %s: %v\n%s", tgt.serviceURL, err, out)
