@@ -180,6 +180,9 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 		delay = ep.Backoff.Delay(n + 1)
 	}
 	p.retries.set(k, uint32(n+1))
+	if p.keyed != nil {
+		p.keyed.retried(delay)
+	}
 	p.tr.retried(it, reason, delay.Milliseconds())
 	p.log.Debug("retry", "id", it.id(), "topic", it.m.Topic, "delay", delay, "reason", reason)
 	if err := p.cons.NackAfter(it.m, delay); err != nil {
@@ -220,6 +223,9 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 	p.publish(parent, traced, topic, subscribe.DeadLetter(m, map[string]string{PropertyDeadLetterReason: reason}), func(_ pulsarwire.MessageID, err error) {
 		if err != nil {
 			p.log.Warn("publishing to the dead-letter topic failed; the message comes back", "id", it.id(), "topic", topic, "err", err)
+			if p.keyed != nil {
+				p.keyed.retried(p.cfg.ErrorPolicy.Backoff.Delay(1))
+			}
 			_ = p.cons.NackAfter(m, p.cfg.ErrorPolicy.Backoff.Delay(1))
 			p.settled(it, Retried, "publishing to the dead-letter topic failed: "+err.Error())
 			return

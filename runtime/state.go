@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
@@ -42,6 +43,23 @@ type keyedState struct {
 	heldMu sync.Mutex
 	held   map[retryKey]time.Time // zero: not settled yet; else when acknowledged
 	swept  time.Time
+	// redeliverUntil is until when (Unix nanoseconds) a redelivery asked
+	// for by a retry may still bring copies: acknowledged ids are only
+	// remembered until then, so that a pipeline without retries keeps
+	// only the messages in hand.
+	redeliverUntil atomic.Int64
+}
+
+// retried is told that a message is handed back for a redelivery after
+// delay: on Exclusive that redelivers every unacknowledged message.
+func (s *keyedState) retried(delay time.Duration) {
+	until := time.Now().Add(delay + heldAfterAck).UnixNano()
+	for {
+		cur := s.redeliverUntil.Load()
+		if cur >= until || s.redeliverUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
 }
 
 // heldAfterAck is how long an acknowledged message's id is remembered:
@@ -50,7 +68,8 @@ type keyedState struct {
 const heldAfterAck = time.Minute
 
 // admit says whether m may be handled: not when it is a copy of a
-// message the host holds or acknowledged a moment ago. On Exclusive, a
+// message the host holds, or acknowledged a moment ago while a retry's
+// redelivery may still bring copies. On Exclusive, a
 // retry asks the broker for every unacknowledged message again, in order
 // (subscribe's Nack), and that includes messages the host has answered
 // and changed the state for, whose acknowledgements wait for the
@@ -81,10 +100,18 @@ func (s *keyedState) admit(m *subscribe.Message) (ok, acked bool) {
 // retry or a hand-back, after which it comes again and is handled).
 func (s *keyedState) leave(m *subscribe.Message, acked bool) {
 	k := retryKeyOf(m)
+	var now time.Time
+	if acked {
+		if until := s.redeliverUntil.Load(); until != 0 {
+			if now = time.Now(); now.UnixNano() >= until {
+				now = time.Time{}
+			}
+		}
+	}
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
-	if acked {
-		s.held[k] = time.Now()
+	if !now.IsZero() {
+		s.held[k] = now
 		return
 	}
 	delete(s.held, k)
