@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -634,15 +633,4 @@ func (c *Cluster) ledgerOf(name string) uint64 {
 		return t.ledger
 	}
 	return 0
-}
-
-// isTxnCoordinatorTopic reports whether name is a partition of the
-// coordinators' topic, and which.
-func isTxnCoordinatorTopic(name string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(name, pulsarwire.TxnCoordinatorTopic+pulsarwire.PartitionSuffix)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(rest, 10, 64)
-	return n, err == nil
 }

@@ -63,7 +63,7 @@ func TestAPublishAndAReceiveFollowTheMessage(t *testing.T) {
 
 func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
 	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key && kv.Value.Emit() == value {
+		if string(kv.Key) == key && kv.Value.AsString() == value {
 			return true
 		}
 	}
