@@ -203,3 +203,10 @@ func ids(its []*item) []string {
 	}
 	return out
 }
+
+// deadCount is how many messages were dead-lettered so far.
+func (r *recorder) deadCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.dead)
+}

@@ -168,6 +168,14 @@ func (s *supervisor) ensure(abort <-chan struct{}) (lease, error) {
 	}
 }
 
+// vacant reports whether the slot has no instance (the last one failed)
+// and the hard stop has not come, so one should be started.
+func (s *supervisor) vacant() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur == nil && s.stop.Err() == nil
+}
+
 // take leases the current instance, if there is one and the hard stop
 // has not come.
 func (s *supervisor) take() (lease, bool) {

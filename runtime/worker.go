@@ -138,6 +138,15 @@ func (w *worker) run(q <-chan *batch) {
 		var exited, changed <-chan struct{}
 		var gen uint64
 		if inflight == 0 {
+			if w.sup.vacant() {
+				// The last batch failed and nothing waits to start the
+				// next instance: start it now, so the slot is up (and
+				// counted as restarted) while the queue is quiet.
+				if l, err := w.sup.ensure(w.abort); err == nil {
+					w.sup.drop(l)
+					continue
+				}
+			}
 			// Nothing in flight: a death now is no call's, so watch for it.
 			exited, gen, changed = w.sup.watch()
 		}

@@ -24,7 +24,7 @@ type testWorker struct {
 	wg   sync.WaitGroup
 }
 
-func startWorker(t *testing.T, fs *fakes, limit int) *testWorker {
+func startWorker(t *testing.T, fs *fakes, limit int, opts ...func(*worker)) *testWorker {
 	t.Helper()
 	s, stop := testSupervisor(t, fs)
 	abort, cancel := context.WithCancel(context.Background())
@@ -33,6 +33,9 @@ func startWorker(t *testing.T, fs *fakes, limit int) *testWorker {
 		id: 0, sup: s, out: tw.rec, log: discard(),
 		limit: limit, timeout: 5 * time.Second, maxCrashes: 3,
 		hard: s.stop, abort: abort.Done(), order: make(chan *sent, limit),
+	}
+	for _, o := range opts {
+		o(tw.w)
 	}
 	q := tw.q
 	tw.wg.Go(func() { tw.w.run(q) })
@@ -165,4 +168,28 @@ func TestWorkerRestartsAnInstanceThatDiesIdle(t *testing.T) {
 	if !strings.Contains(ih.LastError, "exited between batches") {
 		t.Errorf("last error %q", ih.LastError)
 	}
+}
+
+// A batch whose crash was its message's last (dead-lettered at once) leaves
+// the slot without an instance; with nothing more queued the worker starts
+// the next one at once, so the slot is up and the restart counted before
+// another batch comes.
+func TestWorkerRestartsAfterACrashWithNothingLeft(t *testing.T) {
+	fs := &fakes{mk: func(n int) *fakeInstance {
+		f := &fakeInstance{}
+		if n == 0 {
+			f.process = func(_ context.Context, batch []*plugin.Message) ([]plugin.Result, error) {
+				return nil, &host.CrashError{Index: 0, Panic: "poison"}
+			}
+		}
+		return f
+	}}
+	tw := startWorker(t, fs, 1, func(w *worker) { w.maxCrashes = 1 })
+	tw.send(items("a", 1))
+	brokertest.Eventually(t, 10*time.Second, "a-0 dead-lettered", func() bool { return tw.rec.deadCount() == 1 })
+	brokertest.Eventually(t, 10*time.Second, "a second instance, with no batch waiting", func() bool { return fs.count() == 2 })
+	brokertest.Eventually(t, 10*time.Second, "the slot up and its restart counted", func() bool {
+		ih, _, _ := tw.w.sup.health(time.Now())
+		return ih.Up && ih.Restarts == 1
+	})
 }
