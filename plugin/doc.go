@@ -102,8 +102,8 @@
 //
 // Package plugin/plugintest runs a handler in the test's process (Init
 // with a config, batches of messages made in a line, Close at the end)
-// and reads back each message's outcome and the outputs the host would
-// publish; a panic comes back as a *PanicError naming the message
+// and reads back each message's outcome, the outputs the host would
+// publish and its change to keyed state (Options.State seeds it); a panic comes back as a *PanicError naming the message
 // (ProcessLocal, underneath, is the same call without the setting up).
 // `streamrun test` runs the built plugin in its pipeline on a broker,
 // with inputs, expected outputs and faults written in a test file

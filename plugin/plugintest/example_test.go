@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/plugin/plugintest"
@@ -80,4 +81,41 @@ func ExampleHandler_Process() {
 	//   -> orders-checked key="o1" payload="{\"id\":\"o1\",\"amount\":12.5}"
 	// 1 dead-letter "order without id"
 	// 2 dead-letter "decode payload as plugintest_test.order: invalid character 'o' in literal null (expecting 'u')"
+}
+
+// A message with a key, properties and an event time, and keyed state
+// seeded before the first batch: the handler counts the messages of each
+// key; the state it leaves is read back with State.
+func ExampleOptions_state() {
+	count := plugin.MessageFunc(func(_ context.Context, m *plugin.Message) ([]plugin.Output, error) {
+		var n int
+		if _, err := m.State().GetJSON(&n); err != nil {
+			return nil, err
+		}
+		n++
+		if err := m.State().PutJSON(n); err != nil {
+			return nil, err
+		}
+		return []plugin.Output{{Topic: "counts", Key: m.Key, EventTime: m.EventTime,
+			Properties: map[string]string{"source": m.Properties["source"]},
+			Payload:    fmt.Appendf(nil, "%d", n)}}, nil
+	})
+	h, _ := plugintest.Start(count, plugintest.Options{State: map[string][]byte{"k1": []byte("41")}})
+	defer h.Close()
+
+	at := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	a := h.Process(
+		&plugin.Message{Key: "k1", Properties: map[string]string{"source": "web"}, EventTime: at, Payload: []byte("x")},
+		&plugin.Message{Key: "k2", Payload: []byte("y")},
+	)
+	fmt.Print(a)
+	fmt.Println(a.Outputs()[0].EventTime.Equal(at), string(h.State()["k1"]), string(h.State()["k2"]))
+	// Output:
+	// 0 ack
+	//   -> counts key="k1" properties=map[source:web] payload="42"
+	//   state "k1" = "42"
+	// 1 ack
+	//   -> counts key="k2" properties=map[source:] payload="1"
+	//   state "k2" = "1"
+	// true 42 1
 }

@@ -1,6 +1,8 @@
 // Package plugintest runs a plugin.Handler in the test's own process and
-// reads back what it answered: each message's outcome and reason, and
-// the outputs the host would publish. It is for a handler's unit tests
+// reads back what it answered: each message's outcome and reason, the
+// outputs the host would publish, and the changes to keyed state (seeded
+// with Options.State, kept across batches as the host keeps it, read
+// back with Handler.State). It is for a handler's unit tests
 // (go test), beside `streamrun test`, which runs the built plugin in a
 // pipeline on a broker.
 //
@@ -21,6 +23,7 @@
 package plugintest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,6 +54,15 @@ type Options struct {
 	// Timeout is each Process call's deadline, as the host's
 	// handler.timeout. Default 30 s.
 	Timeout time.Duration
+	// State, when not nil, tests the handler as in a pipeline with a
+	// state block: it is the keyed state to start from, key to value
+	// (an empty map: no key has a value yet). Each batch's messages see
+	// their keys' values (plugin.Message.State), and the change of each
+	// acknowledged message is kept for the next batch, as the host keeps
+	// it; Handler.State reads it back. New copies the map. Default nil: a
+	// pipeline without state, where State().Put fails with
+	// plugin.ErrNoState.
+	State map[string][]byte
 }
 
 // DefaultTopic is Options.Topic's default.
@@ -80,6 +92,8 @@ type Handler struct {
 	mu     sync.Mutex
 	entry  int // the next message's entry id
 	closed bool
+	// state is the keyed state as the host keeps it, nil without.
+	state map[string][]byte
 }
 
 // New starts h (Start) and fails the test when its Init fails. Close
@@ -106,7 +120,30 @@ func Start(h plugin.Handler, o Options) (*Handler, error) {
 	if err := Init(h, o); err != nil {
 		return nil, fmt.Errorf("Init: %w", err)
 	}
-	return &Handler{h: h, opts: o}, nil
+	th := &Handler{h: h, opts: o}
+	if o.State != nil {
+		th.state = make(map[string][]byte, len(o.State))
+		for k, v := range o.State {
+			th.state[k] = bytes.Clone(v)
+		}
+	}
+	return th, nil
+}
+
+// State is a copy of the keyed state as it stands after the batches so
+// far: the values of Options.State with every acknowledged message's
+// change applied. It is nil when Options.State was.
+func (h *Handler) State() map[string][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == nil {
+		return nil
+	}
+	c := make(map[string][]byte, len(h.state))
+	for k, v := range h.state {
+		c[k] = bytes.Clone(v)
+	}
+	return c
 }
 
 // Close runs the handler's Close (when it is a plugin.Closer), as the
@@ -169,7 +206,10 @@ func configJSON(c any) ([]byte, error) {
 // Process hands msgs to the handler as one batch and returns its answer.
 // A message without an ID, Topic or PublishTime is given one: ids
 // "1:N:-1:-1" with N counting up from 0 across the Handler's calls, the
-// Options' topic, the time of the call. The messages must not be nil.
+// Options' topic, the time of the call. With Options.State, the batch
+// carries the values of its messages' keys, and the changes of the
+// acknowledged messages are kept afterwards. The messages must not be
+// nil.
 func (h *Handler) Process(msgs ...*plugin.Message) *Answer {
 	now := time.Now().Truncate(time.Millisecond)
 	h.mu.Lock()
@@ -189,6 +229,9 @@ func (h *Handler) Process(msgs ...*plugin.Message) *Answer {
 			m.PublishTime = now
 		}
 	}
+	if h.state != nil {
+		plugin.AttachState(msgs, h.entries(msgs))
+	}
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)
 	defer cancel()
@@ -197,7 +240,46 @@ func (h *Handler) Process(msgs ...*plugin.Message) *Answer {
 	if pe, ok := err.(*plugin.PanicError); ok {
 		a.Panic = pe
 	}
+	h.keep(res)
 	return a
+}
+
+// entries are the values of the keys of msgs, as the host sends them
+// with a batch. The caller holds h.mu.
+func (h *Handler) entries(msgs []*plugin.Message) []plugin.StateEntry {
+	var es []plugin.StateEntry
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if m.Key == "" || seen[m.Key] {
+			continue
+		}
+		seen[m.Key] = true
+		if v, ok := h.state[m.Key]; ok {
+			es = append(es, plugin.StateEntry{Key: m.Key, Value: bytes.Clone(v)})
+		}
+	}
+	return es
+}
+
+// keep applies the acknowledged messages' changes to the state, as the
+// host does once their outputs have their receipts.
+func (h *Handler) keep(res []plugin.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == nil {
+		return
+	}
+	for _, r := range res {
+		c := r.State
+		if r.Outcome != plugin.OutcomeAck || c == nil {
+			continue
+		}
+		if c.Delete || len(c.Value) == 0 {
+			delete(h.state, c.Key)
+			continue
+		}
+		h.state[c.Key] = bytes.Clone(c.Value)
+	}
 }
 
 // Text is a message whose payload is s.
@@ -244,6 +326,15 @@ func (a *Answer) Reason(i int) string {
 	return a.Results[i].Reason
 }
 
+// StateChange is message i's change to the keyed state of its key, nil
+// when it made none (or its outcome is not an ack, which discards it).
+func (a *Answer) StateChange(i int) *plugin.StateChange {
+	if i < 0 || i >= len(a.Results) {
+		return nil
+	}
+	return a.Results[i].State
+}
+
 // Outputs are the outputs the host would publish, message by message in
 // the batch's order (only acknowledged messages have any).
 func (a *Answer) Outputs() []plugin.Output {
@@ -269,6 +360,7 @@ func (a *Answer) OutputsTo(topic string) []plugin.Output {
 //
 //	0 ack
 //	  -> out key="k1" payload="HELLO"
+//	  state "k1" = "3"
 //	1 dead-letter "order without id"
 func (a *Answer) String() string {
 	var b strings.Builder
@@ -295,6 +387,13 @@ func (a *Answer) String() string {
 				fmt.Fprintf(&b, " properties=%v", o.Properties)
 			}
 			fmt.Fprintf(&b, " payload=%q\n", o.Payload)
+		}
+		if c := r.State; c != nil {
+			if c.Delete || len(c.Value) == 0 {
+				fmt.Fprintf(&b, "  state %q deleted\n", c.Key)
+			} else {
+				fmt.Fprintf(&b, "  state %q = %q\n", c.Key, c.Value)
+			}
 		}
 	}
 	return b.String()

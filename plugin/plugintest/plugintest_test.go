@@ -3,6 +3,7 @@ package plugintest_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -102,5 +103,91 @@ func TestAConfigThatDoesNotEncodeIsAnError(t *testing.T) {
 		return nil, errors.New("no")
 	}), plugintest.Options{}); err == nil || err.Error() != "Init: no" {
 		t.Fatalf("Start: %v", err)
+	}
+}
+
+// total keeps a running sum per key: the payload is an amount; "bad"
+// is dead-lettered after it changed the state, "later" retried.
+func total() plugin.Handler {
+	return plugin.MessageFunc(func(_ context.Context, m *plugin.Message) ([]plugin.Output, error) {
+		var sum int
+		if _, err := m.State().GetJSON(&sum); err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(string(m.Payload))
+		if err != nil {
+			// Changed, then not acknowledged: the change must not count.
+			_ = m.State().PutJSON(-1000)
+			return nil, plugin.DeadLetter(err)
+		}
+		sum += n
+		if err := m.State().PutJSON(sum); err != nil {
+			return nil, err
+		}
+		return []plugin.Output{{Topic: "totals", Key: m.Key, Payload: []byte(strconv.Itoa(sum))}}, nil
+	})
+}
+
+func keyed(key, payload string) *plugin.Message {
+	return &plugin.Message{Key: key, Payload: []byte(payload)}
+}
+
+func TestKeyedStateIsSeededKeptAcrossBatchesAndOnlyAcknowledgedChangesCount(t *testing.T) {
+	h := plugintest.New(t, total(), plugintest.Options{State: map[string][]byte{"a": []byte("10")}})
+	a := h.Process(keyed("a", "1"), keyed("b", "2"), keyed("a", "x"), keyed("a", "3"))
+	if got := a.String(); got != `0 ack
+  -> totals key="a" payload="11"
+  state "a" = "11"
+1 ack
+  -> totals key="b" payload="2"
+  state "b" = "2"
+2 dead-letter "strconv.Atoi: parsing \"x\": invalid syntax"
+3 ack
+  -> totals key="a" payload="14"
+  state "a" = "14"
+` {
+		t.Errorf("answer:\n%s", got)
+	}
+	if c := a.StateChange(2); c != nil {
+		t.Errorf("the dead-lettered message's change %+v kept", c)
+	}
+	b := h.Process(keyed("b", "5"), keyed("a", "1"))
+	if string(b.Outputs()[0].Payload) != "7" || string(b.Outputs()[1].Payload) != "15" {
+		t.Errorf("second batch did not start from the first's state:\n%s", b)
+	}
+	st := h.State()
+	if len(st) != 2 || string(st["a"]) != "15" || string(st["b"]) != "7" {
+		t.Errorf("State() = %q, want a=15 b=7", st)
+	}
+	st["a"] = []byte("0") // a copy: the kit's state is not the caller's
+	if string(h.State()["a"]) != "15" {
+		t.Error("State() handed out the kit's own map")
+	}
+}
+
+func TestWithoutStateAPutFailsAsInAPipelineWithout(t *testing.T) {
+	h := plugintest.New(t, total(), plugintest.Options{})
+	a := h.Process(keyed("a", "1"))
+	if a.Outcome(0) != plugin.OutcomeRetry || !strings.Contains(a.Reason(0), plugin.ErrNoState.Error()) {
+		t.Errorf("answer %s: want a retry for no keyed state", a)
+	}
+	if h.State() != nil {
+		t.Errorf("State() = %v, want nil", h.State())
+	}
+}
+
+func TestADeleteRemovesTheKey(t *testing.T) {
+	h := plugintest.New(t, plugin.MessageFunc(func(_ context.Context, m *plugin.Message) ([]plugin.Output, error) {
+		return nil, m.State().Delete()
+	}), plugintest.Options{State: map[string][]byte{"a": []byte("1"), "b": []byte("2")}})
+	a := h.Process(keyed("a", ""))
+	if c := a.StateChange(0); c == nil || !c.Delete || c.Key != "a" {
+		t.Errorf("change %+v, want a's delete", c)
+	}
+	if !strings.Contains(a.String(), `state "a" deleted`) {
+		t.Errorf("String():\n%s", a)
+	}
+	if st := h.State(); len(st) != 1 || string(st["b"]) != "2" {
+		t.Errorf("State() = %q, want only b", st)
 	}
 }
