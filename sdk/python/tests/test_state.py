@@ -3,7 +3,7 @@
 import pytest
 
 import streamrun
-from streamrun.testing import LocalHandler, message
+from streamrun.testing import LocalHandler, StateChange, message
 
 
 def count(m):
@@ -21,6 +21,10 @@ def test_a_message_sees_the_earlier_changes_of_its_key_and_a_failed_one_is_undon
     assert [r.outcome for r in a] == ["ack", "ack", "ack", "retry", "ack"]
     assert [o.payload for o in a.outputs] == [b"11", b"12", b"1", b"13"]
     assert h.state == {b"a": b"13", b"b": b"1"}
+    # Each acknowledged message's change is in its result; the retried
+    # one's is not.
+    assert [r.state for r in a] == [StateChange("a", b"11"), StateChange("a", b"12"), StateChange("b", b"1"),
+                                    None, StateChange("a", b"13")]
     # The next batch starts from what was kept.
     h.process(message("ok", key="b"))
     assert h.state[b"b"] == b"2"
@@ -59,5 +63,12 @@ def test_without_state_or_a_key_there_is_nothing_to_write():
 
 def test_delete_removes_the_key():
     h = LocalHandler(lambda m: m.state.delete(), state={"k": b"v", "j": b"w"})
-    h.process(message("x", key="k"))
+    a = h.process(message("x", key="k"))
+    assert a[0].state == StateChange("k", delete=True)
     assert h.state == {b"j": b"w"}
+
+
+def test_the_fixture_seeds_state_and_reads_it_back(streamrun_handler):
+    h = streamrun_handler(count, state={"a": b"1"})
+    a = h.process(message("ok", key="a"))
+    assert a[0].state == StateChange("a", b"2") and h.state == {b"a": b"2"}

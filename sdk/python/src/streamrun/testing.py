@@ -40,7 +40,7 @@ from ._pb import handler_pb2 as pb
 from ._server import _Handler
 from .message import Info, Output, Text, _bytes, _millis, _text
 
-__all__ = ["DEFAULT_TOPIC", "Answer", "Crash", "LocalHandler", "Result", "json_message", "message"]
+__all__ = ["DEFAULT_TOPIC", "Answer", "Crash", "LocalHandler", "Result", "StateChange", "json_message", "message"]
 
 #: The topic of messages that name none.
 DEFAULT_TOPIC = "persistent://public/default/in"
@@ -78,6 +78,18 @@ def json_message(value: Any, **kw: Any) -> pb.Message:
 
 
 @dataclass
+class StateChange:
+    """A message's change to the keyed state of its key."""
+
+    #: The message's key (``str``, decoded as keys are).
+    key: str
+    #: The new value; None with a delete.
+    value: Optional[bytes] = None
+    #: The key's value was removed.
+    delete: bool = False
+
+
+@dataclass
 class Result:
     """What the handler answered for one message."""
 
@@ -92,6 +104,9 @@ class Result:
     retry_after: float = 0
     #: The outputs the host would publish (an ack's only).
     outputs: list[Output] = field(default_factory=list)
+    #: The message's change to the keyed state (an ack's only), None when
+    #: it made none or the handler is tested without state.
+    state: Optional[StateChange] = None
 
 
 @dataclass
@@ -197,14 +212,17 @@ class LocalHandler:
                                "the host would take it for hung and retry the batch on a fresh process")
         results = []
         for r in sorted(out.results, key=lambda r: r.index):
+            change = None
             if self.state is not None and r.outcome == pb.OUTCOME_ACK and r.HasField("state"):
-                if r.state.delete:
+                if r.state.delete or not r.state.value:
                     self.state.pop(r.state.key, None)
+                    change = StateChange(key=_text(r.state.key), delete=True)
                 else:
                     self.state[r.state.key] = r.state.value
+                    change = StateChange(key=_text(r.state.key), value=r.state.value)
             results.append(Result(index=r.index, id=batch[r.index].id, outcome=_OUTCOMES.get(r.outcome, str(r.outcome)),
                                   reason=r.reason, retry_after=r.retry_delay_ms / 1000,
-                                  outputs=[_output(o) for o in r.outputs]))
+                                  outputs=[_output(o) for o in r.outputs], state=change))
         return Answer(results)
 
     def close(self) -> None:
