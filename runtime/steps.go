@@ -68,26 +68,38 @@ func (w *worker) runBefore(b *batch, items []*item) []*item {
 	r := c.NewRunner()
 	sms := make([]steps.Message, len(items))
 	kept := items[:0:0]
+	type stopped struct {
+		it *item
+		v  steps.Verdict
+	}
+	var out []stopped
 	for i, it := range items {
 		m := it.m
 		sm := &sms[i]
 		*sm = steps.Message{Payload: m.Payload, Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties,
 			Topic: m.Topic, PublishTime: m.PublishTime, EventTime: m.EventTime, ID: &m.ID, RedeliveryCount: m.RedeliveryCount}
 		v := r.Run(sm)
-		switch v.Outcome {
-		case steps.Pass:
+		if v.Outcome == steps.Pass {
 			it.sm, it.topic = sm, v.Topic
 			kept = append(kept, it)
-		case steps.Filtered:
-			w.out.filtered(it, c.Steps()[v.Step].Name)
-		case steps.Dropped:
-			w.out.dropped(it, v.Err)
-		default:
-			w.out.deadLetter(it, v.Reason)
+			continue
 		}
+		out = append(out, stopped{it, v})
 	}
+	// The steps' events go on the batch's span before any of its messages
+	// is settled: settling the last one ends the span.
 	w.out.stepsRan(b, w.id, c, r.Counts())
 	r.Flush()
+	for _, s := range out {
+		switch s.v.Outcome {
+		case steps.Filtered:
+			w.out.filtered(s.it, c.Steps()[s.v.Step].Name)
+		case steps.Dropped:
+			w.out.dropped(s.it, s.v.Err)
+		default:
+			w.out.deadLetter(s.it, s.v.Reason)
+		}
+	}
 	return kept
 }
 
