@@ -46,7 +46,7 @@ func TestLedgerCounts(t *testing.T) {
 		t.Errorf("caughtUp(4) with seq 3 receipted and not out")
 	}
 	c := p.counts()
-	want := pipeCounts{Pipeline: "p", Type: "shared", Published: 5, Receipted: 4, PublishFailed: 1, Processed: 5, Output: 4, Duplicated: 1, Lost: 1, UnreceiptedOut: 1}
+	want := pipeCounts{Pipeline: "p", Type: "shared", Guarantee: "at_least_once", Published: 5, Receipted: 4, PublishFailed: 1, Processed: 5, Output: 4, Duplicated: 1, Lost: 1, UnreceiptedOut: 1}
 	if c != want {
 		t.Errorf("counts:\n got %+v\nwant %+v", c, want)
 	}
