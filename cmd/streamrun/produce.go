@@ -9,12 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/telemetry"
@@ -182,14 +181,6 @@ func (l *logFlags) loggers(stderr io.Writer) (client, notice *slog.Logger, err e
 	return client, notice, err
 }
 
-// payloadFor is the payload of message i.
-func (f *produceFlags) payloadFor(i int, fixed []byte) []byte {
-	if fixed != nil {
-		return fixed
-	}
-	return []byte(strings.ReplaceAll(f.message, "{n}", strconv.Itoa(i)))
-}
-
 // checkSize refuses, as a usage error, a fixed payload larger than the
 // broker takes for messages shaped like tmpl.
 func (f *produceFlags) checkSize(ctx context.Context, c *pool.Client, tmpl pool.Message, n int) error {
@@ -237,19 +228,24 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return c.Close(cctx)
 	}
 
-	var src messageSource
+	var next func(context.Context) (pool.Message, bool, error)
+	total := f.count
 	if f.input != "" {
-		in, err := f.openInput(tmpl)
+		// The reader ends at the end of the input, or once this returns.
+		ictx, stopInput := context.WithCancel(ctx)
+		lines, closeInput, err := f.openInput(ictx)
 		if err != nil {
+			stopInput()
 			closeClient()
 			return failed(err)
 		}
-		defer in.close()
-		// The reader ends at the end of the input, or once this returns.
-		ictx, stopInput := context.WithCancel(ctx)
-		defer stopInput()
-		in.start(ictx)
-		src = in
+		defer func() { stopInput(); closeInput() }()
+		limit := 0
+		if f.countSet {
+			limit = f.count
+		}
+		dec := msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl}
+		next, total = dec.Messages(lines, limit), -1
 	} else {
 		fixed := f.fixedPayload()
 		if fixed != nil {
@@ -258,7 +254,7 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 				return failed(err)
 			}
 		}
-		src = &generated{f: &f, tmpl: tmpl, fixed: fixed}
+		next = f.generate(tmpl, fixed)
 	}
 	p, err := c.Producer(ctx, f.topic)
 	if err != nil {
@@ -266,34 +262,53 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return failed(err)
 	}
 
-	var r receipts
-	prog := newProgress(stderr, f.quiet, src.total())
+	prog := newProgress(stderr, f.quiet, total)
 	start := time.Now()
-	sent, srcErr := f.sendAll(ctx, p, tr, src, &r, prog, start)
+	res, err := p.Publish(ctx, next, pool.PublishOptions{
+		Rate:           f.rate,
+		ReceiptTimeout: f.closeTimeout,
+		Wrap: func(m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
+			return tr.send(p.Topic(), m, done)
+		},
+		Progress: func(r pool.PublishResult) { prog.update(r.Sent, r.Acked, r.Failed) },
+	})
 	wasInterrupted := interrupted(ctx)
-	closeErr := closeClient() // flushes and waits for receipts
-	r.all.Wait()
+	closeErr := closeClient()
 	elapsed := time.Since(start)
-	prog.finish(sent, r.acked.Load(), r.failed.Load())
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	total := src.total()
+	prog.finish(res.Sent, res.Acked, res.Failed)
 	if total < 0 {
-		total = sent
+		total = res.Sent
 	}
-	f.summary(stdout, &r, elapsed, total)
+	f.summary(stdout, res, elapsed, total)
 	switch {
-	case srcErr != nil:
-		return cmd.fail(fmt.Errorf("%w (%s published before it)", srcErr, plural(r.acked.Load(), "message")))
-	case r.failed.Load() > 0 && !wasInterrupted:
-		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(r.failed.Load(), "message"), r.firstErr))
+	case err != nil:
+		return cmd.fail(fmt.Errorf("%w (%s published before it)", err, plural(res.Acked, "message")))
+	case res.Failed > 0 && !wasInterrupted:
+		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(res.Failed, "message"), res.FirstErr))
 	case wasInterrupted:
-		return cmd.fail(fmt.Errorf("%s after %s were sent", interruptedMsg, plural(int64(sent), "message")))
+		return cmd.fail(fmt.Errorf("%s after %s were sent", interruptedMsg, plural(int64(res.Sent), "message")))
 	case closeErr != nil:
 		return cmd.fail(closeErr)
 	}
 	return exitOK
+}
+
+// generate is --count messages made from the flags: tmpl with the fixed
+// payload, or with --message's "{n}" replaced by each one's number.
+func (f *produceFlags) generate(tmpl pool.Message, fixed []byte) func(context.Context) (pool.Message, bool, error) {
+	i := 0
+	return func(context.Context) (pool.Message, bool, error) {
+		if i >= f.count {
+			return pool.Message{}, false, nil
+		}
+		m := tmpl
+		m.Payload = fixed
+		if fixed == nil {
+			m.Payload = []byte(strings.ReplaceAll(f.message, "{n}", strconv.Itoa(i)))
+		}
+		i++
+		return m, true, nil
+	}
 }
 
 // fixedPayload is the payload every message shares: --size bytes of
@@ -313,70 +328,10 @@ func (f *produceFlags) fixedPayload() []byte {
 	return nil
 }
 
-// receipts counts the broker's answers to the messages sent; all waits
-// for every one.
-type receipts struct {
-	acked, failed atomic.Int64
-	all           sync.WaitGroup
-	mu            sync.Mutex
-	lastID        pulsarwire.MessageID // guarded by mu
-	firstErr      error                // guarded by mu
-}
-
-// done is the receipt callback of one message.
-func (r *receipts) done(id pulsarwire.MessageID, err error) {
-	if err != nil {
-		r.failed.Add(1)
-		r.mu.Lock()
-		if r.firstErr == nil {
-			r.firstErr = err
-		}
-		r.mu.Unlock()
-	} else {
-		r.acked.Add(1)
-		r.mu.Lock()
-		r.lastID = id
-		r.mu.Unlock()
-	}
-	r.all.Done()
-}
-
-// sendAll sends src's messages, at --rate if set, until ctx ends, and
-// returns how many it sent, and src's error if it had one.
-func (f *produceFlags) sendAll(ctx context.Context, p *pool.Producer, tr *commandTracing, src messageSource, r *receipts, prog *progress, start time.Time) (int, error) {
-	sent := 0
-	for ; ctx.Err() == nil; sent++ {
-		if f.rate > 0 && !waitUntil(ctx, start.Add(time.Duration(float64(sent)/f.rate*float64(time.Second)))) {
-			break
-		}
-		m, ok, err := src.next(ctx)
-		if err != nil || !ok {
-			return sent, err
-		}
-		r.all.Add(1)
-		m, mdone := tr.send(p.Topic(), m, r.done)
-		p.SendAsync(ctx, m, mdone)
-		prog.update(sent+1, r.acked.Load(), r.failed.Load())
-	}
-	return sent, nil
-}
-
-// waitUntil waits until due; false when ctx ended first.
-func waitUntil(ctx context.Context, due time.Time) bool {
-	if wait := time.Until(due); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		return ctx.Err() == nil
-	}
-	return true
-}
-
 // summary writes the result line: how many of how many were produced,
-// the rate, and the last message id. r.mu is held.
-func (f *produceFlags) summary(stdout io.Writer, r *receipts, elapsed time.Duration, total int) {
-	n := r.acked.Load()
+// the rate, and the last message id.
+func (f *produceFlags) summary(stdout io.Writer, r pool.PublishResult, elapsed time.Duration, total int) {
+	n := r.Acked
 	if n == int64(total) {
 		fmt.Fprintf(stdout, "produced %s to %s", plural(n, "message"), f.topic)
 	} else {
@@ -391,7 +346,7 @@ func (f *produceFlags) summary(stdout io.Writer, r *receipts, elapsed time.Durat
 	}
 	fmt.Fprintf(stdout, " in %s (%.0f msg/s)", elapsed.Round(time.Millisecond), float64(n)/max(elapsed.Seconds(), 1e-9))
 	if n > 0 {
-		fmt.Fprintf(stdout, "; last message id %s", r.lastID)
+		fmt.Fprintf(stdout, "; last message id %s", r.LastID)
 	}
 	fmt.Fprintln(stdout)
 }

@@ -2,6 +2,7 @@ package msglines
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,4 +74,27 @@ func (d *Decoder) Message(line []byte) (pool.Message, error) {
 		m.EventTime = *jm.EventTime
 	}
 	return m, nil
+}
+
+// Messages is the lines of l as messages made by d, one at a time, for
+// (*pool.Producer).Publish: at most limit when limit > 0, false at the
+// end of the input or of ctx. A line d refuses ends them with an error
+// naming the line and the input.
+func (d *Decoder) Messages(l *Lines, limit int) func(context.Context) (pool.Message, bool, error) {
+	n := 0
+	return func(ctx context.Context) (pool.Message, bool, error) {
+		if limit > 0 && n >= limit {
+			return pool.Message{}, false, nil
+		}
+		line, ok, err := l.Next(ctx)
+		if !ok {
+			return pool.Message{}, false, err
+		}
+		m, err := d.Message(line.Text)
+		if err != nil {
+			return pool.Message{}, false, fmt.Errorf("line %d of %s: %w", line.N, l.name, err)
+		}
+		n++
+		return m, true, nil
+	}
 }

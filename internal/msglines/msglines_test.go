@@ -125,3 +125,34 @@ func TestTheTextLine(t *testing.T) {
 		t.Errorf("%q, want %q", out.String(), want)
 	}
 }
+
+// Messages decodes each line with the template's fields, stops at its
+// limit, and names the line and input a bad line is on.
+func TestMessagesDecodeLinesUpToTheLimit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // the reader of the line past the limit
+	dec := msglines.Decoder{KeySeparator: ":", Template: pool.Message{Properties: map[string]string{"p": "1"}}}
+	next := dec.Messages(msglines.Read(ctx, "in.txt", strings.NewReader("k1:a\nb\nk3:c\n")), 2)
+	var got []string
+	for {
+		m, ok, err := next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, m.Key+"="+string(m.Payload)+"/"+m.Properties["p"])
+	}
+	if strings.Join(got, "|") != "k1=a/1|=b/1" {
+		t.Errorf("messages %q, want the first two lines with the template's property", got)
+	}
+	js := msglines.Decoder{JSON: true}
+	next = js.Messages(msglines.Read(ctx, "in.json", strings.NewReader("{\"payload\":\"x\"}\n\nnot json\n")), 0)
+	if _, ok, err := next(ctx); !ok || err != nil {
+		t.Fatalf("first line: %v %v", ok, err)
+	}
+	if _, ok, err := next(ctx); ok || err == nil || !strings.HasPrefix(err.Error(), "line 3 of in.json: ") {
+		t.Errorf("a bad line: ok %v, err %v", ok, err)
+	}
+}
