@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -196,63 +195,27 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 		defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()
 	}
 	w := msglines.NewWriter(cmd.stdout, f.output == "json")
-	for f.count == 0 || sum.n < int64(f.count) {
-		m, err := receive(ctx, cons, f.idleTimeout)
-		if errors.Is(err, errIdle) {
-			sum.idle = f.idleTimeout
-			return exitOK
-		}
-		if err != nil {
-			if interrupted(ctx) {
-				return cmd.interrupted()
+	r, err := cons.Each(ctx, subscribe.EachOptions{Count: int64(f.count), Idle: f.idleTimeout, NoAck: f.noAck},
+		func(m *subscribe.Message) error {
+			if span := tr.process(m, cons.Subscription()); span != nil {
+				defer span.End()
 			}
-			return cmd.fail(err)
-		}
-		if err := handleReceived(ctx, tr, cons, m, w, f.noAck); err != nil {
-			if interrupted(ctx) {
-				return cmd.interrupted()
+			if err := w.Write(m); err != nil {
+				return fmt.Errorf("write: %w", err)
 			}
-			return cmd.fail(err)
-		}
-		sum.n++
-		sum.last = m.ID
+			return nil
+		})
+	sum.n, sum.last = r.N, r.Last
+	if r.Idle {
+		sum.idle = f.idleTimeout
+	}
+	switch {
+	case err != nil && interrupted(ctx):
+		return cmd.interrupted()
+	case err != nil:
+		return cmd.fail(err)
 	}
 	return exitOK
-}
-
-// errIdle is receive's answer when no message came within the idle
-// timeout.
-var errIdle = errors.New("idle")
-
-// receive waits for the next message, for at most idle when it is not 0
-// (then errIdle).
-func receive(ctx context.Context, cons *subscribe.Consumer, idle time.Duration) (*subscribe.Message, error) {
-	if idle == 0 {
-		return cons.Receive(ctx)
-	}
-	rctx, cancel := context.WithTimeoutCause(ctx, idle, errIdle)
-	defer cancel()
-	m, err := cons.Receive(rctx)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errIdle) {
-		return nil, errIdle
-	}
-	return m, err
-}
-
-// handleReceived prints m and acknowledges it, under its "process" span
-// when traced.
-func handleReceived(ctx context.Context, tr *commandTracing, cons *subscribe.Consumer, m *subscribe.Message, w *msglines.Writer, noAck bool) error {
-	span := tr.process(m, cons.Subscription())
-	if span != nil {
-		defer span.End()
-	}
-	if err := w.Write(m); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if !noAck {
-		return cons.Ack(ctx, m)
-	}
-	return nil
 }
 
 // consumeSummary is consume's closing line: count, rate, last id.
