@@ -33,6 +33,7 @@ func commands() []command {
 		{"topics", "administer topics over the admin REST API", runTopics},
 		{"validate", "check pipeline files without a broker", runValidate},
 		{"ctl", "act on a running host through its control API", runCtl},
+		{"new", "write a ready handler project: streamrun new handler NAME --lang go|python", runNew},
 		{"state", "look inside a pipeline's keyed state: keys, get, dump", runState},
 		{"version", "print the version, commit and Go version", runVersion},
 	}
