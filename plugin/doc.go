@@ -105,6 +105,8 @@
 // and reads back each message's outcome, the outputs the host would
 // publish and its change to keyed state (Options.State seeds it); a panic comes back as a *PanicError naming the message
 // (ProcessLocal, underneath, is the same call without the setting up).
+// `streamrun new handler NAME --lang go` writes a module with a handler,
+// its test on plugintest and a pipeline file to start from (docs/new.md).
 // `streamrun test` runs the built plugin in its pipeline on a broker,
 // with inputs, expected outputs and faults written in a test file
 // (docs/testing.md).
