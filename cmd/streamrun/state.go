@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,39 +133,21 @@ func stateArgs(args []string, changelog bool) (what, key, file string, err error
 }
 
 // changelogOf is the changelog topic of the pipeline of file that keeps
-// state (the one named, or the only one).
+// state (pipelines.File.Stateful).
 func changelogOf(file, name string) (string, error) {
 	f, err := pipelines.Load(file, os.LookupEnv)
 	if err != nil {
 		return "", usagef("%v", err)
 	}
-	var stateful []string
-	for i := range f.Pipelines {
-		p := &f.Pipelines[i]
-		if name != "" && p.Name == name {
-			if !p.State.Enabled {
-				return "", usagef("pipeline %s of %s keeps no state", name, file)
-			}
-			return p.ChangelogTopic(), nil
+	p, err := f.Stateful(name)
+	if err != nil {
+		hint := ""
+		if errors.Is(err, pipelines.ErrSeveralStateful) {
+			hint = " with --pipeline"
 		}
-		if p.State.Enabled {
-			stateful = append(stateful, p.Name)
-		}
+		return "", usagef("%s %v%s", file, err, hint)
 	}
-	switch {
-	case name != "":
-		return "", usagef("%s has no pipeline %s", file, name)
-	case len(stateful) == 0:
-		return "", usagef("no pipeline of %s keeps state", file)
-	case len(stateful) > 1:
-		return "", usagef("pipelines %s of %s keep state: say which with --pipeline", strings.Join(stateful, ", "), file)
-	}
-	for i := range f.Pipelines {
-		if f.Pipelines[i].Name == stateful[0] {
-			return f.Pipelines[i].ChangelogTopic(), nil
-		}
-	}
-	return "", nil // not reached
+	return p.ChangelogTopic(), nil
 }
 
 // printState prints what was asked for of vals.
