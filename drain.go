@@ -115,16 +115,17 @@ func (w *watch) add(topic string) {
 }
 
 // drained reports whether every pipeline has settled (acknowledged,
-// dead-lettered or dropped: not handed back for a retry) as many messages
-// as were published to its topics during the run, and the final-output
-// reader, if any, has read every output that reached the final topics.
+// dead-lettered, dropped or filtered by a step: not handed back for a
+// retry) as many messages as were published to its topics during the
+// run, and the final-output reader, if any, has read every output that
+// reached the final topics.
 // The settled counts are read before the published ones: an output is
 // counted published before its input is acknowledged, so a message
 // settled upstream is always waited for downstream.
 func (w *watch) drained(h *runtime.Host, fo *finalOutputs) bool {
 	settled := map[string]int64{}
 	for _, s := range h.Stats() {
-		settled[s.Pipeline] = s.Acked + s.DeadLettered + s.Dropped
+		settled[s.Pipeline] = s.Acked + s.DeadLettered + s.Dropped + s.Filtered
 	}
 	w.mu.Lock()
 	published := make(map[string]int64, len(w.published))
