@@ -32,6 +32,7 @@ func commands() []command {
 		{"health", "check an HTTP health endpoint (container health checks)", runHealth},
 		{"topics", "administer topics over the admin REST API", runTopics},
 		{"validate", "check pipeline files without a broker", runValidate},
+		{"test", "run test files: inputs, faults and expected outputs against real handlers", runTest},
 		{"ctl", "act on a running host through its control API", runCtl},
 		{"new", "write a ready handler project: streamrun new handler NAME --lang go|python", runNew},
 		{"state", "look inside a pipeline's keyed state: keys, get, dump", runState},

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+
+	"github.com/spf13/pflag"
+
+	"github.com/streamrun/streamrun/pipelinetest"
+	"github.com/streamrun/streamrun/runtime"
+)
+
+const testHelp = `Usage: streamrun test [flags] [FILE|DIR]...
+
+Runs the cases of test files (docs/testing.md): each case starts an
+in-memory broker in this process, runs the pipelines the file names with
+their real handler processes (a Go package built, and cached, as 'streamrun
+run' builds it), seeds their keyed state, publishes the case's inputs, does
+its faults (a crashed, hung or garbling handler), and checks each input's
+outcome, the outputs per topic and the state after. A DIR is searched,
+with its subdirectories, for files named *_test.yaml or *_test.yml; no
+argument means the current directory.
+
+Each case prints a line as go test does, "ok" or "FAIL", the file, the
+case and its time; a failing case's differences follow, "-" what was
+expected and "+" what came. Bad test files and pipeline files are
+reported as FILE:LINE:COL: field: what is wrong, and no case of theirs
+runs.
+
+Exit status: 0 every case passed, 1 a case failed, 2 a test file or
+pipeline file is invalid (or bad usage).
+`
+
+// runTest runs test files' cases.
+func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCmd("test", stdout, stderr)
+	fs := pflag.NewFlagSet("streamrun test", pflag.ContinueOnError)
+	junit := fs.String("junit", "", "also write the results as JUnit XML to this file, for CI systems")
+	runRE := fs.String("run", "", "run only the cases whose names match this regular expression")
+	cache := fs.String("handler-cache", "", "where handlers given as a Go package are built and cached (default "+runtime.DefaultHandlerCacheDir()+")")
+	var logs logFlags
+	logs.register(fs, "log what each case's broker and host do, to stderr")
+	if code, done := c.parse(fs, args, testHelp); done {
+		return code
+	}
+	o := pipelinetest.Options{HandlerCache: *cache}
+	if *runRE != "" {
+		re, err := regexp.Compile(*runRE)
+		if err != nil {
+			return c.fail(usagef("--run: %v", err))
+		}
+		o.Run = re
+	}
+	if logs.verbose {
+		log, err := logs.logger(stderr, logs.level())
+		if err != nil {
+			return c.fail(err)
+		}
+		o.Logger = log
+	} else if _, err := logs.logger(io.Discard, logs.level()); err != nil {
+		return c.fail(err)
+	}
+	targets := fs.Args()
+	if len(targets) == 0 {
+		targets = []string{"."}
+	}
+	files, err := pipelinetest.Find(targets)
+	if err != nil {
+		return c.fail(usagef("%v", err))
+	}
+	var (
+		results      []pipelinetest.Result
+		invalid, bad bool
+	)
+	for _, path := range files {
+		if ctx.Err() != nil {
+			break
+		}
+		f, err := pipelinetest.Load(path, os.LookupEnv)
+		if err == nil {
+			var rs []pipelinetest.Result
+			rs, err = f.Run(ctx, o, func(r pipelinetest.Result) { pipelinetest.WriteResult(stdout, r) })
+			results = append(results, rs...)
+		}
+		var fe *pipelinetest.FileError
+		if errors.As(err, &fe) {
+			// FILE:LINE:COL lines, without the command's prefix, so that
+			// editors and terminals can jump to them.
+			fmt.Fprintln(stderr, err)
+			invalid = true
+		} else if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			bad = true
+		}
+	}
+	failed := 0
+	for _, r := range results {
+		if !r.Passed() {
+			failed++
+		}
+	}
+	if *junit != "" {
+		if err := writeJUnit(*junit, results); err != nil {
+			return c.fail(err)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return c.interrupted()
+	case invalid:
+		fmt.Fprintf(stdout, "FAIL (a test or pipeline file is invalid; %d of %d cases run failed)\n", failed, len(results))
+		return exitUsage
+	case failed > 0 || bad:
+		fmt.Fprintf(stdout, "FAIL (%d of %d cases failed)\n", failed, len(results))
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "PASS (%s)\n", plural(int64(len(results)), "case"))
+	return exitOK
+}
+
+func writeJUnit(path string, results []pipelinetest.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--junit: %w", err)
+	}
+	if err := pipelinetest.WriteJUnit(f, results); err != nil {
+		f.Close()
+		return fmt.Errorf("--junit: %w", err)
+	}
+	return f.Close()
+}
