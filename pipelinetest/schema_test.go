@@ -107,13 +107,13 @@ func TestSchemaChecksTestFiles(t *testing.T) {
 		t.Fatalf("a valid file: %v", err)
 	}
 	for _, c := range []struct{ old, new string }{
-		{"timeout: 10s", "timeut: 10s"},                       // unknown field
-		{"timeout: 10s", "timeout: 10"},                       // a duration without a unit
-		{"outcome: ack", "outcome: acked"},                    // not an outcome
-		{"{text: a,", "{text: a, base64: YQ==,"},              // two payloads
-		{"{crash: 1}", "{crash: 1, hang: 1}"},                 // two faults in one
-		{"order: any", "order: sorted"},                       // not an order
-		{"{topic: out, order: any, ", "{order: any, "},        // no topic
+		{"timeout: 10s", "timeut: 10s"},                        // unknown field
+		{"timeout: 10s", "timeout: 10"},                        // a duration without a unit
+		{"outcome: ack", "outcome: acked"},                     // not an outcome
+		{"{text: a,", "{text: a, base64: YQ==,"},               // two payloads
+		{"{crash: 1}", "{crash: 1, hang: 1}"},                  // two faults in one
+		{"order: any", "order: sorted"},                        // not an order
+		{"{topic: out, order: any, ", "{order: any, "},         // no topic
 		{"    inputs:\n      - {text: a, outcome: ack}\n", ""}, // no inputs
 	} {
 		bad := strings.Replace(ok, c.old, c.new, 1)
