@@ -299,8 +299,8 @@ func (r *Run) Publish(ctx context.Context, topic string, m pool.Message, done fu
 
 // Drained reports whether everything published during the run (the
 // input, what Publish published, the handlers' outputs) has been
-// processed: every pipeline has settled (acknowledged, dead-lettered or
-// dropped) as many messages as were published to its topics, and
+// processed: every pipeline has settled (acknowledged, dead-lettered,
+// dropped or filtered) as many messages as were published to its topics, and
 // FinalOutputs, if set, has been called for every final output.
 func (r *Run) Drained() bool { return r.w.drained(r.host, r.fo) }
 

@@ -30,9 +30,9 @@ type collector struct {
 }
 
 // collect subscribes to topic and reads it on a goroutine (counted in
-// wg) until stop ends; the consumer is closed then.
-func collect(ctx, stop context.Context, client *pool.Client, topic string, log *slog.Logger, wg *sync.WaitGroup) (*collector, error) {
-	c, err := subscribe.New(ctx, client, subscribe.Options{Topics: []string{topic}, Subscription: "streamrun-test",
+// wg) until stop ends, through subscription streamrun-test-n; the consumer is closed then.
+func collect(ctx, stop context.Context, client *pool.Client, topic string, n int, log *slog.Logger, wg *sync.WaitGroup) (*collector, error) {
+	c, err := subscribe.New(ctx, client, subscribe.Options{Topics: []string{topic}, Subscription: fmt.Sprintf("streamrun-test-%d", n),
 		InitialPosition: subscribe.Earliest, Logger: log.With("component", "subscribe")})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the outputs to %s: %w", topic, err)

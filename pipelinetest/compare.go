@@ -15,6 +15,10 @@ import (
 // The checks, and the text a mismatch is told in: a diff of one line per
 // message, "-" what was expected, "+" what came.
 
+// maxDiffLines is the most lines of a diff shown: a pipeline gone
+// wrong (one reading its own outputs) can send thousands.
+const maxDiffLines = 20
+
 // compareOutputs says how got differs from the messages want expects on
 // its topic; nothing when it does not.
 func compareOutputs(want TopicOutputs, got []output) []string {
@@ -60,6 +64,9 @@ func compareOutputs(want TopicOutputs, got []output) []string {
 	}
 	if len(lines) == 0 {
 		return nil
+	}
+	if len(lines) > maxDiffLines {
+		lines = append(lines[:maxDiffLines], fmt.Sprintf("... and %d more lines", len(lines)-maxDiffLines))
 	}
 	head := fmt.Sprintf("outputs to %s (%s): want %d, got %d; -want +got:", want.Topic, order, len(want.Messages), len(got))
 	return []string{head + "\n    " + strings.Join(lines, "\n    ")}

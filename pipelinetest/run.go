@@ -186,12 +186,20 @@ func (cr *caseRun) run(ctx context.Context) error {
 	defer stopCollecting()
 	var collectors sync.WaitGroup
 	defer collectors.Wait()
-	for _, to := range cr.c.Expect.Outputs {
-		col, err := collect(ctx, collecting, client, to.Topic, cr.log, &collectors)
+	for i, to := range cr.c.Expect.Outputs {
+		col, err := collect(ctx, collecting, client, to.Topic, i, cr.log, &collectors)
 		if err != nil {
 			return err
 		}
 		cr.outputs = append(cr.outputs, col)
+	}
+
+	// The input topics exist before the pipelines subscribe, so that a
+	// pattern finds them at once rather than at its next refresh.
+	for _, in := range cr.c.Inputs {
+		if _, err := client.Producer(ctx, in.Topic); err != nil {
+			return fmt.Errorf("create the input topic %s: %w", in.Topic, err)
+		}
 	}
 
 	so := streamrun.Options{
