@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"syscall"
 
@@ -31,7 +30,8 @@ type BrokerOptions struct {
 	// Memory keeps everything in memory: nothing survives the run.
 	// Default false: data in DataDir.
 	Memory bool
-	// DataDir is the data directory, made if missing. Default
+	// DataDir is the data directory, made if missing (by the broker).
+	// Default
 	// DefaultDataDir (relative to the working directory). Not with
 	// Memory.
 	DataDir string
@@ -73,9 +73,6 @@ func (r *Run) startBroker(ctx context.Context) (*broker.Cluster, error) {
 		opts.DataDir = bo.DataDir
 		if opts.DataDir == "" {
 			opts.DataDir = DefaultDataDir
-		}
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("data directory: %w", err)
 		}
 		where = "data=" + opts.DataDir
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,8 +147,10 @@ func TestDropConnectionsAndRestartBroker(t *testing.T) {
 	}
 }
 
+// The data directory is made, with its parents, when missing (the
+// commands rely on it), and what it holds survives a close.
 func TestDataSurvivesClose(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "not", "yet")
 	start := func() *broker.Cluster {
 		return brokertest.Start(t, func(o *broker.Options) { o.Memory = false; o.DataDir = dir })
 	}

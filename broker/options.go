@@ -35,7 +35,8 @@ type Options struct {
 	// certificate (TLSConfig or the files). Default "": off. Port 0 takes a
 	// free port. The same authentication and authorization apply.
 	HTTPS string
-	// DataDir holds the topics and cursors. Required unless Memory is set.
+	// DataDir holds the topics and cursors, made with its parents if
+	// missing. Required unless Memory is set.
 	DataDir string
 	// Memory keeps everything in memory (for tests): nothing survives
 	// Close. It wins over DataDir.

@@ -139,9 +139,6 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*memory && opts.DataDir == "" {
 		opts.DataDir = defaultDataDir()
 	}
-	if err := makeDataDir(opts.DataDir); err != nil {
-		return cmd.fail(err)
-	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {
 		if interrupted(ctx) {
@@ -162,17 +159,6 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(err)
 	}
 	return exitOK
-}
-
-// makeDataDir creates the data directory if there is one.
-func makeDataDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	return nil
 }
 
 // checkBrokerFlags checks the addresses and arguments before anything
