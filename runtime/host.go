@@ -102,10 +102,11 @@ func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
 	h.pipes = pipes
 	h.mu.Unlock()
 
-	// Start every pipeline before any runs, so that a mistake in the last
-	// one stops the host before the first has taken a message.
+	// Start every pipeline's handler before any runs, so that a mistake
+	// in the last one stops the host before the first has taken a
+	// message.
 	for i, p := range pipes {
-		if err := p.open(ctx); err != nil {
+		if err := p.openHandler(ctx); err != nil {
 			h.stopAll(pipes[:i+1])
 			if ctx.Err() != nil {
 				return nil // stopped while starting: not a failure
@@ -115,15 +116,46 @@ func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
 			return p.err()
 		}
 	}
+	// Then each subscribes and runs on its own: a subscription may wait
+	// (an Exclusive one another host holds), and while it waits the
+	// others must run, or what the broker sent ahead to them would wait
+	// in their queues.
 	lv := &live{ctx: ctx, failed: make(chan *pipeline)}
 	defer lv.watchers.Wait()
+	sctx, cancelSubs := context.WithCancel(ctx)
+	defer cancelSubs()
+	var subs sync.WaitGroup
 	for _, p := range pipes {
-		p.run()
 		lv.watch(p)
+		subs.Go(func() {
+			if err := p.openSource(sctx); err != nil {
+				if sctx.Err() == nil {
+					p.fail(err)
+				}
+				return
+			}
+			p.run()
+		})
 	}
-	h.mu.Lock()
-	h.live = lv
-	h.mu.Unlock()
+	// Reloads wait until every pipeline runs: a reload reaches into the
+	// consumers.
+	liveSet := make(chan struct{})
+	go func() {
+		defer close(liveSet)
+		subs.Wait()
+		h.mu.Lock()
+		if sctx.Err() == nil {
+			h.live = lv
+		}
+		h.mu.Unlock()
+	}()
+	// The stop waits for the subscriptions first (stopAll reads what
+	// they set).
+	endSubs := func() {
+		cancelSubs()
+		subs.Wait()
+		<-liveSet
+	}
 	h.log.Info("host running", "pipelines", len(pipes))
 
 	var err error
@@ -134,6 +166,7 @@ func (h *Host) Run(ctx context.Context, ps ...pipelines.Pipeline) error {
 		err = p.err()
 		h.log.Error("stopping: a pipeline failed", "pipeline", p.name, "err", err)
 	}
+	endSubs()
 	// A reload under way finishes first; none starts after this.
 	h.reloadMu.Lock()
 	h.mu.Lock()

@@ -328,6 +328,15 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 // instance and subscribes, in that order, so that nothing is received
 // before the handler can take it.
 func (p *pipeline) open(ctx context.Context) error {
+	if err := p.openHandler(ctx); err != nil {
+		return err
+	}
+	return p.openSource(ctx)
+}
+
+// openHandler is open up to the subscription: what a mistake in the
+// pipeline's file makes fail.
+func (p *pipeline) openHandler(ctx context.Context) error {
 	if err := p.prepare(ctx); err != nil {
 		return err
 	}
@@ -348,10 +357,13 @@ func (p *pipeline) open(ctx context.Context) error {
 		wg.Go(func() { errs[i] = s.startFirst(ctx) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+	return errors.Join(errs...)
+}
 
+// openSource subscribes (and reads keyed state back), the rest of open.
+// It may wait long: an Exclusive subscription another host holds is
+// asked for again until that host lets go.
+func (p *pipeline) openSource(ctx context.Context) error {
 	if err := p.subscribeAs(ctx, p); err != nil {
 		return err
 	}
