@@ -48,6 +48,9 @@ type testConfig struct {
 	Jitter time.Duration `json:"jitter,omitempty"`
 	// BatchDelay sleeps this long on each batch.
 	BatchDelay time.Duration `json:"batch_delay,omitempty"`
+	// SlowUntil (Unix milliseconds, 0: always) ends Jitter and BatchDelay:
+	// the handler is fast from then on.
+	SlowUntil int64 `json:"slow_until,omitempty"`
 	// Count keeps a count per key in the pipeline's keyed state: each
 	// message adds one, and its output's payload is "key=count" (the
 	// other payload prefixes keep their meaning); a message whose payload
@@ -75,6 +78,9 @@ func (c testConfig) asMap() map[string]any {
 	}
 	if c.Count {
 		m["count"] = true
+	}
+	if c.SlowUntil != 0 {
+		m["slow_until"] = c.SlowUntil
 	}
 	return m
 }
@@ -114,6 +120,9 @@ func (h *testHandler) once(name string) bool {
 
 // delay waits as the config says before a batch is handled.
 func (h *testHandler) delay(ctx context.Context) error {
+	if h.cfg.SlowUntil != 0 && time.Now().UnixMilli() >= h.cfg.SlowUntil {
+		return nil
+	}
 	if h.cfg.Jitter > 0 {
 		time.Sleep(rand.N(h.cfg.Jitter))
 	}
