@@ -114,6 +114,36 @@ FAIL (1 of 2 cases failed)
 	}
 }
 
+// TestAWrongStateFailsWithADiff: the keyed state after a case is
+// checked key by key; a wrong one fails the case with -want +got lines,
+// the values as stored.
+func TestAWrongStateFailsWithADiff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state_test.yaml")
+	src := `pipeline_file: ` + filepath.Join(repoRoot(t), "examples/pipelines/counter.yaml") + `
+cases:
+  - name: counts
+    state: {alice: 2}
+    inputs: [{key: alice, text: click}, {key: bob, text: click}]
+    expect:
+      state: {alice: 4, carol: 1}
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runArgs("test", path)
+	want := `)
+        state after: -want +got:
+            - alice: 4
+            + alice: "3"
+            + bob: "1"
+            - carol: 1
+FAIL (1 of 1 cases failed)
+`
+	if code != 1 || !strings.HasPrefix(stdout, "FAIL  "+path+": counts (") || !strings.HasSuffix(stdout, want) {
+		t.Errorf("exit %d, want 1; stdout:\n%s\nwant it to end with:\n%s\nstderr:\n%s", code, stdout, want, stderr)
+	}
+}
+
 // TestABadTestFileIsReportedAtItsPlace: a typo in a test file, or a
 // pipeline its pipeline file lacks, is FILE:LINE:COL with the field, exit
 // status 2, and no case runs.
