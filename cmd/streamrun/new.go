@@ -19,7 +19,8 @@ const newHelp = `Usage: streamrun new handler NAME --lang go|python [flags]
 
 Writes a ready handler project into DIR (default ./NAME): the handler,
 its unit tests on the SDK's test kit, a pipeline file that runs it
-(NAME-in to NAME-out), an input file and a README with the commands to
+(NAME-in to NAME-out), its cases for 'streamrun test'
+(pipeline_test.yaml), an input file and a README with the commands to
 test, validate and run it. For Go, a module that builds as written (its
 go.sum filled by 'go mod tidy', from the module cache or GOPROXY); for
 Python, a script with its requirements.txt. docs/new.md describes them.

@@ -69,7 +69,7 @@ func goIn(t *testing.T, dir string, args ...string) string {
 // `streamrun new handler --lang go` in a clean directory outside the
 // repository writes a module that passes its own tests, vets clean, and
 // whose pipeline validates (the handler built and started with its
-// config) and runs its input through.
+// config), runs its input through and passes its `streamrun test` cases.
 func TestNewGoHandlerPassesItsOwnTests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and tests a new module")
@@ -80,7 +80,7 @@ func TestNewGoHandlerPassesItsOwnTests(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "wrote "+dir+" (go, SDK from "+repoRoot(t)+")") {
 		t.Fatalf("new: exit %d\n%s%s", code, out, errs)
 	}
-	for _, f := range []string{"go.mod", "go.sum", "main.go", "handler.go", "handler_test.go", "pipeline.yaml", "input.txt", "README.md", ".gitignore"} {
+	for _, f := range []string{"go.mod", "go.sum", "main.go", "handler.go", "handler_test.go", "pipeline.yaml", "input.txt", "README.md", ".gitignore", "pipeline_test.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}
@@ -100,6 +100,23 @@ func TestNewGoHandlerPassesItsOwnTests(t *testing.T) {
 	code, out, errs = runArgs("run", "--memory", "--log-level", "warn", "--input", filepath.Join(dir, "input.txt"), "--until-drained", pipeline)
 	if code != 0 || !strings.Contains(out, "shout-out HELLO\n") || !strings.Contains(out, "shout-out FROM SHOUT\n") {
 		t.Errorf("run: exit %d\n%s%s", code, out, errs)
+	}
+	checkStreamrunTest(t, dir)
+}
+
+// checkStreamrunTest runs `streamrun test DIR` on a new project: its
+// pipeline_test.yaml's cases (an ack and a drop, a crash) must pass.
+func checkStreamrunTest(t *testing.T, dir string) {
+	t.Helper()
+	code, out, errs := runArgs("test", dir)
+	passed := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "ok ") {
+			passed++
+		}
+	}
+	if code != 0 || !strings.HasSuffix(out, "PASS (2 cases)\n") || passed != 2 {
+		t.Errorf("streamrun test %s: exit %d\n%s%s", dir, code, out, errs)
 	}
 }
 
@@ -123,8 +140,8 @@ func TestNewGoHandlerModuleAndNoOverwrite(t *testing.T) {
 }
 
 // `streamrun new handler --lang python` writes a script whose pytest
-// tests pass with the SDK's fixture, and whose pipeline validates and
-// runs, in the Python CI sets up (STREAMRUN_PYTHON_SDK: a venv with the
+// tests pass with the SDK's fixture, and whose pipeline validates, runs
+// and passes its `streamrun test` cases, in the Python CI sets up (STREAMRUN_PYTHON_SDK: a venv with the
 // SDK and pytest, standing in for the project's .venv).
 func TestNewPythonHandlerPassesItsOwnTests(t *testing.T) {
 	py := os.Getenv("STREAMRUN_PYTHON_SDK")
@@ -160,4 +177,5 @@ func TestNewPythonHandlerPassesItsOwnTests(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "shout-py-out HELLO\n") || !strings.Contains(out, "shout-py-out FROM SHOUT-PY\n") {
 		t.Errorf("run: exit %d\n%s%s", code, out, errs)
 	}
+	checkStreamrunTest(t, dir)
 }
