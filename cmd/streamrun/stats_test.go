@@ -210,6 +210,11 @@ func TestAdminStatsMatchApachePulsar(t *testing.T) {
 	targets := adminTargets(t)
 	for _, tg := range targets {
 		st, in := statsWorkload(t, tg)
+		// Apache Pulsar as CI starts it compacts topics past a threshold
+		// (scripts/pulsar), and compacts even a topic this small: its
+		// compaction cursor is no subscription of the workload's.
+		delete(st.Subscriptions, compactionCursor)
+		delete(in.Cursors, compactionCursor)
 		got = append(got, result{st, in})
 		t.Logf("%s: stats in=%d/%dB out=%d/%dB subs=%+v; internal %+v", tg.name, st.MsgInCounter, st.BytesInCounter, st.MsgOutCounter, st.BytesOutCounter, st.Subscriptions, in)
 	}
@@ -318,6 +323,7 @@ func testAdmin(t *testing.T, url string) *admin.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.Close) // its idle keep-alive connections end with the test
 	return a
 }
 

@@ -37,6 +37,10 @@ func adminTargets(t *testing.T) []adminTarget {
 }
 
 // topicsJSON runs `streamrun topics ARGS -o json` and decodes its output.
+// compactionCursor is the subscription a broker keeps for a compacted
+// topic's horizon, on Apache Pulsar and on the embedded broker.
+const compactionCursor = "__compaction"
+
 func topicsJSON(t *testing.T, tg adminTarget, v any, args ...string) {
 	t.Helper()
 	code, out, errs := runArgs(append([]string{"topics", "--admin-url", tg.admin, "-o", "json"}, args...)...)
@@ -135,6 +139,8 @@ func (r *topicsRun) fill() []pulsarwire.MessageID {
 func (r *topicsRun) checkSubscriptionsAndBacklog() {
 	var subs []string
 	topicsJSON(r.t, r.tg, &subs, "subscriptions", r.parted)
+	// Apache Pulsar as CI starts it may have compacted the topic already.
+	subs = slices.DeleteFunc(subs, func(s string) bool { return s == compactionCursor })
 	if !slices.Equal(subs, []string{"s"}) {
 		r.t.Fatalf("subscriptions: %v", subs)
 	}
@@ -177,6 +183,7 @@ func (r *topicsRun) checkStats() {
 		} `json:"cursors"`
 	}
 	topicsJSON(t, r.tg, &internal, "internal-stats", r.plain)
+	delete(internal.Cursors, compactionCursor)
 	if internal.NumberOfEntries != 5 || len(internal.Cursors) != 1 {
 		t.Fatalf("internal-stats: %+v", internal)
 	}
