@@ -131,3 +131,46 @@ func (c *Client) Tap(ctx context.Context, pipeline string, rate float64, fn func
 	}
 	return sc.Err()
 }
+
+// Pipelines is every pipeline of the run with its state, counts, rates
+// and instances.
+func (c *Client) Pipelines(ctx context.Context) ([]PipelineStatus, error) {
+	var out struct{ Pipelines []PipelineStatus }
+	return out.Pipelines, c.call(ctx, "GET", "/pipelines", nil, &out)
+}
+
+// SetPaused pauses (or resumes) pipeline through its file, as the
+// console's button does, and returns its status after.
+func (c *Client) SetPaused(ctx context.Context, pipeline string, paused bool) (PipelineStatus, error) {
+	action := "resume"
+	if paused {
+		action = "pause"
+	}
+	var out PipelineStatus
+	return out, c.call(ctx, "POST", "/pipelines/"+url.PathEscape(pipeline)+"/"+action, nil, &out)
+}
+
+// Reload reloads the run's file of path with content, as SIGHUP does
+// when the file on disk says so; with dryRun only what it would change is
+// answered. A file that does not load is a *StatusError with its
+// problems.
+func (c *Client) Reload(ctx context.Context, path string, content []byte, dryRun bool) (Plan, error) {
+	endpoint := "/reload"
+	if dryRun {
+		endpoint = "/reload/dry-run"
+	}
+	var out Plan
+	return out, c.call(ctx, "POST", endpoint, map[string]string{"file": path, "content": string(content)}, &out)
+}
+
+// call is Do with the answer decoded into out.
+func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
+	b, err := c.Do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return nil
+}

@@ -12,8 +12,9 @@ import (
 	"github.com/streamrun/streamrun/runtime"
 )
 
-// pipelineView is a pipeline as the API shows it.
-type pipelineView struct {
+// PipelineStatus is a pipeline as the API shows it (GET /pipelines,
+// Client.Pipelines).
+type PipelineStatus struct {
 	Name string `json:"name"`
 	// File is the file it comes from.
 	File string `json:"file"`
@@ -30,15 +31,16 @@ type pipelineView struct {
 	Inputs  []string `json:"inputs"`
 	Outputs []string `json:"outputs"`
 	// DeadLetterTopic is "" for the default, <topic>-<subscription>-DLQ.
-	DeadLetterTopic   string         `json:"dead_letter_topic"`
-	Instances         []instanceView `json:"instances"`
-	Counts            countsView     `json:"counts"`
-	Rates             rateView       `json:"rates"`
-	Backlog           *int64         `json:"backlog"`
-	DeadLetterReasons []reasonView   `json:"dead_letter_reasons"`
+	DeadLetterTopic   string             `json:"dead_letter_topic"`
+	Instances         []InstanceStatus   `json:"instances"`
+	Counts            Counts             `json:"counts"`
+	Rates             Rates              `json:"rates"`
+	Backlog           *int64             `json:"backlog"`
+	DeadLetterReasons []DeadLetterReason `json:"dead_letter_reasons"`
 }
 
-type instanceView struct {
+// InstanceStatus is one handler instance of a pipeline.
+type InstanceStatus struct {
 	Instance      int        `json:"instance"`
 	Up            bool       `json:"up"`
 	Pid           int        `json:"pid"`
@@ -51,7 +53,8 @@ type instanceView struct {
 	LastCrash     *time.Time `json:"last_crash,omitempty"`
 }
 
-type countsView struct {
+// Counts are a pipeline's message counts since the run started.
+type Counts struct {
 	Received     int64 `json:"received"`
 	Processed    int64 `json:"processed"`
 	Acked        int64 `json:"acked"`
@@ -65,7 +68,9 @@ type countsView struct {
 	Restarts     int64 `json:"restarts"`
 }
 
-type reasonView struct {
+// DeadLetterReason is why messages were dead-lettered: how many, the
+// last when.
+type DeadLetterReason struct {
 	Reason string    `json:"reason"`
 	Count  int64     `json:"count"`
 	Last   time.Time `json:"last"`
@@ -79,7 +84,7 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // views are the run's pipelines now, by name.
-func (s *Server) views() []pipelineView {
+func (s *Server) views() []PipelineStatus {
 	h := s.run.Host()
 	files := s.run.Files()
 	health := map[string]runtime.PipelineHealth{}
@@ -90,20 +95,20 @@ func (s *Server) views() []pipelineView {
 	for _, st := range h.Stats() {
 		stats[st.Pipeline] = st
 	}
-	var out []pipelineView
+	var out []PipelineStatus
 	for _, p := range files.Pipelines() {
 		out = append(out, s.view(p.WithDefaults(), files, health[p.Name], stats[p.Name]))
 	}
 	return out
 }
 
-func (s *Server) view(p pipelines.Pipeline, files *streamrun.Files, ph runtime.PipelineHealth, st runtime.Stats) pipelineView {
-	v := pipelineView{
+func (s *Server) view(p pipelines.Pipeline, files *streamrun.Files, ph runtime.PipelineHealth, st runtime.Stats) PipelineStatus {
+	v := PipelineStatus{
 		Name: p.Name, File: files.FileOf(p.Name), State: string(ph.State), Reason: ph.Reason,
 		Paused: p.Paused, Tap: p.Tap, Config: configOf(p), Outputs: p.Outputs,
 		DeadLetterTopic: p.ErrorPolicy.DeadLetterTopic,
-		Instances:       []instanceView{}, DeadLetterReasons: []reasonView{},
-		Counts: countsView{Received: st.Received, Processed: st.Processed, Acked: st.Acked, Retried: st.Retried,
+		Instances:       []InstanceStatus{}, DeadLetterReasons: []DeadLetterReason{},
+		Counts: Counts{Received: st.Received, Processed: st.Processed, Acked: st.Acked, Retried: st.Retried,
 			DeadLettered: st.DeadLettered, Dropped: st.Dropped, Filtered: st.Filtered, HandedBack: st.HandedBack,
 			InFlight: st.InFlight, Crashes: st.Crashes, Restarts: st.Restarts},
 	}
@@ -118,12 +123,12 @@ func (s *Server) view(p pipelines.Pipeline, files *streamrun.Files, ph runtime.P
 		v.Outputs = []string{}
 	}
 	for _, ih := range ph.Instances {
-		v.Instances = append(v.Instances, instanceView{Instance: ih.Instance, Up: ih.Up, Pid: ih.Pid, Since: timePtr(ih.Since),
+		v.Instances = append(v.Instances, InstanceStatus{Instance: ih.Instance, Up: ih.Up, Pid: ih.Pid, Since: timePtr(ih.Since),
 			Batches: ih.Batches, Restarts: ih.Restarts, Swaps: ih.Swaps, CrashesInARow: ih.CrashesInARow,
 			LastError: ih.LastError, LastCrash: timePtr(ih.LastCrash)})
 	}
 	for _, r := range st.DeadLetterReasons {
-		v.DeadLetterReasons = append(v.DeadLetterReasons, reasonView{Reason: r.Reason, Count: r.Count, Last: r.Last})
+		v.DeadLetterReasons = append(v.DeadLetterReasons, DeadLetterReason{Reason: r.Reason, Count: r.Count, Last: r.Last})
 	}
 	rv, bl, ok := s.rates.of(p.Name)
 	v.Rates = rv
@@ -155,13 +160,13 @@ func configOf(p pipelines.Pipeline) map[string]any {
 func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 	vs := s.views()
 	if vs == nil {
-		vs = []pipelineView{}
+		vs = []PipelineStatus{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pipelines": vs})
 }
 
 // named is the view of the pipeline the path names, or a 404 answered.
-func (s *Server) named(w http.ResponseWriter, r *http.Request) (pipelineView, bool) {
+func (s *Server) named(w http.ResponseWriter, r *http.Request) (PipelineStatus, bool) {
 	name := r.PathValue("name")
 	for _, v := range s.views() {
 		if v.Name == name {
@@ -169,7 +174,7 @@ func (s *Server) named(w http.ResponseWriter, r *http.Request) (pipelineView, bo
 		}
 	}
 	writeError(w, http.StatusNotFound, "no pipeline named "+quote(name), nil)
-	return pipelineView{}, false
+	return PipelineStatus{}, false
 }
 
 func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) {

@@ -18,15 +18,15 @@ type rates struct {
 	mu      sync.Mutex
 	at      time.Time
 	last    map[string]counts // at the last sample
-	perSec  map[string]rateView
+	perSec  map[string]Rates
 	backlog map[string]int64 // missing: not known (not running, or the broker did not answer)
 }
 
 // counts are what rates are taken of.
 type counts struct{ received, acked, deadLettered, settled int64 }
 
-// rateView is a pipeline's rates over the last interval, per second.
-type rateView struct {
+// Rates are a pipeline's rates over the last interval, per second.
+type Rates struct {
 	Received     float64 `json:"received"`
 	Acked        float64 `json:"acked"`
 	Settled      float64 `json:"settled"`
@@ -36,7 +36,7 @@ type rateView struct {
 }
 
 func newRates(run *streamrun.Run, every time.Duration) *rates {
-	return &rates{run: run, every: every, last: map[string]counts{}, perSec: map[string]rateView{}, backlog: map[string]int64{}}
+	return &rates{run: run, every: every, last: map[string]counts{}, perSec: map[string]Rates{}, backlog: map[string]int64{}}
 }
 
 // loop samples until stop closes.
@@ -76,14 +76,14 @@ func (r *rates) sample(stop <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	secs := now.Sub(r.at).Seconds()
-	perSec := map[string]rateView{}
+	perSec := map[string]Rates{}
 	last := map[string]counts{}
 	for _, st := range stats {
 		c := counts{received: st.Received, acked: st.Acked, deadLettered: st.DeadLettered,
 			settled: st.Acked + st.DeadLettered + st.Dropped + st.Filtered + st.Retried}
 		last[st.Pipeline] = c
 		if p, ok := r.last[st.Pipeline]; ok && !r.at.IsZero() && secs > 0 {
-			perSec[st.Pipeline] = rateView{
+			perSec[st.Pipeline] = Rates{
 				Received: float64(c.received-p.received) / secs, Acked: float64(c.acked-p.acked) / secs,
 				Settled: float64(c.settled-p.settled) / secs, DeadLettered: float64(c.deadLettered-p.deadLettered) / secs,
 				Interval: secs,
@@ -94,7 +94,7 @@ func (r *rates) sample(stop <-chan struct{}) {
 }
 
 // of is pipeline's rates and backlog (ok false when not known).
-func (r *rates) of(pipeline string) (rateView, int64, bool) {
+func (r *rates) of(pipeline string) (Rates, int64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n, ok := r.backlog[pipeline]

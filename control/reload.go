@@ -42,18 +42,20 @@ type reloadRequest struct {
 	Content *string `json:"content"`
 }
 
-// planView is what a reload does (or would do).
-type planView struct {
+// Plan is what a reload does (or would do): POST /reload and
+// /reload/dry-run, Client.Reload.
+type Plan struct {
 	File string `json:"file"`
 	// Applied: the reload was applied (false for a dry run).
-	Applied   bool         `json:"applied"`
-	Pipelines []changeView `json:"pipelines"`
+	Applied   bool             `json:"applied"`
+	Pipelines []PipelineChange `json:"pipelines"`
 	// Restart lists the settings outside the pipelines that differ: a
 	// reload with any is refused, they take a restart.
-	Restart []fieldView `json:"restart"`
+	Restart []FieldChange `json:"restart"`
 }
 
-type changeView struct {
+// PipelineChange is what a reload does to one pipeline.
+type PipelineChange struct {
 	Pipeline string `json:"pipeline"`
 	// Action is unchanged, changed, added or removed.
 	Action string `json:"action"`
@@ -61,34 +63,36 @@ type changeView struct {
 	// goes through: handler (rolled out one instance at a time), flow
 	// (drained, then on with the new settings), source (drained,
 	// subscribed anew).
-	Effects []string    `json:"effects"`
-	Fields  []fieldView `json:"fields"`
+	Effects []string      `json:"effects"`
+	Fields  []FieldChange `json:"fields"`
 	// Binary: the handler's program changed though no field did.
 	Binary bool `json:"binary"`
 }
 
-type fieldView struct {
+// FieldChange is a field a reload changes and its reload effect
+// (docs/reload.md).
+type FieldChange struct {
 	Path   string `json:"path"`
 	Reload string `json:"reload"`
 }
 
-func viewOf(file string, applied bool, p *streamrun.ReloadPlan) planView {
-	v := planView{File: file, Applied: applied, Pipelines: []changeView{}, Restart: []fieldView{}}
+func viewOf(file string, applied bool, p *streamrun.ReloadPlan) Plan {
+	v := Plan{File: file, Applied: applied, Pipelines: []PipelineChange{}, Restart: []FieldChange{}}
 	if p == nil {
 		return v
 	}
 	for _, c := range p.Pipelines {
-		cv := changeView{Pipeline: c.Pipeline, Action: string(c.Action), Effects: []string{}, Fields: []fieldView{}, Binary: c.Binary}
+		cv := PipelineChange{Pipeline: c.Pipeline, Action: string(c.Action), Effects: []string{}, Fields: []FieldChange{}, Binary: c.Binary}
 		for _, e := range c.Effects {
 			cv.Effects = append(cv.Effects, string(e))
 		}
 		for _, f := range c.Fields {
-			cv.Fields = append(cv.Fields, fieldView{Path: f.Path, Reload: string(f.Reload)})
+			cv.Fields = append(cv.Fields, FieldChange{Path: f.Path, Reload: string(f.Reload)})
 		}
 		v.Pipelines = append(v.Pipelines, cv)
 	}
 	for _, f := range p.Restart {
-		v.Restart = append(v.Restart, fieldView{Path: f.Path, Reload: string(f.Reload)})
+		v.Restart = append(v.Restart, FieldChange{Path: f.Path, Reload: string(f.Reload)})
 	}
 	return v
 }

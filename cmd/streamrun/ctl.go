@@ -79,18 +79,23 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	var body json.RawMessage
+	var out any // what the server answered, printed as JSON with --output json
+	var text func()
 	switch a[0] {
 	case "pipelines":
 		if err := want(0, "no argument"); err != nil {
 			return cmd.fail(err)
 		}
-		body, err = c.Do(rctx, "GET", "/pipelines", nil)
+		var ps []control.PipelineStatus
+		ps, err = c.Pipelines(rctx)
+		out, text = map[string]any{"pipelines": ps}, func() { printPipelines(stdout, ps) }
 	case "pause", "resume":
 		if err := want(1, "a pipeline's name"); err != nil {
 			return cmd.fail(err)
 		}
-		body, err = c.Do(rctx, "POST", "/pipelines/"+url.PathEscape(a[1])+"/"+a[0], nil)
+		var p control.PipelineStatus
+		p, err = c.SetPaused(rctx, a[1], a[0] == "pause")
+		out, text = p, func() { fmt.Fprintf(stdout, "%s: %s\n", p.Name, p.State) }
 	case "dry-run", "apply":
 		if err := want(1, "a pipeline file"); err != nil {
 			return cmd.fail(err)
@@ -103,11 +108,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if aerr != nil {
 			return cmd.fail(usagef("%v", aerr))
 		}
-		path := "/reload"
-		if a[0] == "dry-run" {
-			path = "/reload/dry-run"
-		}
-		body, err = c.Do(rctx, "POST", path, map[string]string{"file": abs, "content": string(content)})
+		var plan control.Plan
+		plan, err = c.Reload(rctx, abs, content, a[0] == "dry-run")
+		out, text = plan, func() { printPlan(stdout, plan) }
 	case "tap":
 		if err := want(1, "a pipeline's name"); err != nil {
 			return cmd.fail(err)
@@ -131,45 +134,20 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return cmd.fail(err)
 	}
-	if body == nil {
-		return exitOK
-	}
-	if *output == "json" {
-		return cmd.printJSON(stdout, body)
-	}
-	switch a[0] {
-	case "pipelines":
-		printPipelines(stdout, body)
-	case "pause", "resume":
-		var p struct{ Name, State string }
-		_ = json.Unmarshal(body, &p)
-		fmt.Fprintf(stdout, "%s: %s\n", p.Name, p.State)
+	switch {
+	case text == nil: // tap
+	case *output == "json":
+		return cmd.printJSON(stdout, out)
 	default:
-		printPlan(stdout, body)
+		text()
 	}
 	return exitOK
 }
 
-// ctlPipeline is what ctl prints of a pipeline.
-type ctlPipeline struct {
-	Name      string
-	State     string
-	Instances []struct{ Up bool }
-	Counts    struct {
-		Acked        int64 `json:"acked"`
-		DeadLettered int64 `json:"dead_lettered"`
-		InFlight     int64 `json:"in_flight"`
-	}
-	Rates   struct{ Received, Acked float64 }
-	Backlog *int64
-}
-
-func printPipelines(w io.Writer, body []byte) {
-	var got struct{ Pipelines []ctlPipeline }
-	_ = json.Unmarshal(body, &got)
+func printPipelines(w io.Writer, ps []control.PipelineStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PIPELINE\tSTATE\tIN/S\tACKED/S\tBACKLOG\tIN FLIGHT\tACKED\tDEAD-LETTERED\tINSTANCES UP")
-	for _, p := range got.Pipelines {
+	for _, p := range ps {
 		backlog := "-"
 		if p.Backlog != nil {
 			backlog = fmt.Sprint(*p.Backlog)
@@ -186,18 +164,7 @@ func printPipelines(w io.Writer, body []byte) {
 	_ = tw.Flush()
 }
 
-func printPlan(w io.Writer, body []byte) {
-	var plan struct {
-		Applied   bool
-		Pipelines []struct {
-			Pipeline, Action string
-			Effects          []string
-			Fields           []struct{ Path, Reload string }
-			Binary           bool
-		}
-		Restart []struct{ Path string }
-	}
-	_ = json.Unmarshal(body, &plan)
+func printPlan(w io.Writer, plan control.Plan) {
 	for _, p := range plan.Pipelines {
 		var fields []string
 		for _, f := range p.Fields {
