@@ -214,6 +214,10 @@ type Pipeline struct {
 	// host and written to a changelog topic (docs/pipelines.md, "Keyed
 	// state").
 	State State `yaml:"state,omitempty" json:"state,omitempty"`
+	// Window groups each key's messages into windows of time that the
+	// handler gets whole, once each closes (docs/pipelines.md,
+	// "Windows"). Default: none.
+	Window Window `yaml:"window,omitempty" json:"window,omitempty"`
 	// Paused keeps the pipeline from taking messages while its consumer,
 	// subscription and instances stay: what the broker sent ahead waits
 	// in the consumer's queue, the rest at the broker. The control API's
@@ -532,6 +536,16 @@ func (p Pipeline) withDefaults(inProcess bool) Pipeline {
 	setDefaults(reflect.ValueOf(&p).Elem(), PipelineFields())
 	if h.MaxInFlight == 0 {
 		h.MaxInFlight = max(4*h.BatchSize*h.Instances, DefaultMinInFlight)
+	}
+	if w := &p.Window; w.Type != "" {
+		w.Type = WindowType(strings.ToLower(string(w.Type)))
+		w.Time = WindowTime(strings.ToLower(string(w.Time)))
+		if w.IdleTimeout == 0 {
+			w.IdleTimeout = DefaultWindowIdleTimeout
+		}
+		if w.Time == "" {
+			w.Time = TimeEvent
+		}
 	}
 	if p.Guarantee == ExactlyOnce {
 		if p.CommitInterval == 0 {

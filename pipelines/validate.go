@@ -129,6 +129,7 @@ func (p *Pipeline) validate(prefix string, env *lazyEnv) []error {
 	}
 	c.errorPolicy(&p.ErrorPolicy)
 	c.state(p)
+	c.window(p)
 	c.guarantee(p)
 	c.counts(p)
 	return c.errs

@@ -60,6 +60,8 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeFor[pipelines.SubscriptionType](): {"shared", "exclusive", "failover", "key_shared"},
 	reflect.TypeFor[pipelines.InitialPosition]():  {"latest", "earliest"},
 	reflect.TypeFor[pipelines.Guarantee]():        {"at_least_once", "exactly_once"},
+	reflect.TypeFor[pipelines.WindowType]():       {"tumbling", "sliding", "session"},
+	reflect.TypeFor[pipelines.WindowTime]():       {"processing", "publish", "event", "field"},
 }
 
 type generator struct {
