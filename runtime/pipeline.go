@@ -58,6 +58,8 @@ type pipeline struct {
 	met    *metrics // nil when not measured
 	// keyed is the pipeline's keyed state, nil when it keeps none.
 	keyed *keyedState
+	// win keeps the pipeline's open windows, nil when it has none.
+	win *windower
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 	// eo commits the transactions of an exactly_once pipeline; nil for
@@ -118,6 +120,9 @@ type item struct {
 	// ep is the transaction its effects went into (exactly_once), until
 	// that ends; nil otherwise.
 	ep *epoch
+	// win is the window it is, when it is one (window.go): made by the
+	// host, answered back to the windows instead of acknowledged.
+	win *windowFire
 }
 
 // batch is a group of messages sent to a handler together.
@@ -160,6 +165,9 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
 	if cfg.State.Enabled {
 		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, p.log)
+	}
+	if cfg.Window.Type != "" {
+		p.win = newWindower(p)
 	}
 	p.met = h.met.forPipeline(p)
 	p.retries.m = map[retryKey]uint32{}
@@ -290,6 +298,16 @@ func (p *pipeline) openOutputs(ctx context.Context) error {
 			return fmt.Errorf("open producer for the state changelog %s: %w", p.keyed.topic, err)
 		}
 	}
+	if p.win != nil {
+		for _, t := range []string{p.win.topic, cfg.Window.LateTopic} {
+			if t == "" {
+				continue
+			}
+			if _, err := p.client.Producer(ctx, t); err != nil {
+				return fmt.Errorf("open producer for the windows' %s: %w", t, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -371,6 +389,13 @@ func (p *pipeline) openSource(ctx context.Context) error {
 		// After subscribing: on an Exclusive subscription, once any host
 		// before is gone, every change it acknowledged is in the changelog.
 		if err := p.keyed.restore(ctx, p.client, p.cfg.Source.Subscription); err != nil {
+			_ = p.cons.Close(context.WithoutCancel(ctx))
+			return err
+		}
+	}
+	if p.win != nil {
+		// After subscribing, as keyed state is read back.
+		if err := p.win.restore(ctx); err != nil {
 			_ = p.cons.Close(context.WithoutCancel(ctx))
 			return err
 		}
@@ -470,7 +495,20 @@ func (p *pipeline) receive() {
 			// Nothing more can join the batches being formed: send them.
 			p.flush(time.Time{})
 			var err error
-			if n, err = p.credits.acquire(p.recvCtx, len(buf)); err != nil {
+			if p.win != nil {
+				// The windows acknowledge their messages from this loop:
+				// wait for credits only a tick at a time.
+				actx, cancel := context.WithTimeout(p.recvCtx, windowTick)
+				n, err = p.credits.acquire(actx, len(buf))
+				cancel()
+				if n == 0 && p.recvCtx.Err() == nil {
+					p.windowTick(time.Now())
+					continue
+				}
+			} else {
+				n, err = p.credits.acquire(p.recvCtx, len(buf))
+			}
+			if err != nil {
 				return
 			}
 		}
@@ -496,7 +534,18 @@ func (p *pipeline) receive() {
 			p.fail(fmt.Errorf("receive: %w", err))
 			return
 		}
+		if p.win != nil {
+			p.windowTick(time.Now())
+		}
 		p.flush(time.Now())
+	}
+}
+
+// windowTick places what the windows learnt and puts the windows due in
+// their lanes.
+func (p *pipeline) windowTick(now time.Time) {
+	for _, it := range p.win.process(now) {
+		p.place(it, now)
 	}
 }
 
@@ -506,26 +555,35 @@ func (p *pipeline) route(ms []*subscribe.Message) {
 	if p.keyed != nil {
 		ms = p.admit(ms)
 	}
-	items := make([]item, len(ms))
 	p.stats.received.Add(int64(len(ms)))
 	if f := p.h.opts.Hooks.Received; f != nil {
 		f(p.name, len(ms))
 	}
+	if p.win != nil {
+		p.win.take(ms, now)
+		return
+	}
+	items := make([]item, len(ms))
 	for i, m := range ms {
 		it := &items[i]
 		it.m = m
-		l := 0
-		if len(p.lanes) > 1 {
-			l = int(laneHash(m) % uint32(len(p.lanes)))
-		}
-		ln := &p.lanes[l]
-		if len(ln.items) == 0 {
-			ln.first = now
-		}
-		ln.items = append(ln.items, it)
-		if len(ln.items) >= p.cfg.Handler.BatchSize {
-			p.dispatch(l, now)
-		}
+		p.place(it, now)
+	}
+}
+
+// place puts it in its lane, and sends the lane's batch when it is full.
+func (p *pipeline) place(it *item, now time.Time) {
+	l := 0
+	if len(p.lanes) > 1 {
+		l = int(laneHash(it.m) % uint32(len(p.lanes)))
+	}
+	ln := &p.lanes[l]
+	if len(ln.items) == 0 {
+		ln.first = now
+	}
+	ln.items = append(ln.items, it)
+	if len(ln.items) >= p.cfg.Handler.BatchSize {
+		p.dispatch(l, now)
 	}
 }
 
@@ -571,6 +629,9 @@ func laneHash(m *subscribe.Message) uint32 {
 // nextDue is when the oldest batch being formed must go.
 func (p *pipeline) nextDue() (time.Time, bool) {
 	var due time.Time
+	if p.win != nil {
+		due = time.Now().Add(windowTick)
+	}
 	for i := range p.lanes {
 		if ln := &p.lanes[i]; len(ln.items) > 0 {
 			if d := ln.first.Add(p.cfg.Handler.BatchWait); due.IsZero() || d.Before(due) {

@@ -158,6 +158,11 @@ func (p *pipeline) ack(it *item, o Outcome, reason string) {
 		c.ackIn(it, o, reason)
 		return
 	}
+	if it.win != nil {
+		p.win.answered(it.win, true, 0)
+		p.settled(it, o, reason)
+		return
+	}
 	if err := p.cons.Ack(context.Background(), it.m); err != nil {
 		// Only a closed consumer refuses: the message comes again.
 		p.log.Debug("ack", "id", it.id(), "err", err)
@@ -185,10 +190,20 @@ func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
 	}
 	p.tr.retried(it, reason, delay.Milliseconds())
 	p.log.Debug("retry", "id", it.id(), "topic", it.m.Topic, "delay", delay, "reason", reason)
+	p.nackAfter(it, delay)
+	p.settled(it, Retried, reason)
+}
+
+// nackAfter has it delivered again after delay: by the broker, or, for a
+// window, by the windows.
+func (p *pipeline) nackAfter(it *item, delay time.Duration) {
+	if it.win != nil {
+		p.win.answered(it.win, false, delay)
+		return
+	}
 	if err := p.cons.NackAfter(it.m, delay); err != nil {
 		p.log.Debug("nack", "id", it.id(), "err", err)
 	}
-	p.settled(it, Retried, reason)
 }
 
 // deadLetter publishes it to the dead-letter topic with reason, then
@@ -226,7 +241,7 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 			if p.keyed != nil {
 				p.keyed.retried(p.cfg.ErrorPolicy.Backoff.Delay(1))
 			}
-			_ = p.cons.NackAfter(m, p.cfg.ErrorPolicy.Backoff.Delay(1))
+			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
 			p.settled(it, Retried, "publishing to the dead-letter topic failed: "+err.Error())
 			return
 		}
@@ -315,6 +330,9 @@ func (p *pipeline) release(it *item) {
 		if f := p.h.opts.Hooks.BatchDone; f != nil {
 			f(p.name, b.size, time.Since(b.formed))
 		}
+	}
+	if it.win != nil {
+		return // a window holds no credit: its messages did
 	}
 	p.credits.release(1)
 }

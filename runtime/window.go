@@ -1,0 +1,508 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/subscribe"
+)
+
+// Properties of the message a handler gets for a closed window
+// (docs/pipelines.md, "Windows"); its payload is the window as JSON.
+const (
+	PropertyWindowStart = "streamrun-window-start"
+	PropertyWindowEnd   = "streamrun-window-end"
+	PropertyWindowFire  = "streamrun-window-fire"
+	// PropertyLate marks a message sent to the late topic: the watermark
+	// it came behind.
+	PropertyLate = "streamrun-late-watermark"
+)
+
+// windowTick is how often the receive loop looks at its windows while no
+// message comes: the watermark of idle partitions and of processing time
+// moves with the clock, and answered windows are to be recorded.
+const windowTick = 20 * time.Millisecond
+
+// windower keeps a pipeline's open windows (docs/pipelines.md,
+// "Windows"). Its messages, keys and watermarks belong to the receive
+// goroutine; the connection and worker goroutines only queue what they
+// learn (a record's receipt, a window's answer) under mu, for the
+// receive loop to act on in order.
+//
+// A message's way: take writes it to the changelog; its receipt queues
+// it; process places it by the watermark as it was when it became
+// durable (in the order of receipts, which is the order of writing),
+// then acknowledges it. Windows the watermark passed go to the handler
+// as items of their own (item.win), which settle reports back here
+// instead of acknowledging.
+type windower struct {
+	p        *pipeline
+	cfg      pipelines.Window
+	a        assigner
+	topic    string // the changelog
+	srcTopic string // the topic a window's message names
+	idle     int64  // ms
+
+	mu      sync.Mutex
+	durable []durableMsg
+	done    []fireDone
+
+	keys        map[string]*winKey
+	parts       map[string]*winPart
+	held        map[string]bool // records of messages in hand: true once durable
+	lastArrival time.Time
+	nextCheck   int64
+	rescan      bool
+	seq         uint64
+	late        atomic.Int64
+	open        atomic.Int64 // messages held in open windows
+}
+
+type durableMsg struct {
+	wm  *winMsg
+	m   *subscribe.Message
+	err error
+}
+
+type fireDone struct {
+	key   string
+	start int64
+	fire  int
+	n     int
+	ok    bool
+	delay time.Duration
+}
+
+type winPart struct {
+	max  int64
+	last time.Time
+}
+
+type winKey struct {
+	msgs []*winMsg
+	wins map[int64]*winState
+}
+
+// winState is one window of a key that fired or is being handed over.
+type winState struct {
+	fires    int // answered fires
+	n        int // messages it held when it last fired
+	inflight bool
+	retryAt  time.Time
+	id       uint64
+}
+
+// windowFire is what an item carries when it is a window.
+type windowFire struct {
+	key   string
+	start int64
+	fire  int
+	n     int
+}
+
+func newWindower(p *pipeline) *windower {
+	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
+		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
+		keys: map[string]*winKey{}, parts: map[string]*winPart{}, held: map[string]bool{}, nextCheck: math.MinInt64}
+	if len(p.cfg.Source.Topics) > 0 {
+		w.srcTopic = p.cfg.Source.Topics[0]
+	}
+	return w
+}
+
+// restore reads the open windows back from the changelog, as keyed
+// state is read.
+func (w *windower) restore(ctx context.Context) error {
+	s := newKeyedState(w.topic, 0, w.p.log)
+	if err := s.restore(ctx, w.p.client, w.p.cfg.Source.Subscription); err != nil {
+		return fmt.Errorf("windows: %w", err)
+	}
+	r := parseRecords(s.vals)
+	now := time.Now()
+	for t, max := range r.marks {
+		w.parts[t] = &winPart{max: max, last: now}
+	}
+	for _, m := range r.msgs {
+		w.insert(m)
+		pt := w.part(m.Topic, now)
+		pt.max = max(pt.max, m.Time)
+		w.held[m.record()] = true
+	}
+	for key, fs := range r.fired {
+		k := w.key(key)
+		for start, fn := range fs {
+			w.seq++
+			k.wins[start] = &winState{fires: fn >> 32, n: int(uint32(fn)), id: w.seq}
+		}
+	}
+	w.lastArrival = now
+	w.rescan = true
+	w.open.Store(int64(len(r.msgs)))
+	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "keys", len(w.keys))
+	return nil
+}
+
+func (w *windower) part(topic string, now time.Time) *winPart {
+	pt := w.parts[topic]
+	if pt == nil {
+		pt = &winPart{max: math.MinInt64, last: now}
+		w.parts[topic] = pt
+	}
+	return pt
+}
+
+func (w *windower) key(k string) *winKey {
+	wk := w.keys[k]
+	if wk == nil {
+		wk = &winKey{wins: map[int64]*winState{}}
+		w.keys[k] = wk
+	}
+	return wk
+}
+
+func (w *windower) insert(m *winMsg) {
+	k := w.key(m.Key)
+	k.msgs = append(k.msgs, m)
+}
+
+// take writes each received message to the changelog; it is placed in
+// its windows once the write has its receipt (process).
+func (w *windower) take(ms []*subscribe.Message, now time.Time) {
+	p := w.p
+	for _, m := range ms {
+		t, err := timeOf(&w.cfg, m, now)
+		if err != nil {
+			p.deadLetter(&item{m: m}, err.Error())
+			continue
+		}
+		wm := &winMsg{ID: m.ID.String(), Topic: m.Topic, Key: m.Key, Time: t, Payload: m.Payload, Properties: m.Properties,
+			EventTime: unixMilli(m.EventTime), PublishTime: unixMilli(m.PublishTime)}
+		rec := wm.record()
+		if durable, dup := w.held[rec]; dup {
+			// A copy of a message in hand (a redelivery): the original's
+			// acknowledgement is the copy's too.
+			if durable {
+				_ = p.cons.Ack(context.Background(), m)
+			}
+			p.credits.release(1)
+			continue
+		}
+		w.held[rec] = false
+		b, _ := json.Marshal(wm)
+		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
+			w.mu.Lock()
+			w.durable = append(w.durable, durableMsg{wm: wm, m: m, err: err})
+			w.mu.Unlock()
+		})
+	}
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// answered is told by settle that a window's item was answered: ok
+// (its outputs published, or dead-lettered, or dropped), or to be
+// handed over again after delay.
+func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
+	w.mu.Lock()
+	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, ok: ok, delay: delay})
+	w.mu.Unlock()
+}
+
+// watermark is the pipeline's (docs/pipelines.md, "Watermarks").
+func (w *windower) watermark(now time.Time) int64 {
+	if w.cfg.Time == pipelines.TimeProcessing {
+		return now.UnixMilli()
+	}
+	if len(w.parts) == 0 {
+		return math.MinInt64
+	}
+	least, newest, counted := int64(math.MaxInt64), int64(math.MinInt64), false
+	for _, pt := range w.parts {
+		newest = max(newest, pt.max)
+		if now.Sub(pt.last).Milliseconds() >= w.idle {
+			continue
+		}
+		counted = true
+		least = min(least, pt.max)
+	}
+	if !counted {
+		if newest == math.MinInt64 {
+			return newest
+		}
+		return newest - w.a.ooo + now.Sub(w.lastArrival).Milliseconds()
+	}
+	if least == math.MinInt64 {
+		return least
+	}
+	return least - w.a.ooo
+}
+
+// process places the messages whose writes have their receipts, records
+// the windows answered, and returns the windows due, as items for the
+// handler. It runs on the receive goroutine.
+func (w *windower) process(now time.Time) []*item {
+	p := w.p
+	w.mu.Lock()
+	durable, done := w.durable, w.done
+	w.durable, w.done = nil, nil
+	w.mu.Unlock()
+	for _, d := range durable {
+		rec := d.wm.record()
+		it := &item{m: d.m}
+		if d.err != nil {
+			// Not durable: it comes again.
+			delete(w.held, rec)
+			p.log.Warn("windows: a message could not be written to the changelog; it comes again", "id", d.wm.ID, "err", d.err)
+			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
+			p.settled(it, Retried, "window changelog: "+d.err.Error())
+			continue
+		}
+		wm := w.watermark(now)
+		if w.cfg.Time != pipelines.TimeProcessing && w.a.isLate(d.wm.Time, wm) {
+			delete(w.held, rec)
+			p.client.PublishAsync(p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
+			w.isLate(it, wm)
+			continue
+		}
+		w.insert(d.wm)
+		w.open.Add(1)
+		w.held[rec] = true
+		pt := w.part(d.wm.Topic, now)
+		pt.max = max(pt.max, d.wm.Time)
+		pt.last, w.lastArrival = now, now
+		w.nextCheck = min(w.nextCheck, w.a.lastEnd(d.wm.Time)-w.a.size)
+		if d.wm.Time < wm {
+			w.rescan = true // into a window that may have fired
+		}
+		p.ack(it, Acked, "")
+	}
+	for _, d := range done {
+		k := w.keys[d.key]
+		if k == nil {
+			continue
+		}
+		ws := k.wins[d.start]
+		if ws == nil {
+			continue
+		}
+		ws.inflight = false
+		w.rescan = true
+		if !d.ok {
+			ws.retryAt = now.Add(d.delay)
+			continue
+		}
+		ws.fires, ws.n = d.fire, d.n
+		v := strconv.FormatInt(int64(d.fire)<<32|int64(uint32(d.n)), 10)
+		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: firedRecord(d.key, d.start), Payload: []byte(v)}, func(pulsarwire.MessageID, error) {})
+	}
+	wm := w.watermark(now)
+	if !w.rescan && wm < w.nextCheck {
+		return nil
+	}
+	return w.scan(wm, now)
+}
+
+// isLate sends a late message to the late topic, or drops it.
+func (w *windower) isLate(it *item, wm int64) {
+	p := w.p
+	w.late.Add(1)
+	if w.cfg.LateTopic == "" {
+		p.ack(it, Dropped, "late")
+		return
+	}
+	m := subscribe.DeadLetter(it.m, map[string]string{PropertyLate: strconv.FormatInt(wm, 10)})
+	p.client.PublishAsync(p.hard, w.cfg.LateTopic, m, func(_ pulsarwire.MessageID, err error) {
+		if err != nil {
+			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
+			p.settled(it, Retried, "late topic: "+err.Error())
+			return
+		}
+		p.ack(it, Dropped, "late")
+	})
+}
+
+// scan fires the windows the watermark passed, and forgets those past
+// their lateness, with their messages.
+func (w *windower) scan(wm int64, now time.Time) []*item {
+	w.rescan = false
+	w.nextCheck = math.MaxInt64
+	var fires []*item
+	var gone []string
+	for key, k := range w.keys {
+		fires, gone = w.scanKey(key, k, wm, now, fires, gone)
+		if len(k.msgs) == 0 && len(k.wins) == 0 {
+			delete(w.keys, key)
+		}
+	}
+	if len(gone) > 0 {
+		// The watermarks first: a restart that finds the records gone
+		// finds the watermark that let them go.
+		for t, pt := range w.parts {
+			if pt.max != math.MinInt64 {
+				w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: recWatermark + t, Payload: []byte(strconv.FormatInt(pt.max, 10))},
+					func(pulsarwire.MessageID, error) {})
+			}
+		}
+		for _, rec := range gone {
+			w.p.client.PublishAsync(w.p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
+		}
+	}
+	return fires
+}
+
+// span is one window of a key's messages.
+type span struct {
+	start, end int64
+	msgs       []*winMsg
+}
+
+// spans are the windows key k's messages make.
+func (w *windower) spans(k *winKey) []span {
+	if w.a.kind == pipelines.Session {
+		slices.SortFunc(k.msgs, func(a, b *winMsg) int { return cmp.Compare(a.Time, b.Time) })
+		var out []span
+		for i, m := range k.msgs {
+			if i == 0 || m.Time-k.msgs[i-1].Time >= w.a.gap {
+				out = append(out, span{start: m.Time})
+			}
+			s := &out[len(out)-1]
+			s.msgs = append(s.msgs, m)
+			s.end = m.Time + w.a.gap
+		}
+		return out
+	}
+	by := map[int64]*span{}
+	for _, m := range k.msgs {
+		for _, s := range w.a.starts(m.Time) {
+			sp := by[s]
+			if sp == nil {
+				sp = &span{start: s, end: s + w.a.size}
+				by[s] = sp
+			}
+			sp.msgs = append(sp.msgs, m)
+		}
+	}
+	out := make([]span, 0, len(by))
+	for _, sp := range by {
+		out = append(out, *sp)
+	}
+	return out
+}
+
+func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires []*item, gone []string) ([]*item, []string) {
+	spans := w.spans(k)
+	forgotten := map[int64]bool{}
+	var drop map[*winMsg]bool // a forgotten session's messages
+	live := make(map[int64]bool, len(spans))
+	for i := range spans {
+		sp := &spans[i]
+		live[sp.start] = true
+		ws := k.wins[sp.start]
+		if ws != nil && ws.inflight {
+			w.nextCheck = math.MinInt64 // look again once answered
+			continue
+		}
+		fired := ws != nil && ws.fires > 0
+		dirty := fired && ws.n != len(sp.msgs)
+		switch {
+		case sp.end <= wm && (!fired || dirty):
+			if ws == nil {
+				w.seq++
+				ws = &winState{id: w.seq}
+				k.wins[sp.start] = ws
+			}
+			if now.Before(ws.retryAt) {
+				w.rescan = true
+				continue
+			}
+			fires = append(fires, w.fireItem(key, sp, ws))
+		case fired && sp.end+w.a.late <= wm:
+			forgotten[sp.start] = true
+			if w.a.kind == pipelines.Session {
+				if drop == nil {
+					drop = map[*winMsg]bool{}
+				}
+				for _, m := range sp.msgs {
+					drop[m] = true
+				}
+			}
+		case !fired:
+			w.nextCheck = min(w.nextCheck, sp.end)
+		default:
+			w.nextCheck = min(w.nextCheck, sp.end+w.a.late)
+		}
+	}
+	// A message goes once every window holding it is forgotten.
+	kept := k.msgs[:0]
+	for _, m := range k.msgs {
+		if w.forgotten(m, forgotten, drop) {
+			gone = append(gone, m.record())
+			delete(w.held, m.record())
+			w.open.Add(-1)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(k.msgs[len(kept):])
+	k.msgs = kept
+	for start, ws := range k.wins {
+		if forgotten[start] || (!live[start] && !ws.inflight) {
+			if ws.fires > 0 {
+				gone = append(gone, firedRecord(key, start))
+			}
+			delete(k.wins, start)
+		}
+	}
+	return fires, gone
+}
+
+func (w *windower) forgotten(m *winMsg, forgotten map[int64]bool, drop map[*winMsg]bool) bool {
+	if len(forgotten) == 0 {
+		return false
+	}
+	if w.a.kind == pipelines.Session {
+		return drop[m] // sessions do not overlap
+	}
+	for _, s := range w.a.starts(m.Time) {
+		if !forgotten[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// fireItem makes the item that hands window sp of key to the handler.
+func (w *windower) fireItem(key string, sp *span, ws *winState) *item {
+	ws.inflight = true
+	fire := ws.fires + 1
+	msgs := slices.Clone(sp.msgs)
+	slices.SortStableFunc(msgs, func(a, b *winMsg) int { return cmp.Compare(a.Time, b.Time) })
+	b, _ := json.Marshal(windowPayload{Key: key, Start: sp.start, End: sp.end, Fire: fire, Messages: msgs})
+	m := &subscribe.Message{
+		ID:    pulsarwire.MessageID{Ledger: 1 << 62, Entry: ws.id, Partition: -1, BatchIndex: -1},
+		Topic: w.srcTopic, Key: key, Payload: b,
+		Properties: map[string]string{
+			PropertyWindowStart: strconv.FormatInt(sp.start, 10),
+			PropertyWindowEnd:   strconv.FormatInt(sp.end, 10),
+			PropertyWindowFire:  strconv.Itoa(fire),
+		},
+		PublishTime: time.UnixMilli(sp.end), EventTime: time.UnixMilli(sp.end - 1),
+	}
+	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs)}}
+}
