@@ -59,9 +59,12 @@ type windower struct {
 	done    []fireDone
 
 	keys        map[string]*winKey
-	parts       map[string]*winPart
+	// arrived is the watermark of the messages as they come, which
+	// says which are late and which windows they may join; placed is
+	// that of the messages placed in their windows (durable), which
+	// fires them. A restart reads both back from the records.
+	arrived, placed *watermarks
 	held        map[string]bool // records of messages in hand: true once durable
-	lastArrival time.Time
 	nextCheck   int64
 	rescan      bool
 	seq         uint64
@@ -84,11 +87,6 @@ type fireDone struct {
 	delay time.Duration
 }
 
-type winPart struct {
-	max  int64
-	last time.Time
-}
-
 type winKey struct {
 	msgs []*winMsg
 	wins map[int64]*winState
@@ -99,8 +97,11 @@ type winState struct {
 	fires    int // answered fires
 	n        int // messages it held when it last fired
 	inflight bool
-	retryAt  time.Time
-	id       uint64
+	// forgotten: past its lateness; kept (never fired again) while a
+	// message of another window falls in it too.
+	forgotten bool
+	retryAt   time.Time
+	id        uint64
 }
 
 // windowFire is what an item carries when it is a window.
@@ -114,7 +115,10 @@ type windowFire struct {
 func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
-		keys: map[string]*winKey{}, parts: map[string]*winPart{}, held: map[string]bool{}, nextCheck: math.MinInt64}
+		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64}
+	wc := &p.cfg.Window
+	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
+	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	if len(p.cfg.Source.Topics) > 0 {
 		w.srcTopic = p.cfg.Source.Topics[0]
 	}
@@ -131,35 +135,26 @@ func (w *windower) restore(ctx context.Context) error {
 	r := parseRecords(s.vals)
 	now := time.Now()
 	for t, max := range r.marks {
-		w.parts[t] = &winPart{max: max, last: now}
+		w.arrived.observe(t, max, now)
+		w.placed.observe(t, max, now)
 	}
 	for _, m := range r.msgs {
 		w.insert(m)
-		pt := w.part(m.Topic, now)
-		pt.max = max(pt.max, m.Time)
+		w.arrived.observe(m.Topic, m.Time, now)
+		w.placed.observe(m.Topic, m.Time, now)
 		w.held[m.record()] = true
 	}
 	for key, fs := range r.fired {
 		k := w.key(key)
-		for start, fn := range fs {
+		for start, f := range fs {
 			w.seq++
-			k.wins[start] = &winState{fires: fn >> 32, n: int(uint32(fn)), id: w.seq}
+			k.wins[start] = &winState{fires: f.fires, n: f.n, forgotten: f.forgotten, id: w.seq}
 		}
 	}
-	w.lastArrival = now
 	w.rescan = true
 	w.open.Store(int64(len(r.msgs)))
 	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "keys", len(w.keys))
 	return nil
-}
-
-func (w *windower) part(topic string, now time.Time) *winPart {
-	pt := w.parts[topic]
-	if pt == nil {
-		pt = &winPart{max: math.MinInt64, last: now}
-		w.parts[topic] = pt
-	}
-	return pt
 }
 
 func (w *windower) key(k string) *winKey {
@@ -198,6 +193,15 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			p.credits.release(1)
 			continue
 		}
+		// Late or not by the watermark of the messages before it, in the
+		// order they came.
+		arrived := w.arrived.at(now)
+		if w.a.isLate(t, arrived) {
+			w.isLate(&item{m: m}, arrived)
+			continue
+		}
+		w.arrived.observe(m.Topic, t, now)
+		wm.Horizon = satSub(arrived, w.a.late)
 		w.held[rec] = false
 		b, _ := json.Marshal(wm)
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
@@ -206,6 +210,14 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			w.mu.Unlock()
 		})
 	}
+}
+
+// satSub is a-b, staying at math.MinInt64 for "no watermark yet".
+func satSub(a, b int64) int64 {
+	if a == math.MinInt64 {
+		return a
+	}
+	return a - b
 }
 
 func unixMilli(t time.Time) int64 {
@@ -222,35 +234,6 @@ func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
 	w.mu.Lock()
 	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, ok: ok, delay: delay})
 	w.mu.Unlock()
-}
-
-// watermark is the pipeline's (docs/pipelines.md, "Watermarks").
-func (w *windower) watermark(now time.Time) int64 {
-	if w.cfg.Time == pipelines.TimeProcessing {
-		return now.UnixMilli()
-	}
-	if len(w.parts) == 0 {
-		return math.MinInt64
-	}
-	least, newest, counted := int64(math.MaxInt64), int64(math.MinInt64), false
-	for _, pt := range w.parts {
-		newest = max(newest, pt.max)
-		if now.Sub(pt.last).Milliseconds() >= w.idle {
-			continue
-		}
-		counted = true
-		least = min(least, pt.max)
-	}
-	if !counted {
-		if newest == math.MinInt64 {
-			return newest
-		}
-		return newest - w.a.ooo + now.Sub(w.lastArrival).Milliseconds()
-	}
-	if least == math.MinInt64 {
-		return least
-	}
-	return least - w.a.ooo
 }
 
 // process places the messages whose writes have their receipts, records
@@ -273,21 +256,13 @@ func (w *windower) process(now time.Time) []*item {
 			p.settled(it, Retried, "window changelog: "+d.err.Error())
 			continue
 		}
-		wm := w.watermark(now)
-		if w.cfg.Time != pipelines.TimeProcessing && w.a.isLate(d.wm.Time, wm) {
-			delete(w.held, rec)
-			p.client.PublishAsync(p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
-			w.isLate(it, wm)
-			continue
-		}
+		placed := w.placed.at(now)
 		w.insert(d.wm)
 		w.open.Add(1)
 		w.held[rec] = true
-		pt := w.part(d.wm.Topic, now)
-		pt.max = max(pt.max, d.wm.Time)
-		pt.last, w.lastArrival = now, now
+		w.placed.observe(d.wm.Topic, d.wm.Time, now)
 		w.nextCheck = min(w.nextCheck, w.a.lastEnd(d.wm.Time)-w.a.size)
-		if d.wm.Time < wm {
+		if d.wm.Time < placed {
 			w.rescan = true // into a window that may have fired
 		}
 		p.ack(it, Acked, "")
@@ -308,14 +283,21 @@ func (w *windower) process(now time.Time) []*item {
 			continue
 		}
 		ws.fires, ws.n = d.fire, d.n
-		v := strconv.FormatInt(int64(d.fire)<<32|int64(uint32(d.n)), 10)
-		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: firedRecord(d.key, d.start), Payload: []byte(v)}, func(pulsarwire.MessageID, error) {})
+		w.mark(d.key, d.start, ws)
 	}
-	wm := w.watermark(now)
+	w.arrived.at(now) // the clock moves idle partitions on
+	wm := w.placed.at(now)
 	if !w.rescan && wm < w.nextCheck {
 		return nil
 	}
 	return w.scan(wm, now)
+}
+
+// mark writes window start of key's fired record.
+func (w *windower) mark(key string, start int64, ws *winState) {
+	f := firedMark{fires: ws.fires, n: ws.n, forgotten: ws.forgotten}
+	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: firedRecord(key, start), Payload: []byte(f.String())},
+		func(pulsarwire.MessageID, error) {})
 }
 
 // isLate sends a late message to the late topic, or drops it.
@@ -353,7 +335,7 @@ func (w *windower) scan(wm int64, now time.Time) []*item {
 	if len(gone) > 0 {
 		// The watermarks first: a restart that finds the records gone
 		// finds the watermark that let them go.
-		for t, pt := range w.parts {
+		for t, pt := range w.placed.parts {
 			if pt.max != math.MinInt64 {
 				w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: recWatermark + t, Payload: []byte(strconv.FormatInt(pt.max, 10))},
 					func(pulsarwire.MessageID, error) {})
@@ -378,7 +360,8 @@ func (w *windower) spans(k *winKey) []span {
 		slices.SortFunc(k.msgs, func(a, b *winMsg) int { return cmp.Compare(a.Time, b.Time) })
 		var out []span
 		for i, m := range k.msgs {
-			if i == 0 || m.Time-k.msgs[i-1].Time >= w.a.gap {
+			// A session forgotten when m came is not joined.
+			if i == 0 || m.Time-k.msgs[i-1].Time >= w.a.gap || out[len(out)-1].end <= m.Horizon {
 				out = append(out, span{start: m.Time})
 			}
 			s := &out[len(out)-1]
@@ -390,6 +373,9 @@ func (w *windower) spans(k *winKey) []span {
 	by := map[int64]*span{}
 	for _, m := range k.msgs {
 		for _, s := range w.a.starts(m.Time) {
+			if s+w.a.size <= m.Horizon {
+				continue // forgotten when m came
+			}
 			sp := by[s]
 			if sp == nil {
 				sp = &span{start: s, end: s + w.a.size}
@@ -407,15 +393,17 @@ func (w *windower) spans(k *winKey) []span {
 
 func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires []*item, gone []string) ([]*item, []string) {
 	spans := w.spans(k)
-	forgotten := map[int64]bool{}
 	var drop map[*winMsg]bool // a forgotten session's messages
-	live := make(map[int64]bool, len(spans))
+	newly := 0
+	var fresh []int64 // forgotten in this scan
 	for i := range spans {
 		sp := &spans[i]
-		live[sp.start] = true
 		ws := k.wins[sp.start]
 		if ws != nil && ws.inflight {
 			w.nextCheck = math.MinInt64 // look again once answered
+			continue
+		}
+		if ws != nil && ws.forgotten {
 			continue
 		}
 		fired := ws != nil && ws.fires > 0
@@ -433,7 +421,9 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 			}
 			fires = append(fires, w.fireItem(key, sp, ws))
 		case fired && sp.end+w.a.late <= wm:
-			forgotten[sp.start] = true
+			ws.forgotten = true
+			newly++
+			fresh = append(fresh, sp.start)
 			if w.a.kind == pipelines.Session {
 				if drop == nil {
 					drop = map[*winMsg]bool{}
@@ -448,10 +438,13 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 			w.nextCheck = min(w.nextCheck, sp.end+w.a.late)
 		}
 	}
-	// A message goes once every window holding it is forgotten.
+	if newly == 0 {
+		return fires, gone
+	}
+	// A message goes once every window it is in is forgotten.
 	kept := k.msgs[:0]
 	for _, m := range k.msgs {
-		if w.forgotten(m, forgotten, drop) {
+		if w.spent(k, m, drop) {
 			gone = append(gone, m.record())
 			delete(w.held, m.record())
 			w.open.Add(-1)
@@ -461,26 +454,39 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 	}
 	clear(k.msgs[len(kept):])
 	k.msgs = kept
+	// A forgotten window is kept while a message left falls in it, so
+	// that it is not made again; then its record goes too.
+	covered := map[int64]bool{}
+	for _, sp := range w.spans(k) {
+		covered[sp.start] = true
+	}
 	for start, ws := range k.wins {
-		if forgotten[start] || (!live[start] && !ws.inflight) {
+		if !covered[start] && !ws.inflight {
+			// Forgotten, or a session that grew a new start.
 			if ws.fires > 0 {
 				gone = append(gone, firedRecord(key, start))
 			}
 			delete(k.wins, start)
 		}
 	}
+	for _, start := range fresh {
+		if ws := k.wins[start]; ws != nil {
+			w.mark(key, start, ws)
+		}
+	}
 	return fires, gone
 }
 
-func (w *windower) forgotten(m *winMsg, forgotten map[int64]bool, drop map[*winMsg]bool) bool {
-	if len(forgotten) == 0 {
-		return false
-	}
+// spent says whether every window m is in is forgotten.
+func (w *windower) spent(k *winKey, m *winMsg, drop map[*winMsg]bool) bool {
 	if w.a.kind == pipelines.Session {
 		return drop[m] // sessions do not overlap
 	}
 	for _, s := range w.a.starts(m.Time) {
-		if !forgotten[s] {
+		if s+w.a.size <= m.Horizon {
+			continue // never in it
+		}
+		if ws := k.wins[s]; ws == nil || !ws.forgotten {
 			return false
 		}
 	}

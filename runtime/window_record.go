@@ -33,6 +33,11 @@ type winMsg struct {
 	Properties  map[string]string `json:"properties,omitempty"`
 	EventTime   int64             `json:"event_time,omitempty"`
 	PublishTime int64             `json:"publish_time,omitempty"`
+	// Horizon is the watermark less the allowed lateness when it was
+	// taken: it joins no window that ended at or before it (forgotten
+	// by then), so that where it lands does not hang on when the host
+	// got round to forgetting.
+	Horizon int64 `json:"horizon"`
 }
 
 func (m *winMsg) record() string { return recMessage + m.Topic + "|" + m.ID }
@@ -56,12 +61,38 @@ func tombstone(rec string) pool.Message { return pool.Message{Key: rec} }
 type restored struct {
 	msgs  []*winMsg
 	marks map[string]int64 // partition → newest time
-	fired map[string]map[int64]int
+	fired map[string]map[int64]firedMark
+}
+
+// firedMark is a fired window's record: how often it fired, with how
+// many messages, and whether it is forgotten (kept while a message of a
+// later window also falls in it, so that it is not made again).
+type firedMark struct {
+	fires, n  int
+	forgotten bool
+}
+
+func (f firedMark) String() string {
+	s := strconv.Itoa(f.fires) + ":" + strconv.Itoa(f.n)
+	if f.forgotten {
+		s += ":forgotten"
+	}
+	return s
+}
+
+func parseFiredMark(s string) (firedMark, bool) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 {
+		return firedMark{}, false
+	}
+	fires, err1 := strconv.Atoi(parts[0])
+	n, err2 := strconv.Atoi(parts[1])
+	return firedMark{fires: fires, n: n, forgotten: len(parts) > 2}, err1 == nil && err2 == nil
 }
 
 // parseRecords reads a changelog's last values (keyed state's read).
 func parseRecords(vals map[string]stateValue) restored {
-	r := restored{marks: map[string]int64{}, fired: map[string]map[int64]int{}}
+	r := restored{marks: map[string]int64{}, fired: map[string]map[int64]firedMark{}}
 	for k, v := range vals {
 		switch {
 		case strings.HasPrefix(k, recMessage):
@@ -76,12 +107,12 @@ func parseRecords(vals map[string]stateValue) restored {
 		case strings.HasPrefix(k, recFired):
 			startS, key, ok := strings.Cut(k[len(recFired):], "|")
 			start, err := strconv.ParseInt(startS, 10, 64)
-			n, err2 := strconv.Atoi(string(v.v))
-			if ok && err == nil && err2 == nil {
+			f, ok2 := parseFiredMark(string(v.v))
+			if ok && err == nil && ok2 {
 				if r.fired[key] == nil {
-					r.fired[key] = map[int64]int{}
+					r.fired[key] = map[int64]firedMark{}
 				}
-				r.fired[key][start] = n
+				r.fired[key][start] = f
 			}
 		}
 	}

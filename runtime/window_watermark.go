@@ -1,0 +1,70 @@
+package runtime
+
+import (
+	"math"
+	"time"
+)
+
+// watermarks are a pipeline's watermark and its partitions'
+// (docs/pipelines.md, "Watermarks"), in Unix milliseconds: a
+// partition's is the newest time seen on it less out_of_order; the
+// pipeline's the least of the partitions that are not idle, and never
+// less than it was. When every partition is idle, it moves on with the
+// clock from the newest partition's, by the time since the last message.
+// processing: the clock is the watermark.
+type watermarks struct {
+	ooo, idle  int64 // ms
+	processing bool
+	parts      map[string]*winPart
+	last       time.Time // the last message, on any partition
+	high       int64
+}
+
+type winPart struct {
+	max  int64
+	last time.Time
+}
+
+func newWatermarks(ooo, idle time.Duration, processing bool) *watermarks {
+	return &watermarks{ooo: ooo.Milliseconds(), idle: idle.Milliseconds(), processing: processing,
+		parts: map[string]*winPart{}, high: math.MinInt64}
+}
+
+// observe is told that a message of time t came on partition topic at now.
+func (wm *watermarks) observe(topic string, t int64, now time.Time) {
+	pt := wm.parts[topic]
+	if pt == nil {
+		pt = &winPart{max: math.MinInt64}
+		wm.parts[topic] = pt
+	}
+	pt.max = max(pt.max, t)
+	pt.last, wm.last = now, now
+}
+
+// at is the pipeline's watermark at now.
+func (wm *watermarks) at(now time.Time) int64 {
+	if wm.processing {
+		return now.UnixMilli()
+	}
+	wm.high = max(wm.high, wm.least(now))
+	return wm.high
+}
+
+func (wm *watermarks) least(now time.Time) int64 {
+	least, newest, counted := int64(math.MaxInt64), int64(math.MinInt64), false
+	for _, pt := range wm.parts {
+		newest = max(newest, pt.max)
+		if now.Sub(pt.last).Milliseconds() >= wm.idle {
+			continue
+		}
+		counted = true
+		least = min(least, pt.max)
+	}
+	switch {
+	case newest == math.MinInt64:
+		return math.MinInt64
+	case !counted:
+		return newest - wm.ooo + now.Sub(wm.last).Milliseconds()
+	}
+	return least - wm.ooo
+}
