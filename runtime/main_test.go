@@ -56,6 +56,12 @@ func TestMain(m *testing.M) {
 	case rawRole:
 		serveRawHandler()
 		return
+	case "windowhandler":
+		plugin.Serve(plugin.Configure(newWindowHandler))
+		return
+	case "windowhost":
+		windowChildHost()
+		return
 	case "host":
 		childHost()
 		return

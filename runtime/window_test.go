@@ -1,0 +1,410 @@
+package runtime_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	streamrun "github.com/streamrun/streamrun/runtime"
+)
+
+// These run against either broker: the embedded one, or Apache Pulsar
+// when STREAMRUN_PULSAR_URL is set (brokertest.Target).
+
+// genMsg is a generated input message.
+type genMsg struct {
+	key     string
+	t       int64 // Unix ms
+	payload string
+}
+
+// windowBase is a time on the minute, so that windows start on round
+// times.
+const windowBase = int64(1_767_225_600_000) // 2026-01-01T00:00:00Z
+
+// flushKey's one message, far in the future, closes every other window.
+const flushKey = "~flush"
+
+// generate makes n messages over keys, about a second apart in time,
+// with a tenth out of order by up to 8 s and a thirtieth late by one to
+// two minutes; every time is distinct. The last message is flushKey's.
+func generate(seed uint64, n, keys int) []genMsg {
+	r := rand.New(rand.NewPCG(seed, 7))
+	var out []genMsg
+	for i := range n {
+		t := windowBase + int64(i)*1000 + int64(i%997)
+		switch x := r.IntN(100); {
+		case x < 10:
+			t -= int64(r.IntN(8000))
+		case x < 13:
+			t -= 60_000 + int64(r.IntN(60_000))
+		}
+		out = append(out, genMsg{key: fmt.Sprintf("k%d", r.IntN(keys)), t: t, payload: fmt.Sprintf("m-%d", i)})
+	}
+	return append(out, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
+}
+
+type winID struct {
+	key   string
+	start int64
+}
+
+// referenceWindows is a plain computation of what each window holds
+// (docs/pipelines.md, "Windows"), over the messages of one partition in
+// order: the watermark before a message is the newest time before it
+// less outOfOrder; a message is late when the last window it may be in
+// ends, plus lateness, at or before it; it joins no window that ended,
+// plus lateness, at or before it. flushKey's window never closes.
+func referenceWindows(w pipelines.Window, msgs []genMsg) (map[winID][]string, int) {
+	size, slide, gap := w.Size.Milliseconds(), w.Slide.Milliseconds(), w.Gap.Milliseconds()
+	late, ooo := w.AllowedLateness.Milliseconds(), w.OutOfOrder.Milliseconds()
+	if w.Type == pipelines.Tumbling {
+		slide = size
+	}
+	floor := func(a, b int64) int64 { return int64(math.Floor(float64(a) / float64(b))) }
+	type in struct {
+		genMsg
+		horizon int64
+	}
+	newest := int64(math.MinInt64)
+	var kept []in
+	lateCount := 0
+	for _, m := range msgs {
+		wm := int64(math.MinInt64)
+		if newest != math.MinInt64 {
+			wm = newest - ooo
+		}
+		lastEnd := m.t + gap
+		if w.Type != pipelines.Session {
+			lastEnd = floor(m.t, slide)*slide + size
+		}
+		if wm != math.MinInt64 && lastEnd+late <= wm {
+			lateCount++
+			continue
+		}
+		h := int64(math.MinInt64)
+		if wm != math.MinInt64 {
+			h = wm - late
+		}
+		kept = append(kept, in{m, h})
+		newest = max(newest, m.t)
+	}
+	out := map[winID][]string{}
+	if w.Type != pipelines.Session {
+		for _, m := range kept {
+			if m.key == flushKey {
+				continue
+			}
+			for s := floor(m.t, slide)*slide - size + slide; s <= m.t; s += slide {
+				if s+size > m.t && s+size > m.horizon {
+					id := winID{m.key, s}
+					out[id] = append(out[id], m.payload)
+				}
+			}
+		}
+	} else {
+		byKey := map[string][]in{}
+		for _, m := range kept {
+			byKey[m.key] = append(byKey[m.key], m)
+		}
+		for key, ms := range byKey {
+			if key == flushKey {
+				continue
+			}
+			sort.Slice(ms, func(i, j int) bool { return ms[i].t < ms[j].t })
+			var start, end int64
+			for i, m := range ms {
+				if i == 0 || m.t-ms[i-1].t >= gap || end <= m.horizon {
+					start = m.t
+				}
+				end = m.t + gap
+				out[winID{key, start}] = append(out[winID{key, start}], m.payload)
+			}
+		}
+	}
+	for _, ps := range out {
+		slices.Sort(ps)
+	}
+	return out, lateCount
+}
+
+// windowResults are the outputs of the window handler: for each window,
+// the fullest result it was answered with (a window fires again, whole,
+// for what lateness brings; after a crash or restart it may fire again).
+type windowResults struct {
+	c *collector
+}
+
+func (wr windowResults) get(t testing.TB) map[winID]windowResult {
+	out := map[winID]windowResult{}
+	for _, m := range wr.c.all() {
+		var r windowResult
+		if err := json.Unmarshal(m.Payload, &r); err != nil {
+			t.Fatalf("output %q: %v", m.Payload, err)
+		}
+		slices.Sort(r.Payloads)
+		id := winID{r.Key, r.Start}
+		if old, ok := out[id]; !ok || len(r.Payloads) > len(old.Payloads) {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// agree says how windows got differs from want ("" when they agree).
+func agree(got map[winID]windowResult, want map[winID][]string) string {
+	var diffs []string
+	for id, ps := range want {
+		r, ok := got[id]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("window %v missing", id))
+		case !slices.Equal(r.Payloads, ps):
+			diffs = append(diffs, fmt.Sprintf("window %v holds %v, want %v", id, r.Payloads, ps))
+		}
+	}
+	for id := range got {
+		if _, ok := want[id]; !ok {
+			diffs = append(diffs, fmt.Sprintf("window %v not in the reference: %v", id, got[id].Payloads))
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 5 {
+		diffs = append(diffs[:5], fmt.Sprintf("and %d more", len(diffs)-5))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+func windowPipeline(in, out string, w pipelines.Window, h windowConfig) pipelines.Pipeline {
+	h.Output = out
+	hc := windowHandler(h)
+	hc.BatchSize, hc.Instances = 4, 1
+	w.Changelog = in + "-windows"
+	w.IdleTimeout = time.Hour // the flush message closes the windows
+	return pipelines.Pipeline{
+		Name:        "windows",
+		Source:      pipelines.Source{Topics: []string{in}, Subscription: "windows", Type: pipelines.Exclusive, InitialPosition: pipelines.Earliest},
+		Handler:     hc,
+		ErrorPolicy: pipelines.ErrorPolicy{Backoff: pipelines.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}},
+		Window:      w,
+	}
+}
+
+func publishGenerated(t testing.TB, cl *pool.Client, topic string, msgs []genMsg, asField bool) {
+	t.Helper()
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for _, g := range msgs {
+		m := pool.Message{Key: g.key, Payload: []byte(g.payload), EventTime: time.UnixMilli(g.t)}
+		if asField {
+			m.EventTime = time.Time{}
+			m.Payload = fmt.Appendf(nil, `{"id":%q,"order":{"ts":%d}}`, g.payload, g.t)
+		}
+		wg.Add(1)
+		cl.PublishAsync(ctx, topic, m, func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+}
+
+var windowKinds = []struct {
+	name string
+	w    pipelines.Window
+}{
+	{"tumbling", pipelines.Window{Type: pipelines.Tumbling, Size: 20 * time.Second, OutOfOrder: 5 * time.Second, AllowedLateness: 10 * time.Second}},
+	{"sliding", pipelines.Window{Type: pipelines.Sliding, Size: 20 * time.Second, Slide: 5 * time.Second, OutOfOrder: 5 * time.Second, AllowedLateness: 10 * time.Second}},
+	{"session", pipelines.Window{Type: pipelines.Session, Gap: 7 * time.Second, OutOfOrder: 5 * time.Second}},
+}
+
+// Every window's result equals the reference's, for each kind of window
+// over event time, through a handler that crashes on a window of each
+// key (once each) and a host that stops mid-stream and a new one that
+// reads the open windows back from the changelog.
+func TestWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
+	for _, k := range windowKinds {
+		t.Run(k.name, func(t *testing.T) {
+			testWindowsAgainstReference(t, k.w, false, true)
+		})
+	}
+}
+
+// The time from a field of a JSON payload: the same windows.
+func TestWindowsOnAJSONFieldEqualTheReference(t *testing.T) {
+	w := windowKinds[0].w
+	w.Time, w.TimeField = pipelines.TimeField, "order.ts"
+	testWindowsAgainstReference(t, w, true, false)
+}
+
+func testWindowsAgainstReference(t *testing.T, w pipelines.Window, asField, restart bool) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	msgs := generate(uint64(len(base)), 400, 5)
+	if w.Time == "" {
+		w.Time = pipelines.TimeEvent
+	}
+	want, late := referenceWindows(w, msgs)
+	if asField {
+		for id, ps := range want {
+			for i, p := range ps {
+				ps[i] = fmt.Sprintf(`{"id":%q,"order":{"ts":%d}}`, p, msgTime(msgs, p))
+			}
+			slices.Sort(ps)
+			want[id] = ps
+		}
+	}
+	t.Logf("%d messages, %d late; %d windows in the reference", len(msgs), late, len(want))
+	outs := windowResults{collect(t, cl, out)}
+	publishGenerated(t, cl, in, msgs, asField)
+	// One window a call, slow enough that the stop comes mid-stream.
+	p := windowPipeline(in, out, w, windowConfig{Crash: true, MarkerDir: t.TempDir(), BatchDelay: 4 * time.Second / time.Duration(len(want))})
+	p.Handler.BatchSize = 1
+	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	if restart {
+		waitFor(t, "a quarter of the windows", func() bool { return len(outs.get(t)) >= len(want)/4 })
+		if s := r.stats("windows"); s.Restarts == 0 {
+			t.Errorf("the handler was not restarted; the test wants it to crash")
+		}
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("stopped with %d windows answered; a new host goes on", len(outs.get(t)))
+		r = runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	}
+	waitAgree(t, outs, want)
+	if s := r.stats("windows"); s.Dropped < int64(late) && !restart {
+		t.Errorf("%d dropped, want the %d late messages", s.Dropped, late)
+	}
+}
+
+// waitAgree waits until the results agree with want, failing t with the
+// differences after testTimeout.
+func waitAgree(t *testing.T, outs windowResults, want map[winID][]string) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		diff := agree(outs.get(t), want)
+		if diff == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the windows differ from the reference: %s", diff)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func msgTime(msgs []genMsg, payload string) int64 {
+	for _, m := range msgs {
+		if m.payload == payload {
+			return m.t
+		}
+	}
+	return 0
+}
+
+// windowChildHost is a child host (roleEnv "windowhost") running the
+// tumbling pipeline of STREAMRUN_TEST_IN and _OUT at STREAMRUN_TEST_URL
+// until it is killed; it prints "running" once its pipeline runs.
+func windowChildHost() {
+	ctx := context.Background()
+	h, err := streamrun.New(ctx, streamrun.Options{
+		Pool:   pool.Options{ServiceURL: os.Getenv("STREAMRUN_TEST_URL")},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	p := windowPipeline(os.Getenv("STREAMRUN_TEST_IN"), os.Getenv("STREAMRUN_TEST_OUT"), windowKinds[0].w,
+		windowConfig{BatchDelay: 40 * time.Millisecond})
+	p.Handler.BatchSize = 1
+	go func() {
+		err := h.Run(ctx, p)
+		fmt.Println("error: Run returned:", err)
+		os.Exit(1)
+	}()
+	for {
+		if hs := h.Health(); len(hs) == 1 && hs[0].State == streamrun.StateHealthy {
+			fmt.Println("running")
+			select {}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A host killed with SIGKILL mid-stream and a new one started on the
+// same pipeline: every tumbling window's result still equals the
+// reference (a window answered before the kill may be answered again,
+// whole).
+func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	msgs := generate(uint64(len(base))+1, 400, 5)
+	w := windowKinds[0].w
+	w.Time = pipelines.TimeEvent
+	want, _ := referenceWindows(w, msgs)
+	outs := windowResults{collect(t, cl, out)}
+	publishGenerated(t, cl, in, msgs, false)
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+peer.URL, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out)
+	cmd.Stderr = brokertest.LogWriter(t, "killed host")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "running" {
+		t.Fatalf("the first host said %q", line)
+	}
+	waitFor(t, "a third of the windows", func() bool { return len(outs.get(t)) >= len(want)/3 })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	t.Logf("killed with %d windows answered", len(outs.get(t)))
+
+	p := windowPipeline(in, out, w, windowConfig{})
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	waitAgree(t, outs, want)
+}
