@@ -20,7 +20,7 @@ type windowConfig struct {
 	Output string `json:"output"`
 	// Crash: the plugin panics the first time (across processes, by a
 	// marker file in MarkerDir) it is handed each key's window whose
-	// start is a multiple of 3 seconds.
+	// start, in whole seconds, is a multiple of 3.
 	Crash      bool          `json:"crash,omitempty"`
 	MarkerDir  string        `json:"marker_dir,omitempty"`
 	BatchDelay time.Duration `json:"batch_delay,omitempty"`
@@ -41,7 +41,7 @@ func newWindowHandler(_ context.Context, cfg windowConfig) (plugin.Handler, erro
 		return nil, errors.New(`"output" is required`)
 	}
 	f := plugin.WindowFunc(func(ctx context.Context, w *plugin.Window) ([]plugin.Output, error) {
-		if cfg.Crash && w.Start.UnixMilli()%3000 == 0 && w.Fire == 1 {
+		if cfg.Crash && (w.Start.UnixMilli()/1000)%3 == 0 && w.Fire == 1 {
 			name := filepath.Join(cfg.MarkerDir, fmt.Sprintf("crash-%s-%d", w.Key, w.Start.UnixMilli()))
 			if f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
 				f.Close()
