@@ -58,18 +58,18 @@ type windower struct {
 	durable []durableMsg
 	done    []fireDone
 
-	keys        map[string]*winKey
+	keys map[string]*winKey
 	// arrived is the watermark of the messages as they come, which
 	// says which are late and which windows they may join; placed is
 	// that of the messages placed in their windows (durable), which
 	// fires them. A restart reads both back from the records.
 	arrived, placed *watermarks
-	held        map[string]bool // records of messages in hand: true once durable
-	nextCheck   int64
-	rescan      bool
-	seq         uint64
-	late        atomic.Int64
-	open        atomic.Int64 // messages held in open windows
+	held            map[string]bool // records of messages in hand: true once durable
+	nextCheck       int64
+	rescan          bool
+	seq             uint64
+	late            atomic.Int64
+	open            atomic.Int64 // messages held in open windows
 }
 
 type durableMsg struct {

@@ -408,3 +408,63 @@ func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
 	waitAgree(t, outs, want)
 }
+
+// BenchmarkWindowCount is a tumbling one-minute count per key over
+// 10 000 keys in event time, 5 % of the messages up to 5 s out of order
+// (out_of_order 5s), with the handler in a plugin process, beside the
+// same pipeline without a window echoing each message (the stateless
+// baseline), each on an Exclusive subscription with batches of 100.
+// b.N messages of 100 bytes, 2 000 a second of event time, are
+// published first (then one that closes every window); msg/s is b.N
+// over the time from the host's start to the last acknowledgement (and,
+// with windows, to every window's answer). The broker is an embedded
+// one in the test process, or Apache Pulsar with STREAMRUN_PULSAR_URL.
+//
+//	go test ./runtime -run '^$' -bench WindowCount -benchtime 200000x
+func BenchmarkWindowCount(b *testing.B) {
+	for _, windowed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("window=%v", windowed), func(b *testing.B) {
+			url := brokertest.TargetB(b)
+			run := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
+			in, out := "persistent://public/default/bench-window-in-"+run, "persistent://public/default/bench-window-out-"+run
+			pub := clientURL(b, url)
+			r := rand.New(rand.NewPCG(1, 2))
+			payload := strings.Repeat("x", 100)
+			msgs := make([]genMsg, 0, b.N+1)
+			for i := range b.N {
+				t := windowBase + int64(i)/2
+				if r.IntN(100) < 5 {
+					t -= int64(r.IntN(5000))
+				}
+				msgs = append(msgs, genMsg{key: fmt.Sprintf("key-%05d", i%10_000), t: t, payload: payload})
+			}
+			msgs = append(msgs, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
+			w := pipelines.Window{Type: pipelines.Tumbling, Size: time.Minute, OutOfOrder: 5 * time.Second, Time: pipelines.TimeEvent}
+			want, _ := referenceWindows(w, msgs)
+			publishGenerated(b, pub, in, msgs, false)
+			var p pipelines.Pipeline
+			if windowed {
+				p = windowPipeline(in, out, w, windowConfig{})
+				p.Handler.BatchSize = 100
+			} else {
+				h := self(testConfig{Output: out})
+				h.BatchSize = 100
+				p = pipelines.Pipeline{Name: "windows", Handler: h,
+					Source: pipelines.Source{Topics: []string{in}, Subscription: "windows", Type: pipelines.Exclusive, InitialPosition: pipelines.Earliest}}
+			}
+			p.Outputs = []string{out}
+			b.ResetTimer()
+			start := time.Now()
+			rh := runHost(b, nil, streamrun.Options{Logger: testLogger(b, slog.LevelError), Pool: pool.Options{ServiceURL: url}}, p)
+			total := int64(len(msgs))
+			if windowed {
+				total += int64(len(want)) // every window answered too
+			}
+			brokertest.Eventually(b, 10*time.Minute, "every message acknowledged", func() bool { return rh.stats("windows").Acked >= total })
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msg/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

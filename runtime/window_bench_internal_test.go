@@ -1,0 +1,46 @@
+package runtime
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	goruntime "runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/pipelines"
+)
+
+// BenchmarkWindowHeldMemory is the host's heap for 1 000 000 messages of
+// 100 bytes (ids, topics and keys as a host receives them) held in open
+// tumbling windows over 10 000 keys, as they are between their
+// changelog receipt and their window's close: what a million messages
+// in open windows cost a host with windows of messages (the incremental
+// mode, an accumulator per window, is not built).
+//
+//	go test ./runtime -run '^$' -bench WindowHeldMemory -benchtime 1x
+func BenchmarkWindowHeldMemory(b *testing.B) {
+	const n = 1_000_000
+	payload := strings.Repeat("x", 100)
+	for range b.N {
+		p := &pipeline{cfg: pipelines.Pipeline{Source: pipelines.Source{Topics: []string{"in"}, Subscription: "s"},
+			Window: pipelines.Window{Type: pipelines.Tumbling, Size: time.Hour, Time: pipelines.TimeEvent, IdleTimeout: time.Minute}},
+			log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		var before, after goruntime.MemStats
+		goruntime.GC()
+		goruntime.ReadMemStats(&before)
+		w := newWindower(p)
+		for i := range n {
+			m := &winMsg{ID: fmt.Sprintf("%d:%d:-1:-1", 10+i/1000, i%1000), Topic: "persistent://public/default/in",
+				Key: fmt.Sprintf("key-%05d", i%10_000), Time: int64(i), Payload: []byte(payload)}
+			w.insert(m)
+			w.held[m.record()] = true
+		}
+		goruntime.GC()
+		goruntime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heapMiB")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/msg")
+		goruntime.KeepAlive(w)
+	}
+}
