@@ -22,6 +22,7 @@ from ._server import DEFAULT_MAX_MESSAGE_SIZE, batch_handler, serve
 from .jsonhelper import Emit, json_handler
 from .message import Batch, DeadLetter, Drop, Info, Message, Outcome, Output, Retry
 from .state import NoState, State
+from .window import Window, WindowMessage
 
 # In a plugin process, stdout is the handshake's from the moment the
 # package is imported: a print() before serve() would otherwise be read by
@@ -43,6 +44,8 @@ __all__ = [
     "Output",
     "Retry",
     "State",
+    "Window",
+    "WindowMessage",
     "batch_handler",
     "json_handler",
     "serve",

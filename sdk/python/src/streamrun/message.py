@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 from ._pb import handler_pb2 as pb
+from .window import Window, read_window
 from .state import State, _BatchState
 
 Text = Union[str, bytes]
@@ -109,6 +110,12 @@ class Message:
         """The value the host keeps under this message's key, for a
         pipeline with keyed state (see ``streamrun.state``)."""
         return State(self, self._batch._state if self._batch is not None else None)
+
+    @property
+    def window(self) -> Optional["Window"]:
+        """The closed window this message carries, for a pipeline with a
+        window block; None otherwise (see ``streamrun.window``)."""
+        return read_window(self.properties, self.payload)
 
     @property
     def ordering_key(self) -> bytes:
