@@ -349,26 +349,13 @@ func runSubscriptions(ctx context.Context, a *admin.Client, f *topicsFlags, args
 	return printList(w, f, subs)
 }
 
-// backlogRow is one subscription's line of `topics backlog`.
-type backlogRow struct {
-	Subscription string `json:"subscription"`
-	Type         string `json:"type"`
-	Backlog      int64  `json:"msgBacklog"`
-	Unacked      int64  `json:"unackedMessages"`
-	Consumers    int    `json:"consumers"`
-}
-
 func runBacklog(ctx context.Context, a *admin.Client, f *topicsFlags, args []string, w io.Writer) error {
 	t := fullName(args[0])
 	st, err := a.TopicStats(ctx, t)
 	if err != nil {
 		return fmt.Errorf("backlog of %s: %w", t, err)
 	}
-	rows := []backlogRow{}
-	for _, n := range slices.Sorted(maps.Keys(st.Subscriptions)) {
-		s := st.Subscriptions[n]
-		rows = append(rows, backlogRow{n, s.Type, s.MsgBacklog, s.UnackedMessages, len(s.Consumers)})
-	}
+	rows := st.Backlogs()
 	if f.output == "json" {
 		return printResult(w, f, "", rows)
 	}

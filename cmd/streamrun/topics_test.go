@@ -54,7 +54,7 @@ func topicsJSON(t *testing.T, tg adminTarget, v any, args ...string) {
 
 func backlogOf(t *testing.T, tg adminTarget, topic, sub string) int64 {
 	t.Helper()
-	var rows []backlogRow
+	var rows []admin.SubscriptionBacklog
 	topicsJSON(t, tg, &rows, "backlog", topic)
 	for _, r := range rows {
 		if r.Subscription == sub {
