@@ -394,3 +394,40 @@ func TestRedeliverUnacknowledgedSupersedes(t *testing.T) {
 		t.Fatalf("Shared: got %v, want ErrNotSingleActive", err)
 	}
 }
+
+// A batch entry acknowledged whole in a transaction counts all its
+// messages off the consumer's unacknowledged ones: the ACK names the
+// entry's batch size. Apache Pulsar counts an entry acknowledged in a
+// transaction without one as one message, and stops dispatching to a
+// Shared consumer at maxUnackedMessagesPerConsumer (50000): an
+// exactly_once pipeline on batched input stalled there.
+func TestTxnAckBatchCountsEveryMessage(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", Type: subscribe.Shared, InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 50, nil) // one batch
+	ms := receiveN(ctx, t, cons, 50, false)
+	if ms[0].ID.BatchIndex < 0 {
+		t.Fatalf("not a batch: %s", ms[0].ID)
+	}
+	tx := begin(ctx, t, c, time.Minute)
+	for _, m := range ms {
+		if err := cons.AckWithTxn(ctx, m, tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Subscriptions map[string]struct {
+			UnackedMessages int64 `json:"unackedMessages"`
+		} `json:"subscriptions"`
+	}
+	tg.adminGet(t, brokertest.AdminPath(topic)+"/stats", &st)
+	if n := st.Subscriptions["s"].UnackedMessages; n != 0 {
+		t.Fatalf("the broker counts %d messages unacknowledged after the whole batch was acknowledged in a committed transaction", n)
+	}
+}

@@ -200,7 +200,15 @@ func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group 
 		TxnidLeastBits: proto.Uint64(id.Least),
 	}
 	for _, r := range group {
-		cmd.MessageId = append(cmd.MessageId, r.pos.wire())
+		id := r.pos.wire()
+		if r.n > 1 {
+			// Apache Pulsar counts an entry acknowledged in a transaction
+			// as batch_size messages off the consumer's unacknowledged
+			// ones, as 1 without it: a Shared consumer would be stopped at
+			// its unacknowledged limit (maxUnackedMessagesPerConsumer).
+			id.BatchSize = proto.Int32(r.n)
+		}
+		cmd.MessageId = append(cmd.MessageId, id)
 	}
 	if _, err := s.conn.Request(ctx, pulsarwire.Wrap(cmd)); err != nil {
 		return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, id, err)
