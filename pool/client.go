@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -67,8 +68,10 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		ConnectionTimeout: opts.ConnectionTimeout,
 		KeepAliveInterval: opts.KeepAliveInterval,
 		Closed:            ErrClosed,
-		ConnectError:      func(addr string, err error) error { return &ConnectError{Addr: addr, Err: err} },
-		Retryable:         Retryable,
+		ConnectError: func(addr string, err error) error {
+			return &ConnectError{Addr: addr, Err: err, Advertised: !slices.Contains(svc.Hosts, addr)}
+		},
+		Retryable: Retryable,
 	}
 	// Built even for pulsar:// in case a lookup names a TLS listener.
 	if cfg.TLS, err = opts.TLS.tlsConfig(); err != nil {

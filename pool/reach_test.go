@@ -3,10 +3,12 @@ package pool
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/internal/testkit"
@@ -84,5 +86,24 @@ func TestRetriesOfAnUnreachableBrokerAreWarningsAndTheirEndIsTold(t *testing.T) 
 	defer l.mu.Unlock()
 	if len(l.retries) != 2 || l.unreachable[0] || len(l.ends) != 1 || l.ends[0].Err != nil || l.ends[0].Attempt != 2 {
 		t.Errorf("OnRetry told %+v (unreachable %v), OnRetryEnd %+v: want 2 answered, then one end without error", l.retries, l.unreachable, l.ends)
+	}
+}
+
+// A failed connection says whether its address came from the service URL
+// or from a lookup answer, a broker's advertised address.
+func TestConnectErrorSaysWhetherTheAddressWasAdvertised(t *testing.T) {
+	_, err := New(brokertest.Context(t, time.Minute), Options{ServiceURL: "pulsar://" + deadAddr(t),
+		OperationRetries: OperationRetries{Attempts: 1, Delay: 10 * time.Millisecond}})
+	var ce *ConnectError
+	if !errors.As(err, &ce) || ce.Advertised {
+		t.Fatalf("the service URL unreachable: %v (%+v), want a ConnectError not Advertised", err, ce)
+	}
+
+	tg := embeddedTarget(t, func(o *broker.Options) { o.AdvertisedHost = "other-host.invalid" })
+	port := tg.URL[strings.LastIndex(tg.URL, ":"):]
+	c := newClient(t, tg, Options{ServiceURL: "pulsar://127.0.0.1" + port, OperationRetries: OperationRetries{Attempts: 1, Delay: 10 * time.Millisecond}})
+	_, err = c.Publish(brokertest.Context(t, time.Minute), brokertest.TopicName(t), Message{Payload: []byte("x")})
+	if !errors.As(err, &ce) || !ce.Advertised || !strings.HasPrefix(ce.Addr, "other-host.invalid:") {
+		t.Fatalf("the advertised host unreachable: %v (%+v), want a ConnectError to it, Advertised", err, ce)
 	}
 }

@@ -75,6 +75,12 @@ func (e *RetryError) Unwrap() []error { return []error{ErrRetriesExhausted, e.Er
 type ConnectError struct {
 	Addr string // the address dialed, host:port
 	Err  error
+	// Advertised: Addr is not a host of the service URL but one a
+	// lookup answered, a broker's advertised address. When such a dial
+	// fails, the broker most likely advertises an address only it or
+	// its own network reaches (its --advertised-host, Apache Pulsar's
+	// advertisedAddress).
+	Advertised bool
 }
 
 func (e *ConnectError) Error() string { return fmt.Sprintf("connect to %s: %v", e.Addr, e.Err) }

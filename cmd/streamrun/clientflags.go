@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -83,7 +82,7 @@ func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
 		},
 		OperationRetries: pool.OperationRetries{Attempts: f.retries},
 		Logger:           log,
-		OnRetry:          retryNotice(notice, f.url),
+		OnRetry:          retryNotice(notice),
 	}, nil
 }
 
@@ -119,7 +118,7 @@ func checkListen(flag, addr string) error {
 // retryNotice returns the pool's OnRetry callback for a command: one line
 // per retry at the default level, saying what failed, why, when the next
 // attempt is, and that --retries bounds it.
-func retryNotice(log *slog.Logger, serviceURL string) func(pool.RetryEvent) {
+func retryNotice(log *slog.Logger) func(pool.RetryEvent) {
 	if log == nil {
 		return nil
 	}
@@ -129,28 +128,11 @@ func retryNotice(log *slog.Logger, serviceURL string) func(pool.RetryEvent) {
 			of = fmt.Sprintf("%d of %d, set by --retries", e.Attempt, e.Limit)
 		}
 		why := e.Err.Error()
-		if addr := advertisedElsewhere(e.Err, serviceURL); addr != "" {
+		if ce := (*pool.ConnectError)(nil); errors.As(e.Err, &ce) && ce.Advertised {
 			why += fmt.Sprintf(" (the broker names %s for this topic, and this client cannot reach it: "+
-				"the broker's --advertised-host, or Apache Pulsar's advertisedAddress, must be a host clients reach)", addr)
+				"the broker's --advertised-host, or Apache Pulsar's advertisedAddress, must be a host clients reach)", ce.Addr)
 		}
 		log.Info(fmt.Sprintf("%s: attempt %d failed: %s; next attempt in %s (attempts: %s)", e.Op, e.Attempt, why, e.Delay, of),
 			"attempt", e.Attempt, "limit", e.Limit, "next_in", e.Delay.String())
 	}
-}
-
-// advertisedElsewhere returns the address a failed connection was for,
-// when it is not one of the service URL's: a broker address from a
-// lookup answer.
-func advertisedElsewhere(err error, serviceURL string) string {
-	var ce *pool.ConnectError
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	_, hosts, _ := strings.Cut(serviceURL, "://")
-	for _, h := range strings.Split(strings.TrimSuffix(hosts, "/"), ",") {
-		if h == ce.Addr || strings.HasPrefix(ce.Addr, h+":") {
-			return ""
-		}
-	}
-	return ce.Addr
 }
