@@ -1,13 +1,10 @@
 package control
 
 import (
-	"encoding/base64"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
+	"github.com/streamrun/streamrun/broker/auth"
 	"github.com/streamrun/streamrun/pipelines"
 )
 
@@ -64,53 +61,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// FromFile is the Options a file's control section asks for: its key
-// files read (file:PATH raw bytes, env:VAR base64 for a secret key, PEM
-// or base64 DER for a public key). lookupEnv nil means os.LookupEnv.
+// FromFile is the Options a file's control section asks for: its keys
+// read (auth.ReadKey). lookupEnv nil means os.LookupEnv.
 func FromFile(c pipelines.Control, lookupEnv func(string) (string, bool)) (Options, error) {
 	o := Options{Addr: c.HTTP, CertFile: c.CertFile, KeyFile: c.KeyFile, ReadOnly: c.ReadOnly}
 	var err error
 	if c.TokenSecretKey != "" {
-		if o.TokenSecretKey, err = ReadKey("control.token_secret_key", c.TokenSecretKey, lookupEnv); err != nil {
+		if o.TokenSecretKey, err = auth.ReadKey("control.token_secret_key", c.TokenSecretKey, lookupEnv); err != nil {
 			return o, err
 		}
 	}
 	if c.TokenPublicKey != "" {
-		if o.TokenPublicKey, err = ReadKey("control.token_public_key", c.TokenPublicKey, lookupEnv); err != nil {
+		if o.TokenPublicKey, err = auth.ReadKey("control.token_public_key", c.TokenPublicKey, lookupEnv); err != nil {
 			return o, err
 		}
 	}
 	return o, nil
-}
-
-// ReadKey reads a token key written as file:PATH (the file's bytes) or
-// env:VAR (base64, or PEM as it is); field names it in errors.
-func ReadKey(field, src string, lookupEnv func(string) (string, bool)) ([]byte, error) {
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
-	}
-	switch {
-	case strings.HasPrefix(src, "file:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(src, "file:"), "//")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		return b, nil
-	case strings.HasPrefix(src, "env:"):
-		name := strings.TrimPrefix(src, "env:")
-		v, ok := lookupEnv(name)
-		if !ok || v == "" {
-			return nil, fmt.Errorf("%s: the variable %s is not set", field, name)
-		}
-		if strings.HasPrefix(strings.TrimSpace(v), "-----BEGIN") {
-			return []byte(v), nil
-		}
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
-		if err != nil {
-			return nil, fmt.Errorf("%s: the variable %s is not base64: %w", field, name, err)
-		}
-		return b, nil
-	}
-	return nil, fmt.Errorf("%s: want file:PATH or env:VAR", field)
 }

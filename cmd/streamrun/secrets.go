@@ -1,9 +1,10 @@
 package main
 
 import (
-	"encoding/base64"
 	"os"
 	"strings"
+
+	"github.com/streamrun/streamrun/broker/auth"
 )
 
 // Secrets (tokens, keys) come from files and environment variables only:
@@ -60,19 +61,15 @@ func checkSecretSpec(flag, spec string) error {
 	return err
 }
 
-// readTokenKey reads --token-secret-key or --token-public-key: a file's
-// raw bytes, as Apache Pulsar reads tokenSecretKey=file:///..., or an
-// environment variable holding the key in base64 (a secret key's raw
-// bytes are rarely printable), or PEM for a public key.
+// readTokenKey reads --token-secret-key or --token-public-key
+// (auth.ReadKey), refusing the key itself on the command line.
 func readTokenKey(flag, spec string) ([]byte, error) {
-	b, err := readSecret(flag, spec)
-	if err != nil || !strings.HasPrefix(spec, "env:") || strings.HasPrefix(string(b), "-----BEGIN") {
-		return b, err
+	if !strings.HasPrefix(spec, "file:") && !strings.HasPrefix(spec, "env:") {
+		return nil, literalSecret(flag)
 	}
-	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	b, err := auth.ReadKey(flag, spec, nil)
 	if err != nil {
-		return nil, usagef("%s: environment variable %s: want the key in base64 (as `pulsar tokens create-secret-key --base64` prints) or PEM: %v",
-			flag, strings.TrimPrefix(spec, "env:"), err)
+		return nil, usagef("%v", err)
 	}
-	return dec, nil
+	return b, nil
 }
