@@ -496,15 +496,15 @@ func (p *pipeline) receive() {
 			p.flush(time.Time{})
 			var err error
 			if p.win != nil {
-				// The windows acknowledge their messages from this loop:
-				// wait for credits only a tick at a time.
-				actx, cancel := context.WithTimeout(p.recvCtx, windowTick)
-				n, err = p.credits.acquire(actx, len(buf))
-				cancel()
-				if n == 0 && p.recvCtx.Err() == nil {
-					p.windowTick(time.Now())
-					continue
+				// The windows acknowledge their messages from this loop,
+				// once their changelog records have receipts: have them
+				// sent now, and wait for one, or a tick.
+				p.client.SendOpenBatches()
+				if !p.win.wait(p.recvCtx) {
+					return
 				}
+				p.windowTick(time.Now())
+				continue
 			} else {
 				n, err = p.credits.acquire(p.recvCtx, len(buf))
 			}

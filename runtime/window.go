@@ -57,6 +57,7 @@ type windower struct {
 	mu      sync.Mutex
 	durable []durableMsg
 	done    []fireDone
+	wake    chan struct{} // something queued for process
 
 	keys map[string]*winKey
 	// arrived is the watermark of the messages as they come, which
@@ -66,7 +67,8 @@ type windower struct {
 	arrived, placed *watermarks
 	held            map[string]bool // records of messages in hand: true once durable
 	nextCheck       int64
-	rescan          bool
+	rescan          bool            // look at every key
+	dirty           map[string]bool // keys to look at: answered, retried, or grown behind the watermark
 	seq             uint64
 	late            atomic.Int64
 	open            atomic.Int64 // messages held in open windows
@@ -115,7 +117,8 @@ type windowFire struct {
 func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
-		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64}
+		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64, dirty: map[string]bool{},
+		wake: make(chan struct{}, 1)}
 	wc := &p.cfg.Window
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -208,6 +211,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			w.mu.Lock()
 			w.durable = append(w.durable, durableMsg{wm: wm, m: m, err: err})
 			w.mu.Unlock()
+			w.kick()
 		})
 	}
 }
@@ -234,6 +238,28 @@ func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
 	w.mu.Lock()
 	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, ok: ok, delay: delay})
 	w.mu.Unlock()
+	w.kick()
+}
+
+func (w *windower) kick() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until something is queued for process, or a tick; false
+// when ctx ends.
+func (w *windower) wait(ctx context.Context) bool {
+	t := time.NewTimer(windowTick)
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // process places the messages whose writes have their receipts, records
@@ -261,9 +287,9 @@ func (w *windower) process(now time.Time) []*item {
 		w.open.Add(1)
 		w.held[rec] = true
 		w.placed.observe(d.wm.Topic, d.wm.Time, now)
-		w.nextCheck = min(w.nextCheck, w.a.lastEnd(d.wm.Time)-w.a.size)
-		if d.wm.Time < placed {
-			w.rescan = true // into a window that may have fired
+		w.nextCheck = min(w.nextCheck, w.a.firstEnd(d.wm.Time))
+		if w.a.late > 0 && d.wm.Time < placed {
+			w.dirty[d.wm.Key] = true // into a window that may have fired
 		}
 		p.ack(it, Acked, "")
 	}
@@ -277,7 +303,7 @@ func (w *windower) process(now time.Time) []*item {
 			continue
 		}
 		ws.inflight = false
-		w.rescan = true
+		w.dirty[d.key] = true
 		if !d.ok {
 			ws.retryAt = now.Add(d.delay)
 			continue
@@ -288,9 +314,30 @@ func (w *windower) process(now time.Time) []*item {
 	w.arrived.at(now) // the clock moves idle partitions on
 	wm := w.placed.at(now)
 	if !w.rescan && wm < w.nextCheck {
-		return nil
+		if len(w.dirty) == 0 {
+			return nil
+		}
+		return w.scanDirty(wm, now)
 	}
 	return w.scan(wm, now)
+}
+
+// scanDirty is scan for the keys marked dirty only.
+func (w *windower) scanDirty(wm int64, now time.Time) []*item {
+	dirty := w.dirty
+	w.dirty = map[string]bool{}
+	var fires []*item
+	var gone []string
+	for key := range dirty {
+		if k := w.keys[key]; k != nil {
+			fires, gone = w.scanKey(key, k, wm, now, fires, gone)
+			if len(k.msgs) == 0 && len(k.wins) == 0 {
+				delete(w.keys, key)
+			}
+		}
+	}
+	w.forget(gone)
+	return fires
 }
 
 // mark writes window start of key's fired record.
@@ -324,6 +371,7 @@ func (w *windower) isLate(it *item, wm int64) {
 func (w *windower) scan(wm int64, now time.Time) []*item {
 	w.rescan = false
 	w.nextCheck = math.MaxInt64
+	clear(w.dirty)
 	var fires []*item
 	var gone []string
 	for key, k := range w.keys {
@@ -332,6 +380,12 @@ func (w *windower) scan(wm int64, now time.Time) []*item {
 			delete(w.keys, key)
 		}
 	}
+	w.forget(gone)
+	return fires
+}
+
+// forget removes the records of gone from the changelog.
+func (w *windower) forget(gone []string) {
 	if len(gone) > 0 {
 		// The watermarks first: a restart that finds the records gone
 		// finds the watermark that let them go.
@@ -345,7 +399,6 @@ func (w *windower) scan(wm int64, now time.Time) []*item {
 			w.p.client.PublishAsync(w.p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
 		}
 	}
-	return fires
 }
 
 // span is one window of a key's messages.
@@ -400,8 +453,7 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 		sp := &spans[i]
 		ws := k.wins[sp.start]
 		if ws != nil && ws.inflight {
-			w.nextCheck = math.MinInt64 // look again once answered
-			continue
+			continue // looked at again once answered (dirty)
 		}
 		if ws != nil && ws.forgotten {
 			continue
@@ -416,7 +468,7 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 				k.wins[sp.start] = ws
 			}
 			if now.Before(ws.retryAt) {
-				w.rescan = true
+				w.dirty[key] = true
 				continue
 			}
 			fires = append(fires, w.fireItem(key, sp, ws))

@@ -56,6 +56,14 @@ func (a assigner) lastEnd(t int64) int64 {
 	return floorDiv(t, a.slide)*a.slide + a.size
 }
 
+// firstEnd is the end of the first window t may belong to.
+func (a assigner) firstEnd(t int64) int64 {
+	if a.kind == pipelines.Session {
+		return t + a.gap
+	}
+	return floorDiv(t, a.slide)*a.slide + a.slide
+}
+
 // late says whether a message of time t comes after every window it
 // could belong to was forgotten, at watermark wm.
 func (a assigner) isLate(t, wm int64) bool { return a.lastEnd(t)+a.late <= wm }

@@ -193,8 +193,12 @@ func agree(got map[winID]windowResult, want map[winID][]string) string {
 }
 
 func windowPipeline(in, out string, w pipelines.Window, h windowConfig) pipelines.Pipeline {
+	return windowPipelineOf(in, out, w, h, windowHandler)
+}
+
+func windowPipelineOf(in, out string, w pipelines.Window, h windowConfig, handler func(windowConfig) pipelines.Handler) pipelines.Pipeline {
 	h.Output = out
-	hc := windowHandler(h)
+	hc := handler(h)
 	hc.BatchSize, hc.Instances = 4, 1
 	w.Changelog = in + "-windows"
 	w.IdleTimeout = time.Hour // the flush message closes the windows
@@ -251,7 +255,21 @@ var windowKinds = []struct {
 func TestWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
 	for _, k := range windowKinds {
 		t.Run(k.name, func(t *testing.T) {
-			testWindowsAgainstReference(t, k.w, false, true)
+			testWindowsAgainstReference(t, k.w, false, true, windowHandler)
+		})
+	}
+}
+
+// The same with the Python SDK's handler (message.window), whose
+// interpreter dies on a window of each key, once each.
+func TestPythonWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
+	pythonSDK(t)
+	for _, k := range windowKinds {
+		t.Run(k.name, func(t *testing.T) {
+			testWindowsAgainstReference(t, k.w, false, true, func(cfg windowConfig) pipelines.Handler {
+				return pythonScript(t, "runtime/testdata/python/window.py",
+					map[string]any{"output": cfg.Output, "crash": cfg.Crash, "marker_dir": cfg.MarkerDir})
+			})
 		})
 	}
 }
@@ -260,10 +278,10 @@ func TestWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
 func TestWindowsOnAJSONFieldEqualTheReference(t *testing.T) {
 	w := windowKinds[0].w
 	w.Time, w.TimeField = pipelines.TimeField, "order.ts"
-	testWindowsAgainstReference(t, w, true, false)
+	testWindowsAgainstReference(t, w, true, false, windowHandler)
 }
 
-func testWindowsAgainstReference(t *testing.T, w pipelines.Window, asField, restart bool) {
+func testWindowsAgainstReference(t *testing.T, w pipelines.Window, asField, restart bool, handler func(windowConfig) pipelines.Handler) {
 	peer := brokertest.Target(t)
 	base := brokertest.TopicName(t)
 	in, out := base+"-in", base+"-out"
@@ -286,7 +304,7 @@ func testWindowsAgainstReference(t *testing.T, w pipelines.Window, asField, rest
 	outs := windowResults{collect(t, cl, out)}
 	publishGenerated(t, cl, in, msgs, asField)
 	// One window a call, slow enough that the stop comes mid-stream.
-	p := windowPipeline(in, out, w, windowConfig{Crash: true, MarkerDir: t.TempDir(), BatchDelay: 4 * time.Second / time.Duration(len(want))})
+	p := windowPipelineOf(in, out, w, windowConfig{Crash: true, MarkerDir: t.TempDir(), BatchDelay: 4 * time.Second / time.Duration(len(want))}, handler)
 	p.Handler.BatchSize = 1
 	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
 	if restart {
