@@ -58,7 +58,12 @@ func (r Result) Passed() bool { return len(r.Failures) == 0 }
 // each result as it comes, and returns them. An error is a problem with
 // the pipelines the cases could not run for (a *FileError: the pipeline
 // file as the host checks it); a case that fails is a Result.
+//
+// The handlers given as a Go package are built (or found in the cache)
+// first, outside every case's timeout: a build under load takes longer
+// than a case.
 func (f *File) Run(ctx context.Context, o Options, report func(Result)) ([]Result, error) {
+	f.build(ctx, o)
 	var out []Result
 	for i := range f.Cases {
 		if o.Run != nil && !o.Run.MatchString(f.Cases[i].Name) {
@@ -79,11 +84,25 @@ func (f *File) Run(ctx context.Context, o Options, report func(Result)) ([]Resul
 	return out, nil
 }
 
+// build builds the handlers given as a Go package into the cache, so
+// that the cases find them there. A failure is left for the case to
+// report: its start fails the same way.
+func (f *File) build(ctx context.Context, o Options) {
+	for _, p := range f.Pipeline.Pipelines {
+		if p.Handler.Package == "" {
+			continue
+		}
+		_, _ = runtime.BuildHandler(ctx, p.Handler.Package, runtime.BuildOptions{CacheDir: o.HandlerCache})
+	}
+}
+
 // RunCase runs case i of f: a broker in memory of its own, the
 // pipelines through streamrun.Start (the handlers' real processes, built
 // as `streamrun run` builds them), the state seeded, the inputs
 // published, the faults done, then the checks once every input is
-// settled and every output received (or the timeout passed).
+// settled and every output received (or the timeout passed). The
+// timeout includes building a handler package not built yet (Run builds
+// them before its cases).
 func (f *File) RunCase(ctx context.Context, i int, o Options) (Result, error) {
 	c := &f.Cases[i]
 	if o.Logger == nil {
