@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/plugin"
@@ -99,6 +100,34 @@ func TestWrongCompactAnswersAreErrors(t *testing.T) {
 			t.Fatalf("compact fields read on version 2: %v", err)
 		}
 	})
+}
+
+// A state change the host cannot read (cut short on the wire) makes the
+// whole answer unreadable, with an error naming the message's index: the
+// carrier closes the instance and the batch fails whole, so nothing of it
+// is acknowledged (runtime: retried on a fresh instance).
+func TestAMalformedStateChangeIsAnErrorNamingTheMessage(t *testing.T) {
+	ok, err := proto.Marshal(&pb.Result{Index: 0, Outcome: pb.Outcome_OUTCOME_ACK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := proto.Marshal(&pb.Result{Index: 1, Outcome: pb.Outcome_OUTCOME_ACK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A key of 5 bytes of which 1 is there.
+	bad = protowire.AppendTag(bad, wire.ResState, protowire.BytesType)
+	bad = protowire.AppendBytes(bad, []byte{0x0a, 0x05, 'k'})
+	var raw []byte
+	for _, r := range [][]byte{ok, bad} {
+		raw = protowire.AppendTag(raw, wire.ResultsResults, protowire.BytesType)
+		raw = protowire.AppendBytes(raw, r)
+	}
+	var rin resultsIn
+	err = rin.Decode(raw)
+	if want := "results: result 1: the state change of message index 1: "; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Decode: %v, want an error containing %q", err, want)
+	}
 }
 
 // decodeAnswer decodes answer as a version 3 carrier would, and converts

@@ -362,6 +362,38 @@ func TestWrongAnswersAreErrorsNamingTheMessage(t *testing.T) {
 	}
 }
 
+// Wrong state changes are wrong answers naming the message, in a
+// pipeline that keeps state: a change to another key than the message's
+// (one the batch's message does not have), a value over
+// plugin.MaxStateValueSize, a delete with a value, an empty value that
+// does not delete; and any change where the pipeline keeps none. The
+// batch fails whole, so nothing of it is acknowledged or lost: the
+// runtime retries it (TestAnAnswerAboutAnotherMessageRetriesTheBatch).
+func TestWrongStateChangesAreErrorsNamingTheMessage(t *testing.T) {
+	pre := "plugin test-raw answered wrongly for message 1 (7:1:-1:-1): "
+	for _, tc := range []struct {
+		mode  string
+		keyed bool
+		want  string
+	}{
+		{"statekey", true, pre + `a state change of key "k0", not the message's key "k1"`},
+		{"statebig", true, pre + fmt.Sprintf("a state value of %d bytes, over the %d-byte limit", plugin.MaxStateValueSize+1, plugin.MaxStateValueSize)},
+		{"statedelete", true, pre + "a state change that deletes and has a value"},
+		{"stateempty", true, pre + "a state change with an empty value that does not delete"},
+		{"statekey", false, pre + "a state change, and the pipeline keeps no state"},
+	} {
+		t.Run(fmt.Sprintf("%s/keyed=%v", tc.mode, tc.keyed), func(t *testing.T) {
+			opts := selfPlugin(t, "raw", nil)
+			opts.KeyedState = tc.keyed
+			inst := start(t, opts, `{"mode":"`+tc.mode+`"}`)
+			res, err := inst.Process(context.Background(), msgs("a", "b", "c"))
+			if !errors.Is(err, ErrBadResponse) || err.Error() != tc.want || res != nil {
+				t.Fatalf("got %v, %v\nwant %s", res, err, tc.want)
+			}
+		})
+	}
+}
+
 // Several callers share an instance's Batches stream: each gets the
 // answer to its own batch, from an SDK plugin and from one written on the
 // generated code.

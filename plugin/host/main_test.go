@@ -226,7 +226,7 @@ func (s *rawServer) Init(_ context.Context, req *pb.InitRequest) (*pb.InitRespon
 	var cfg struct{ Mode string }
 	_ = json.Unmarshal(req.Config, &cfg)
 	s.mode.Store(&cfg.Mode)
-	return &pb.InitResponse{ContractVersion: contract.VersionGRPCBatches}, nil
+	return &pb.InitResponse{ContractVersion: contract.VersionGRPCBatches, KeyedState: req.KeyedState}, nil
 }
 
 func (s *rawServer) Batches(stream pb.Handler_BatchesServer) error {
@@ -269,6 +269,14 @@ func (s *rawServer) answer(req *pb.Batch) *pb.BatchResult {
 	case "delay":
 		res.Results[1].Outcome = pb.Outcome_OUTCOME_RETRY
 		res.Results[1].RetryDelayMs = -5
+	case "statekey": // a change to a key the batch's message 1 does not have
+		res.Results[1].State = &pb.StateChange{Key: []byte("k0"), Value: []byte("1")}
+	case "statebig":
+		res.Results[1].State = &pb.StateChange{Key: req.Messages[1].Key, Value: make([]byte, plugin.MaxStateValueSize+1)}
+	case "statedelete": // deletes and has a value
+		res.Results[1].State = &pb.StateChange{Key: req.Messages[1].Key, Value: []byte("1"), Delete: true}
+	case "stateempty": // an empty value that does not delete
+		res.Results[1].State = &pb.StateChange{Key: req.Messages[1].Key}
 	}
 	return res
 }

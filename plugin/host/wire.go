@@ -264,7 +264,8 @@ func decodeResult(r *wireResult, b []byte, outputs []plugin.Output, n int, topic
 		case wire.ResState:
 			c, err := decodeStateChange(fb)
 			if err != nil {
-				return outputs, fmt.Errorf("state: %w", err)
+				// The index comes first on the wire (field 1).
+				return outputs, fmt.Errorf("the state change of message index %d: %w", r.index, err)
 			}
 			r.state = c
 		case wire.ResOutputs:
