@@ -59,10 +59,10 @@ func (c *checker) guarantee(p *Pipeline) {
 	if interval > 0 && timeout > 0 && timeout <= interval {
 		c.bad("transaction_timeout", "%v is not more than commit_interval %v: every transaction would time out before its commit", timeout, interval)
 	}
-	if p.State.Enabled {
-		c.bad("state.enabled", "keyed state is written to its changelog outside the pipeline's transactions, so an aborted one would change it twice: not with guarantee: exactly_once")
-	}
 	const why = "exactly_once commits in Pulsar transactions, which non-persistent topics do not take part in"
+	if t := p.State.Changelog; p.State.Enabled && nonPersistent(t) {
+		c.bad("state.changelog", "%q is non-persistent: %s", t, why)
+	}
 	for i, t := range p.Source.Topics {
 		if nonPersistent(t) {
 			c.bad(fmt.Sprintf("source.topics[%d]", i), "%q is non-persistent: %s", t, why)

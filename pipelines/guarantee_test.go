@@ -36,8 +36,8 @@ func TestGuaranteeRefusals(t *testing.T) {
 			"pipelines[0].transaction_timeout: 10s is not more than commit_interval 20s"},
 		{"non-persistent output", "    guarantee: exactly_once\n    outputs: [non-persistent://public/default/o]\n",
 			`g.yaml:6:15: pipelines[0].outputs[0]: "non-persistent://public/default/o" is non-persistent: exactly_once commits in Pulsar transactions`},
-		{"keyed state", "    source: {topics: [in], subscription: s, type: exclusive}\n    guarantee: exactly_once\n    state: {enabled: true}\n",
-			"pipelines[0].state.enabled: keyed state is written to its changelog outside the pipeline's transactions"},
+		{"non-persistent changelog", "    source: {topics: [in], subscription: s, type: exclusive}\n    guarantee: exactly_once\n    state: {enabled: true, changelog: \"non-persistent://public/default/c\"}\n",
+			`pipelines[0].state.changelog: "non-persistent://public/default/c" is non-persistent: exactly_once commits in Pulsar transactions`},
 		{"non-persistent dead letters", "    guarantee: exactly_once\n    error_policy: {dead_letter_topic: non-persistent://public/default/d}\n",
 			`pipelines[0].error_policy.dead_letter_topic: "non-persistent://public/default/d" is non-persistent`},
 	} {

@@ -314,11 +314,6 @@ func (c *checker) state(p *Pipeline) {
 	if !p.HasHandler() {
 		c.bad("state", "keyed state is for a handler, and this pipeline has none")
 	}
-	if p.Guarantee == ExactlyOnce {
-		// The changelog is not yet written in the pipeline's transaction,
-		// nor the memory taken back when one aborts.
-		c.bad("state", "keyed state is not yet available with guarantee exactly_once: use at_least_once")
-	}
 	t, ok := p.Source.Type.Canonical()
 	if !ok {
 		return // source.type's own check says what is wrong

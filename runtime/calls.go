@@ -36,7 +36,7 @@ func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plug
 	if w.keyed != nil {
 		res, err := w.callStateful(ctx, inst, items)
 		if err == nil {
-			w.keyed.apply(res)
+			w.keyed.apply(items, res)
 		}
 		return res, err
 	}

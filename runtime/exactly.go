@@ -189,11 +189,21 @@ func (c *committer) join(items []*item) bool {
 		}
 		k := retryKeyOf(it.m)
 		if _, dup := e.joined[k]; dup {
+			if p.keyed != nil && p.keyed.live(it) {
+				// A copy handled with its original's change in memory
+				// (admit leaves such copies out, so this is a defence):
+				// the transaction aborts and takes every pending change
+				// back.
+				e.fail(fmt.Errorf("a copy of %s with a state change, while the original is in the transaction", it.id()))
+			}
 			p.handBack(it)
 			continue
 		}
 		e.joined[k] = struct{}{}
 		it.ep, joined = e, true
+		if p.keyed != nil {
+			p.keyed.joinedTxn(it)
+		}
 	}
 	return joined
 }
@@ -326,6 +336,13 @@ func (c *committer) finish(e *epoch, err error) {
 	if err == nil {
 		p.stats.commits.Add(1)
 		p.log.Debug("transaction committed", "txn", e.txn, "messages", len(e.settles))
+		if p.keyed != nil {
+			items := make([]*item, len(e.settles))
+			for i, s := range e.settles {
+				items[i] = s.it
+			}
+			p.keyed.committed(items)
+		}
 		for _, s := range e.settles {
 			s.it.ep = nil
 			p.counted(s.it, s.o, s.reason)
@@ -345,12 +362,19 @@ func (c *committer) finish(e *epoch, err error) {
 		}
 		p.counted(s.it, Retried, reason)
 	}
-	if single && len(e.settles) > 0 {
+	redeliver := func() {
 		// Everything from the oldest unacknowledged message comes again,
 		// in order; what the host holds now is superseded (join).
 		if rerr := p.cons.RedeliverUnacknowledged(); rerr != nil {
 			p.log.Debug("redeliver", "err", rerr)
 		}
+	}
+	switch {
+	case p.keyed != nil:
+		// With the state changes not committed taken back, at once.
+		p.keyed.rollback(redeliver)
+	case single && len(e.settles) > 0:
+		redeliver()
 	}
 }
 
@@ -358,6 +382,17 @@ func (c *committer) finish(e *epoch, err error) {
 // the outputs published in it's transaction, it acknowledged there at
 // once (the commit waits for the receipts).
 func (p *pipeline) publishTxn(it *item, r *plugin.Result) {
+	if it.changed {
+		// The change's changelog record commits or aborts with the rest.
+		m := changelogMessage(r.State)
+		m.Txn = it.ep.txn
+		parent, traced := p.tr.batchContext(it)
+		p.publish(parent, traced, p.keyed.topic, m, func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				p.log.Warn("writing a state change to the changelog failed; the transaction aborts", "id", it.id(), "changelog", p.keyed.topic, "err", err)
+			}
+		})
+	}
 	for j := range r.Outputs {
 		o := &r.Outputs[j]
 		m := p.outputMessage(it, o)

@@ -123,6 +123,9 @@ type item struct {
 	// win is the window it is, when it is one (window.go): made by the
 	// host, answered back to the windows instead of acknowledged.
 	win *windowFire
+	// pendingChange is its state change while its transaction has not
+	// committed (exactly_once), under the keyed state's mu.
+	pendingChange *pendingChange
 }
 
 // batch is a group of messages sent to a handler together.
@@ -164,7 +167,7 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	p.state.Store(StateStarting)
 	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
 	if cfg.State.Enabled {
-		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, p.log)
+		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, cfg.ExactlyOnce(), p.log)
 	}
 	if cfg.Window.Type != "" {
 		p.win = newWindower(p)

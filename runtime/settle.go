@@ -261,6 +261,9 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 func (p *pipeline) handBack(it *item) {
 	p.stats.handedBack.Add(1)
 	if p.keyed != nil {
+		if p.keyed.eo {
+			p.keyed.discard(it)
+		}
 		p.keyed.leave(it.m, false)
 	}
 	p.tr.event(it, msgtrace.EventHandedBack)

@@ -37,11 +37,18 @@ type keyedState struct {
 	mu   sync.Mutex
 	vals map[string]stateValue
 	size int64 // bytes of keys and values held
+	// eo: the pipeline commits in transactions (guarantee exactly_once),
+	// and pending holds, by key and in the order they were made, the
+	// changes applied here whose transaction has not committed yet, each
+	// with the value it replaced, so that they can be taken back
+	// (state_exactly.go). Nil otherwise.
+	eo      bool
+	pending map[string][]*pendingChange
 
 	// held are the messages in the host's hands, and those acknowledged
 	// in the last heldAfterAck, by id (see admit).
 	heldMu sync.Mutex
-	held   map[retryKey]time.Time // zero: not settled yet; else when acknowledged
+	held   map[retryKey]heldMessage
 	swept  time.Time
 	// redeliverUntil is until when (Unix nanoseconds) a redelivery asked
 	// for by a retry may still bring copies: acknowledged ids are only
@@ -82,18 +89,46 @@ func (s *keyedState) admit(m *subscribe.Message) (ok, acked bool) {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
 	if now.Sub(s.swept) > heldAfterAck {
-		for id, at := range s.held {
-			if !at.IsZero() && now.Sub(at) > heldAfterAck {
+		for id, h := range s.held {
+			if !h.at.IsZero() && now.Sub(h.at) > heldAfterAck {
 				delete(s.held, id)
 			}
 		}
 		s.swept = now
 	}
-	if at, dup := s.held[k]; dup {
-		return false, !at.IsZero()
+	if h, dup := s.held[k]; dup {
+		// Under exactly_once, a held message delivered again after its
+		// consumer asked for everything again (an abort, a lost
+		// connection) is handed back untouched (committer.join) unless
+		// it already went into a transaction: its copy is the one to
+		// handle.
+		if !s.eo || !h.at.IsZero() || h.joined || !h.m.Superseded() {
+			return false, !h.at.IsZero()
+		}
 	}
-	s.held[k] = time.Time{}
+	s.held[k] = heldMessage{m: m}
 	return true, false
+}
+
+// heldMessage is a message in the host's hands (at zero), or one
+// acknowledged at at.
+type heldMessage struct {
+	m  *subscribe.Message
+	at time.Time
+	// joined: it went into a transaction (exactly_once), whose end
+	// decides its fate; a copy of it is left out meanwhile.
+	joined bool
+}
+
+// joined is told that m went into a transaction.
+func (s *keyedState) joined(m *subscribe.Message) {
+	k := retryKeyOf(m)
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if h, ok := s.held[k]; ok && h.m == m {
+		h.joined = true
+		s.held[k] = h
+	}
 }
 
 // leave is told that m was settled: acknowledged (acked), or not (a
@@ -110,8 +145,11 @@ func (s *keyedState) leave(m *subscribe.Message, acked bool) {
 	}
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
+	if h, ok := s.held[k]; !ok || h.m != m {
+		return // its copy took its place (admit)
+	}
 	if !now.IsZero() {
-		s.held[k] = now
+		s.held[k] = heldMessage{m: m, at: now}
 		return
 	}
 	delete(s.held, k)
@@ -128,8 +166,14 @@ type stateValue struct {
 // change written before. It has no key, so compaction drops it.
 const PropertyStateFence = "streamrun-state-fence"
 
-func newKeyedState(topic string, ttl time.Duration, log *slog.Logger) *keyedState {
-	return &keyedState{topic: topic, ttl: ttl, log: log, vals: map[string]stateValue{}, held: map[retryKey]time.Time{}}
+// newKeyedState makes a pipeline's keyed state; eo: the pipeline commits
+// in transactions.
+func newKeyedState(topic string, ttl time.Duration, eo bool, log *slog.Logger) *keyedState {
+	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: map[string]stateValue{}, held: map[retryKey]heldMessage{}, eo: eo}
+	if eo {
+		s.pending = map[string][]*pendingChange{}
+	}
+	return s
 }
 
 // keyOf is the key the handler is given for it.
@@ -161,6 +205,9 @@ func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 			}
 			seen[k] = true
 		}
+		if s.eo {
+			s.dropSuperseded(k)
+		}
 		sv, ok := s.vals[k]
 		if !ok || s.expired(sv, now) {
 			continue
@@ -174,15 +221,18 @@ func (s *keyedState) expired(sv stateValue, now time.Time) bool {
 	return s.ttl > 0 && now.Sub(sv.at) > s.ttl
 }
 
-// apply keeps the changes of the acknowledged answers in res, copied:
-// the answer's bytes are the plugin's frame.
-func (s *keyedState) apply(res []plugin.Result) {
+// apply keeps the changes of the acknowledged answers in res (those of
+// items), copied: the answer's bytes are the plugin's frame.
+func (s *keyedState) apply(items []*item, res []plugin.Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	for i := range res {
 		r := &res[i]
 		if r.Outcome != plugin.OutcomeAck || r.State == nil {
+			continue
+		}
+		if s.eo && !s.track(items[i], r.State.Key) {
 			continue
 		}
 		s.set(r.State.Key, r.State.Value, r.State.Delete, now)
@@ -301,7 +351,7 @@ var errChangeLost = errors.New("state: a change could not be written to the chan
 // marker without a key to the changelog, where reading stops, and reads
 // through a subscription of its own that it removes at the end.
 func ReadState(ctx context.Context, client *pool.Client, changelog string) (map[string][]byte, error) {
-	s := newKeyedState(changelog, 0, slog.New(slog.DiscardHandler))
+	s := newKeyedState(changelog, 0, false, slog.New(slog.DiscardHandler))
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	if err := s.read(ctx, client, "streamrun-state-"+hex.EncodeToString(id[:]), true); err != nil {

@@ -56,7 +56,7 @@ func BenchmarkKeyedStateRestore(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b.ResetTimer()
 	for i := range b.N {
-		s := newKeyedState(topic, 0, log)
+		s := newKeyedState(topic, 0, false, log)
 		var before, after goruntime.MemStats
 		goruntime.GC()
 		goruntime.ReadMemStats(&before)

@@ -14,7 +14,7 @@ import (
 // handler sees no value); an acknowledged answer's change is kept, a
 // retried one's is not, and a delete removes the key.
 func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
-	s := newKeyedState("changelog", time.Hour, slog.New(slog.DiscardHandler))
+	s := newKeyedState("changelog", time.Hour, false, slog.New(slog.DiscardHandler))
 	now := time.Now()
 	s.set("fresh", []byte("1"), false, now)
 	s.set("old", []byte("2"), false, now.Add(-2*time.Hour))
@@ -26,7 +26,7 @@ func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
 	if len(got) != 1 || got[0].Key != "fresh" || string(got[0].Value) != "1" {
 		t.Errorf("entries: %+v, want fresh=1 alone", got)
 	}
-	s.apply([]plugin.Result{
+	s.apply(items[:3], []plugin.Result{
 		{Outcome: plugin.OutcomeAck, State: &plugin.StateChange{Key: "fresh", Delete: true}},
 		{Outcome: plugin.OutcomeRetry, State: &plugin.StateChange{Key: "none", Value: []byte("x")}},
 		{Outcome: plugin.OutcomeAck, State: &plugin.StateChange{Key: "new", Value: []byte("y")}},

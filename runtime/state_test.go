@@ -203,6 +203,9 @@ func stateHost() {
 	}
 	p := counting(os.Getenv("STREAMRUN_TEST_IN"), os.Getenv("STREAMRUN_TEST_OUT"),
 		testConfig{MarkerDir: os.Getenv("STREAMRUN_TEST_MARKERS"), BatchDelay: 20 * time.Millisecond}, self)
+	if os.Getenv("STREAMRUN_TEST_EXACTLY") != "" {
+		p = exactlyOnce(p)
+	}
 	go func() {
 		err := h.Run(ctx, p)
 		fmt.Println("error: Run returned:", err)

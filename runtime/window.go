@@ -131,7 +131,7 @@ func newWindower(p *pipeline) *windower {
 // restore reads the open windows back from the changelog, as keyed
 // state is read.
 func (w *windower) restore(ctx context.Context) error {
-	s := newKeyedState(w.topic, 0, w.p.log)
+	s := newKeyedState(w.topic, 0, false, w.p.log)
 	if err := s.restore(ctx, w.p.client, w.p.cfg.Source.Subscription); err != nil {
 		return fmt.Errorf("windows: %w", err)
 	}

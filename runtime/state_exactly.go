@@ -1,0 +1,154 @@
+package runtime
+
+import "github.com/streamrun/streamrun/subscribe"
+
+// Keyed state under guarantee exactly_once. A change is applied to the
+// memory when its answer comes, so that the next batch of its key sees
+// it, but it counts only once the transaction its message settles into
+// (with the changelog record, the outputs and the acknowledgement)
+// commits. Until then it is pending, with the value it replaced, and is
+// taken back when its message will not commit:
+//
+//   - the transaction aborts: every pending change is taken back, at
+//     once with the consumer's request for every unacknowledged message
+//     again (rollback), so that nothing handled after sees them;
+//   - its message was delivered again before it went into a transaction
+//     (superseded: a lost connection, or the request after a retry or an
+//     abort): its change, and those made after it on its key, which all
+//     came from messages received before it was superseded too, are
+//     taken back before the key's next batch reads the value
+//     (dropSuperseded), or when the message is handed back (discard).
+//
+// A key's messages go to one worker, which settles them in the order it
+// sent them, so a key's pending changes go into transactions in the
+// order they were made, and those in a transaction come first.
+
+// pendingChange is a change applied to the memory whose message has not
+// committed yet.
+type pendingChange struct {
+	m    *subscribe.Message
+	key  string
+	prev stateValue
+	had  bool // the key had a value (prev)
+	// joined: its message went into a transaction (its fate is that of
+	// the transaction); under the state's mu.
+	joined bool
+}
+
+// track records the change to key k that it's answer makes, before it is
+// applied (the caller holds mu), and says whether to apply it: not when
+// it was superseded already, since it will be handed back.
+func (s *keyedState) track(it *item, k string) bool {
+	if it.m.Superseded() {
+		return false
+	}
+	prev, had := s.vals[k]
+	c := &pendingChange{m: it.m, key: k, prev: prev, had: had}
+	s.pending[k] = append(s.pending[k], c)
+	it.pendingChange = c
+	return true
+}
+
+// undo takes back the changes cs of key k, newest first (the caller
+// holds mu).
+func (s *keyedState) undo(k string, cs []*pendingChange) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		c := cs[i]
+		s.set(k, c.prev.v, !c.had, c.prev.at)
+	}
+}
+
+// dropSuperseded takes back key k's changes from the first one not in a
+// transaction on, when its message was superseded (the caller holds
+// mu).
+func (s *keyedState) dropSuperseded(k string) {
+	cs := s.pending[k]
+	for i, c := range cs {
+		if c.joined {
+			continue
+		}
+		if c.m.Superseded() {
+			s.undo(k, cs[i:])
+			clear(cs[i:])
+			s.trim(k, cs[:i])
+		}
+		return
+	}
+}
+
+// trim keeps cs as key k's pending changes.
+func (s *keyedState) trim(k string, cs []*pendingChange) {
+	if len(cs) == 0 {
+		delete(s.pending, k)
+		return
+	}
+	s.pending[k] = cs
+}
+
+// joinedTxn is told that it went into a transaction.
+func (s *keyedState) joinedTxn(it *item) {
+	s.joined(it.m)
+	s.mu.Lock()
+	if c := it.pendingChange; c != nil {
+		c.joined = true
+	}
+	s.mu.Unlock()
+}
+
+// live says whether it has a change pending that is in no transaction.
+func (s *keyedState) live(it *item) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := it.pendingChange
+	return c != nil && !c.joined
+}
+
+// discard is told that it, superseded, is handed back without going into
+// a transaction: its change, if still pending, is taken back with those
+// after it on its key.
+func (s *keyedState) discard(it *item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := it.pendingChange; c != nil {
+		it.pendingChange = nil
+		s.dropSuperseded(c.key)
+	}
+}
+
+// committed is told that the transaction holding items committed: their
+// changes are kept.
+func (s *keyedState) committed(items []*item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range items {
+		c := it.pendingChange
+		if c == nil {
+			continue
+		}
+		it.pendingChange = nil
+		k := c.key
+		cs := s.pending[k]
+		for i := range cs {
+			if cs[i] == c {
+				cs = append(cs[:i], cs[i+1:]...)
+				break
+			}
+		}
+		s.trim(k, cs)
+	}
+}
+
+// rollback takes back every pending change, having run redeliver (the
+// consumer's request for every unacknowledged message again) under mu:
+// a change applied after is that of a message received before, which
+// track leaves out, and a batch whose values are read after is of
+// messages received after.
+func (s *keyedState) rollback(redeliver func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	redeliver()
+	for k, cs := range s.pending {
+		s.undo(k, cs)
+		delete(s.pending, k)
+	}
+}
