@@ -199,13 +199,25 @@ func (c *committer) join(items []*item) bool {
 			p.handBack(it)
 			continue
 		}
+		if p.keyed != nil && !p.keyed.claim(it) {
+			p.handBack(it) // superseded a moment ago
+			continue
+		}
 		e.joined[k] = struct{}{}
 		it.ep, joined = e, true
-		if p.keyed != nil {
-			p.keyed.joinedTxn(it)
-		}
 	}
 	return joined
+}
+
+// leave takes it, retried, out of its transaction: it is not
+// acknowledged there, and its copy, which comes again, goes in instead.
+func (c *committer) leave(it *item) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := it.ep; e != nil {
+		delete(e.joined, retryKeyOf(it.m))
+		it.ep = nil
+	}
 }
 
 // epochFor is the transaction it goes into, under c.mu.

@@ -84,6 +84,15 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 				p.publish(parent, traced, o.Topic, m, cb)
 			}
 		case plugin.OutcomeRetry:
+			if e := it.ep; e != nil && p.keyed != nil {
+				// On Exclusive a retry asks for every unacknowledged
+				// message again; with keyed state the transaction aborts
+				// with it, and every change not committed is taken back
+				// at once (keyedState.rollback). Its copy goes into the
+				// next transaction.
+				e.fail(fmt.Errorf("message %s retried (%s): the changes of keyed state not committed are taken back", it.id(), r.Reason))
+				p.eo.leave(it)
+			}
 			p.retry(it, r.RetryDelay, r.Reason)
 		case plugin.OutcomeDeadLetter:
 			p.deadLetter(it, r.Reason)

@@ -120,17 +120,6 @@ type heldMessage struct {
 	joined bool
 }
 
-// joined is told that m went into a transaction.
-func (s *keyedState) joined(m *subscribe.Message) {
-	k := retryKeyOf(m)
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	if h, ok := s.held[k]; ok && h.m == m {
-		h.joined = true
-		s.held[k] = h
-	}
-}
-
 // leave is told that m was settled: acknowledged (acked), or not (a
 // retry or a hand-back, after which it comes again and is handled).
 func (s *keyedState) leave(m *subscribe.Message, acked bool) {

@@ -59,20 +59,18 @@ func (s *keyedState) undo(k string, cs []*pendingChange) {
 }
 
 // dropSuperseded takes back key k's changes from the first one not in a
-// transaction on, when its message was superseded (the caller holds
-// mu).
+// transaction whose message was superseded on: those after it were made
+// on its value, by messages received before it was superseded too
+// (the caller holds mu).
 func (s *keyedState) dropSuperseded(k string) {
 	cs := s.pending[k]
 	for i, c := range cs {
-		if c.joined {
-			continue
-		}
-		if c.m.Superseded() {
+		if !c.joined && c.m.Superseded() {
 			s.undo(k, cs[i:])
 			clear(cs[i:])
 			s.trim(k, cs[:i])
+			return
 		}
-		return
 	}
 }
 
@@ -85,14 +83,28 @@ func (s *keyedState) trim(k string, cs []*pendingChange) {
 	s.pending[k] = cs
 }
 
-// joinedTxn is told that it went into a transaction.
-func (s *keyedState) joinedTxn(it *item) {
-	s.joined(it.m)
+// claim is asked whether it may go into a transaction: not when it was
+// superseded (it is handed back). Checked and recorded at once, under
+// both locks, so that a copy is either let in (admit) and it handed
+// back, or left out and it in the transaction; and its change either
+// taken back as superseded (dropSuperseded) or in the transaction.
+func (s *keyedState) claim(it *item) bool {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if it.m.Superseded() {
+		return false
+	}
+	k := retryKeyOf(it.m)
+	if h, ok := s.held[k]; ok && h.m == it.m {
+		h.joined = true
+		s.held[k] = h
+	}
 	if c := it.pendingChange; c != nil {
 		c.joined = true
 	}
-	s.mu.Unlock()
+	return true
 }
 
 // live says whether it has a change pending that is in no transaction.
@@ -144,6 +156,10 @@ func (s *keyedState) committed(items []*item) {
 // track leaves out, and a batch whose values are read after is of
 // messages received after.
 func (s *keyedState) rollback(redeliver func()) {
+	// The request may bring copies of messages that commit meanwhile in
+	// the next transaction: their ids are remembered once acknowledged,
+	// and the copies left out (admit).
+	s.retried(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	redeliver()
