@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
@@ -309,13 +310,29 @@ func TestKeyedStateSurvivesAKilledHostAndFailsOverToTheNext(t *testing.T) {
 // same pipeline echoing each message without state. b.N messages of 100
 // bytes are published first; msg/s is b.N over the time from the host's
 // start to the last acknowledgement. The broker is an embedded one in the
-// test process, or Apache Pulsar with STREAMRUN_PULSAR_URL.
+// test process, or Apache Pulsar with STREAMRUN_PULSAR_URL; the
+// exactly_once pair (guarantee exactly_once, default commit interval)
+// runs on an embedded broker with transactions on.
 //
 //	go test ./runtime -run '^$' -bench KeyedStateCounter -benchtime 200000x
 func BenchmarkKeyedStateCounter(b *testing.B) {
-	for _, state := range []bool{false, true} {
-		b.Run(fmt.Sprintf("state=%v", state), func(b *testing.B) {
+	for _, c := range []struct {
+		state     bool
+		guarantee pipelines.Guarantee
+	}{{false, ""}, {true, ""}, {false, pipelines.ExactlyOnce}, {true, pipelines.ExactlyOnce}} {
+		state := c.state
+		name := fmt.Sprintf("state=%v", state)
+		if c.guarantee != "" {
+			name += "/" + string(c.guarantee)
+		}
+		b.Run(name, func(b *testing.B) {
 			url := brokertest.TargetB(b)
+			if c.guarantee == pipelines.ExactlyOnce {
+				if os.Getenv("STREAMRUN_PULSAR_URL") != "" {
+					b.Skip("exactly_once against the embedded broker only here")
+				}
+				url = cluster(b, func(o *broker.Options) { o.Transactions = true }).ServiceURL()
+			}
 			run := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 			in, out := "persistent://public/default/bench-count-in-"+run, "persistent://public/default/bench-count-out-"+run
 			pub := clientURL(b, url)
@@ -344,6 +361,9 @@ func BenchmarkKeyedStateCounter(b *testing.B) {
 			}
 			if state {
 				p.State = pipelines.State{Enabled: true, Changelog: in + "-state"}
+			}
+			if c.guarantee == pipelines.ExactlyOnce {
+				p.Guarantee = c.guarantee // default commit interval (100ms) and timeout
 			}
 			b.ResetTimer()
 			start := time.Now()
