@@ -486,3 +486,60 @@ func BenchmarkWindowCount(b *testing.B) {
 		})
 	}
 }
+
+// In processing time, a message is placed at the time the host took it
+// and the clock is the watermark: every message of a key is in exactly
+// one tumbling window of it, whose start and end hold the time it was
+// placed at, and nothing is late; the windows close by the clock alone.
+func TestProcessingTimeWindowsHoldEveryMessageOnce(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	outs := windowResults{collect(t, cl, out)}
+	w := pipelines.Window{Type: pipelines.Tumbling, Size: 200 * time.Millisecond, Time: pipelines.TimeProcessing}
+	p := windowPipeline(in, out, w, windowConfig{})
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	const n, keys = 300, 4
+	sent := map[string]string{}
+	for i := range n {
+		k, pl := fmt.Sprintf("k%d", i%keys), fmt.Sprintf("m-%d", i)
+		sent[pl] = k
+		publishOne(t, cl, in, pool.Message{Key: k, Payload: []byte(pl)})
+		if i%50 == 0 {
+			time.Sleep(100 * time.Millisecond) // over a few windows
+		}
+	}
+	var seen map[string]int
+	waitFor(t, "every message in a window", func() bool {
+		seen = map[string]int{}
+		for _, r := range outs.get(t) {
+			for _, pl := range r.Payloads {
+				seen[pl]++
+			}
+		}
+		return len(seen) >= n
+	})
+	windows := outs.get(t)
+	for id, r := range windows {
+		if r.End-r.Start != w.Size.Milliseconds() || r.Start%w.Size.Milliseconds() != 0 {
+			t.Errorf("window %v is [%d, %d), not a tumbling window of %s", id, r.Start, r.End, w.Size)
+		}
+		for i, tm := range r.Times {
+			if tm < r.Start || tm >= r.End {
+				t.Errorf("window %v [%d, %d) holds %s placed at %d", id, r.Start, r.End, r.Payloads[i], tm)
+			}
+			if sent[r.Payloads[i]] != r.Key {
+				t.Errorf("window of key %s holds %s of key %s", r.Key, r.Payloads[i], sent[r.Payloads[i]])
+			}
+		}
+	}
+	for pl, c := range seen {
+		if c != 1 {
+			t.Errorf("%s is in %d windows", pl, c)
+		}
+	}
+	if len(windows) < 2*keys {
+		t.Errorf("%d windows: the messages were sent over several", len(windows))
+	}
+}
