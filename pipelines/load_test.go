@@ -112,6 +112,7 @@ pipelines:
       late_topic: orders-late
       idle_timeout: 1m
       changelog: orders-windows
+      mode: incremental
 `
 
 func TestParseEveryField(t *testing.T) {
@@ -163,7 +164,7 @@ func TestParseEveryField(t *testing.T) {
 			Handler: pipelines.Handler{Package: "./count"},
 			Window: pipelines.Window{Type: "sliding", Size: time.Minute, Slide: 10 * time.Second,
 				Time: "field", TimeField: "order.ts", OutOfOrder: 2 * time.Second, AllowedLateness: 30 * time.Second,
-				LateTopic: "orders-late", IdleTimeout: time.Minute, Changelog: "orders-windows"},
+				LateTopic: "orders-late", IdleTimeout: time.Minute, Changelog: "orders-windows", Mode: "incremental"},
 		}},
 	}
 	if !reflect.DeepEqual(pipelines.WithoutPlaces(f), want) {

@@ -52,6 +52,26 @@ type Window struct {
 	// compacted. Default "<subscription>-windows" in the namespace of the
 	// source's first topic.
 	Changelog string `yaml:"changelog,omitempty" json:"changelog,omitempty" reload:"source"`
+	// Mode is what the host keeps of an open window: messages (every
+	// message, handed over together when the window fires) or
+	// incremental (one accumulator the handler owns, which it updates
+	// with each new batch of the window's messages and gets when the
+	// window fires; tumbling and sliding windows only). Default messages.
+	Mode WindowMode `yaml:"mode,omitempty" json:"mode,omitempty" reload:"source"`
+}
+
+// WindowMode is what the host keeps of an open window.
+type WindowMode string
+
+// Window modes.
+const (
+	ModeMessages    WindowMode = "messages"
+	ModeIncremental WindowMode = "incremental"
+)
+
+// Incremental says whether w keeps an accumulator per window.
+func (w *Window) Incremental() bool {
+	return WindowMode(strings.ToLower(string(w.Mode))) == ModeIncremental
 }
 
 // DefaultWindowIdleTimeout is Window.IdleTimeout's default.
@@ -129,6 +149,15 @@ func (c *checker) window(p *Pipeline) {
 		}
 	default:
 		c.bad("window.time", "%q: use processing, publish, event or field", w.Time)
+	}
+	switch WindowMode(strings.ToLower(string(w.Mode))) {
+	case "", ModeMessages:
+	case ModeIncremental:
+		if WindowType(strings.ToLower(string(w.Type))) == Session {
+			c.bad("window.mode", "incremental is for tumbling and sliding windows: sessions merge, and an accumulator has no merge step")
+		}
+	default:
+		c.bad("window.mode", "%q: use messages or incremental", w.Mode)
 	}
 	if w.LateTopic != "" {
 		c.topic("window.late_topic", w.LateTopic)

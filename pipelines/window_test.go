@@ -18,6 +18,8 @@ func TestWindowIsValidatedWithPositions(t *testing.T) {
 		{"{type: tumbling, size: 1m, time: wall}", "pipelines[0].window.time: \"wall\": use processing, publish, event or field"},
 		{"{type: tumbling, size: 1m, time_field: ts}", "pipelines[0].window.time_field: only with time: field"},
 		{"{size: 1m}", "pipelines[0].window.type: is not set, and window has settings"},
+		{"{type: tumbling, size: 1m, mode: batches}", "w.yaml:8:13: pipelines[0].window.mode: \"batches\": use messages or incremental"},
+		{"{type: session, gap: 1m, mode: incremental}", "pipelines[0].window.mode: incremental is for tumbling and sliding windows"},
 	} {
 		body := strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(c.window, "{"), "}"), ", ", "\n      ")
 		src := "pipelines:\n  - name: w\n    source: {topics: [in], subscription: s, type: exclusive}\n    handler: {plugin: ./h}\n" +
