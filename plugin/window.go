@@ -22,7 +22,16 @@ type Window struct {
 	// with all its messages.
 	Fire int
 	// Messages are the window's messages, in the order of their Time.
+	// In an incremental window (window.mode: incremental), they are the
+	// messages an add step brings, in the order they came, and none when
+	// the window fires.
 	Messages []WindowMessage
+	// Accumulator is an incremental window's accumulator: the bytes the
+	// handler's add steps returned so far (nil before the first). When
+	// the window fires, it is the window.
+	Accumulator []byte
+	// Add says this is an incremental window's add step, not its fire.
+	Add bool
 }
 
 // WindowMessage is one message of a window.
@@ -54,17 +63,19 @@ func ReadWindow(m *Message) (w *Window, ok bool, err error) {
 		return nil, false, nil
 	}
 	var p struct {
-		Key      string          `json:"key"`
-		Start    int64           `json:"start"`
-		End      int64           `json:"end"`
-		Fire     int             `json:"fire"`
-		Messages []WindowMessage `json:"messages"`
+		Key         string          `json:"key"`
+		Start       int64           `json:"start"`
+		End         int64           `json:"end"`
+		Fire        int             `json:"fire"`
+		Messages    []WindowMessage `json:"messages"`
+		Accumulator []byte          `json:"accumulator"`
+		Add         bool            `json:"add"`
 	}
 	if err := json.Unmarshal(m.Payload, &p); err != nil {
 		return nil, true, fmt.Errorf("window message %s: %w", m.ID, err)
 	}
 	return &Window{Key: p.Key, Start: time.UnixMilli(p.Start).UTC(), End: time.UnixMilli(p.End).UTC(), Fire: p.Fire,
-		Messages: p.Messages}, true, nil
+		Messages: p.Messages, Accumulator: p.Accumulator, Add: p.Add}, true, nil
 }
 
 // WindowFunc is a Handler for a pipeline with a window block: it is
@@ -86,5 +97,51 @@ func (f WindowFunc) Process(ctx context.Context, w ResultWriter, batch []*Messag
 			return nil, DeadLetter(err)
 		}
 		return f(ctx, win)
+	}).Process(ctx, w, batch)
+}
+
+// IncrementalWindow is a Handler for a pipeline whose windows are
+// incremental (window.mode: incremental, docs/pipelines.md,
+// "Incremental windows"): the host keeps one accumulator a window, which
+// Add updates with each batch of the window's messages, and hands it to
+// Fire when the window closes. A message that is neither is
+// dead-lettered.
+type IncrementalWindow struct {
+	// Add returns the accumulator with w.Messages added to
+	// w.Accumulator (nil before the first add). The host keeps what it
+	// returns, and acknowledges the messages, once the accumulator is in
+	// its changelog; an error retries or dead-letters the step (and its
+	// messages) as MessageFunc's does for a message, leaving the
+	// accumulator as it was.
+	Add func(ctx context.Context, w *Window) ([]byte, error)
+	// Fire returns the outputs of a closed window, whose accumulator is
+	// w.Accumulator. With allowed lateness, it is called again (Fire 2,
+	// 3…) with the accumulator grown by the late messages.
+	Fire func(ctx context.Context, w *Window) ([]Output, error)
+}
+
+// Process calls Add or Fire for each message of the batch.
+func (h IncrementalWindow) Process(ctx context.Context, w ResultWriter, batch []*Message) error {
+	return MessageFunc(func(ctx context.Context, m *Message) ([]Output, error) {
+		win, ok, err := ReadWindow(m)
+		if !ok {
+			return nil, DeadLetter(fmt.Errorf("message %s is not a window: is the pipeline's window block set?", m.ID))
+		}
+		if err != nil {
+			return nil, DeadLetter(err)
+		}
+		if !win.Add {
+			return h.Fire(ctx, win)
+		}
+		acc, err := h.Add(ctx, win)
+		if err != nil {
+			return nil, err
+		}
+		// The accumulator goes back as the add's keyed state
+		// (docs/contract.md §6): an empty one is no accumulator.
+		if err := m.State().Put(acc); err != nil {
+			return nil, DeadLetter(fmt.Errorf("window %s at %d: %w", win.Key, win.Start.UnixMilli(), err))
+		}
+		return nil, nil
 	}).Process(ctx, w, batch)
 }

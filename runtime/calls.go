@@ -34,11 +34,14 @@ func (p *pipeline) called(b *batch, instance, size int, took time.Duration, err 
 // Options.Intercept when there is one.
 func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
 	if w.keyed != nil {
-		res, err := w.callStateful(ctx, inst, items)
+		res, err := w.callWith(ctx, inst, items, w.keyed.entries(items))
 		if err == nil {
 			w.keyed.apply(items, res)
 		}
 		return res, err
+	}
+	if es := windowAddEntries(items); es != nil {
+		return w.callWith(ctx, inst, items, es)
 	}
 	if w.intercept == nil {
 		return inst.ProcessBatch(ctx, callBatch(items))
@@ -53,10 +56,10 @@ func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plug
 	})
 }
 
-// callStateful is call for a pipeline with keyed state: the batch goes
-// with its keys' values.
-func (w *worker) callStateful(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
-	b := stateBatch{callBatch: callBatch(items), state: w.keyed.entries(items)}
+// callWith is call for a batch that goes with keyed state: its keys'
+// values, or the accumulators of incremental windows' adds.
+func (w *worker) callWith(ctx context.Context, inst instance, items []*item, state []plugin.StateEntry) ([]plugin.Result, error) {
+	b := stateBatch{callBatch: callBatch(items), state: state}
 	if w.intercept == nil {
 		return inst.ProcessBatch(ctx, b)
 	}

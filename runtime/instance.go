@@ -66,7 +66,7 @@ func plugins(hostEnv []string, startTimeout time.Duration, p *pipelines.Pipeline
 			InstanceID:   strconv.Itoa(slot),
 			Logger:       log,
 			StartTimeout: startTimeout,
-			KeyedState:   p.State.Enabled,
+			KeyedState:   p.State.Enabled || p.Window.Incremental(),
 		})
 		if err != nil {
 			return nil, err

@@ -44,6 +44,13 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 		}
 		switch r.Outcome {
 		case plugin.OutcomeAck:
+			if it.win != nil && it.win.add != nil {
+				if len(r.Outputs) > 0 {
+					p.log.Warn("windows: an add step's outputs are not published; a window's outputs come when it fires", "window", it.m.Key, "outputs", len(r.Outputs))
+				}
+				p.win.addAnswered(it, r.State)
+				continue
+			}
 			n := len(r.Outputs)
 			if r.State != nil && p.keyed != nil {
 				n++

@@ -24,6 +24,9 @@ const (
 	PropertyWindowStart = "streamrun-window-start"
 	PropertyWindowEnd   = "streamrun-window-end"
 	PropertyWindowFire  = "streamrun-window-fire"
+	// PropertyWindowAdd marks an incremental window's add step: how many
+	// messages it brings to the accumulator.
+	PropertyWindowAdd = "streamrun-window-add"
 	// PropertyLate marks a message sent to the late topic: the watermark
 	// it came behind.
 	PropertyLate = "streamrun-late-watermark"
@@ -53,11 +56,14 @@ type windower struct {
 	topic    string // the changelog
 	srcTopic string // the topic a window's message names
 	idle     int64  // ms
+	incr     bool   // incremental: an accumulator a window (window_incr.go)
 
 	mu      sync.Mutex
 	durable []durableMsg
 	done    []fireDone
-	wake    chan struct{} // something queued for process
+	// addsDone are the incremental adds answered.
+	addsDone []addDone
+	wake     chan struct{} // something queued for process
 
 	keys map[string]*winKey
 	// arrived is the watermark of the messages as they come, which
@@ -69,6 +75,7 @@ type windower struct {
 	nextCheck       int64
 	rescan          bool            // look at every key
 	dirty           map[string]bool // keys to look at: answered, retried, or grown behind the watermark
+	adds            map[winID2]bool // incremental windows with messages to add
 	seq             uint64
 	late            atomic.Int64
 	open            atomic.Int64 // messages held in open windows
@@ -92,6 +99,7 @@ type fireDone struct {
 type winKey struct {
 	msgs []*winMsg
 	wins map[int64]*winState
+	accs map[int64]*winAcc // incremental mode, by start
 }
 
 // winState is one window of a key that fired or is being handed over.
@@ -112,13 +120,17 @@ type windowFire struct {
 	start int64
 	fire  int
 	n     int
+	// add: an incremental window's add step, with the accumulator it
+	// starts from; nil for a fire.
+	add *addCall
+	acc []byte
 }
 
 func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
 		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64, dirty: map[string]bool{},
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental(), adds: map[winID2]bool{}}
 	wc := &p.cfg.Window
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -147,6 +159,7 @@ func (w *windower) restore(ctx context.Context) error {
 		w.placed.observe(m.Topic, m.Time, now)
 		w.held[m.record()] = true
 	}
+	w.restoreAccs(r.accs, now)
 	for key, fs := range r.fired {
 		k := w.key(key)
 		for start, f := range fs {
@@ -205,6 +218,10 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		}
 		w.arrived.observe(m.Topic, t, now)
 		wm.Horizon = satSub(arrived, w.a.late)
+		if w.incr {
+			w.takeIncr(wm, m)
+			continue
+		}
 		w.held[rec] = false
 		b, _ := json.Marshal(wm)
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
@@ -235,6 +252,10 @@ func unixMilli(t time.Time) int64 {
 // (its outputs published, or dead-lettered, or dropped), or to be
 // handed over again after delay.
 func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
+	if f.add != nil {
+		w.addSettled(f, ok, delay)
+		return
+	}
 	w.mu.Lock()
 	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, ok: ok, delay: delay})
 	w.mu.Unlock()
@@ -268,9 +289,13 @@ func (w *windower) wait(ctx context.Context) bool {
 func (w *windower) process(now time.Time) []*item {
 	p := w.p
 	w.mu.Lock()
-	durable, done := w.durable, w.done
-	w.durable, w.done = nil, nil
+	durable, done, addsDone := w.durable, w.done, w.addsDone
+	w.durable, w.done, w.addsDone = nil, nil, nil
 	w.mu.Unlock()
+	var adds []*item
+	if w.incr {
+		adds = w.processAdds(addsDone, now)
+	}
 	for _, d := range durable {
 		rec := d.wm.record()
 		it := &item{m: d.m}
@@ -315,11 +340,11 @@ func (w *windower) process(now time.Time) []*item {
 	wm := w.placed.at(now)
 	if !w.rescan && wm < w.nextCheck {
 		if len(w.dirty) == 0 {
-			return nil
+			return adds
 		}
-		return w.scanDirty(wm, now)
+		return append(adds, w.scanDirty(wm, now)...)
 	}
-	return w.scan(wm, now)
+	return append(adds, w.scan(wm, now)...)
 }
 
 // scanDirty is scan for the keys marked dirty only.
@@ -331,7 +356,7 @@ func (w *windower) scanDirty(wm int64, now time.Time) []*item {
 	for key := range dirty {
 		if k := w.keys[key]; k != nil {
 			fires, gone = w.scanKey(key, k, wm, now, fires, gone)
-			if len(k.msgs) == 0 && len(k.wins) == 0 {
+			if len(k.msgs) == 0 && len(k.wins) == 0 && len(k.accs) == 0 {
 				delete(w.keys, key)
 			}
 		}
@@ -376,7 +401,7 @@ func (w *windower) scan(wm int64, now time.Time) []*item {
 	var gone []string
 	for key, k := range w.keys {
 		fires, gone = w.scanKey(key, k, wm, now, fires, gone)
-		if len(k.msgs) == 0 && len(k.wins) == 0 {
+		if len(k.msgs) == 0 && len(k.wins) == 0 && len(k.accs) == 0 {
 			delete(w.keys, key)
 		}
 	}
@@ -445,6 +470,9 @@ func (w *windower) spans(k *winKey) []span {
 }
 
 func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires []*item, gone []string) ([]*item, []string) {
+	if w.incr {
+		return w.scanKeyIncr(key, k, wm, now, fires, gone)
+	}
 	spans := w.spans(k)
 	var drop map[*winMsg]bool // a forgotten session's messages
 	newly := 0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +25,12 @@ type windowConfig struct {
 	Crash      bool          `json:"crash,omitempty"`
 	MarkerDir  string        `json:"marker_dir,omitempty"`
 	BatchDelay time.Duration `json:"batch_delay,omitempty"`
+	// Incremental: the windows are incremental; the accumulator counts
+	// and sums (messageSum) the messages, and the handler crashes, as
+	// Crash says, on its first add of each key's window whose start in
+	// seconds is 1 more than a multiple of 3, and on the first fire of
+	// those at a multiple of 3.
+	Incremental bool `json:"incremental,omitempty"`
 }
 
 // windowResult is what the window handler outputs for a window.
@@ -34,13 +41,76 @@ type windowResult struct {
 	Fire     int      `json:"fire"`
 	Payloads []string `json:"payloads"`
 	Times    []int64  `json:"times"`
+	// Incremental windows: the accumulator's count and sum.
+	Count int    `json:"count,omitempty"`
+	Sum   uint64 `json:"sum,omitempty"`
+}
+
+// windowAcc is the incremental test handler's accumulator.
+type windowAcc struct {
+	Count int    `json:"count"`
+	Sum   uint64 `json:"sum"`
+}
+
+// messageSum is what a message adds to a window's sum: a hash of its
+// payload, so that a sum equal to the reference's says the same
+// messages were added, each once.
+func messageSum(payload []byte) uint64 {
+	h := fnv.New32a()
+	h.Write(payload)
+	return uint64(h.Sum32())
+}
+
+// crashOnce panics the first time (across processes) it is called for
+// name.
+func crashOnce(dir, name string) {
+	path := filepath.Join(dir, name)
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+		f.Close()
+		panic("the window handler crashes, as asked, on " + path)
+	}
+}
+
+func newIncrementalHandler(cfg windowConfig) plugin.Handler {
+	return plugin.IncrementalWindow{
+		Add: func(ctx context.Context, w *plugin.Window) ([]byte, error) {
+			if cfg.Crash && (w.Start.UnixMilli()/1000)%3 == 1 {
+				crashOnce(cfg.MarkerDir, fmt.Sprintf("add-%s-%d", w.Key, w.Start.UnixMilli()))
+			}
+			var a windowAcc
+			if w.Accumulator != nil {
+				if err := json.Unmarshal(w.Accumulator, &a); err != nil {
+					return nil, plugin.DeadLetter(err)
+				}
+			}
+			for _, m := range w.Messages {
+				a.Count++
+				a.Sum += messageSum(m.Payload)
+			}
+			return json.Marshal(a)
+		},
+		Fire: func(ctx context.Context, w *plugin.Window) ([]plugin.Output, error) {
+			if cfg.Crash && (w.Start.UnixMilli()/1000)%3 == 0 && w.Fire == 1 {
+				crashOnce(cfg.MarkerDir, fmt.Sprintf("fire-%s-%d", w.Key, w.Start.UnixMilli()))
+			}
+			var a windowAcc
+			if err := json.Unmarshal(w.Accumulator, &a); err != nil {
+				return nil, plugin.DeadLetter(err)
+			}
+			b, err := json.Marshal(windowResult{Key: w.Key, Start: w.Start.UnixMilli(), End: w.End.UnixMilli(), Fire: w.Fire, Count: a.Count, Sum: a.Sum})
+			if err != nil {
+				return nil, err
+			}
+			return []plugin.Output{{Topic: cfg.Output, Key: w.Key, Payload: b}}, nil
+		},
+	}
 }
 
 func newWindowHandler(_ context.Context, cfg windowConfig) (plugin.Handler, error) {
 	if cfg.Output == "" {
 		return nil, errors.New(`"output" is required`)
 	}
-	f := plugin.WindowFunc(func(ctx context.Context, w *plugin.Window) ([]plugin.Output, error) {
+	var f plugin.Handler = plugin.WindowFunc(func(ctx context.Context, w *plugin.Window) ([]plugin.Output, error) {
 		if cfg.Crash && (w.Start.UnixMilli()/1000)%3 == 0 && w.Fire == 1 {
 			name := filepath.Join(cfg.MarkerDir, fmt.Sprintf("crash-%s-%d", w.Key, w.Start.UnixMilli()))
 			if f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
@@ -59,6 +129,9 @@ func newWindowHandler(_ context.Context, cfg windowConfig) (plugin.Handler, erro
 		}
 		return []plugin.Output{{Topic: cfg.Output, Key: w.Key, Payload: b}}, nil
 	})
+	if cfg.Incremental {
+		f = newIncrementalHandler(cfg)
+	}
 	return plugin.HandlerFunc(func(ctx context.Context, rw plugin.ResultWriter, batch []*plugin.Message) error {
 		if cfg.BatchDelay > 0 {
 			time.Sleep(cfg.BatchDelay)
@@ -74,6 +147,6 @@ func windowHandler(cfg windowConfig) pipelines.Handler {
 	if err != nil {
 		panic(err)
 	}
-	m := map[string]any{"output": cfg.Output, "crash": cfg.Crash, "marker_dir": cfg.MarkerDir, "batch_delay": int64(cfg.BatchDelay)}
+	m := map[string]any{"output": cfg.Output, "crash": cfg.Crash, "marker_dir": cfg.MarkerDir, "batch_delay": int64(cfg.BatchDelay), "incremental": cfg.Incremental}
 	return pipelines.Handler{Plugin: exe, Env: map[string]string{roleEnv: "windowhandler"}, Config: m}
 }

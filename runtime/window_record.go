@@ -16,6 +16,7 @@ import (
 //	w|<topic>           a partition's newest time (Unix ms), written before
 //	                    any removal so that a restart knows it
 //	f|<start>|<key>     a window that fired, and how often
+//	a|<start>|<key>     an incremental window's accumulator (accRecord, JSON)
 const (
 	recMessage   = "m|"
 	recWatermark = "w|"
@@ -53,6 +54,10 @@ type windowPayload struct {
 	End      int64     `json:"end"`
 	Fire     int       `json:"fire"`
 	Messages []*winMsg `json:"messages"`
+	// Incremental mode: the accumulator (the window's at a fire, the
+	// one to add Messages to at an add step), and whether it is an add.
+	Accumulator []byte `json:"accumulator,omitempty"`
+	Add         bool   `json:"add,omitempty"`
 }
 
 func tombstone(rec string) pool.Message { return pool.Message{Key: rec} }
@@ -62,6 +67,7 @@ type restored struct {
 	msgs  []*winMsg
 	marks map[string]int64 // partition → newest time
 	fired map[string]map[int64]firedMark
+	accs  map[string]map[int64]accRecord // key → start → accumulator
 }
 
 // firedMark is a fired window's record: how often it fired, with how
@@ -92,7 +98,7 @@ func parseFiredMark(s string) (firedMark, bool) {
 
 // parseRecords reads a changelog's last values (keyed state's read).
 func parseRecords(vals map[string]stateValue) restored {
-	r := restored{marks: map[string]int64{}, fired: map[string]map[int64]firedMark{}}
+	r := restored{marks: map[string]int64{}, fired: map[string]map[int64]firedMark{}, accs: map[string]map[int64]accRecord{}}
 	for k, v := range vals {
 		switch {
 		case strings.HasPrefix(k, recMessage):
@@ -103,6 +109,13 @@ func parseRecords(vals map[string]stateValue) restored {
 		case strings.HasPrefix(k, recWatermark):
 			if t, err := strconv.ParseInt(string(v.v), 10, 64); err == nil {
 				r.marks[k[len(recWatermark):]] = t
+			}
+		case strings.HasPrefix(k, recAcc):
+			if key, start, a, ok := parseAcc(k, v.v); ok {
+				if r.accs[key] == nil {
+					r.accs[key] = map[int64]accRecord{}
+				}
+				r.accs[key][start] = a
 			}
 		case strings.HasPrefix(k, recFired):
 			startS, key, ok := strings.Cut(k[len(recFired):], "|")

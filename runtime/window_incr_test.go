@@ -1,0 +1,125 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	streamrun "github.com/streamrun/streamrun/runtime"
+)
+
+// Incremental windows' count and sum equal the reference's, for
+// tumbling and sliding windows over event time, through a handler that
+// crashes in an add step and in a fire of a window of each key (once
+// each) and a host that stops mid-stream and a new one that reads the
+// accumulators back from the changelog: no message is lost from an
+// accumulator, and none is added twice.
+func TestIncrementalWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
+	for _, k := range windowKinds[:2] {
+		t.Run(k.name, func(t *testing.T) {
+			w := k.w
+			w.Mode = pipelines.ModeIncremental
+			testIncrementalAgainstReference(t, w)
+		})
+	}
+}
+
+// accSums are a reference's windows as the incremental handler's
+// accumulator has them.
+func accSums(want map[winID][]string) map[winID]windowAcc {
+	out := make(map[winID]windowAcc, len(want))
+	for id, ps := range want {
+		var a windowAcc
+		for _, p := range ps {
+			a.Count++
+			a.Sum += messageSum([]byte(p))
+		}
+		out[id] = a
+	}
+	return out
+}
+
+// accResults are the incremental handler's outputs: for each window,
+// the fullest (a window fires again for what lateness brings, and may
+// after a crash or restart).
+func accResults(t testing.TB, c *collector) map[winID]windowAcc {
+	out := map[winID]windowAcc{}
+	for _, m := range c.all() {
+		var r windowResult
+		if err := json.Unmarshal(m.Payload, &r); err != nil {
+			t.Fatalf("output %q: %v", m.Payload, err)
+		}
+		id := winID{r.Key, r.Start}
+		if old, ok := out[id]; !ok || r.Count > old.Count {
+			out[id] = windowAcc{Count: r.Count, Sum: r.Sum}
+		}
+	}
+	return out
+}
+
+func accAgree(got, want map[winID]windowAcc) string {
+	var diffs []string
+	for id, a := range want {
+		switch g, ok := got[id]; {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("window %v missing", id))
+		case g != a:
+			diffs = append(diffs, fmt.Sprintf("window %v has %+v, want %+v", id, g, a))
+		}
+	}
+	for id, g := range got {
+		if _, ok := want[id]; !ok {
+			diffs = append(diffs, fmt.Sprintf("window %v not in the reference: %+v", id, g))
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 5 {
+		diffs = append(diffs[:5], fmt.Sprintf("and %d more", len(diffs)-5))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+func testIncrementalAgainstReference(t *testing.T, w pipelines.Window) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	msgs := generate(uint64(len(base)), 400, 5)
+	w.Time = pipelines.TimeEvent
+	ref, late := referenceWindows(w, msgs)
+	want := accSums(ref)
+	t.Logf("%d messages, %d late; %d windows in the reference", len(msgs), late, len(want))
+	outs := collect(t, cl, out)
+	publishGenerated(t, cl, in, msgs, false)
+	// Small batches, slow enough that the stop comes mid-stream.
+	p := windowPipelineOf(in, out, w, windowConfig{Crash: true, Incremental: true, MarkerDir: t.TempDir(),
+		BatchDelay: 4 * time.Second / time.Duration(len(want))}, windowHandler)
+	p.Handler.BatchSize = 1
+	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	waitFor(t, "a quarter of the windows", func() bool { return len(accResults(t, outs)) >= len(want)/4 })
+	if s := r.stats("windows"); s.Restarts == 0 {
+		t.Errorf("the handler was not restarted; the test wants it to crash")
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped with %d windows answered; a new host goes on", len(accResults(t, outs)))
+	r = runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	deadline := time.Now().Add(testTimeout)
+	for {
+		diff := accAgree(accResults(t, outs), want)
+		if diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the incremental windows differ from the reference: %s", diff)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
