@@ -73,9 +73,10 @@ type windower struct {
 	arrived, placed *watermarks
 	held            map[string]bool // records of messages in hand: true once durable
 	nextCheck       int64
-	rescan          bool            // look at every key
-	dirty           map[string]bool // keys to look at: answered, retried, or grown behind the watermark
-	adds            map[winID2]bool // incremental windows with messages to add
+	rescan          bool                // look at every key
+	dirty           map[string]bool     // keys to look at: answered, retried, or grown behind the watermark
+	adds            map[winID2]bool     // incremental windows with messages to add
+	order           map[string]*inOrder // incremental: each partition's messages in hand
 	seq             uint64
 	late            atomic.Int64
 	open            atomic.Int64 // messages held in open windows
@@ -130,7 +131,7 @@ func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
 		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64, dirty: map[string]bool{},
-		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental(), adds: map[winID2]bool{}}
+		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental(), adds: map[winID2]bool{}, order: map[string]*inOrder{}}
 	wc := &p.cfg.Window
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -411,7 +412,9 @@ func (w *windower) scan(wm int64, now time.Time) []*item {
 
 // forget removes the records of gone from the changelog.
 func (w *windower) forget(gone []string) {
-	if len(gone) > 0 {
+	if len(gone) > 0 && !w.incr {
+		// Incremental windows write their watermarks as their messages
+		// are acknowledged (inOrder), not from the placed ones.
 		// The watermarks first: a restart that finds the records gone
 		// finds the watermark that let them go.
 		for t, pt := range w.placed.parts {
@@ -420,6 +423,8 @@ func (w *windower) forget(gone []string) {
 					func(pulsarwire.MessageID, error) {})
 			}
 		}
+	}
+	if len(gone) > 0 {
 		for _, rec := range gone {
 			w.p.client.PublishAsync(w.p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
 		}

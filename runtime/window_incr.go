@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +40,6 @@ type winAcc struct {
 	acc     []byte
 	n       int               // messages added
 	hw      map[string]msgPos // per topic, the newest message added
-	max     map[string]int64  // per topic, the newest time added
 	pending []*pendMsg
 	adding  bool
 	retryAt time.Time
@@ -51,6 +52,17 @@ type pendMsg struct {
 	m    *subscribe.Message
 	pos  msgPos
 	refs int
+}
+
+// inOrder is a partition's messages in hand in the order they came. A
+// message is acknowledged once it and every one before it were added
+// and the partition's newest time over them (safe) is in the changelog
+// (w|<topic>): a restart then reads back the watermark as it was when
+// the first message it gets again came, and decides what is late, and
+// which windows a message joins, as the host before did.
+type inOrder struct {
+	q    []*pendMsg
+	safe int64
 }
 
 // msgPos orders the messages of one partition.
@@ -75,7 +87,6 @@ type accRecord struct {
 	Acc []byte            `json:"acc,omitempty"`
 	N   int               `json:"n"`
 	HW  map[string]msgPos `json:"hw,omitempty"`
-	Max map[string]int64  `json:"max,omitempty"`
 }
 
 const recAcc = "a|"
@@ -134,13 +145,58 @@ func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
 		pm.refs++
 		w.adds[winID2{wm.Key, s}] = true
 	}
-	if pm.refs == 0 {
-		// Every window it falls in has it: acknowledge the copy.
-		w.p.ack(&item{m: m}, Acked, "")
-		return
-	}
 	w.held[wm.record()] = false
 	w.open.Add(1)
+	q := w.order[wm.Topic]
+	if q == nil {
+		q = &inOrder{safe: math.MinInt64}
+		w.order[wm.Topic] = q
+	}
+	q.q = append(q.q, pm)
+	if pm.refs == 0 {
+		// Every window it falls in has it (a copy): placed, and
+		// acknowledged in turn.
+		w.placed.observe(wm.Topic, wm.Time, time.Now())
+		w.nextCheck = min(w.nextCheck, w.a.firstEnd(wm.Time))
+		w.advance(wm.Topic, q)
+	}
+}
+
+// advance acknowledges the messages of topic at the head of q that were
+// added, once the newest time over them is in the changelog.
+func (w *windower) advance(topic string, q *inOrder) {
+	n := 0
+	for n < len(q.q) && q.q[n].refs == 0 {
+		q.safe = max(q.safe, q.q[n].wm.Time)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	done := slices.Clone(q.q[:n])
+	clear(q.q[:n])
+	q.q = q.q[n:]
+	for _, pm := range done {
+		delete(w.held, pm.wm.record())
+	}
+	w.open.Add(-int64(n))
+	p := w.p
+	p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: recWatermark + topic, Payload: []byte(strconv.FormatInt(q.safe, 10))},
+		func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				// Not acknowledged: they come again, and are not added twice.
+				p.log.Warn("windows: a watermark could not be written to the changelog; its messages come again", "topic", topic, "err", err)
+				for _, pm := range done {
+					it := &item{m: pm.m}
+					p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
+					p.settled(it, Retried, "window changelog: "+err.Error())
+				}
+				return
+			}
+			for _, pm := range done {
+				p.ack(&item{m: pm.m}, Acked, "")
+			}
+		})
 }
 
 // addAnswered is told by settle that the handler answered an add with
@@ -156,16 +212,13 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 		}
 	}
 	rec.N += len(f.add.msgs)
-	rec.HW, rec.Max = maps.Clone(rec.HW), maps.Clone(rec.Max)
+	rec.HW = maps.Clone(rec.HW)
 	if rec.HW == nil {
-		rec.HW, rec.Max = map[string]msgPos{}, map[string]int64{}
+		rec.HW = map[string]msgPos{}
 	}
 	for _, pm := range f.add.msgs {
 		if hw, ok := rec.HW[pm.wm.Topic]; !ok || pm.pos.after(hw) {
 			rec.HW[pm.wm.Topic] = pm.pos
-		}
-		if t, ok := rec.Max[pm.wm.Topic]; !ok || pm.wm.Time > t {
-			rec.Max[pm.wm.Topic] = pm.wm.Time
 		}
 	}
 	b, _ := json.Marshal(rec)
@@ -213,16 +266,19 @@ func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 			continue
 		}
 		if d.added {
-			a.acc, a.n, a.hw, a.max = d.rec.Acc, d.rec.N, d.rec.HW, d.rec.Max
+			a.acc, a.n, a.hw = d.rec.Acc, d.rec.N, d.rec.HW
 		}
+		topics := map[string]bool{}
 		for _, pm := range f.add.msgs {
-			if pm.refs--; pm.refs > 0 {
-				continue
+			if pm.refs--; pm.refs == 0 {
+				w.placed.observe(pm.wm.Topic, pm.wm.Time, now)
+				topics[pm.wm.Topic] = true
 			}
-			delete(w.held, pm.wm.record())
-			w.open.Add(-1)
-			w.placed.observe(pm.wm.Topic, pm.wm.Time, now)
-			p.ack(&item{m: pm.m}, Acked, "")
+		}
+		for t := range topics {
+			if q := w.order[t]; q != nil {
+				w.advance(t, q)
+			}
 		}
 	}
 	var items []*item
@@ -269,7 +325,7 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
 	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs,
-		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw, Max: a.max}}, acc: a.acc}}
+		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw}}, acc: a.acc}}
 }
 
 // accStateKey is the key an add's message has, under which its
@@ -359,11 +415,7 @@ func (w *windower) restoreAccs(accs map[string]map[int64]accRecord, now time.Tim
 		k := w.key(key)
 		for start, r := range rs {
 			a := k.accOf(start, w)
-			a.acc, a.n, a.hw, a.max = r.Acc, r.N, r.HW, r.Max
-			for t, max := range r.Max {
-				w.arrived.observe(t, max, now)
-				w.placed.observe(t, max, now)
-			}
+			a.acc, a.n, a.hw = r.Acc, r.N, r.HW
 		}
 	}
 }
@@ -379,7 +431,7 @@ func parseAcc(k string, v []byte) (key string, start int64, r accRecord, ok bool
 		return "", 0, r, false
 	}
 	if r.HW == nil {
-		r.HW, r.Max = map[string]msgPos{}, map[string]int64{}
+		r.HW = map[string]msgPos{}
 	}
 	return key, start, r, true
 }

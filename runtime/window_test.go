@@ -352,7 +352,8 @@ func msgTime(msgs []genMsg, payload string) int64 {
 
 // windowChildHost is a child host (roleEnv "windowhost") running the
 // tumbling pipeline of STREAMRUN_TEST_IN and _OUT at STREAMRUN_TEST_URL
-// until it is killed; it prints "running" once its pipeline runs.
+// until it is killed (incremental with STREAMRUN_TEST_INCREMENTAL); it
+// prints "running" once its pipeline runs.
 func windowChildHost() {
 	ctx := context.Background()
 	h, err := streamrun.New(ctx, streamrun.Options{
@@ -363,8 +364,12 @@ func windowChildHost() {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	p := windowPipeline(os.Getenv("STREAMRUN_TEST_IN"), os.Getenv("STREAMRUN_TEST_OUT"), windowKinds[0].w,
-		windowConfig{BatchDelay: 40 * time.Millisecond})
+	w, incr := windowKinds[0].w, os.Getenv("STREAMRUN_TEST_INCREMENTAL") != ""
+	if incr {
+		w.Mode = pipelines.ModeIncremental
+	}
+	p := windowPipeline(os.Getenv("STREAMRUN_TEST_IN"), os.Getenv("STREAMRUN_TEST_OUT"), w,
+		windowConfig{BatchDelay: 40 * time.Millisecond, Incremental: incr})
 	p.Handler.BatchSize = 1
 	go func() {
 		err := h.Run(ctx, p)
