@@ -114,7 +114,7 @@ func testIncrementalAgainstReference(t *testing.T, w pipelines.Window) {
 		t.Fatal(err)
 	}
 	t.Logf("stopped with %d windows answered; a new host goes on", len(accResults(t, outs)))
-	r = runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p) // stopped by the test's cleanup
 	deadline := time.Now().Add(testTimeout)
 	for {
 		diff := accAgree(accResults(t, outs), want)
