@@ -66,6 +66,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.fail(usagef("--tls-ca: %v", err))
 	}
+	// Its own transport: close what it keeps open, so that a command
+	// run inside another program (the tests do) leaves no connection.
+	defer hc.CloseIdleConnections()
 	c := &control.Client{URL: *base, Token: tok, HTTP: hc}
 	a := fs.Args()
 	if len(a) == 0 {

@@ -56,6 +56,9 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return cmd.fail(usagef("--tls-ca: %v", err))
 	}
+	// Its own transport: close what it keeps open, so that a command
+	// run inside another program (the tests do) leaves no connection.
+	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
