@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 	"github.com/streamrun/streamrun/telemetry"
+	"github.com/streamrun/streamrun/telemetry/clienttrace"
 )
 
 // consumeFlags are the flags of `streamrun consume`.
@@ -148,11 +150,11 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 
 func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so subscribe.Options) int {
 	notice, _ := f.logger(cmd.stderr, f.level())
-	tr, _, err := startTracing(ctx, telemetry.Config{}, notice)
+	tr, err := clienttrace.Start(ctx, telemetry.Config{}, os.Getenv, notice)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	defer tr.shutdown(f.closeTimeout)
+	defer tr.Shutdown(f.closeTimeout)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, po)
 	cancel()
@@ -197,7 +199,7 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 	w := msglines.NewWriter(cmd.stdout, f.output == "json")
 	r, err := cons.Each(ctx, subscribe.EachOptions{Count: int64(f.count), Idle: f.idleTimeout, NoAck: f.noAck},
 		func(m *subscribe.Message) error {
-			if span := tr.process(m, cons.Subscription()); span != nil {
+			if span := tr.Process(m, cons.Subscription()); span != nil {
 				defer span.End()
 			}
 			if err := w.Write(m); err != nil {

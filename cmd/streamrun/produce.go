@@ -17,6 +17,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/telemetry"
+	"github.com/streamrun/streamrun/telemetry/clienttrace"
 )
 
 // produceFlags are the flags of `streamrun produce`.
@@ -211,11 +212,11 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 	if err != nil {
 		return cmd.fail(err)
 	}
-	tr, _, err := startTracing(ctx, telemetry.Config{}, log)
+	tr, err := clienttrace.Start(ctx, telemetry.Config{}, os.Getenv, log)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	defer tr.shutdown(f.closeTimeout)
+	defer tr.Shutdown(f.closeTimeout)
 	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
 	c, err := pool.New(cctx, opts)
 	cancel()
@@ -268,7 +269,7 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		Rate:           f.rate,
 		ReceiptTimeout: f.closeTimeout,
 		Wrap: func(m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
-			return tr.send(p.Topic(), m, done)
+			return tr.Send(p.Topic(), m, done)
 		},
 		Progress: func(r pool.PublishResult) { prog.update(r.Sent, r.Acked, r.Failed) },
 	})
