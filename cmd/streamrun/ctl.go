@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -91,7 +89,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		var ps []control.PipelineStatus
 		ps, err = c.Pipelines(rctx)
-		out, text = map[string]any{"pipelines": ps}, func() { printPipelines(stdout, ps) }
+		out, text = map[string]any{"pipelines": ps}, func() { _ = control.WritePipelines(stdout, ps) }
 	case "pause", "resume":
 		if err := want(1, "a pipeline's name"); err != nil {
 			return cmd.fail(err)
@@ -113,7 +111,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		var plan control.Plan
 		plan, err = c.Reload(rctx, abs, content, a[0] == "dry-run")
-		out, text = plan, func() { printPlan(stdout, plan) }
+		out, text = plan, func() { _ = plan.WriteText(stdout) }
 	case "tap":
 		if err := want(1, "a pipeline's name"); err != nil {
 			return cmd.fail(err)
@@ -147,79 +145,10 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printPipelines(w io.Writer, ps []control.PipelineStatus) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PIPELINE\tSTATE\tIN/S\tACKED/S\tBACKLOG\tIN FLIGHT\tACKED\tDEAD-LETTERED\tINSTANCES UP")
-	for _, p := range ps {
-		backlog := "-"
-		if p.Backlog != nil {
-			backlog = fmt.Sprint(*p.Backlog)
-		}
-		up := 0
-		for _, i := range p.Instances {
-			if i.Up {
-				up++
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%d\t%d\t%d\t%d/%d\n", p.Name, p.State, p.Rates.Received, p.Rates.Acked, backlog,
-			p.Counts.InFlight, p.Counts.Acked, p.Counts.DeadLettered, up, len(p.Instances))
-	}
-	_ = tw.Flush()
-}
-
-func printPlan(w io.Writer, plan control.Plan) {
-	for _, p := range plan.Pipelines {
-		var fields []string
-		for _, f := range p.Fields {
-			fields = append(fields, f.Path+" ("+f.Reload+")")
-		}
-		if p.Binary {
-			fields = append(fields, "the handler's binary")
-		}
-		line := p.Pipeline + ": " + p.Action
-		if len(p.Effects) > 0 {
-			line += " [" + strings.Join(p.Effects, ", ") + "]"
-		}
-		if len(fields) > 0 {
-			line += ": " + strings.Join(fields, ", ")
-		}
-		fmt.Fprintln(w, line)
-	}
-	for _, r := range plan.Restart {
-		fmt.Fprintf(w, "%s: takes a restart (applying is refused)\n", r.Path)
-	}
-	if plan.Applied {
-		fmt.Fprintln(w, "applied")
-	}
-}
-
 func printTapEvent(w io.Writer, output string, e json.RawMessage) {
 	if output == "json" {
 		fmt.Fprintf(w, "%s\n", e)
 		return
 	}
-	var ev struct {
-		Time                                time.Time
-		Kind, Topic, Key, Payload, Encoding string
-		TraceID                             string `json:"trace_id"`
-		Outcome, Reason                     string
-		Truncated                           bool
-		Size                                int
-	}
-	_ = json.Unmarshal(e, &ev)
-	line := fmt.Sprintf("%s %-6s %s", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Topic)
-	if ev.Key != "" {
-		line += " key=" + ev.Key
-	}
-	if ev.TraceID != "" {
-		line += " trace=" + ev.TraceID
-	}
-	if ev.Outcome != "" {
-		line += " " + ev.Outcome
-	}
-	payload := fmt.Sprintf("%q", ev.Payload)
-	if ev.Truncated {
-		payload += fmt.Sprintf("… (%d bytes)", ev.Size)
-	}
-	fmt.Fprintln(w, line+" "+payload)
+	_ = control.WriteTapLine(w, e)
 }
