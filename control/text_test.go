@@ -15,7 +15,7 @@ func TestWritePipelines(t *testing.T) {
 	backlog := int64(12)
 	ps := []control.PipelineStatus{
 		{Name: "orders", State: "healthy", Backlog: &backlog, Rates: control.Rates{Received: 10.25, Acked: 9.5},
-			Counts: control.Counts{InFlight: 3, Acked: 100, DeadLettered: 2},
+			Counts:    control.Counts{InFlight: 3, Acked: 100, DeadLettered: 2},
 			Instances: []control.InstanceStatus{{Up: true}, {Up: false}}},
 		{Name: "audit", State: "paused"},
 	}
