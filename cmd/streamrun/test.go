@@ -72,37 +72,18 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.fail(usagef("%v", err))
 	}
-	var (
-		results      []pipelinetest.Result
-		invalid, bad bool
-	)
-	for _, path := range files {
-		if ctx.Err() != nil {
-			break
-		}
-		f, err := pipelinetest.Load(path, os.LookupEnv)
-		if err == nil {
-			var rs []pipelinetest.Result
-			rs, err = f.Run(ctx, o, func(r pipelinetest.Result) { pipelinetest.WriteResult(stdout, r) })
-			results = append(results, rs...)
-		}
-		var fe *pipelinetest.FileError
-		if errors.As(err, &fe) {
-			// FILE:LINE:COL lines, without the command's prefix, so that
-			// editors and terminals can jump to them.
-			fmt.Fprintln(stderr, err)
-			invalid = true
-		} else if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			bad = true
-		}
-	}
-	failed := 0
-	for _, r := range results {
-		if !r.Passed() {
-			failed++
-		}
-	}
+	sum := pipelinetest.RunFiles(ctx, files, o, func(r pipelinetest.Result) { pipelinetest.WriteResult(stdout, r) },
+		func(path string, err error) {
+			var fe *pipelinetest.FileError
+			if errors.As(err, &fe) {
+				// FILE:LINE:COL lines, without the command's prefix, so
+				// that editors and terminals can jump to them.
+				fmt.Fprintln(stderr, err)
+			} else {
+				fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			}
+		})
+	results, failed := sum.Results, sum.Failed
 	if *junit != "" {
 		if err := writeJUnit(*junit, results); err != nil {
 			return c.fail(err)
@@ -111,10 +92,10 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case ctx.Err() != nil:
 		return c.interrupted()
-	case invalid:
+	case sum.Invalid:
 		fmt.Fprintf(stdout, "FAIL (a test or pipeline file is invalid; %d of %d cases run failed)\n", failed, len(results))
 		return exitUsage
-	case failed > 0 || bad:
+	case failed > 0 || sum.Broken:
 		fmt.Fprintf(stdout, "FAIL (%d of %d cases failed)\n", failed, len(results))
 		return exitFailed
 	}
