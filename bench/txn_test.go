@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -302,13 +303,30 @@ func txnMessages(txnSize int) int {
 	return min(max(100*txnSize, 5000), 30000)
 }
 
+// envInts is the comma-separated integers of env, or def.
+func envInts(env string, def []int) []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv(env), ",") {
+		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
+
 // TestCompareTxnWithOfficialClient runs both clients' transactions on the
 // broker STREAMRUN_PULSAR_TXN_URL names (transactions on; nothing else of
 // this test runs in the process, so the process's CPU is the client's),
 // in turns, per transaction size, and prints msg/s and CPU a message with
 // the ratios streamrun/official. Only with STREAMRUN_BENCH=1;
 // STREAMRUN_BENCH_ROUNDS sets the runs per client and size (default 3;
-// the run of median rate is reported, with its CPU).
+// the run of median rate is reported, with its CPU),
+// STREAMRUN_BENCH_TXN_SIZES the sizes (default 10,100,1000) and
+// STREAMRUN_BENCH_TXN_MESSAGES the messages a run (default: 100 a
+// message of the size, within 5000..30000).
 func TestCompareTxnWithOfficialClient(t *testing.T) {
 	if os.Getenv("STREAMRUN_BENCH") != "1" {
 		t.Skip("set STREAMRUN_BENCH=1 (and STREAMRUN_PULSAR_TXN_URL) to compare transactions with the official client")
@@ -325,7 +343,7 @@ func TestCompareTxnWithOfficialClient(t *testing.T) {
 		txnInputBatch, batchMessages, batchBytes>>10, batchDelay, rounds, url, runtime.GOMAXPROCS(0))
 	w := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "N/txn\tclient\tmessages\tmsg/s\tCPU µs/msg\t")
-	for _, size := range txnSizes {
+	for _, size := range envInts("STREAMRUN_BENCH_TXN_SIZES", txnSizes) {
 		n := txnMessages(size)
 		runs := map[string][]txnResult{}
 		for round := 0; round < rounds; round++ {
