@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -34,6 +35,9 @@ type partProducer struct {
 	batching  bool
 	byKey     bool // BatchingOptions.ByKey: keyed, not cur
 	log       *slog.Logger
+	// txnJoined is the transaction last registered for this partition, so
+	// that its other messages skip the registration's lookup.
+	txnJoined atomic.Pointer[txn.Txn]
 
 	mu             sync.Mutex
 	conn           *connpool.Conn // nil while (re)connecting

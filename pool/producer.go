@@ -447,12 +447,15 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 // until done hears its fate, which the returned completer passes on.
 func (p *Producer) joinTxn(ctx context.Context, t *Transaction, pp *partProducer, done completer) (*txn.Txn, completer, error) {
 	tx := (*txn.Txn)(t)
-	first, err := tx.Register(ctx, pp.topic)
-	if err != nil {
-		return nil, done, err
-	}
-	if first {
-		tx.AddHooks(txn.Hooks{Flush: pp.flushTxn})
+	if pp.txnJoined.Load() != tx {
+		first, err := tx.Register(ctx, pp.topic)
+		if err != nil {
+			return nil, done, err
+		}
+		if first {
+			tx.AddHooks(txn.Hooks{Flush: pp.flushTxn})
+		}
+		pp.txnJoined.Store(tx)
 	}
 	if err := tx.Start(); err != nil {
 		return nil, done, err

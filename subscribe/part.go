@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/streamrun/streamrun/internal/connpool"
+	"github.com/streamrun/streamrun/internal/txn"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -27,7 +28,11 @@ import (
 // counting, so the broker never has more than ReceiverQueue messages
 // outstanding for a session.
 type partConsumer struct {
-	c         *Consumer
+	c *Consumer
+	// txnJoined is the transaction whose subscription registration for
+	// this partition was answered last, so that its other
+	// acknowledgements skip the registration's lookup.
+	txnJoined atomic.Pointer[txn.Txn]
 	topic     string // full name of the topic or partition
 	base      string // the partitioned topic's name, or topic
 	partition int32  // -1: not a partition

@@ -143,6 +143,34 @@ func TestTxnAckCommitAndAbort(t *testing.T) {
 	}
 }
 
+// A transaction that ended takes no more acknowledgements, also on a
+// partition it acknowledged on before (where the consumer remembers its
+// registration and skips the coordinator): ErrTransactionNotOpen, and the
+// message stays unacknowledged.
+func TestTxnAckAfterCommit(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 2, nil)
+	ms := receiveN(ctx, t, cons, 2, false)
+	tx := begin(ctx, t, c, time.Minute)
+	if err := cons.AckWithTxn(ctx, ms[0], tx); err != nil {
+		t.Fatalf("ack %s: %v", ms[0].ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if err := cons.AckWithTxn(ctx, ms[1], tx); !errors.Is(err, pool.ErrTransactionNotOpen) {
+		t.Fatalf("ack %s in the committed transaction: got %v, want ErrTransactionNotOpen", ms[1].ID, err)
+	}
+	if err := cons.NackAfter(ms[1], 0); err != nil {
+		t.Fatalf("nack: %v", err)
+	}
+	checkSequence(t, receiveN(ctx, t, cons, 1, true), 1)
+}
+
 // A second transaction acknowledging a message the first holds is
 // refused with TransactionConflict: at once when acknowledgements are
 // sent at once, else by its commit, which aborts instead. The first

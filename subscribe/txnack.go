@@ -63,20 +63,30 @@ func (c *Consumer) AckWithTxn(ctx context.Context, m *Message, t *pool.Transacti
 	}
 	tx := (*txn.Txn)(t)
 	pc := m.pc
-	if _, err := tx.RegisterSubscription(ctx, pc.topic, c.opts.Subscription); err != nil {
-		return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
+	if pc.txnJoined.Load() != tx {
+		if _, err := tx.RegisterSubscription(ctx, pc.topic, c.opts.Subscription); err != nil {
+			return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
+		}
+		pc.txnJoined.Store(tx)
+	} else if st := tx.State(); st != txn.Open {
+		return fmt.Errorf("ack %s in transaction %s: transaction is %s: %w", m.ID, tx.ID(), st, txn.ErrNotOpen)
 	}
 	set := c.txnAcks.set(tx)
 	pos := entryPos{m.ID.Ledger, m.ID.Entry}
 	n := int32(1)
 	if b := m.acks; b != nil {
-		if !b.txn.CompareAndSwap(nil, tx) && b.txn.Load() != tx || b.plain.Load() {
+		first := b.txn.CompareAndSwap(nil, tx)
+		if !first && b.txn.Load() != tx || b.plain.Load() {
 			return fmt.Errorf("ack %s in transaction %s: %w", m.ID, tx.ID(), ErrBatchAcrossTransactions)
+		}
+		if first {
+			// Noted once, by the message that gave the batch its
+			// transaction, not looked for by each of its messages.
+			c.txnAcks.noteBatch(set, b)
 		}
 		if !b.mark(m.ID.BatchIndex) {
 			return nil // acknowledged before
 		}
-		c.txnAcks.noteBatch(set, b)
 		if b.left.Add(-1) > 0 {
 			if b.partial.CompareAndSwap(false, true) {
 				pc.partial.add(b)
