@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -306,21 +304,7 @@ func runStats(ctx context.Context, a *admin.Client, f *topicsFlags, args []strin
 	if f.output == "json" {
 		return printRaw(w, st.Raw)
 	}
-	fmt.Fprintf(w, "%s\n", t)
-	fmt.Fprintf(w, "  in:  %s, %d bytes (%.1f msg/s, %.0f B/s)\n", plural(st.MsgInCounter, "message"), st.BytesInCounter, st.MsgRateIn, st.MsgThroughputIn)
-	fmt.Fprintf(w, "  out: %s, %d bytes (%.1f msg/s, %.0f B/s)\n", plural(st.MsgOutCounter, "message"), st.BytesOutCounter, st.MsgRateOut, st.MsgThroughputOut)
-	fmt.Fprintf(w, "  storage: %d bytes\n", st.StorageSize)
-	fmt.Fprintf(w, "  publishers: %d\n", len(st.Publishers))
-	for _, p := range st.Publishers {
-		fmt.Fprintf(w, "    %s from %s (%.1f msg/s)\n", p.ProducerName, p.Address, p.MsgRateIn)
-	}
-	fmt.Fprintf(w, "  subscriptions: %d\n", len(st.Subscriptions))
-	for _, n := range slices.Sorted(maps.Keys(st.Subscriptions)) {
-		s := st.Subscriptions[n]
-		fmt.Fprintf(w, "    %s (%s): backlog %s, unacked %s, out %s (%.1f msg/s), %s\n", n, s.Type,
-			plural(s.MsgBacklog, "entry"), plural(s.UnackedMessages, "message"), plural(s.MsgOutCounter, "message"), s.MsgRateOut, plural(int64(len(s.Consumers)), "consumer"))
-	}
-	return nil
+	return st.WriteText(w, t)
 }
 
 func runInternalStats(ctx context.Context, a *admin.Client, f *topicsFlags, args []string, w io.Writer) error {
@@ -332,12 +316,7 @@ func runInternalStats(ctx context.Context, a *admin.Client, f *topicsFlags, args
 	if f.output == "json" {
 		return printRaw(w, st.Raw)
 	}
-	fmt.Fprintf(w, "%s: %s, %d bytes, last %s\n", t, plural(st.NumberOfEntries, "entry"), st.TotalSize, st.LastConfirmedEntry)
-	for _, n := range slices.Sorted(maps.Keys(st.Cursors)) {
-		c := st.Cursors[n]
-		fmt.Fprintf(w, "  %s: mark-delete %s, read %s, acknowledged past it %s\n", n, c.MarkDeletePosition, c.ReadPosition, c.IndividuallyDeleted)
-	}
-	return nil
+	return st.WriteText(w, t)
 }
 
 func runSubscriptions(ctx context.Context, a *admin.Client, f *topicsFlags, args []string, w io.Writer) error {
@@ -359,12 +338,7 @@ func runBacklog(ctx context.Context, a *admin.Client, f *topicsFlags, args []str
 	if f.output == "json" {
 		return printResult(w, f, "", rows)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBSCRIPTION\tTYPE\tBACKLOG (ENTRIES)\tUNACKED\tCONSUMERS")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", r.Subscription, r.Type, r.Backlog, r.Unacked, r.Consumers)
-	}
-	return tw.Flush()
+	return admin.WriteBacklogs(w, rows)
 }
 
 func runReset(ctx context.Context, a *admin.Client, f *topicsFlags, args []string, w io.Writer) error {
