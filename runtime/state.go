@@ -216,12 +216,28 @@ func (s *keyedState) apply(items []*item, res []plugin.Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	// refused are the keys of this batch with a change not applied (its
+	// message was superseded): the handler saw that change when it
+	// answered the key's later messages, so they are retried rather
+	// than acknowledged on a value that does not exist.
+	var refused map[string]bool
 	for i := range res {
 		r := &res[i]
+		if s.eo && r.Outcome == plugin.OutcomeAck && refused[keyOf(items[i])] {
+			if !items[i].m.Superseded() {
+				*r = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: fmt.Sprintf("state: an earlier message of key %q in the batch "+
+					"was delivered again, so its change was not kept", keyOf(items[i]))}
+			}
+			continue
+		}
 		if r.Outcome != plugin.OutcomeAck || r.State == nil {
 			continue
 		}
 		if s.eo && !s.track(items[i], r.State.Key) {
+			if refused == nil {
+				refused = map[string]bool{}
+			}
+			refused[r.State.Key] = true
 			continue
 		}
 		s.set(r.State.Key, r.State.Value, r.State.Delete, now)
