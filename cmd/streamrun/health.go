@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -27,9 +25,6 @@ signed by a private CA takes --tls-ca, and its host name is verified.
 Waits: the request takes at most --timeout. Exit status: 0 healthy,
 1 not, 2 bad usage.
 `
-
-// maxHealthLine bounds what is read of an unhealthy answer to quote it.
-const maxHealthLine = 1024
 
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("health", stdout, stderr)
@@ -61,29 +56,16 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
-	if err != nil {
-		return cmd.fail(usagef("--url %q: %v", *url, err))
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
+	status, err := admin.Probe(ctx, hc, *url, tok)
+	var oe *admin.OptionError
+	switch {
+	case errors.As(err, &oe):
+		return cmd.fail(usagef("--url %v", oe.Err))
+	case err != nil:
 		return cmd.fail(err)
 	}
-	// The first line of the answer says why, when it says anything
-	// (a run's /readyz does): a container's health log keeps it.
-	first, _ := bufio.NewReader(io.LimitReader(resp.Body, maxHealthLine)).ReadString('\n')
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		if why := strings.TrimSpace(strings.ToValidUTF8(first, "")); why != "" {
-			return cmd.fail(fmt.Errorf("%s: %s: %s", *url, resp.Status, why))
-		}
-		return cmd.fail(fmt.Errorf("%s: %s", *url, resp.Status))
-	}
 	if !*quiet {
-		fmt.Fprintf(stdout, "healthy: %s %s\n", *url, resp.Status)
+		fmt.Fprintf(stdout, "healthy: %s %s\n", *url, status)
 	}
 	return exitOK
 }
