@@ -32,6 +32,13 @@ type Window struct {
 	Accumulator []byte
 	// Add says this is an incremental window's add step, not its fire.
 	Add bool
+	// Replaces are the starts of sessions that fired before and that
+	// this session took in: a message within the allowed lateness came
+	// before a fired session's start, or between two sessions, and
+	// joined them. Their results are this one's now (a consumer keyed
+	// on key and start drops them). Fire goes on from the most fired of
+	// them. Empty for tumbling and sliding windows.
+	Replaces []time.Time
 }
 
 // WindowMessage is one message of a window.
@@ -70,12 +77,17 @@ func ReadWindow(m *Message) (w *Window, ok bool, err error) {
 		Messages    []WindowMessage `json:"messages"`
 		Accumulator []byte          `json:"accumulator"`
 		Add         bool            `json:"add"`
+		Replaces    []int64         `json:"replaces"`
 	}
 	if err := json.Unmarshal(m.Payload, &p); err != nil {
 		return nil, true, fmt.Errorf("window message %s: %w", m.ID, err)
 	}
-	return &Window{Key: p.Key, Start: time.UnixMilli(p.Start).UTC(), End: time.UnixMilli(p.End).UTC(), Fire: p.Fire,
-		Messages: p.Messages, Accumulator: p.Accumulator, Add: p.Add}, true, nil
+	w = &Window{Key: p.Key, Start: time.UnixMilli(p.Start).UTC(), End: time.UnixMilli(p.End).UTC(), Fire: p.Fire,
+		Messages: p.Messages, Accumulator: p.Accumulator, Add: p.Add}
+	for _, s := range p.Replaces {
+		w.Replaces = append(w.Replaces, time.UnixMilli(s).UTC())
+	}
+	return w, true, nil
 }
 
 // WindowFunc is a Handler for a pipeline with a window block: it is

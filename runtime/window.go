@@ -78,8 +78,12 @@ type windower struct {
 	adds            map[winID2]bool     // incremental windows with messages to add
 	order           map[string]*inOrder // incremental: each partition's messages in hand
 	seq             uint64
-	late            atomic.Int64
-	open            atomic.Int64 // messages held in open windows
+	// writing counts each key's messages whose changelog write has no
+	// receipt yet: a session message that is late by its own window may
+	// still join one of them (sessionLate).
+	writing map[string]int
+	late    atomic.Int64
+	open    atomic.Int64 // messages held in open windows
 }
 
 type durableMsg struct {
@@ -89,12 +93,13 @@ type durableMsg struct {
 }
 
 type fireDone struct {
-	key   string
-	start int64
-	fire  int
-	n     int
-	ok    bool
-	delay time.Duration
+	key      string
+	start    int64
+	fire     int
+	n        int
+	replaces []int64
+	ok       bool
+	delay    time.Duration
 }
 
 type winKey struct {
@@ -125,13 +130,16 @@ type windowFire struct {
 	// starts from; nil for a fire.
 	add *addCall
 	acc []byte
+	// replaces are the fired sessions this one took in (sessionFire).
+	replaces []int64
 }
 
 func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
 		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64, dirty: map[string]bool{},
-		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental(), adds: map[winID2]bool{}, order: map[string]*inOrder{}}
+		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental(), adds: map[winID2]bool{}, order: map[string]*inOrder{},
+		writing: map[string]int{}}
 	wc := &p.cfg.Window
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -213,7 +221,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		// Late or not by the watermark of the messages before it, in the
 		// order they came.
 		arrived := w.arrived.at(now)
-		if w.a.isLate(t, arrived) {
+		if w.a.isLate(t, arrived) && !w.mayJoinSession(m.Key) {
 			w.isLate(&item{m: m}, arrived)
 			continue
 		}
@@ -224,6 +232,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			continue
 		}
 		w.held[rec] = false
+		w.writing[wm.Key]++
 		b, _ := json.Marshal(wm)
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
@@ -258,7 +267,7 @@ func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
 		return
 	}
 	w.mu.Lock()
-	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, ok: ok, delay: delay})
+	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, replaces: f.replaces, ok: ok, delay: delay})
 	w.mu.Unlock()
 	w.kick()
 }
@@ -300,6 +309,9 @@ func (w *windower) process(now time.Time) []*item {
 	for _, d := range durable {
 		rec := d.wm.record()
 		it := &item{m: d.m}
+		if w.writing[d.wm.Key]--; w.writing[d.wm.Key] <= 0 {
+			delete(w.writing, d.wm.Key)
+		}
 		if d.err != nil {
 			// Not durable: it comes again.
 			delete(w.held, rec)
@@ -309,6 +321,12 @@ func (w *windower) process(now time.Time) []*item {
 			continue
 		}
 		placed := w.placed.at(now)
+		if w.sessionLate(d.wm) {
+			delete(w.held, rec)
+			w.p.client.PublishAsync(p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
+			w.isLate(it, satAdd(d.wm.Horizon, w.a.late))
+			continue
+		}
 		w.insert(d.wm)
 		w.open.Add(1)
 		w.held[rec] = true
@@ -336,6 +354,16 @@ func (w *windower) process(now time.Time) []*item {
 		}
 		ws.fires, ws.n = d.fire, d.n
 		w.mark(d.key, d.start, ws)
+		// The sessions it took in are its own now: their records go
+		// after its own is written.
+		var gone []string
+		for _, r := range d.replaces {
+			if o := k.wins[r]; o != nil && !o.inflight {
+				delete(k.wins, r)
+				gone = append(gone, firedRecord(d.key, r))
+			}
+		}
+		w.forget(gone)
 	}
 	w.arrived.at(now) // the clock moves idle partitions on
 	wm := w.placed.at(now)
@@ -440,17 +468,7 @@ type span struct {
 // spans are the windows key k's messages make.
 func (w *windower) spans(k *winKey) []span {
 	if w.a.kind == pipelines.Session {
-		slices.SortFunc(k.msgs, func(a, b *winMsg) int { return cmp.Compare(a.Time, b.Time) })
-		var out []span
-		for i, m := range k.msgs {
-			// A session forgotten when m came is not joined.
-			if i == 0 || m.Time-k.msgs[i-1].Time >= w.a.gap || out[len(out)-1].end <= m.Horizon {
-				out = append(out, span{start: m.Time})
-			}
-			s := &out[len(out)-1]
-			s.msgs = append(s.msgs, m)
-			s.end = m.Time + w.a.gap
-		}
+		out, _ := w.sessions(k.msgs)
 		return out
 	}
 	by := map[int64]*span{}
@@ -481,6 +499,17 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 	spans := w.spans(k)
 	var drop map[*winMsg]bool // a forgotten session's messages
 	newly := 0
+	if w.a.kind == pipelines.Session {
+		// Late messages read back from a changelog whose removal of them
+		// was lost.
+		if _, late := w.sessions(k.msgs); len(late) > 0 {
+			drop = map[*winMsg]bool{}
+			for _, m := range late {
+				drop[m] = true
+			}
+			newly++
+		}
+	}
 	var fresh []int64 // forgotten in this scan
 	for i := range spans {
 		sp := &spans[i]
@@ -493,6 +522,21 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 		}
 		fired := ws != nil && ws.fires > 0
 		dirty := fired && ws.n != len(sp.msgs)
+		var replaces []int64
+		base := 0 // fires so far, of it and the sessions it took in
+		if ws != nil {
+			base = ws.fires
+		}
+		if w.a.kind == pipelines.Session {
+			var busy bool
+			replaces, base, busy = takenIn(k, sp, base)
+			if busy {
+				continue // looked at again once answered (dirty)
+			}
+			if len(replaces) > 0 {
+				fired, dirty = true, true
+			}
+		}
 		switch {
 		case sp.end <= wm && (!fired || dirty):
 			if ws == nil {
@@ -504,7 +548,7 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 				w.dirty[key] = true
 				continue
 			}
-			fires = append(fires, w.fireItem(key, sp, ws))
+			fires = append(fires, w.fireItem(key, sp, ws, base, replaces))
 		case fired && sp.end+w.a.late <= wm:
 			ws.forgotten = true
 			newly++
@@ -517,7 +561,9 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 					drop[m] = true
 				}
 			}
-		case !fired:
+		case !fired || dirty:
+			// A session a late message made longer fires again at its
+			// new end.
 			w.nextCheck = min(w.nextCheck, sp.end)
 		default:
 			w.nextCheck = min(w.nextCheck, sp.end+w.a.late)
@@ -542,11 +588,12 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 	// A forgotten window is kept while a message left falls in it, so
 	// that it is not made again; then its record goes too.
 	covered := map[int64]bool{}
-	for _, sp := range w.spans(k) {
+	left := w.spans(k)
+	for _, sp := range left {
 		covered[sp.start] = true
 	}
 	for start, ws := range k.wins {
-		if !covered[start] && !ws.inflight {
+		if !covered[start] && !ws.inflight && !(w.a.kind == pipelines.Session && within(left, start)) {
 			// Forgotten, or a session that grew a new start.
 			if ws.fires > 0 {
 				gone = append(gone, firedRecord(key, start))
@@ -579,12 +626,12 @@ func (w *windower) spent(k *winKey, m *winMsg, drop map[*winMsg]bool) bool {
 }
 
 // fireItem makes the item that hands window sp of key to the handler.
-func (w *windower) fireItem(key string, sp *span, ws *winState) *item {
+func (w *windower) fireItem(key string, sp *span, ws *winState, base int, replaces []int64) *item {
 	ws.inflight = true
-	fire := ws.fires + 1
+	fire := base + 1
 	msgs := slices.Clone(sp.msgs)
 	slices.SortStableFunc(msgs, func(a, b *winMsg) int { return cmp.Compare(a.Time, b.Time) })
-	b, _ := json.Marshal(windowPayload{Key: key, Start: sp.start, End: sp.end, Fire: fire, Messages: msgs})
+	b, _ := json.Marshal(windowPayload{Key: key, Start: sp.start, End: sp.end, Fire: fire, Messages: msgs, Replaces: replaces})
 	m := &subscribe.Message{
 		ID:    pulsarwire.MessageID{Ledger: 1 << 62, Entry: ws.id, Partition: -1, BatchIndex: -1},
 		Topic: w.srcTopic, Key: key, Payload: b,
@@ -595,5 +642,5 @@ func (w *windower) fireItem(key string, sp *span, ws *winState) *item {
 		},
 		PublishTime: time.UnixMilli(sp.end), EventTime: time.UnixMilli(sp.end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs)}}
+	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs), replaces: replaces}}
 }

@@ -41,6 +41,8 @@ type windowResult struct {
 	Fire     int      `json:"fire"`
 	Payloads []string `json:"payloads"`
 	Times    []int64  `json:"times"`
+	// Replaces are the starts of the sessions this one took in.
+	Replaces []int64 `json:"replaces,omitempty"`
 	// Incremental windows: the accumulator's count and sum.
 	Count int    `json:"count,omitempty"`
 	Sum   uint64 `json:"sum,omitempty"`
@@ -119,6 +121,9 @@ func newWindowHandler(_ context.Context, cfg windowConfig) (plugin.Handler, erro
 			}
 		}
 		r := windowResult{Key: w.Key, Start: w.Start.UnixMilli(), End: w.End.UnixMilli(), Fire: w.Fire}
+		for _, s := range w.Replaces {
+			r.Replaces = append(r.Replaces, s.UnixMilli())
+		}
 		for _, m := range w.Messages {
 			r.Payloads = append(r.Payloads, string(m.Payload))
 			r.Times = append(r.Times, m.Time)

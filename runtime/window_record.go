@@ -58,6 +58,9 @@ type windowPayload struct {
 	// one to add Messages to at an add step), and whether it is an add.
 	Accumulator []byte `json:"accumulator,omitempty"`
 	Add         bool   `json:"add,omitempty"`
+	// Replaces are the starts of fired sessions this one took in
+	// (window_session.go).
+	Replaces []int64 `json:"replaces,omitempty"`
 }
 
 func tombstone(rec string) pool.Message { return pool.Message{Key: rec} }

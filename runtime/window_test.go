@@ -95,7 +95,7 @@ func referenceWindows(w pipelines.Window, msgs []genMsg) (map[winID][]string, in
 		if w.Type != pipelines.Session {
 			lastEnd = floor(m.t, slide)*slide + size
 		}
-		if wm != math.MinInt64 && lastEnd+late <= wm {
+		if wm != math.MinInt64 && lastEnd+late <= wm && w.Type != pipelines.Session {
 			lateCount++
 			continue
 		}
@@ -120,22 +120,40 @@ func referenceWindows(w pipelines.Window, msgs []genMsg) (map[winID][]string, in
 			}
 		}
 	} else {
-		byKey := map[string][]in{}
-		for _, m := range kept {
-			byKey[m.key] = append(byKey[m.key], m)
+		// In the order they came: a message joins (and so merges) every
+		// session of its key it falls within gap of that is not
+		// forgotten (its end after the message's horizon); one that
+		// joins none starts its own, unless that one is forgotten too:
+		// then it is late.
+		type session struct {
+			start, end int64
+			ps         []string
 		}
-		for key, ms := range byKey {
-			if key == flushKey {
+		byKey := map[string][]*session{}
+		for _, m := range kept {
+			if m.key == flushKey {
 				continue
 			}
-			sort.Slice(ms, func(i, j int) bool { return ms[i].t < ms[j].t })
-			var start, end int64
-			for i, m := range ms {
-				if i == 0 || m.t-ms[i-1].t >= gap || end <= m.horizon {
-					start = m.t
+			ns := &session{start: m.t, end: m.t + gap, ps: []string{m.payload}}
+			var left []*session
+			joined := false
+			for _, s := range byKey[m.key] {
+				if s.end > m.horizon && s.start < m.t+gap && m.t < s.end {
+					ns.start, ns.end, ns.ps = min(ns.start, s.start), max(ns.end, s.end), append(ns.ps, s.ps...)
+					joined = true
+					continue
 				}
-				end = m.t + gap
-				out[winID{key, start}] = append(out[winID{key, start}], m.payload)
+				left = append(left, s)
+			}
+			if !joined && ns.end <= m.horizon {
+				lateCount++
+				continue
+			}
+			byKey[m.key] = append(left, ns)
+		}
+		for key, ss := range byKey {
+			for _, s := range ss {
+				out[winID{key, s.start}] = s.ps
 			}
 		}
 	}
@@ -154,6 +172,7 @@ type windowResults struct {
 
 func (wr windowResults) get(t testing.TB) map[winID]windowResult {
 	out := map[winID]windowResult{}
+	replaced := map[winID]bool{}
 	for _, m := range wr.c.all() {
 		var r windowResult
 		if err := json.Unmarshal(m.Payload, &r); err != nil {
@@ -164,6 +183,12 @@ func (wr windowResults) get(t testing.TB) map[winID]windowResult {
 		if old, ok := out[id]; !ok || len(r.Payloads) > len(old.Payloads) {
 			out[id] = r
 		}
+		for _, s := range r.Replaces {
+			replaced[winID{r.Key, s}] = true
+		}
+	}
+	for id := range replaced {
+		delete(out, id)
 	}
 	return out
 }
@@ -246,6 +271,10 @@ var windowKinds = []struct {
 	{"tumbling", pipelines.Window{Type: pipelines.Tumbling, Size: 20 * time.Second, OutOfOrder: 5 * time.Second, AllowedLateness: 10 * time.Second}},
 	{"sliding", pipelines.Window{Type: pipelines.Sliding, Size: 20 * time.Second, Slide: 5 * time.Second, OutOfOrder: 5 * time.Second, AllowedLateness: 10 * time.Second}},
 	{"session", pipelines.Window{Type: pipelines.Session, Gap: 7 * time.Second, OutOfOrder: 5 * time.Second}},
+	// Long sessions kept a minute after they fire: messages a minute or
+	// more late join fired sessions (whose own [t, t+gap) is forgotten
+	// already), move their starts and merge them.
+	{"session-lateness", pipelines.Window{Type: pipelines.Session, Gap: 7 * time.Second, OutOfOrder: 2 * time.Second, AllowedLateness: time.Minute}},
 }
 
 // Every window's result equals the reference's, for each kind of window

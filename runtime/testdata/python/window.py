@@ -31,7 +31,8 @@ def handle(m: streamrun.Message):
         except FileExistsError:
             pass
     r = {"key": w.key, "start": w.start_ms, "end": w.end_ms, "fire": w.fire,
-         "payloads": [x.payload.decode() for x in w.messages], "times": [x.time_ms for x in w.messages]}
+         "payloads": [x.payload.decode() for x in w.messages], "times": [x.time_ms for x in w.messages],
+         "replaces": w.replaces_ms}
     return streamrun.Output(topic=cfg["output"], key=w.key, payload=json.dumps(r).encode())
 
 

@@ -39,13 +39,16 @@ class WindowMessage:
 class Window:
     """A closed window: one key's messages from ``start_ms`` (included) to
     ``end_ms`` (excluded), in the order of their time. ``fire`` is 1 the
-    first time, 2, 3... when allowed lateness brought more since."""
+    first time, 2, 3... when allowed lateness brought more since.
+    ``replaces_ms`` are the starts of fired sessions this session took in
+    (a late message joined them): their results are this one's now."""
 
     key: str
     start_ms: int
     end_ms: int
     fire: int
     messages: list
+    replaces_ms: list = field(default_factory=list)
 
     @property
     def start(self) -> datetime:
@@ -69,6 +72,7 @@ def read_window(properties: dict, payload: bytes) -> Optional[Window]:
                               properties=m.get("properties") or {}, event_time_ms=m.get("event_time", 0),
                               publish_time_ms=m.get("publish_time", 0))
                 for m in w.get("messages") or []]
-        return Window(key=w["key"], start_ms=w["start"], end_ms=w["end"], fire=w["fire"], messages=msgs)
+        return Window(key=w["key"], start_ms=w["start"], end_ms=w["end"], fire=w["fire"], messages=msgs,
+                      replaces_ms=list(w.get("replaces") or []))
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"not a window: {e}") from e

@@ -1,0 +1,80 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	streamrun "github.com/streamrun/streamrun/runtime"
+)
+
+// Two fired sessions of a key, then messages within the allowed
+// lateness: one between them merges them (the session fires again from
+// the first's start, its fire count going on, naming the second as
+// taken in), one before the first's start moves it (it fires from the
+// new start, naming the old one). Nothing fires twice as a first fire.
+func TestALateMessageMergesFiredSessions(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	outs := collect(t, cl, out)
+	w := pipelines.Window{Type: pipelines.Session, Gap: 10 * time.Second, AllowedLateness: time.Minute, Time: pipelines.TimeEvent}
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, windowPipeline(in, out, w, windowConfig{}))
+	at := func(key string, s int64) {
+		publishOne(t, cl, in, pool.Message{Key: key, Payload: fmt.Appendf(nil, "%s@%d", key, s), EventTime: time.UnixMilli(windowBase + s*1000)})
+	}
+	results := func() []windowResult {
+		var rs []windowResult
+		for _, m := range outs.all() {
+			var r windowResult
+			if err := json.Unmarshal(m.Payload, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Key == "a" {
+				r.Start = (r.Start - windowBase) / 1000
+				for i := range r.Replaces {
+					r.Replaces[i] = (r.Replaces[i] - windowBase) / 1000
+				}
+				slices.Sort(r.Payloads)
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	}
+	waitResults := func(n int) []windowResult {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d results of key a", n), func() bool { return len(results()) >= n })
+		rs := results()
+		if len(rs) != n {
+			t.Fatalf("%d results, want %d: %+v", len(rs), n, rs)
+		}
+		return rs
+	}
+	at("a", 100)
+	at("a", 115)
+	at("b", 150) // the watermark: both of a's sessions fire
+	rs := waitResults(2)
+	slices.SortFunc(rs, func(x, y windowResult) int { return int(x.Start - y.Start) })
+	if rs[0].Start != 100 || rs[1].Start != 115 || rs[0].Fire != 1 || rs[1].Fire != 1 {
+		t.Fatalf("first fires: %+v", rs)
+	}
+
+	at("a", 108) // within gap of both
+	r := waitResults(3)[2]
+	if r.Start != 100 || r.Fire != 2 || !slices.Equal(r.Replaces, []int64{115}) ||
+		!slices.Equal(r.Payloads, []string{"a@100", "a@108", "a@115"}) {
+		t.Errorf("the merged session: %+v; want start 100, fire 2, replaces [115], three messages", r)
+	}
+
+	at("a", 95) // before the start
+	r = waitResults(4)[3]
+	if r.Start != 95 || r.Fire != 3 || !slices.Equal(r.Replaces, []int64{100}) || len(r.Payloads) != 4 {
+		t.Errorf("the session moved back: %+v; want start 95, fire 3, replaces [100], four messages", r)
+	}
+}
