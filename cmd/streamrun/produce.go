@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -248,14 +247,14 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		dec := msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl}
 		next, total = dec.Messages(lines, limit), -1
 	} else {
-		fixed := f.fixedPayload()
-		if fixed != nil {
+		gen := msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}
+		if fixed := gen.Fixed(); fixed != nil {
 			if err := f.checkSize(ctx, c, tmpl, len(fixed)); err != nil {
 				closeClient()
 				return failed(err)
 			}
 		}
-		next = f.generate(tmpl, fixed)
+		next = gen.Messages()
 	}
 	p, err := c.Producer(ctx, f.topic)
 	if err != nil {
@@ -292,41 +291,6 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return cmd.fail(closeErr)
 	}
 	return exitOK
-}
-
-// generate is --count messages made from the flags: tmpl with the fixed
-// payload, or with --message's "{n}" replaced by each one's number.
-func (f *produceFlags) generate(tmpl pool.Message, fixed []byte) func(context.Context) (pool.Message, bool, error) {
-	i := 0
-	return func(context.Context) (pool.Message, bool, error) {
-		if i >= f.count {
-			return pool.Message{}, false, nil
-		}
-		m := tmpl
-		m.Payload = fixed
-		if fixed == nil {
-			m.Payload = []byte(strings.ReplaceAll(f.message, "{n}", strconv.Itoa(i)))
-		}
-		i++
-		return m, true, nil
-	}
-}
-
-// fixedPayload is the payload every message shares: --size bytes of
-// a-z, or --message when it has no "{n}"; nil when "{n}" makes each
-// message's its own.
-func (f *produceFlags) fixedPayload() []byte {
-	switch {
-	case f.size > 0 || f.message == "":
-		fixed := make([]byte, f.size)
-		for i := range fixed {
-			fixed[i] = byte('a' + i%26)
-		}
-		return fixed
-	case !strings.Contains(f.message, "{n}"):
-		return []byte(f.message)
-	}
-	return nil
 }
 
 // summary writes the result line: how many of how many were produced,
