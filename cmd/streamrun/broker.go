@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,16 +15,6 @@ import (
 
 	"github.com/streamrun/streamrun/broker"
 )
-
-// defaultDataDir is where `streamrun broker` keeps data when neither
-// --data nor --memory is given: <user cache dir>/streamrun/broker.
-func defaultDataDir() string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	return filepath.Join(dir, "streamrun", "broker")
-}
 
 const brokerHelp = `Usage: streamrun broker [flags]
 
@@ -60,7 +49,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var (
 		listen    = fs.String("listen", "127.0.0.1:6650", "address of broker 0's Pulsar port (broker i: port+i; port 0: free ports)")
 		httpAddr  = fs.String("http", "127.0.0.1:8080", `address of the admin REST API ("-": off)`)
-		dataDir   = fs.String("data", "", "data directory (default "+defaultDataDir()+")")
+		dataDir   = fs.String("data", "", "data directory (default "+broker.DefaultDataDir()+")")
 		memory    = fs.Bool("memory", false, "keep everything in memory: nothing survives a stop")
 		syncW     = fs.Bool("sync", false, "fsync every message before its receipt (survives a machine crash, not only kill -9)")
 		retention = fs.Duration("retention", time.Minute, "how long messages no subscription needs are kept (acknowledged by all, or on a topic without subscriptions); -1s: keep everything")
@@ -79,7 +68,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	sf.register(fs)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
 	limits := registerConnLimits(fs)
-	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, defaultDataDir())); done {
+	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, broker.DefaultDataDir())); done {
 		return code
 	}
 	if err := errors.Join(checkBrokerFlags(fs), limits.check()); err != nil {
@@ -137,7 +126,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(err)
 	}
 	if !*memory && opts.DataDir == "" {
-		opts.DataDir = defaultDataDir()
+		opts.DataDir = broker.DefaultDataDir()
 	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {
@@ -152,7 +141,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(err)
 	}
 	defer stopPprof()
-	fmt.Fprintln(stdout, readyLine(c, opts)+pprofField)
+	fmt.Fprintln(stdout, c.ReadyLine()+pprofField)
 	<-ctx.Done()
 	cmd.interrupted()
 	if err := c.Close(); err != nil {
@@ -187,25 +176,4 @@ func checkBrokerFlags(fs *pflag.FlagSet) error {
 		return usagef("--advertised-host %q: want a host name or IP address, without a port", h)
 	}
 	return nil
-}
-
-// readyLine is the one line printed once the broker accepts connections.
-func readyLine(c *broker.Cluster, opts broker.Options) string {
-	line := "streamrun broker ready service_url=" + c.ServiceURL()
-	if u := c.AdminURL(); u != "" {
-		line += " admin_url=" + u
-	}
-	if u := c.AdminURLTLS(); u != "" {
-		line += " admin_url_tls=" + u
-	}
-	line += fmt.Sprintf(" brokers=%d", opts.Brokers)
-	if u := c.ServiceURLTLS(); u != "" {
-		line += " service_url_tls=" + u
-	}
-	if opts.Memory {
-		line += " data=memory"
-	} else {
-		line += " data=" + opts.DataDir
-	}
-	return line
 }
