@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -73,8 +72,8 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.SDK == "" {
-		if v := readVersion().Version; releaseVersion.MatchString(v) {
-			o.Version = v
+		if v := readVersion(); v.Release() {
+			o.Version = v.Version
 		}
 	}
 	files, err := scaffold.New(ctx, o)
@@ -95,10 +94,6 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Next: cd %s, then the commands in README.md.\n", where)
 	return exitOK
 }
-
-// releaseVersion is a release's module version (not "devel", nor a
-// pseudo-version of a work tree's commit).
-var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-(alpha|beta|rc)[0-9.]*)?$`)
 
 // sdkFrom says where the project's SDK comes from.
 func sdkFrom(o scaffold.Options) string {

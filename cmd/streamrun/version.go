@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/spf13/pflag"
+
+	"github.com/streamrun/streamrun/internal/buildinfo"
 )
 
 // mainVersion and mainCommit are set at link time by release builds
@@ -15,51 +16,8 @@ import (
 // build context without .git); otherwise the build info's are used.
 var mainVersion, mainCommit string
 
-// buildVersion is what `streamrun version` reports.
-type buildVersion struct {
-	Version   string `json:"version"`    // module version, or "devel"
-	Commit    string `json:"commit"`     // VCS revision, "" when unknown
-	Modified  bool   `json:"modified"`   // built from a modified work tree
-	GoVersion string `json:"go_version"` // the toolchain that built it
-}
-
-// readVersion reads the version from the build info.
-func readVersion() buildVersion {
-	v := buildVersion{Version: "devel"}
-	bi, ok := debug.ReadBuildInfo()
-	if ok {
-		v.GoVersion = bi.GoVersion
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				v.Commit = s.Value
-			case "vcs.modified":
-				v.Modified = s.Value == "true"
-			}
-		}
-	}
-	if mainVersion != "" {
-		v.Version = mainVersion
-	}
-	if mainCommit != "" {
-		v.Commit = mainCommit
-	}
-	return v
-}
-
-func (v buildVersion) String() string {
-	commit := v.Commit
-	if commit == "" {
-		commit = "unknown"
-	}
-	if v.Modified {
-		commit += " (modified)"
-	}
-	return fmt.Sprintf("streamrun %s\ncommit %s\n%s\n", v.Version, commit, v.GoVersion)
-}
+// readVersion is this build of streamrun.
+func readVersion() buildinfo.Info { return buildinfo.Read(mainVersion, mainCommit) }
 
 const versionHelp = `Usage: streamrun version [--output text|json]
 
