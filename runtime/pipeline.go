@@ -58,6 +58,9 @@ type pipeline struct {
 	met    *metrics // nil when not measured
 	// keyed is the pipeline's keyed state, nil when it keeps none.
 	keyed *keyedState
+	// admitOK and admitAcked are admit's answers, reused from batch to
+	// batch by the receive loop, the only caller.
+	admitOK, admitAcked []bool
 	// win keeps the pipeline's open windows, nil when it has none.
 	win *windower
 
@@ -593,15 +596,19 @@ func (p *pipeline) place(it *item, now time.Time) {
 // admit leaves out of ms the copies of messages the host holds or has
 // just acknowledged (keyedState.admit), giving their credits back.
 func (p *pipeline) admit(ms []*subscribe.Message) []*subscribe.Message {
+	if cap(p.admitOK) < len(ms) {
+		p.admitOK, p.admitAcked = make([]bool, len(ms)), make([]bool, len(ms))
+	}
+	ok, acked := p.admitOK[:len(ms)], p.admitAcked[:len(ms)]
+	p.keyed.admit(ms, ok, acked)
 	kept := ms[:0]
-	for _, m := range ms {
-		ok, acked := p.keyed.admit(m)
-		if ok {
+	for i, m := range ms {
+		if ok[i] {
 			kept = append(kept, m)
 			continue
 		}
-		p.log.Debug("state: a copy of a message in hand is left out", "id", m.ID.String(), "acked", acked)
-		if acked {
+		p.log.Debug("state: a copy of a message in hand is left out", "id", m.ID.String(), "acked", acked[i])
+		if acked[i] {
 			_ = p.cons.Ack(context.Background(), m)
 		}
 		p.credits.release(1)

@@ -36,6 +36,9 @@ type keyedState struct {
 
 	mu   sync.Mutex
 	vals map[string]stateValue
+	// seen is entries' set of the keys of a batch, kept from call to call
+	// (under mu) rather than made for each.
+	seen map[string]struct{}
 	size int64 // bytes of keys and values held
 	// eo: the pipeline commits in transactions (guarantee exactly_once),
 	// and pending holds, by key and in the order they were made, the
@@ -74,17 +77,21 @@ func (s *keyedState) retried(delay time.Duration) {
 // reached the broker takes to arrive.
 const heldAfterAck = time.Minute
 
-// admit says whether m may be handled: not when it is a copy of a
-// message the host holds, or acknowledged a moment ago while a retry's
-// redelivery may still bring copies. On Exclusive, a
+// admit says, for each message of ms, whether it may be handled
+// (ok[i]): not when it is a copy of a message the host holds, or
+// acknowledged a moment ago while a retry's redelivery may still bring
+// copies. On Exclusive, a
 // retry asks the broker for every unacknowledged message again, in order
 // (subscribe's Nack), and that includes messages the host has answered
 // and changed the state for, whose acknowledgements wait for the
 // changelog's receipts: handled again, their changes would be applied
-// twice. acked says the original was acknowledged (the copy can be
-// acknowledged too: the same id).
-func (s *keyedState) admit(m *subscribe.Message) (ok, acked bool) {
-	k := retryKeyOf(m)
+// twice. acked[i] says the original was acknowledged (the copy can be
+// acknowledged too: the same id). A received batch is taken under one
+// lock and one reading of the clock: taken message by message, the lock
+// (contended by the receipts' leave) and the clock were the largest part
+// of keyed state's cost in BenchmarkKeyedStateCounter
+// (docs/benchmarks.md, "Keyed state").
+func (s *keyedState) admit(ms []*subscribe.Message, ok, acked []bool) {
 	now := time.Now()
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
@@ -96,6 +103,14 @@ func (s *keyedState) admit(m *subscribe.Message) (ok, acked bool) {
 		}
 		s.swept = now
 	}
+	for i, m := range ms {
+		ok[i], acked[i] = s.admitLocked(m)
+	}
+}
+
+// admitLocked is admit for one message; the caller holds heldMu.
+func (s *keyedState) admitLocked(m *subscribe.Message) (ok, acked bool) {
+	k := retryKeyOf(m)
 	if h, dup := s.held[k]; dup {
 		// Under exactly_once, a held message delivered again after its
 		// consumer asked for everything again (an abort, a lost
@@ -158,7 +173,7 @@ const PropertyStateFence = "streamrun-state-fence"
 // newKeyedState makes a pipeline's keyed state; eo: the pipeline commits
 // in transactions.
 func newKeyedState(topic string, ttl time.Duration, eo bool, log *slog.Logger) *keyedState {
-	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: map[string]stateValue{}, held: map[retryKey]heldMessage{}, eo: eo}
+	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: map[string]stateValue{}, seen: map[string]struct{}{}, held: map[retryKey]heldMessage{}, eo: eo}
 	if eo {
 		s.pending = map[string][]*pendingChange{}
 	}
@@ -177,8 +192,9 @@ func keyOf(it *item) string {
 func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []plugin.StateEntry
-	var seen map[string]bool
+	out := make([]plugin.StateEntry, 0, len(items))
+	seen := s.seen
+	clear(seen)
 	now := time.Now()
 	for _, it := range items {
 		k := keyOf(it)
@@ -186,13 +202,10 @@ func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 			continue
 		}
 		if len(items) > 1 {
-			if seen == nil {
-				seen = make(map[string]bool, len(items))
-			}
-			if seen[k] {
+			if _, dup := seen[k]; dup {
 				continue
 			}
-			seen[k] = true
+			seen[k] = struct{}{}
 		}
 		if s.eo {
 			s.dropSuperseded(k)
@@ -202,6 +215,9 @@ func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 			continue
 		}
 		out = append(out, plugin.StateEntry{Key: k, Value: sv.v})
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
