@@ -465,17 +465,21 @@ func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 // 10 000 keys in event time, 5 % of the messages up to 5 s out of order
 // (out_of_order 5s), with the handler in a plugin process, beside the
 // same pipeline without a window echoing each message (the stateless
-// baseline), each on an Exclusive subscription with batches of 100.
-// b.N messages of 100 bytes, 2 000 a second of event time, are
-// published first (then one that closes every window); msg/s is b.N
-// over the time from the host's start to the last acknowledgement (and,
-// with windows, to every window's answer). The broker is an embedded
-// one in the test process, or Apache Pulsar with STREAMRUN_PULSAR_URL.
+// baseline, mode=none), each on an Exclusive subscription with batches
+// of 100: mode=messages holds each window's messages and hands them to
+// the handler when it fires; mode=incremental adds them to a count and
+// a sum a window as they come (window.mode incremental). b.N messages
+// of 100 bytes, 2 000 a second of event time, are published first
+// (then one that closes every window); msg/s is b.N over the time from
+// the host's start to the last acknowledgement and, with windows, to
+// every window's answer on the output topic. The incremental answers
+// are then checked against the reference. The broker is an embedded one
+// in the test process, or Apache Pulsar with STREAMRUN_PULSAR_URL.
 //
 //	go test ./runtime -run '^$' -bench WindowCount -benchtime 200000x
 func BenchmarkWindowCount(b *testing.B) {
-	for _, windowed := range []bool{false, true} {
-		b.Run(fmt.Sprintf("window=%v", windowed), func(b *testing.B) {
+	for _, mode := range []string{"none", "messages", "incremental"} {
+		b.Run("mode="+mode, func(b *testing.B) {
 			url := brokertest.TargetB(b)
 			run := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 			in, out := "persistent://public/default/bench-window-in-"+run, "persistent://public/default/bench-window-out-"+run
@@ -495,28 +499,41 @@ func BenchmarkWindowCount(b *testing.B) {
 			want, _ := referenceWindows(w, msgs)
 			publishGenerated(b, pub, in, msgs, false)
 			var p pipelines.Pipeline
-			if windowed {
+			switch mode {
+			case "messages":
 				p = windowPipeline(in, out, w, windowConfig{})
-				p.Handler.BatchSize = 100
-			} else {
+			case "incremental":
+				w.Mode = pipelines.ModeIncremental
+				p = windowPipeline(in, out, w, windowConfig{Incremental: true})
+			default:
 				h := self(testConfig{Output: out})
-				h.BatchSize = 100
 				p = pipelines.Pipeline{Name: "windows", Handler: h,
 					Source: pipelines.Source{Topics: []string{in}, Subscription: "windows", Type: pipelines.Exclusive, InitialPosition: pipelines.Earliest}}
 			}
+			p.Handler.BatchSize = 100
 			p.Outputs = []string{out}
+			var outs *collector
+			if mode != "none" {
+				outs = collect(b, pub, out)
+			}
 			b.ResetTimer()
 			start := time.Now()
 			rh := runHost(b, nil, streamrun.Options{Logger: testLogger(b, slog.LevelError), Pool: pool.Options{ServiceURL: url}}, p)
-			total := int64(len(msgs))
-			if windowed {
-				total += int64(len(want)) // every window answered too
-			}
-			brokertest.Eventually(b, 10*time.Minute, "every message acknowledged", func() bool { return rh.stats("windows").Acked >= total })
+			brokertest.Eventually(b, 10*time.Minute, "every message acknowledged, every window answered", func() bool {
+				if rh.stats("windows").Acked < int64(len(msgs)) {
+					return false
+				}
+				return outs == nil || outs.len() >= len(want)
+			})
 			elapsed := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msg/s")
 			b.ReportMetric(0, "ns/op")
+			if mode == "incremental" {
+				if diff := accAgree(accResults(b, outs), accSums(want)); diff != "" {
+					b.Fatalf("the incremental windows differ from the reference: %s", diff)
+				}
+			}
 		})
 	}
 }
