@@ -7,13 +7,13 @@ import (
 	"strings"
 )
 
-// ReadKey reads a token key as Apache Pulsar's tokenSecretKey and
-// tokenPublicKey settings name one: "file:PATH" (the file's bytes, raw or
-// PEM; "file:///abs" too) or "env:VAR" (base64, as `pulsar tokens
-// create-secret-key --base64` prints it, or PEM as it is). name says
-// which setting in errors; lookupEnv nil means os.LookupEnv. The broker's
-// flags and a pipeline file's control section read their keys with it.
-func ReadKey(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, error) {
+// ReadSecret reads a secret a setting names: "file:PATH" (the file's
+// bytes; "file:///abs" too) or "env:VAR" (the variable's value), so that
+// the secret itself is never on a command line (ps shows command lines)
+// nor in a file that is shared. name says which setting in errors;
+// lookupEnv nil means os.LookupEnv. An empty file or variable is an
+// error. The commands' --token flags read their tokens with it.
+func ReadSecret(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
@@ -36,15 +36,25 @@ func ReadKey(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, 
 		if !ok || v == "" {
 			return nil, fmt.Errorf("%s: environment variable %s is empty or unset", name, strings.TrimPrefix(spec, "env:"))
 		}
-		if strings.HasPrefix(strings.TrimSpace(v), "-----BEGIN") {
-			return []byte(v), nil
-		}
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
-		if err != nil {
-			return nil, fmt.Errorf("%s: environment variable %s: want the key in base64 (as `pulsar tokens create-secret-key --base64` prints) or PEM: %v",
-				name, strings.TrimPrefix(spec, "env:"), err)
-		}
-		return b, nil
+		return []byte(v), nil
 	}
 	return nil, fmt.Errorf("%s: want file:PATH or env:VAR", name)
+}
+
+// ReadKey reads a token key as Apache Pulsar's tokenSecretKey and
+// tokenPublicKey settings name one (ReadSecret): a file's bytes, raw or
+// PEM, or an environment variable's base64 (as `pulsar tokens
+// create-secret-key --base64` prints it) or PEM as it is. The broker's
+// flags and a pipeline file's control section read their keys with it.
+func ReadKey(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, error) {
+	b, err := ReadSecret(name, spec, lookupEnv)
+	if err != nil || !strings.HasPrefix(spec, "env:") || strings.HasPrefix(strings.TrimSpace(string(b)), "-----BEGIN") {
+		return b, err
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: environment variable %s: want the key in base64 (as `pulsar tokens create-secret-key --base64` prints) or PEM: %v",
+			name, strings.TrimPrefix(spec, "env:"), err)
+	}
+	return key, nil
 }

@@ -41,3 +41,30 @@ func TestReadKeyFromFilesAndTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// ReadSecret takes a file's bytes and a variable's value as they are
+// (no base64), and refuses an empty one and anything but file: or env:,
+// naming the setting.
+func TestReadSecret(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("tok-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TOK": "dG9r", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for spec, want := range map[string]string{"file:" + path: "tok-from-file\n", "file://" + path: "tok-from-file\n", "env:TOK": "dG9r"} {
+		if b, err := ReadSecret("--token", spec, lookup); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", spec, b, err, want)
+		}
+	}
+	for spec, want := range map[string]string{
+		"env:EMPTY": "--token: environment variable EMPTY is empty or unset",
+		"env:NONE":  "--token: environment variable NONE is empty or unset",
+		"file:":     "--token: file: without a path",
+		"tok":       "--token: want file:PATH or env:VAR",
+	} {
+		if _, err := ReadSecret("--token", spec, lookup); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", spec, err, want)
+		}
+	}
+}

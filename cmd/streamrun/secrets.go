@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 
 	"github.com/streamrun/streamrun/broker/auth"
@@ -14,33 +13,24 @@ import (
 // secretFlagHelp ends the help of every flag that takes a secret.
 const secretFlagHelp = `"file:PATH" or "env:VAR" (never the secret itself: ps shows command lines)`
 
-// readSecret reads the secret a flag names: "file:PATH" (the file's
-// bytes) or "env:VAR" (the variable's value). Anything else is refused as
-// a usage error that says how to pass it instead.
+// readSecret reads the secret a flag names (auth.ReadSecret: "file:PATH"
+// or "env:VAR"). Anything else is refused as a usage error that says how
+// to pass it instead.
 func readSecret(flag, spec string) ([]byte, error) {
-	switch {
-	case strings.HasPrefix(spec, "file:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(spec, "file:"), "//")
-		if path == "" {
-			return nil, usagef("%s file: without a path", flag)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, usagef("%s: %v", flag, err)
-		}
-		if len(b) == 0 {
-			return nil, usagef("%s: %s is empty", flag, path)
-		}
-		return b, nil
-	case strings.HasPrefix(spec, "env:"):
-		name := strings.TrimPrefix(spec, "env:")
-		v := os.Getenv(name)
-		if v == "" {
-			return nil, usagef("%s: environment variable %s is empty or unset", flag, name)
-		}
-		return []byte(v), nil
+	return readWith(auth.ReadSecret, flag, spec)
+}
+
+// readWith reads a secret a flag names with read, its errors usage
+// errors; the secret itself on the command line is refused unread.
+func readWith(read func(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, error), flag, spec string) ([]byte, error) {
+	if !strings.HasPrefix(spec, "file:") && !strings.HasPrefix(spec, "env:") {
+		return nil, literalSecret(flag)
 	}
-	return nil, literalSecret(flag)
+	b, err := read(flag, spec, nil)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return b, nil
 }
 
 // literalSecret is the usage error of a secret given on the command line.
@@ -64,12 +54,5 @@ func checkSecretSpec(flag, spec string) error {
 // readTokenKey reads --token-secret-key or --token-public-key
 // (auth.ReadKey), refusing the key itself on the command line.
 func readTokenKey(flag, spec string) ([]byte, error) {
-	if !strings.HasPrefix(spec, "file:") && !strings.HasPrefix(spec, "env:") {
-		return nil, literalSecret(flag)
-	}
-	b, err := auth.ReadKey(flag, spec, nil)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	return b, nil
+	return readWith(auth.ReadKey, flag, spec)
 }
