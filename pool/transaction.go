@@ -105,6 +105,12 @@ func (t *Transaction) Deadline() time.Time { return t.inner().Deadline() }
 // transaction TransactionFailed. If ctx ends while waiting for the
 // publishes, the transaction is open again.
 //
+// Acknowledgements held for it (subscribe's AckWithTxn) are not sent once
+// its timeout has passed: it aborts instead (subscribe's
+// ErrTransactionPastTimeout), since Apache Pulsar keeps an
+// acknowledgement of a transaction that already ended pending, and its
+// messages would not come again.
+//
 // After a lost connection the commit is asked again; if the first one
 // had reached the broker, the second is refused with
 // ErrTransactionNotFound although it committed. The broker's state is

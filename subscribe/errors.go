@@ -25,6 +25,10 @@ var (
 	// ErrPartialBatch: a transaction committed (and aborted instead) while
 	// it acknowledged only some messages of a batch.
 	ErrPartialBatch = errors.New("subscribe: a batch is only partly acknowledged in the transaction")
+	// ErrTransactionPastTimeout: an acknowledgement in a transaction whose
+	// timeout has passed (its coordinator aborts it) is not sent; the
+	// commit aborts instead and the message comes again.
+	ErrTransactionPastTimeout = errors.New("subscribe: the transaction is past its timeout")
 	// ErrSeekNotSupported: a seek to a message id on a consumer of several
 	// topics, where the id names no single one.
 	ErrSeekNotSupported = errors.New("subscribe: a seek to a message id needs a consumer of one topic")

@@ -459,3 +459,43 @@ func TestTxnAckBatchCountsEveryMessage(t *testing.T) {
 		t.Fatalf("the broker counts %d messages unacknowledged after the whole batch was acknowledged in a committed transaction", n)
 	}
 }
+
+// An acknowledgement in a transaction past its timeout is not sent: the
+// commit aborts instead, and the message comes again when asked for.
+// Apache Pulsar would hold an acknowledgement of a transaction its
+// coordinator had already aborted as pending on the subscription, so
+// that the message never came again (a host stopped past the timeout,
+// then going on, left the campaign's eo-failover stuck).
+func TestTxnAckPastTheTimeoutIsNotSent(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", Type: subscribe.Failover, InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 2, nil)
+	ms := receiveN(ctx, t, cons, 2, false)
+	tx := begin(ctx, t, c, time.Second)
+	// The first acknowledgement, in time, joins the subscription to the
+	// transaction; grouped, it waits for the commit.
+	if err := cons.AckWithTxn(ctx, ms[0], tx); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	for time.Now().Before(tx.Deadline().Add(time.Second)) {
+		time.Sleep(50 * time.Millisecond) // the coordinator aborts it, as if the host were stopped
+	}
+	if err := cons.AckWithTxn(ctx, ms[1], tx); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	if err := tx.Commit(ctx); !errors.Is(err, subscribe.ErrTransactionPastTimeout) {
+		t.Fatalf("commit of a transaction past its timeout: got %v, want ErrTransactionPastTimeout", err)
+	}
+	if err := cons.RedeliverUnacknowledged(); err != nil {
+		t.Fatal(err)
+	}
+	again := receiveN(ctx, t, cons, 2, false)
+	for i, m := range again {
+		if m.ID != ms[i].ID {
+			t.Fatalf("got %s again, want %s", m.ID, ms[i].ID)
+		}
+	}
+}

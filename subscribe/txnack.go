@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -198,6 +199,13 @@ func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 // send sends one ACK of group (entries of pc) in transaction t and waits
 // for the broker's answer.
 func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group []ackReq) error {
+	if !time.Now().Before(t.Deadline()) {
+		// Its coordinator aborts it, or did. Not sent: Apache Pulsar holds
+		// an acknowledgement in a transaction that already ended as
+		// pending on the subscription (until its coordinator's low-water
+		// mark clears it), so that the entries are never delivered again.
+		return fmt.Errorf("ack on %s in transaction %s: %w", pc.topic, t.ID(), ErrTransactionPastTimeout)
+	}
 	s := pc.session()
 	if s == nil {
 		return fmt.Errorf("ack on %s in transaction %s: not connected: %w", pc.topic, t.ID(), pulsarwire.ErrConnectionClosed)
