@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -439,26 +438,12 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 	return o, nil
 }
 
-// handlerConfig is --config: a JSON object, or @FILE holding one; nil
-// when not given (benchrun's default). Its errors are usage errors.
+// handlerConfig is --config (benchrun.ParseHandlerConfig). Its errors
+// are usage errors.
 func (f *benchFlags) handlerConfig() (map[string]any, error) {
-	if f.config == "" {
-		return nil, nil
-	}
-	text := []byte(f.config)
-	if name, ok := strings.CutPrefix(f.config, "@"); ok {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			return nil, usagef("--config: %v", err)
-		}
-		text = b
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(text, &cfg); err != nil {
-		return nil, usagef("--config: want a JSON object: %v", err)
-	}
-	if cfg == nil {
-		return nil, usagef("--config: want a JSON object, got null")
+	cfg, err := benchrun.ParseHandlerConfig(f.config)
+	if err != nil {
+		return nil, usagef("--config: %v", err)
 	}
 	return cfg, nil
 }
