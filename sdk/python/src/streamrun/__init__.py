@@ -22,7 +22,7 @@ from ._server import DEFAULT_MAX_MESSAGE_SIZE, batch_handler, serve
 from .jsonhelper import Emit, json_handler
 from .message import Batch, DeadLetter, Drop, Info, Message, Outcome, Output, Retry
 from .state import NoState, State
-from .window import Window, WindowMessage
+from .window import Window, WindowMessage, incremental_window
 
 # In a plugin process, stdout is the handshake's from the moment the
 # package is imported: a print() before serve() would otherwise be read by
@@ -31,6 +31,7 @@ if check_cookie():
     claim_stdout()
 
 __all__ = [
+    "incremental_window",
     "CONTRACT_VERSION",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "Batch",

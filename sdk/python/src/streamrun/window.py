@@ -49,6 +49,12 @@ class Window:
     fire: int
     messages: list
     replaces_ms: list = field(default_factory=list)
+    #: An incremental window's accumulator (window.mode: incremental): the
+    #: bytes the add steps returned so far, None before the first; at a
+    #: fire, the window.
+    accumulator: Optional[bytes] = None
+    #: True for an incremental window's add step, False for a fire.
+    add: bool = False
 
     @property
     def start(self) -> datetime:
@@ -73,6 +79,44 @@ def read_window(properties: dict, payload: bytes) -> Optional[Window]:
                               publish_time_ms=m.get("publish_time", 0))
                 for m in w.get("messages") or []]
         return Window(key=w["key"], start_ms=w["start"], end_ms=w["end"], fire=w["fire"], messages=msgs,
-                      replaces_ms=list(w.get("replaces") or []))
+                      replaces_ms=list(w.get("replaces") or []),
+                      accumulator=base64.b64decode(w["accumulator"]) if w.get("accumulator") else None,
+                      add=bool(w.get("add")))
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"not a window: {e}") from e
+
+
+def incremental_window(add, fire):
+    """A handler for a pipeline whose windows are incremental
+    (``window.mode: incremental``, docs/pipelines.md "Incremental
+    windows"), as the Go SDK's ``plugin.IncrementalWindow``: ``add(w)``
+    returns the accumulator (bytes) with ``w.messages`` added to
+    ``w.accumulator`` (None before the first add); the host keeps it, and
+    acknowledges the messages, once it is in its changelog. ``fire(w)``
+    returns what a handler returns (an Output, a list of them, None...)
+    for a closed window, whose accumulator is ``w.accumulator``. An
+    exception or a Retry/DeadLetter from ``add`` retries or dead-letters
+    the step, leaving the accumulator as it was. A message that is not a
+    window is dead-lettered::
+
+        streamrun.serve(streamrun.incremental_window(add=count, fire=emit))
+    """
+    from .message import DeadLetter, Outcome
+
+    def handle(m):
+        w = m.window
+        if w is None:
+            return DeadLetter(f"message {m.id} is not a window: is the pipeline's window block set?")
+        if not w.add:
+            return fire(w)
+        acc = add(w)
+        if isinstance(acc, Outcome):
+            return acc
+        if not isinstance(acc, (bytes, bytearray)):
+            return DeadLetter(f"window {w.key} at {w.start_ms}: add returned {type(acc).__name__}, want bytes")
+        # The accumulator goes back as the add's keyed state
+        # (docs/contract.md §6).
+        m.state.put(bytes(acc))
+        return None
+
+    return handle
