@@ -29,7 +29,23 @@ func TestIncrementalWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing
 		t.Run(k.name, func(t *testing.T) {
 			w := k.w
 			w.Mode = pipelines.ModeIncremental
-			testIncrementalAgainstReference(t, w)
+			testIncrementalAgainstReference(t, w, windowHandler)
+		})
+	}
+}
+
+// The same with the Python SDK's streamrun.incremental_window, whose
+// interpreter dies in an add and in a fire of a window of each key.
+func TestPythonIncrementalWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
+	pythonSDK(t)
+	for _, k := range windowKinds[:2] {
+		t.Run(k.name, func(t *testing.T) {
+			w := k.w
+			w.Mode = pipelines.ModeIncremental
+			testIncrementalAgainstReference(t, w, func(cfg windowConfig) pipelines.Handler {
+				return pythonScript(t, "runtime/testdata/python/window_incremental.py",
+					map[string]any{"output": cfg.Output, "crash": cfg.Crash, "marker_dir": cfg.MarkerDir})
+			})
 		})
 	}
 }
@@ -89,7 +105,7 @@ func accAgree(got, want map[winID]windowAcc) string {
 	return strings.Join(diffs, "; ")
 }
 
-func testIncrementalAgainstReference(t *testing.T, w pipelines.Window) {
+func testIncrementalAgainstReference(t *testing.T, w pipelines.Window, handler func(windowConfig) pipelines.Handler) {
 	peer := brokertest.Target(t)
 	base := brokertest.TopicName(t)
 	in, out := base+"-in", base+"-out"
@@ -103,7 +119,7 @@ func testIncrementalAgainstReference(t *testing.T, w pipelines.Window) {
 	publishGenerated(t, cl, in, msgs, false)
 	// Small batches, slow enough that the stop comes mid-stream.
 	p := windowPipelineOf(in, out, w, windowConfig{Crash: true, Incremental: true, MarkerDir: t.TempDir(),
-		BatchDelay: 4 * time.Second / time.Duration(len(want))}, windowHandler)
+		BatchDelay: 4 * time.Second / time.Duration(len(want))}, handler)
 	p.Handler.BatchSize = 1
 	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
 	waitFor(t, "a quarter of the windows", func() bool { return len(accResults(t, outs)) >= len(want)/4 })
