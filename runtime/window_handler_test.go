@@ -29,7 +29,7 @@ type windowConfig struct {
 	// and sums (messageSum) the messages, and the handler crashes, as
 	// Crash says, on its first add of each key's window whose start in
 	// seconds is 1 more than a multiple of 3, and on the first fire of
-	// those at a multiple of 3.
+	// those at a multiple of 3, maxCrashes times of each at most.
 	Incremental bool `json:"incremental,omitempty"`
 }
 
@@ -63,10 +63,20 @@ func messageSum(payload []byte) uint64 {
 	return uint64(h.Sum32())
 }
 
+// maxCrashes bounds the incremental handler's crashes of each kind (add,
+// fire): enough to crash it mid-stream again and again, few enough that
+// the restarts (each a new process, slower under the race detector) do
+// not make the test's time, since a sliding window's every message is in
+// several windows.
+const maxCrashes = 12
+
 // crashOnce panics the first time (across processes) it is called for
-// name.
-func crashOnce(dir, name string) {
-	path := filepath.Join(dir, name)
+// kind-name, unless it already did for maxCrashes names of that kind.
+func crashOnce(dir, kind, name string) {
+	if done, _ := filepath.Glob(filepath.Join(dir, kind+"-*")); len(done) >= maxCrashes {
+		return
+	}
+	path := filepath.Join(dir, kind+"-"+name)
 	if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
 		f.Close()
 		panic("the window handler crashes, as asked, on " + path)
@@ -77,7 +87,7 @@ func newIncrementalHandler(cfg windowConfig) plugin.Handler {
 	return plugin.IncrementalWindow{
 		Add: func(ctx context.Context, w *plugin.Window) ([]byte, error) {
 			if cfg.Crash && (w.Start.UnixMilli()/1000)%3 == 1 {
-				crashOnce(cfg.MarkerDir, fmt.Sprintf("add-%s-%d", w.Key, w.Start.UnixMilli()))
+				crashOnce(cfg.MarkerDir, "add", fmt.Sprintf("%s-%d", w.Key, w.Start.UnixMilli()))
 			}
 			var a windowAcc
 			if w.Accumulator != nil {
@@ -93,7 +103,7 @@ func newIncrementalHandler(cfg windowConfig) plugin.Handler {
 		},
 		Fire: func(ctx context.Context, w *plugin.Window) ([]plugin.Output, error) {
 			if cfg.Crash && (w.Start.UnixMilli()/1000)%3 == 0 && w.Fire == 1 {
-				crashOnce(cfg.MarkerDir, fmt.Sprintf("fire-%s-%d", w.Key, w.Start.UnixMilli()))
+				crashOnce(cfg.MarkerDir, "fire", fmt.Sprintf("%s-%d", w.Key, w.Start.UnixMilli()))
 			}
 			var a windowAcc
 			if err := json.Unmarshal(w.Accumulator, &a); err != nil {
