@@ -5,8 +5,10 @@ sums a hash of their payloads (FNV-1a, 32 bits, as messageSum); each fire
 outputs windowResult's key, start, end, fire, count and sum. With
 "crash", its interpreter dies the first time (across processes, by
 marker files in "marker_dir") it adds to each key's window whose start in
-seconds is 1 more than a multiple of 3, and fires one at a multiple of 3."""
+seconds is 1 more than a multiple of 3, and fires one at a multiple of 3,
+MAX_CRASHES times of each kind at most (as the Go handler's maxCrashes)."""
 
+import glob
 import json
 import os
 
@@ -14,12 +16,17 @@ import streamrun
 
 cfg = {}
 
+MAX_CRASHES = 12
+
 
 def init(info: streamrun.Info) -> None:
     cfg.update(info.config or {})
 
 
 def crash_once(name):
+    kind = name.split("-", 1)[0]
+    if len(glob.glob(os.path.join(cfg["marker_dir"], kind + "-*"))) >= MAX_CRASHES:
+        return
     try:
         fd = os.open(os.path.join(cfg["marker_dir"], name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         os.close(fd)
