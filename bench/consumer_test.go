@@ -42,7 +42,14 @@ const receiverQueue = 1000
 // returns its name.
 func backlog(ctx context.Context, tb testing.TB, client string, size, n int) string {
 	topic := freshTopic("consume-"+client, size)
-	c, err := pool.New(ctx, pool.Options{ServiceURL: serviceURL(tb)})
+	publishBacklog(ctx, tb, pool.Options{ServiceURL: serviceURL(tb)}, topic, size, n)
+	return topic
+}
+
+// publishBacklog publishes n messages of size bytes to topic through a
+// client of opts of its own, and fails tb unless every one is stored.
+func publishBacklog(ctx context.Context, tb testing.TB, opts pool.Options, topic string, size, n int) {
+	c, err := pool.New(ctx, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -66,7 +73,6 @@ func backlog(ctx context.Context, tb testing.TB, client string, size, n int) str
 	if e := failed.Load(); e != nil {
 		tb.Fatal(*e)
 	}
-	return topic
 }
 
 // receiver is a consumer under test.

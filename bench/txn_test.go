@@ -51,33 +51,10 @@ var txnSizes = []int{10, 100, 1000}
 // txnInputBatch to a fresh topic and returns its name.
 func txnBacklog(ctx context.Context, tb testing.TB, url, client string, size, n int) string {
 	topic := freshTopic("txn-in-"+client, size)
-	c, err := pool.New(ctx, pool.Options{ServiceURL: url, Producer: pool.ProducerOptions{
+	publishBacklog(ctx, tb, pool.Options{ServiceURL: url, Producer: pool.ProducerOptions{
 		MaxPendingMessages: maxPending,
 		Batching:           pool.BatchingOptions{MaxMessages: txnInputBatch, MaxBytes: batchBytes, MaxDelay: batchDelay},
-	}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer c.Close(ctx)
-	p, err := c.Producer(ctx, topic)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	payload := letters(size)
-	var failed atomic.Pointer[error]
-	for i := 0; i < n; i++ {
-		p.SendAsync(ctx, pool.Message{Payload: payload}, func(_ pulsarwire.MessageID, err error) {
-			if err != nil {
-				failed.CompareAndSwap(nil, &err)
-			}
-		})
-	}
-	if err := p.Flush(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	if e := failed.Load(); e != nil {
-		tb.Fatal(*e)
-	}
+	}}, topic, size, n)
 	return topic
 }
 
