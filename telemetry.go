@@ -15,6 +15,7 @@ import (
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/runtime"
 	"github.com/streamrun/streamrun/telemetry"
+	"github.com/streamrun/streamrun/telemetry/clienttrace"
 	"github.com/streamrun/streamrun/telemetry/msgtrace"
 	"github.com/streamrun/streamrun/telemetry/scrape"
 )
@@ -122,15 +123,7 @@ func (ht *hostTelemetry) send(topic string, m pool.Message, done func(pulsarwire
 	if ht == nil || ht.tr == nil {
 		return m, done
 	}
-	props, end := msgtrace.StartPublish(ht.tr, topic, m.Properties)
-	m.Properties = props
-	if end == nil {
-		return m, done
-	}
-	return m, func(id pulsarwire.MessageID, err error) {
-		end(id, err)
-		done(id, err)
-	}
+	return clienttrace.SendSpan(ht.tr, topic, m, done)
 }
 
 // checkTelemetry reports what is wrong with the telemetry section of the

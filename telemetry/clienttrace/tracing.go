@@ -60,7 +60,13 @@ func (t *Tracing) Send(topic string, m pool.Message, done func(pulsarwire.Messag
 	if t == nil {
 		return m, done
 	}
-	props, end := msgtrace.StartPublish(t.tr, topic, m.Properties)
+	return SendSpan(t.tr, topic, m, done)
+}
+
+// SendSpan is Send with tracer tr: for a program that holds its own
+// tracer (the host's run input and outputs do).
+func SendSpan(tr trace.Tracer, topic string, m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
+	props, end := msgtrace.StartPublish(tr, topic, m.Properties)
 	m.Properties = props
 	if end == nil {
 		return m, done
