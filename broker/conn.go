@@ -182,7 +182,7 @@ func (cn *conn) done() {
 // directMin is the body size from which doneWith writes a frame's body
 // to the socket from where it lies, not copied into the output buffer
 // first: at this size the copy costs more than a writev(2) of its own
-// (docs/benchmarks.md, "Entries written from where they were read, and
+// (docs/benchmarks/design.md, "Entries written from where they were read, and
 // read further ahead").
 const directMin = 16 << 10
 

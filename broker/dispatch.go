@@ -122,7 +122,7 @@ func (s *subscription) prefetchPlan(d dispatcher) (roundPlan, bool) {
 // read, and one wake-up of the run goroutine, for many FLOWs. A drain of
 // 100-byte messages in batches of 1000 by a consumer with a window of
 // 1000 cost the broker 0.095 s a million with two FLOWs' worth, 0.085
-// with eight, 0.077 with this (docs/benchmarks.md, "Entries written from
+// with eight, 0.077 with this (docs/benchmarks/design.md, "Entries written from
 // where they were read, and read further ahead").
 const prefetchFlows = 32
 

@@ -141,6 +141,6 @@
 // message in the two processes together at batch 100 and 1.5 to 2 at
 // batch 1000, against about 0.4 µs for the same handler in-process. A
 // batch has a fixed cost (a write and a read each way, two wake-ups), so
-// batching is what makes the process boundary cheap. docs/benchmarks.md
-// ("The plugin boundary") has the figures and the commands.
+// batching is what makes the process boundary cheap. docs/benchmarks/plugin-boundary.md
+// has the figures and the commands.
 package plugin

@@ -144,7 +144,7 @@ func (h *testHandler) Process(ctx context.Context, w plugin.ResultWriter, batch 
 		// A view of the payload, not a copy: the benchmark's identity
 		// handler allocates nothing per message of its own (a copy of
 		// each payload made the plugin process, whose heap is small,
-		// collect garbage several times a second: docs/benchmarks.md,
+		// collect garbage several times a second: docs/benchmarks/design.md,
 		// "The benchmark's handler stops allocating"). p is read during
 		// the call only; what keeps any of it makes a string of its own.
 		p := unsafe.String(unsafe.SliceData(m.Payload), len(m.Payload))

@@ -13,5 +13,5 @@
 //	cd bench
 //	STREAMRUN_BENCH_FUNCTIONS=1 go test -run BenchFunctions -v ./functions
 //
-// docs/benchmarks.md ("streamrun and Pulsar Functions") has the figures.
+// docs/benchmarks/functions.md has the figures.
 package functions

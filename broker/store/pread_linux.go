@@ -14,7 +14,7 @@ import (
 // for the disk: a copy from the page cache is work on this CPU, not a
 // wait, and the runtime's handling of a system call it sees (the monitor
 // thread handing the P over past 20 µs) cost more than the copy under a
-// consumer draining a backlog (docs/benchmarks.md, "System calls the Go
+// consumer draining a backlog (docs/benchmarks/design.md, "System calls the Go
 // runtime need not see"). The rest, and everything on kernels without
 // RWF_NOWAIT, goes through f.ReadAt, which lets the runtime run other
 // goroutines while the disk is read.

@@ -19,7 +19,7 @@ import (
 // (every round, as the broker idles between rounds), which then polls
 // every 20 µs for at least a millisecond, and the P is handed over and
 // back. At --sync that was 15-25 % of the broker's CPU
-// (docs/benchmarks.md, "Broker CPU at the sync level"). Through a ring,
+// (docs/benchmarks/design.md, "Broker CPU at the sync level"). Through a ring,
 // the fdatasync runs on one of the kernel's io_uring worker threads (of
 // this process: its CPU is counted here), and the goroutine waits on an
 // eventfd the ring signals, parked on the netpoller like any socket read.

@@ -17,7 +17,7 @@ import (
 // into the page cache is work on this CPU, not a wait, and a system call
 // the runtime sees wakes its monitor thread, which then polls every 20 µs
 // (and hands the P over when the call lasts); per 100 KiB entry that cost
-// the broker more CPU than its own code (docs/benchmarks.md, "System
+// the broker more CPU than its own code (docs/benchmarks/design.md, "System
 // calls the Go runtime need not see"). A write the kernel throttles
 // (dirty pages over the limit) holds the P meanwhile: the other Ps run on.
 func writeRecordAt(f *os.File, hdr, data []byte, off int64) (int, error) {

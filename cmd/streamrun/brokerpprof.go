@@ -12,7 +12,7 @@ import (
 
 // servePprof serves Go's profiler (net/http/pprof) on addr, for
 // `streamrun broker --pprof`: it is how the broker's CPU per message was
-// found and is measured (docs/benchmarks.md). It has its own mux, so the
+// found and is measured (docs/benchmarks/brokers.md). It has its own mux, so the
 // profiler never shows up on the admin API. It returns the field the ready
 // line gets (" pprof_url=URL") and a function that stops the server and
 // waits for it; with addr "" nothing is served and the field is "".

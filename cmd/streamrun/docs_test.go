@@ -103,7 +103,7 @@ func helpSubcommands(cmd, help string) []string {
 	return slices.Compact(subs)
 }
 
-// theDocs reads README.md, docs/*.md and every other README.md of the
+// theDocs reads README.md, docs/**/*.md and every other README.md of the
 // repository (test data and virtual environments left out).
 func theDocs(t *testing.T) []doc {
 	t.Helper()
@@ -122,7 +122,7 @@ func theDocs(t *testing.T) []doc {
 			}
 			return nil
 		}
-		if d.Name() == "README.md" || (filepath.Dir(rel) == "docs" && strings.HasSuffix(rel, ".md")) {
+		if d.Name() == "README.md" || (strings.HasPrefix(rel, "docs/") && strings.HasSuffix(rel, ".md")) {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return err

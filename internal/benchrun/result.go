@@ -24,7 +24,7 @@ const (
 )
 
 // Result is what one run measured, as `--output json` writes it. The
-// field names are stable (see SchemaVersion and docs/benchmarks.md).
+// field names are stable (see SchemaVersion and docs/benchmarks/bench-command.md).
 type Result struct {
 	Schema  string `json:"schema"`
 	Command string `json:"command"` // produce, consume or pipeline

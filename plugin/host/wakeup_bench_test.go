@@ -24,7 +24,7 @@ import (
 // the two sides (cpus=any), both on CPU 0 (cpus=same), and one on CPU 0,
 // the other on CPU 1 (cpus=apart, where every write wakes an idle CPU).
 // µs/trip is wall time a round trip, cpu-µs/trip the CPU time both sides
-// spent on it (getrusage and /proc/PID/stat). docs/benchmarks.md ("What a
+// spent on it (getrusage and /proc/PID/stat). docs/benchmarks/design.md ("What a
 // wake-up costs") has figures and what they mean for BenchmarkPipeline.
 func BenchmarkWakeup(b *testing.B) {
 	for _, sides := range []string{"threads", "processes"} {

@@ -3,6 +3,6 @@
 // decoders' targets (pulsarwire/wirefuzz) because Go's fuzzer snapshots
 // and compares every coverage counter of the test binary after each
 // input: the codecs' code would make every other target's executions
-// cost more, and pulsarwire's own tests this one's (docs/benchmarks.md
+// cost more, and pulsarwire's own tests this one's (docs/benchmarks/hostile-input.md,
 // "Fuzzing").
 package codecfuzz

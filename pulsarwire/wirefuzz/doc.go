@@ -4,5 +4,5 @@
 // pulsarwire's own tests because Go's fuzzer snapshots and compares every
 // coverage counter of the test binary after each input: this binary has a
 // quarter fewer counters than pulsarwire's test binary, and each
-// execution costs that much less (docs/benchmarks.md "Fuzzing").
+// execution costs that much less (docs/benchmarks/hostile-input.md, "Fuzzing").
 package wirefuzz

@@ -7,7 +7,7 @@
                                               JSON (schema streamrun.bench-functions/v1)
 
 WATCH.json, LAT.json and LOAD.json are `streamrun bench --output json`
-results (docs/benchmarks.md, "streamrun bench").
+results (docs/benchmarks/bench-command.md).
 """
 
 import datetime

@@ -27,7 +27,7 @@ PERF_UNLIMITED_RATE=100000000
 # free memory back to its host, a page free for long costs a fault on the
 # host when it is next written, and a target that writes after another kept
 # its GBs cached (Apache Pulsar standalone: 2.5 of 2.7 GB a minute after its
-# topic was deleted) pays it for every page it writes (docs/benchmarks.md,
+# topic was deleted) pays it for every page it writes (docs/benchmarks/design.md,
 # "Page cache dropped before every produce phase").
 fresh_pages() {
   sync

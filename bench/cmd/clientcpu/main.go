@@ -13,7 +13,7 @@
 // the same settings (see the constants) and the same backlog: one that
 // streamrun's producer published.
 //
-// scripts/bench-client-cpu runs it; docs/benchmarks.md has the figures.
+// scripts/bench-client-cpu runs it; docs/benchmarks/client-cpu.md has the figures.
 package main
 
 import (
