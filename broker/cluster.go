@@ -53,6 +53,10 @@ type Cluster struct {
 	adminURL    string
 	adminURLTLS string
 
+	pprofSrv  *http.Server // the profiler (Options.Pprof), nil when off
+	pprofURL  string
+	pprofDone chan struct{} // closed when pprofSrv stopped serving
+
 	moves topicMoves // owners set by an unload with a destination broker
 
 	txns *txnCoordinator // nil with transactions off
@@ -106,6 +110,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.startHTTP(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.startPprof(); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -309,6 +317,7 @@ func (c *Cluster) Close() error {
 	c.closed = true
 	brokers := append([]*server(nil), c.brokers...)
 	c.mu.Unlock()
+	c.stopPprof()
 	if c.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := c.httpSrv.Shutdown(ctx); err != nil {

@@ -184,6 +184,12 @@ type Options struct {
 	// authentication. Default nil.
 	AdminRoutes func(c *Cluster, handle func(pattern string, h http.Handler))
 
+	// Pprof is the address to serve Go's profiler on (net/http/pprof
+	// under /debug/pprof/, on a listener of its own: never on the admin
+	// API), e.g. "127.0.0.1:6060"; an address without a host is loopback.
+	// Close stops it. Default "": off.
+	Pprof string
+
 	// Logger receives the broker's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -245,6 +251,7 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.Default()
 	}
 	o.Listen, o.HTTP, o.TLSListen, o.HTTPS = loopbackHost(o.Listen), loopbackHost(o.HTTP), loopbackHost(o.TLSListen), loopbackHost(o.HTTPS)
+	o.Pprof = loopbackHost(o.Pprof)
 	return o
 }
 

@@ -20,8 +20,8 @@ func DefaultDataDir() string {
 // ReadyLine is the one line `streamrun broker` prints once c accepts
 // connections, which scripts and containers wait for and read the
 // addresses from: "streamrun broker ready service_url=URL", then
-// admin_url, admin_url_tls, brokers, service_url_tls and data (a
-// directory, or "memory"), each only when it is on.
+// admin_url, admin_url_tls, brokers, service_url_tls, data (a
+// directory, or "memory") and pprof_url, each only when it is on.
 func (c *Cluster) ReadyLine() string {
 	line := "streamrun broker ready service_url=" + c.ServiceURL()
 	if u := c.AdminURL(); u != "" {
@@ -38,6 +38,9 @@ func (c *Cluster) ReadyLine() string {
 		line += " data=memory"
 	} else {
 		line += " data=" + c.opts.DataDir
+	}
+	if u := c.PprofURL(); u != "" {
+		line += " pprof_url=" + u
 	}
 	return line
 }

@@ -108,6 +108,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		TLSCertFile:    *tlsCert,
 		TLSKeyFile:     *tlsKey,
 		HTTPS:          *httpsAddr,
+		Pprof:          *pprofAddr,
 		Logger:         logger,
 	}
 	if err := sf.apply(&opts); err != nil {
@@ -135,13 +136,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return cmd.fail(err)
 	}
-	pprofField, stopPprof, err := servePprof(ctx, *pprofAddr)
-	if err != nil {
-		c.Close()
-		return cmd.fail(err)
-	}
-	defer stopPprof()
-	fmt.Fprintln(stdout, c.ReadyLine()+pprofField)
+	fmt.Fprintln(stdout, c.ReadyLine())
 	<-ctx.Done()
 	cmd.interrupted()
 	if err := c.Close(); err != nil {
