@@ -18,7 +18,6 @@ import (
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -122,7 +121,6 @@ const (
 	benchBatchMessages = 1000
 	benchBatchBytes    = 128 << 10
 	benchBatchDelay    = 10 * time.Millisecond
-	benchDuration      = 10 * time.Second
 )
 
 // benchURLCap is how many messages a run against --url writes at most
@@ -187,103 +185,28 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.DurationVar(&f.commit, "commit-interval", pipelines.DefaultCommitInterval, "with --guarantee exactly_once: how often the pipeline commits")
 }
 
-// check validates the flags; every error is a usage error.
-func (f *benchFlags) check(fs *pflag.FlagSet, sub string) error {
-	checks := []struct {
-		bad bool
-		msg string
-	}{
-		{f.size < 0, fmt.Sprintf("--size must not be negative, got %d", f.size)},
-		{f.rate < 0, fmt.Sprintf("--rate must not be negative, got %v", f.rate)},
-		{f.count < 0, fmt.Sprintf("--count must not be negative, got %d", f.count)},
-		{f.duration < 0, fmt.Sprintf("--duration must not be negative, got %s", f.duration)},
-		{fs.Changed("count") && fs.Changed("duration"), "--count and --duration exclude each other"},
-		{f.partitions < 1 || f.partitions > 10000, fmt.Sprintf("--partitions must be from 1 to 10000, got %d", f.partitions)},
-		{f.keys < 0, fmt.Sprintf("--keys must not be negative, got %d", f.keys)},
-		{f.topics < 1 && sub != "pipeline", fmt.Sprintf("--topics must be at least 1, got %d", f.topics)},
-		{f.pattern && f.topics < 2, "--pattern needs --topics 2 or more"},
-		{f.pipelines < 1 && sub == "pipeline", fmt.Sprintf("--pipelines must be at least 1, got %d", f.pipelines)},
-		{f.batchMessages < 1, fmt.Sprintf("--batch-max-messages must be at least 1, got %d", f.batchMessages)},
-		{f.batchBytes < 1, fmt.Sprintf("--batch-max-bytes must be at least 1, got %d", f.batchBytes)},
-		{f.batchDelay <= 0, fmt.Sprintf("--batch-max-delay must be positive, got %s", f.batchDelay)},
-		{f.maxPending < 1, fmt.Sprintf("--max-pending must be at least 1, got %d", f.maxPending)},
-		{f.output != "text" && f.output != "json", fmt.Sprintf("--output %q: want text or json", f.output)},
-		{f.progress < 0, fmt.Sprintf("--progress must not be negative, got %s", f.progress)},
-		{f.closeTimeout <= 0, fmt.Sprintf("--close-timeout must be positive, got %s", f.closeTimeout)},
-		{f.memory && f.sync, "--memory and --sync exclude each other"},
-		{fs.Changed("url") && (f.memory || f.sync), "--memory and --sync are for the embedded broker, not --url"},
-	}
-	for _, c := range checks {
-		if c.bad {
-			return usagef("%s", c.msg)
-		}
-	}
-	if f.topic != "" {
-		if _, err := pulsarwire.ParseTopic(f.topic); err != nil {
-			return usagef("--topic: %v", err)
-		}
-	}
-	if sub != "produce" {
-		if err := f.checkConsuming(sub); err != nil {
-			return err
-		}
-	}
-	return nil
+// benchOptionFlags are the flags behind the fields benchrun.Options.Check
+// names.
+var benchOptionFlags = map[string]string{
+	"Size": "size", "Rate": "rate", "Count": "count", "Duration": "duration", "Partitions": "partitions",
+	"Keys": "keys", "Topics": "topics", "Pattern": "pattern", "Pipelines": "pipelines", "Topic": "topic",
+	"Producer.Batching.MaxMessages": "batch-max-messages", "Producer.Batching.MaxBytes": "batch-max-bytes",
+	"Producer.Batching.MaxDelay": "batch-max-delay", "Producer.MaxPendingMessages": "max-pending",
+	"ProgressEvery": "progress", "CloseTimeout": "close-timeout", "Memory": "memory", "Sync": "sync", "ServiceURL": "url",
+	"Subscription": "subscription", "ReceiverQueue": "receiver-queue", "DrainTimeout": "drain-timeout",
+	"Type": "subscription-type", "Produce": "produce", "Handler.Config": "config", "Handler.Plugin": "plugin",
+	"Handler.Package": "package", "Handler.InProcess": "in-process", "Handler.Steps": "steps",
+	"Handler.BatchSize": "batch-size", "Handler.CommitInterval": "commit-interval", "Handler.Instances": "instances",
 }
 
-// checkConsuming validates the flags of consume and pipeline.
-func (f *benchFlags) checkConsuming(sub string) error {
-	typ, err := subscribe.ParseType(f.subType)
-	switch {
-	case err != nil:
-		return usagef("--subscription-type: %v", err)
-	case f.subscription == "":
-		return usagef("--subscription must not be empty")
-	case f.receiverQueue < 1:
-		return usagef("--receiver-queue must be at least 1, got %d", f.receiverQueue)
-	case f.drainTimeout <= 0:
-		return usagef("--drain-timeout must be positive, got %s", f.drainTimeout)
-	case typ == subscribe.KeyShared && f.keys == 0:
-		return usagef("--subscription-type key_shared needs --keys: messages without a key all go to one consumer")
-	}
-	if sub == "consume" {
-		if f.position != "latest" && f.position != "earliest" {
-			return usagef("--position %q: want latest or earliest", f.position)
-		}
-		if !f.produce && f.count == 0 && f.duration == 0 {
-			return usagef("--produce=false needs --count or --duration: how much to receive")
-		}
-		return nil
-	}
-	if f.config != "" {
-		if f.plugin == "" && f.pkg == "" {
-			return usagef("--config is for a handler of your own: --plugin or --package")
-		}
-		if _, err := f.handlerConfig(); err != nil {
-			return err
-		}
-	}
-	n := 0
-	for _, set := range []bool{f.inProcess, f.plugin != "", f.pkg != "", f.steps} {
-		if set {
-			n++
-		}
-	}
-	switch {
-	case n > 1:
-		return usagef("--in-process, --steps, --plugin and --package exclude each other")
-	case f.batchSize < 1:
-		return usagef("--batch-size must be at least 1, got %d", f.batchSize)
-	case badGuarantee(f.guarantee) != nil:
-		return usagef("--guarantee: %v", badGuarantee(f.guarantee))
-	case f.commit <= 0:
-		return usagef("--commit-interval must be positive, got %s", f.commit)
-	case f.instances < 1:
-		return usagef("--instances must be at least 1, got %d", f.instances)
-	case f.plugin != "":
-		if _, err := os.Stat(f.plugin); err != nil {
-			return usagef("--plugin: %v", err)
-		}
+// checkOptions is benchrun.Options.Check, its refusal a usage error
+// naming the flags.
+func checkOptions(o benchrun.Options, sub string) error {
+	var oe *benchrun.OptionError
+	if err := o.Check(benchrun.Kind(sub)); errors.As(err, &oe) {
+		return usagef("%s", oe.Text(func(field string) string { return "--" + benchOptionFlags[field] }))
+	} else if err != nil {
+		return err
 	}
 	return nil
 }
@@ -316,47 +239,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := noArgs(fs); err != nil {
 		return cmd.fail(err)
 	}
-	if err := f.check(fs, sub); err != nil {
-		return cmd.fail(err)
-	}
-	if f.count == 0 && f.duration == 0 {
-		f.duration = benchDuration
-	}
 	if f.quiet {
 		f.progress = 0
 	}
 	urlSet := fs.Changed("url")
 	o, err := f.options(cmd, sub, urlSet)
+	if err == nil {
+		err = checkOptions(o, sub)
+	}
 	if err != nil {
 		return cmd.fail(err)
 	}
 	if writes := sub != "consume" || f.produce; urlSet && writes && !fs.Changed("count") && !fs.Changed("rate") {
 		o.CountCap = benchURLCap
 	}
-	b, err := benchrun.Start(ctx, o)
-	if err != nil {
-		return cmd.fail(adminUsage(err))
-	}
-	defer b.Close()
-	var res *benchrun.Result
-	switch sub {
-	case "produce":
-		res, err = b.Produce(ctx)
-	case "consume":
-		res, err = b.Consume(ctx)
-	default:
-		res, err = b.Pipeline(ctx)
-	}
-	if urlSet && !f.keepTopic {
-		// The embedded broker takes its topics with it when it stops.
-		deleted, derr := b.DeleteOwnTopics()
-		if derr != nil {
-			err = errors.Join(err, fmt.Errorf("%w (--keep-topic keeps them)", derr))
-		}
-		if res != nil {
-			res.TopicsDeleted = deleted
-		}
-	}
+	res, err := benchrun.Run(ctx, benchrun.Kind(sub), o)
 	if res != nil {
 		if werr := f.write(cmd, res); werr != nil && err == nil {
 			err = werr
@@ -376,6 +273,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // options are the run the flags ask for; sub is the subcommand.
 func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Options, error) {
+	typ, err := subscribe.ParseType(f.subType)
+	guarantee, gerr := pipelines.ParseGuarantee(f.guarantee)
+	switch {
+	case f.output != "text" && f.output != "json":
+		return benchrun.Options{}, usagef("--output %q: want text or json", f.output)
+	case sub != "produce" && err != nil:
+		return benchrun.Options{}, usagef("--subscription-type: %v", err)
+	case sub == "consume" && f.position != "latest" && f.position != "earliest":
+		return benchrun.Options{}, usagef("--position %q: want latest or earliest", f.position)
+	case sub == "pipeline" && gerr != nil:
+		return benchrun.Options{}, usagef("--guarantee: %v", gerr)
+	}
 	clientLog, notice, err := f.loggers(cmd.stderr)
 	if err != nil {
 		return benchrun.Options{}, err
@@ -414,9 +323,9 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 		Earliest: f.position == "earliest", Produce: f.produce,
 		Handler: benchrun.HandlerOptions{Plugin: f.plugin, Package: f.pkg, Config: cfg, InProcess: f.inProcess, Steps: f.steps,
 			BatchSize: f.batchSize, Instances: f.instances,
-			ExactlyOnce: isExactlyOnce(f.guarantee), CommitInterval: f.commit},
+			ExactlyOnce: guarantee == pipelines.ExactlyOnce, CommitInterval: f.commit},
 		Progress: cmd.stderr, ProgressEvery: f.progress,
-		CloseTimeout: f.closeTimeout, DrainTimeout: f.drainTimeout,
+		CloseTimeout: f.closeTimeout, DrainTimeout: f.drainTimeout, KeepTopics: f.keepTopic,
 	}
 	if urlSet {
 		o.ServiceURL = f.url
@@ -424,7 +333,7 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 		return o, err // a bad flag is a usage error before a broker starts
 	}
 	if sub != "produce" {
-		o.Type, _ = subscribe.ParseType(f.subType) // checked
+		o.Type = typ
 	}
 	if sub == "pipeline" && !f.steps && f.plugin == "" && f.pkg == "" {
 		// streamrun itself serves the identity handler (`streamrun bench
@@ -510,15 +419,4 @@ func writeBenchFlags(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n%s\n%s", title, groups[key].FlagUsages())
 	}
-}
-
-// badGuarantee says why g is not a pipeline guarantee.
-func badGuarantee(g string) error {
-	_, err := pipelines.ParseGuarantee(g)
-	return err
-}
-
-func isExactlyOnce(g string) bool {
-	v, _ := pipelines.ParseGuarantee(g)
-	return v == pipelines.ExactlyOnce
 }

@@ -64,7 +64,7 @@ type Options struct {
 	// Rate is messages per second. Default 0: as fast as receipts allow.
 	Rate float64
 	// Count is how many messages to publish; Duration how long, when
-	// Count is 0. One of them is required.
+	// Count is 0. Default: for DefaultDuration.
 	Count    int64
 	Duration time.Duration
 	// CountCap stops publishing after this many messages, whatever
@@ -104,6 +104,47 @@ type Options struct {
 	// DrainTimeout bounds waiting for the last messages to arrive once
 	// publishing ended (consume, pipeline). Required.
 	DrainTimeout time.Duration
+	// KeepTopics keeps, against ServiceURL, the topics Start named itself
+	// (Run). Default false: Run deletes them at the end; an embedded
+	// broker takes its topics with it anyway.
+	KeepTopics bool
+}
+
+// DefaultDuration is how long a run publishes when given neither Count
+// nor Duration.
+const DefaultDuration = 10 * time.Second
+
+// Run is one run of kind from start to end, as `streamrun bench` makes
+// it: Start, the kind's measure, then, against ServiceURL unless
+// KeepTopics, DeleteOwnTopics (Result.TopicsDeleted), then Close. It
+// returns the result of the part that ran along with an error that cut
+// it short (ctx ended, a send failed, a message missing).
+func Run(ctx context.Context, kind Kind, o Options) (*Result, error) {
+	if kind != KindProduce && kind != KindConsume && kind != KindPipeline {
+		return nil, fmt.Errorf("benchrun: kind %q: want produce, consume or pipeline", kind)
+	}
+	b, err := Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	var res *Result
+	switch kind {
+	case KindProduce:
+		res, err = b.Produce(ctx)
+	case KindConsume:
+		res, err = b.Consume(ctx)
+	default:
+		res, err = b.Pipeline(ctx)
+	}
+	if o.ServiceURL != "" && !o.KeepTopics {
+		deleted, derr := b.DeleteOwnTopics()
+		err = errors.Join(err, derr)
+		if res != nil {
+			res.TopicsDeleted = deleted
+		}
+	}
+	return res, err
 }
 
 // Bench is one run: the broker, the client, the conditions. Close ends
@@ -124,6 +165,9 @@ type Bench struct {
 // Start starts the embedded broker unless o.ServiceURL is set, connects,
 // and creates the topics.
 func Start(ctx context.Context, o Options) (*Bench, error) {
+	if o.Count == 0 && o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
 	b := &Bench{o: o}
 	external := o.ServiceURL != ""
 	if !external {

@@ -1,7 +1,8 @@
 // Package benchrun is `streamrun bench` apart from its flags and output:
-// a Bench (Start, then Produce, Consume or Pipeline, then Close) puts a
-// load on a broker, an embedded one unless Options.ServiceURL names one,
-// and measures it; a pipeline runs through streamrun.Start, as `streamrun
+// Run (or a Bench: Start, then Produce, Consume or Pipeline, then Close)
+// puts a load on a broker, an embedded one unless Options.ServiceURL
+// names one, and measures it; Options.Check refuses options that cannot
+// go together, by field name; a pipeline runs through streamrun.Start, as `streamrun
 // run` runs a file, with IdentityHandler unless told otherwise.
 //
 // The measuring side holds the latency histograms, the counters behind
