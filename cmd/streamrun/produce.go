@@ -181,22 +181,22 @@ func (l *logFlags) loggers(stderr io.Writer) (client, notice *slog.Logger, err e
 	return client, notice, err
 }
 
-// checkSize refuses, as a usage error, a fixed payload larger than the
-// broker takes for messages shaped like tmpl.
-func (f *produceFlags) checkSize(ctx context.Context, c *pool.Client, tmpl pool.Message, n int) error {
-	limit, err := c.MaxMessageSize(ctx)
-	if err != nil {
-		return err
+// sourceError is err of msglines.Source.Open, as a usage error naming
+// the flag when a flag is the cause.
+func (f *produceFlags) sourceError(err error) error {
+	var big *msglines.TooLargeError
+	var pe *os.PathError
+	switch {
+	case errors.As(err, &big):
+		what := fmt.Sprintf("--size %d", big.Size)
+		if f.message != "" {
+			what = fmt.Sprintf("--message of %d bytes", big.Size)
+		}
+		return usagef("%s: the broker takes messages of up to %d bytes (its max_message_size), batched or not", what, big.Most)
+	case errors.As(err, &pe):
+		return usagef("--input: %v", err)
 	}
-	most := pool.MaxPayload(limit, tmpl)
-	if n <= most {
-		return nil
-	}
-	what := fmt.Sprintf("--size %d", n)
-	if f.message != "" {
-		what = fmt.Sprintf("--message of %d bytes", n)
-	}
-	return usagef("%s: the broker takes messages of up to %d bytes (its max_message_size), batched or not", what, most)
+	return err
 }
 
 func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, tmpl pool.Message) int {
@@ -228,34 +228,19 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return c.Close(cctx)
 	}
 
-	var next func(context.Context) (pool.Message, bool, error)
-	total := f.count
-	if f.input != "" {
-		// The reader ends at the end of the input, or once this returns.
-		ictx, stopInput := context.WithCancel(ctx)
-		lines, closeInput, err := f.openInput(ictx)
-		if err != nil {
-			stopInput()
-			closeClient()
-			return failed(err)
-		}
-		defer func() { stopInput(); closeInput() }()
-		limit := 0
-		if f.countSet {
-			limit = f.count
-		}
-		dec := msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl}
-		next, total = dec.Messages(lines, limit), -1
-	} else {
-		gen := msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}
-		if fixed := gen.Fixed(); fixed != nil {
-			if err := f.checkSize(ctx, c, tmpl, len(fixed)); err != nil {
-				closeClient()
-				return failed(err)
-			}
-		}
-		next = gen.Messages()
+	limit := 0
+	if f.countSet {
+		limit = f.count
 	}
+	src := msglines.Source{Input: f.input, Limit: limit,
+		Decoder:   msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl},
+		Generated: msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}}
+	next, total, stopSource, err := src.Open(ctx, c)
+	if err != nil {
+		closeClient()
+		return failed(f.sourceError(err))
+	}
+	defer stopSource()
 	p, err := c.Producer(ctx, f.topic)
 	if err != nil {
 		closeClient()

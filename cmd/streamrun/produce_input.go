@@ -1,25 +1,5 @@
 package main
 
-import (
-	"context"
-	"os"
-
-	"github.com/streamrun/streamrun/internal/msglines"
-)
-
-// openInput starts reading --input ("-": stdin) until its end or ctx;
-// close closes the file. Its errors are usage errors.
-func (f *produceFlags) openInput(ctx context.Context) (lines *msglines.Lines, close func() error, err error) {
-	if f.input == "-" {
-		return msglines.Read(ctx, "stdin", os.Stdin), func() error { return nil }, nil
-	}
-	file, err := os.Open(f.input)
-	if err != nil {
-		return nil, nil, usagef("--input: %v", err)
-	}
-	return msglines.Read(ctx, f.input, file), file.Close, nil
-}
-
 // checkInput checks the --input flags. Its errors are usage errors.
 func (f *produceFlags) checkInput(changed func(string) bool) error {
 	if f.input == "" {
