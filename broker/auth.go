@@ -71,16 +71,3 @@ func loadTLS(o Options) (*tls.Config, error) {
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
-
-// checkSecurity refuses combinations that would not do what they say.
-func checkSecurity(o Options, tlsCfg *tls.Config, v *auth.TokenVerifier) error {
-	switch {
-	case o.Listen == "-" && tlsCfg == nil:
-		return errors.New("broker: the plain-text port is off (Listen \"-\") and no TLS certificate is given: nothing would listen")
-	case o.HTTPS != "" && tlsCfg == nil:
-		return errors.New("broker: the admin API over HTTPS needs the TLS certificate (TLSConfig or TLSCertFile and TLSKeyFile)")
-	case o.Authorization && v == nil && o.Authenticate == nil:
-		return errors.New("broker: authorization needs authentication (a token key or Authenticate): every client would be anonymous")
-	}
-	return nil
-}

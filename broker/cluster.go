@@ -66,11 +66,12 @@ type Cluster struct {
 // the start only; Close stops the cluster.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
 	so := store.Options{Dir: opts.DataDir, Sync: opts.Sync, SegmentBytes: opts.SegmentBytes, CacheBytes: opts.CacheBytes, Logger: opts.Logger}
 	if opts.Memory {
 		so.Dir = ""
-	} else if opts.DataDir == "" {
-		return nil, errors.New("broker: no DataDir and not Memory: say where the data goes")
 	}
 	tlsCfg, err := loadTLS(opts)
 	if err != nil {
@@ -78,9 +79,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	verifier, err := newTokenVerifier(opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkSecurity(opts, tlsCfg, verifier); err != nil {
 		return nil, err
 	}
 	st, err := store.Open(so)

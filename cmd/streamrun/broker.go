@@ -81,8 +81,6 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(usagef("--retention 0: want a duration such as 1m, or -1s to keep everything"))
 	case *memory && *dataDir != "":
 		return cmd.fail(usagef("--memory and --data exclude each other"))
-	case (*tlsCert == "") != (*tlsKey == ""):
-		return cmd.fail(usagef("--tls-cert and --tls-key go together"))
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -123,11 +121,11 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *tlsCert != "" {
 		opts.TLSListen = *tlsListen
 	}
-	if err := checkTLSOnly(opts); err != nil {
-		return cmd.fail(err)
-	}
 	if !*memory && opts.DataDir == "" {
 		opts.DataDir = broker.DefaultDataDir()
+	}
+	if err := checkBrokerOptions(opts); err != nil {
+		return cmd.fail(err)
 	}
 	c, err := broker.Start(ctx, opts)
 	if err != nil {

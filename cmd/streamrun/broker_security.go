@@ -1,10 +1,11 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/pflag"
 
 	"github.com/streamrun/streamrun/broker"
-	"github.com/streamrun/streamrun/broker/auth"
 )
 
 // securityFlags are `streamrun broker`'s authentication and
@@ -38,13 +39,10 @@ var errTokenListRemoved = usagef("--token and --token-file (a list of literal to
 	"Make JWTs with `pulsar tokens create` (or any JWT library) and pass the key that verifies them: " +
 	"--token-secret-key file:PATH or --token-public-key file:PATH")
 
-// apply checks the flags and sets o's security options.
+// apply sets o's security options (broker.Options.Check checks them).
 func (f *securityFlags) apply(o *broker.Options) error {
 	if len(f.oldTokens) > 0 || f.oldTokenFile != "" {
 		return errTokenListRemoved
-	}
-	if f.secretKey != "" && f.publicKey != "" {
-		return usagef("--token-secret-key and --token-public-key exclude each other")
 	}
 	var err error
 	if f.secretKey != "" {
@@ -56,30 +54,27 @@ func (f *securityFlags) apply(o *broker.Options) error {
 		if o.TokenPublicKey, err = readTokenKey("--token-public-key", f.publicKey); err != nil {
 			return err
 		}
-		if _, err := auth.ParsePublicKey(o.TokenPublicKey); err != nil {
-			return usagef("--token-public-key: %v", err)
-		}
 	}
-	if f.authz && f.secretKey == "" && f.publicKey == "" {
-		return usagef("--authorization needs --token-secret-key or --token-public-key: without authentication every client is anonymous")
-	}
-	if len(f.superUsers) > 0 && !f.authz {
-		return usagef("--superuser-role needs --authorization")
-	}
-	o.TokenAuthClaim = f.authClaim
-	o.Authorization = f.authz
-	o.SuperUserRoles = f.superUsers
+	o.TokenAuthClaim, o.Authorization, o.SuperUserRoles = f.authClaim, f.authz, f.superUsers
 	return nil
 }
 
-// checkTLSOnly refuses a broker that would listen on nothing, or an
-// admin API over HTTPS without a certificate.
-func checkTLSOnly(o broker.Options) error {
-	switch {
-	case o.Listen == "-" && o.TLSCertFile == "":
-		return usagef("--listen - turns the plain port off: give --tls-cert and --tls-key, or nothing listens")
-	case o.HTTPS != "" && o.TLSCertFile == "":
-		return usagef("--https needs --tls-cert and --tls-key")
+// brokerOptionFlags are the flags behind the fields
+// broker.Options.Check names.
+var brokerOptionFlags = map[string]string{
+	"DataDir": "data", "Memory": "memory", "Listen": "listen", "HTTPS": "https", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",
+	"TokenSecretKey": "token-secret-key", "TokenPublicKey": "token-public-key", "Authorization": "authorization",
+	"SuperUserRoles": "superuser-role", "MaxConnections": "max-connections", "MaxConnectionsPerIP": "max-connections-per-ip",
+}
+
+// checkBrokerOptions is broker.Options.Check, its refusal a usage error
+// naming the flags.
+func checkBrokerOptions(o broker.Options) error {
+	var oe *broker.OptionError
+	if err := o.Check(); errors.As(err, &oe) {
+		return usagef("%s", oe.Text(func(field string) string { return "--" + brokerOptionFlags[field] }))
+	} else if err != nil {
+		return err
 	}
 	return nil
 }
