@@ -97,3 +97,79 @@ func processCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPluginKeyedCounter is BenchmarkPluginCodec for a batch that
+// comes with keyed state (pipelines with a state block): decode a Batch
+// of 100 messages of distinct keys with their counts, run a counter
+// (GetJSON, PutJSON of the count plus one, one output of a payload of its
+// own, as runtime's BenchmarkKeyedStateCounter's handler does), encode
+// the answer. The plugin's share of keyed state's cost; "echo" is
+// BenchmarkPluginCodec's compact echo of the same batch without state.
+func BenchmarkPluginKeyedCounter(b *testing.B) {
+	for _, counter := range []bool{false, true} {
+		name := "echo"
+		if counter {
+			name = "counter"
+		}
+		b.Run(name, func(b *testing.B) {
+			const n = 100
+			batch := &pb.Batch{Seq: 1, TimeoutMs: 30000}
+			payload := []byte(strings.Repeat("p", 100))
+			for i := range n {
+				k := fmt.Sprintf("key-%05d", i*37)
+				batch.Messages = append(batch.Messages, &pb.Message{Id: fmt.Sprintf("1:%d:-1:-1", i),
+					Topic: "persistent://public/default/bench", Key: []byte(k),
+					Payload: payload, PublishTimeMs: time.UnixMilli(1_700_000_000_000).UnixMilli()})
+				if counter {
+					batch.State = append(batch.State, &pb.StateEntry{Key: []byte(k), Value: []byte("123")})
+				}
+			}
+			frame, err := proto.Marshal(batch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := HandlerFunc(func(_ context.Context, w ResultWriter, batch []*Message) error {
+				for _, m := range batch {
+					if !counter {
+						w.Output(m, Output{Topic: "out", Key: m.Key, Payload: m.Payload})
+						continue
+					}
+					var c int
+					if _, err := m.State().GetJSON(&c); err != nil {
+						return err
+					}
+					if err := m.State().PutJSON(c + 1); err != nil {
+						return err
+					}
+					w.Output(m, Output{Topic: "out", Key: m.Key, Payload: fmt.Appendf(nil, "%s=%d", m.Key, c+1)})
+				}
+				return nil
+			})
+			sc := new(scratch)
+			var out []byte
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				var in batchIn
+				if err := in.decode(frame, sc); err != nil {
+					b.Fatal(err)
+				}
+				if counter {
+					sc.state.reset(in.state, len(in.msgs))
+					sc.state.attach(in.msgs)
+				}
+				res, p, herr := handle(context.Background(), h, in.msgs, sc)
+				if herr != nil || p != nil {
+					b.Fatal(herr, p)
+				}
+				r := resultsOut{res: res, seq: in.seq, sizes: sc.sizes, codes: sc.codes, msgs: in.msgs, compact: true}
+				if out, err = wire.AppendFrame(out[:0], &r); err != nil {
+					b.Fatal(err)
+				}
+				sc.sizes, sc.codes = r.sizes, r.codes
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*n), "cpu-ns/msg")
+			b.ReportMetric(float64(len(out))/float64(n), "answer-B/msg")
+		})
+	}
+}

@@ -352,7 +352,8 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 		}
 	}
 	if s.keyed.Load() {
-		newBatchState(in.state, len(in.msgs)).attach(in.msgs)
+		sc.state.reset(in.state, len(in.msgs))
+		sc.state.attach(in.msgs)
 	}
 	hctx := ctx
 	var bc *batchContext // the batch's deadline, with no timer unless asked for (deadline.go)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -81,6 +82,9 @@ func (s State) GetJSON(v any) (bool, error) {
 	if !ok {
 		return false, nil
 	}
+	if decodeInt(b, v) {
+		return true, nil
+	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return true, fmt.Errorf("state of message %s: %w", s.m.ID, err)
 	}
@@ -89,11 +93,58 @@ func (s State) GetJSON(v any) (bool, error) {
 
 // PutJSON stores v, encoded as JSON, under the message's key.
 func (s State) PutJSON(v any) error {
+	if bs := s.m.state; bs != nil {
+		if b, ok := bs.appendInt(v); ok {
+			return s.Put(b)
+		}
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("state of message %s: %w", s.m.ID, err)
 	}
 	return s.Put(b)
+}
+
+// decodeInt is json.Unmarshal's answer for an int or int64 v and a value
+// b that is a plain JSON integer in range, without reflection and
+// allocations (a count per key is keyed state's most usual value; the
+// JSON decoder was most of a counter's CPU in BenchmarkKeyedStateCounter,
+// docs/benchmarks.md "Keyed state"). It reports false, leaving v alone,
+// for anything else: encoding/json decides those, with its errors.
+func decodeInt(b []byte, v any) bool {
+	var bits int
+	switch v.(type) {
+	case *int:
+		bits = strconv.IntSize
+	case *int64:
+		bits = 64
+	default:
+		return false
+	}
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	// JSON's integers: no leading zero, no sign but '-', digits only.
+	if len(digits) == 0 || len(digits) > 19 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	n, err := strconv.ParseInt(string(b), 10, bits)
+	if err != nil {
+		return false // out of range: encoding/json's error says so
+	}
+	switch p := v.(type) {
+	case *int:
+		*p = int(n)
+	case *int64:
+		*p = n
+	}
+	return true
 }
 
 // StateEntry is the value stored under one key, as the host sends it with
@@ -126,18 +177,73 @@ type batchState struct {
 	before  [][]byte // the key's value before the message's first change
 	hadVal  []bool
 	touched []bool
+	// ints holds the values PutJSON encoded without encoding/json
+	// (appendInt), reused with the rest from batch to batch.
+	ints []byte
 }
 
 // newBatchState makes the view of a batch of n messages whose keys have
 // the values entries.
 func newBatchState(entries []StateEntry, n int) *batchState {
-	bs := &batchState{vals: make(map[string][]byte, len(entries)),
-		changed: make([]bool, n), change: make([]StateChange, n), before: make([][]byte, n),
-		hadVal: make([]bool, n), touched: make([]bool, n)}
+	bs := &batchState{}
+	bs.reset(entries, n)
+	return bs
+}
+
+// reset makes bs the view of a new batch of n messages whose keys have
+// the values entries, in the arrays and map of its last batch: a plugin
+// process's worker keeps one (scratch), as no handler may keep a Message
+// or its state past Process, and the answer that points into change is
+// encoded before the worker takes the next batch. Made anew for each
+// batch, they were most of the allocations, and so of the garbage
+// collector's work, a keyed-state batch cost the plugin
+// (docs/benchmarks.md, "Keyed state").
+func (bs *batchState) reset(entries []StateEntry, n int) {
+	if bs.vals == nil {
+		bs.vals = make(map[string][]byte, len(entries))
+	} else {
+		clear(bs.vals)
+	}
+	if cap(bs.changed) < n {
+		bs.changed, bs.change, bs.before = make([]bool, n), make([]StateChange, n), make([][]byte, n)
+		bs.hadVal, bs.touched = make([]bool, n), make([]bool, n)
+	} else {
+		bs.changed, bs.change, bs.before = bs.changed[:n], bs.change[:n], bs.before[:n]
+		bs.hadVal, bs.touched = bs.hadVal[:n], bs.touched[:n]
+		clear(bs.changed)
+		clear(bs.change)
+		clear(bs.before)
+		clear(bs.hadVal)
+		clear(bs.touched)
+	}
 	for _, e := range entries {
 		bs.vals[e.Key] = e.Value
 	}
-	return bs
+	bs.ints = bs.ints[:0]
+}
+
+// appendInt is json.Marshal(v) for an int or int64 v, into bs's own
+// buffer rather than a new slice each (see decodeInt); false for any
+// other v.
+func (bs *batchState) appendInt(v any) ([]byte, bool) {
+	var n int64
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case int64:
+		n = x
+	default:
+		return nil, false
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if cap(bs.ints)-len(bs.ints) < 20 {
+		// A new array: the values already handed out keep the old one.
+		bs.ints = make([]byte, 0, max(2*cap(bs.ints), 512))
+	}
+	at := len(bs.ints)
+	bs.ints = strconv.AppendInt(bs.ints, n, 10)
+	return bs.ints[at:len(bs.ints):len(bs.ints)], true
 }
 
 // attach makes bs the state of batch's messages.
@@ -221,7 +327,8 @@ func (bs *batchState) settle(batch []*Message, results []Result) {
 			lost[m.Key] = true
 			continue
 		}
-		c := bs.change[i]
-		r.State = &c
+		// Into bs's array, not a copy each: the answer is encoded (or,
+		// in the host's process, kept) before bs is reset.
+		r.State = &bs.change[i]
 	}
 }

@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -126,5 +127,58 @@ func TestStateRefusesWhatItCannotKeep(t *testing.T) {
 	}
 	if c := res[1].State; c == nil || !c.Delete || c.Value != nil {
 		t.Errorf("Delete: %+v", c)
+	}
+}
+
+// GetJSON and PutJSON answer for integers exactly as encoding/json does
+// (they take a shorter way for a plain integer into an int or int64):
+// the same value, or an error where encoding/json gives one, and the
+// same bytes written.
+func TestStateJSONIntegersAreEncodingJSONs(t *testing.T) {
+	values := []string{"0", "-0", "7", "-7", "123456", "01", "-01", "-", "1e3", "1.0", "+1", " 1", "1 ", "null",
+		`"1"`, "9223372036854775807", "-9223372036854775808", "9223372036854775808", "-9223372036854775809",
+		"99999999999999999999", "12a", "true"}
+	for _, v := range values {
+		for _, wide := range []bool{false, true} {
+			b := []*plugin.Message{{ID: "1:0:-1:-1", Key: "k"}}
+			plugin.AttachState(b, []plugin.StateEntry{{Key: "k", Value: []byte(v)}})
+			var got, want any
+			var gotErr, wantErr error
+			var written []byte
+			h := plugin.MessageFunc(func(_ context.Context, m *plugin.Message) ([]plugin.Output, error) {
+				if wide {
+					n, w := int64(-5), int64(-5)
+					_, gotErr = m.State().GetJSON(&n)
+					wantErr = json.Unmarshal([]byte(v), &w)
+					got, want = n, w
+					if gotErr == nil {
+						gotErr = m.State().PutJSON(n)
+					}
+				} else {
+					n, w := -5, -5
+					_, gotErr = m.State().GetJSON(&n)
+					wantErr = json.Unmarshal([]byte(v), &w)
+					got, want = n, w
+					if gotErr == nil {
+						gotErr = m.State().PutJSON(n)
+					}
+				}
+				written, _ = m.State().Get()
+				return nil, nil
+			})
+			if _, err := plugin.ProcessLocal(context.Background(), h, b); err != nil {
+				t.Fatal(err)
+			}
+			if (gotErr != nil) != (wantErr != nil) || got != want {
+				t.Errorf("%q (int64 %v): GetJSON gave %v, %v; encoding/json %v, %v", v, wide, got, gotErr, want, wantErr)
+				continue
+			}
+			if gotErr == nil {
+				enc, _ := json.Marshal(got)
+				if string(written) != string(enc) {
+					t.Errorf("%q (int64 %v): PutJSON wrote %q, encoding/json %q", v, wide, written, enc)
+				}
+			}
+		}
 	}
 }

@@ -276,6 +276,10 @@ type scratch struct {
 	sizes []int  // resultsOut.sizes
 	codes []byte // resultsOut.codes
 	strs  strs
+	// entries are the keyed state a batch came with (batchIn.state),
+	// and state the batch's view of it (batchState.reset).
+	entries []StateEntry
+	state   batchState
 }
 
 // arenaSize is how much a strs allocates at once for the strings it
@@ -370,6 +374,10 @@ func (in *batchIn) decode(b []byte, sc *scratch) error {
 	}
 	in.msgs = out
 	in.state = in.state[:0]
+	if sc != nil {
+		in.state = sc.entries[:0]
+		defer func() { sc.entries = in.state }()
+	}
 	for i := 0; len(b) > 0; {
 		num, typ, v, body, rest, _ := wire.Field(b) // checked by Count
 		b = rest
