@@ -84,6 +84,9 @@ type windower struct {
 	writing map[string]int
 	late    atomic.Int64
 	open    atomic.Int64 // messages held in open windows
+	// partsAt is when the consumer's partitions were last told to the
+	// watermarks (expectPartitions).
+	partsAt time.Time
 }
 
 type durableMsg struct {
@@ -149,6 +152,18 @@ func newWindower(p *pipeline) *windower {
 	return w
 }
 
+// expectPartitions tells both watermarks of the partitions the consumer
+// reads (those it took over since, too), so that each holds them back
+// from the start, not from its first message. A second apart at most: the
+// list is the consumer's, under its lock.
+func (w *windower) expectPartitions(now time.Time) {
+	w.partsAt = now
+	for _, t := range w.p.cons.Topics() {
+		w.arrived.expect(t, now)
+		w.placed.expect(t, now)
+	}
+}
+
 // restore reads the open windows back from the changelog, as keyed
 // state is read.
 func (w *windower) restore(ctx context.Context) error {
@@ -200,6 +215,9 @@ func (w *windower) insert(m *winMsg) {
 // its windows once the write has its receipt (process).
 func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 	p := w.p
+	if now.Sub(w.partsAt) >= time.Second {
+		w.expectPartitions(now)
+	}
 	for _, m := range ms {
 		t, err := timeOf(&w.cfg, m, now)
 		if err != nil {

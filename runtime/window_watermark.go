@@ -30,6 +30,17 @@ func newWatermarks(ooo, idle time.Duration, processing bool) *watermarks {
 		parts: map[string]*winPart{}, high: math.MinInt64}
 }
 
+// expect is told that partition topic is read from now on. Until its
+// first message, or until it has been idle for idle_timeout, it holds the
+// pipeline's watermark where it is: counted only from its first message,
+// a partition whose times are behind the others' would find its own
+// messages late, the others having moved the watermark past them.
+func (wm *watermarks) expect(topic string, now time.Time) {
+	if wm.parts[topic] == nil {
+		wm.parts[topic] = &winPart{max: math.MinInt64, last: now}
+	}
+}
+
 // observe is told that a message of time t came on partition topic at now.
 func (wm *watermarks) observe(topic string, t int64, now time.Time) {
 	pt := wm.parts[topic]
@@ -56,6 +67,9 @@ func (wm *watermarks) least(now time.Time) int64 {
 		newest = max(newest, pt.max)
 		if now.Sub(pt.last).Milliseconds() >= wm.idle {
 			continue
+		}
+		if pt.max == math.MinInt64 {
+			return math.MinInt64 // read, and not heard from yet
 		}
 		counted = true
 		least = min(least, pt.max)
