@@ -442,6 +442,7 @@ func (i *Instance) decodeResults(batch Batch, resp *resultsIn) ([]plugin.Result,
 	// A plugin answers in the batch's order: then no index can repeat,
 	// and nothing need be remembered to tell.
 	var seen []bool
+	var f Fields // one for the answer: it escapes, through the interface
 	for j := range resp.res {
 		r := &resp.res[j]
 		if int64(r.index) >= int64(n) {
@@ -461,7 +462,7 @@ func (i *Instance) decodeResults(batch Batch, resp *resultsIn) ([]plugin.Result,
 			}
 			seen[idx] = true
 		}
-		res, err := i.result(batch, r)
+		res, err := i.result(batch, r, &f)
 		if err != nil {
 			return nil, err
 		}
@@ -480,8 +481,9 @@ func (i *Instance) badAnswer(batch Batch, idx int, format string, args ...any) e
 	return e
 }
 
-// result checks and converts one full result, whose index is in range.
-func (i *Instance) result(batch Batch, r *wireResult) (plugin.Result, error) {
+// result checks and converts one full result, whose index is in range;
+// f is room for a message's fields, the caller's for the whole answer.
+func (i *Instance) result(batch Batch, r *wireResult, f *Fields) (plugin.Result, error) {
 	idx := int(r.index)
 	o, ok := outcomeFromPB(pb.Outcome(r.outcome))
 	if !ok {
@@ -507,7 +509,7 @@ func (i *Instance) result(batch Batch, r *wireResult) (plugin.Result, error) {
 			return plugin.Result{}, i.badAnswer(batch, idx, "a state change, and the pipeline keeps no state")
 		}
 		if o == plugin.OutcomeAck { // ignored with any other outcome
-			if err := checkStateChange(batch, idx, r.state); err != "" {
+			if err := checkStateChange(batch, idx, r.state, f); err != "" {
 				return plugin.Result{}, i.badAnswer(batch, idx, "%s", err)
 			}
 			res.State = r.state
@@ -517,10 +519,11 @@ func (i *Instance) result(batch Batch, r *wireResult) (plugin.Result, error) {
 }
 
 // checkStateChange says what is wrong with c, the change of message idx
-// of batch, "" when nothing is.
-func checkStateChange(batch Batch, idx int, c *plugin.StateChange) string {
-	var f Fields
-	batch.Fields(idx, &f)
+// of batch, "" when nothing is. f is room for the message's fields: one
+// made for each change was most of the host's cost of reading a keyed
+// state answer (docs/benchmarks.md, "Keyed state").
+func checkStateChange(batch Batch, idx int, c *plugin.StateChange, f *Fields) string {
+	batch.Fields(idx, f)
 	switch {
 	case f.Key == "":
 		return "a state change for a message without a key"
@@ -593,7 +596,7 @@ func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result,
 				j, r.index, prev)
 		}
 		prev = int(idx)
-		res, err := i.result(batch, r)
+		res, err := i.result(batch, r, &m)
 		if err != nil {
 			return nil, err
 		}
