@@ -44,3 +44,30 @@ func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
 		t.Errorf("size %d, want the bytes of old and new", s.size)
 	}
 }
+
+// A change may be written into the array of the value it replaces, but
+// never under exactly_once, where the value replaced is what a rollback
+// puts back; either way the key reads the new value, and the size counts
+// its bytes.
+func TestKeyedStateChangesKeepTheValueARollbackNeeds(t *testing.T) {
+	for _, eo := range []bool{false, true} {
+		s := newKeyedState("changelog", 0, eo, slog.New(slog.DiscardHandler))
+		now := time.Now()
+		s.set("k", []byte("12345"), false, now)
+		before := s.vals["k"].v
+		s.set("k", []byte("9"), false, now)
+		if got := string(s.vals["k"].v); got != "9" {
+			t.Errorf("exactly once %v: k = %q, want 9", eo, got)
+		}
+		if s.size != int64(len("k")+1) {
+			t.Errorf("exactly once %v: size %d, want %d", eo, s.size, len("k")+1)
+		}
+		if eo && string(before) != "12345" {
+			t.Errorf("exactly once: the value replaced changed to %q; a rollback would put that back", before)
+		}
+		s.set("k", []byte("123456789"), false, now)
+		if got := string(s.vals["k"].v); got != "123456789" {
+			t.Errorf("exactly once %v: k = %q, want 123456789", eo, got)
+		}
+	}
+}
