@@ -1,0 +1,109 @@
+package runtime_test
+
+import (
+	"bufio"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	streamrun "github.com/streamrun/streamrun/runtime"
+)
+
+// A window pipeline on two hosts: the second waits on the Exclusive
+// subscription while the first runs, and takes over when the first is
+// killed with SIGKILL mid-stream, reading the open windows (or, in
+// incremental mode, the accumulators) back from the changelog. Every
+// tumbling window's result still equals the reference; the second host
+// answers part of them.
+func TestWindowsEqualTheReferenceThroughAFailoverToAWaitingHost(t *testing.T) {
+	for _, mode := range []pipelines.WindowMode{pipelines.ModeMessages, pipelines.ModeIncremental} {
+		t.Run(string(mode), func(t *testing.T) {
+			peer := brokertest.Target(t)
+			base := brokertest.TopicName(t)
+			in, out := base+"-in", base+"-out"
+			cl := clientURL(t, peer.URL)
+			msgs := generate(uint64(len(base))+2, 400, 5)
+			w := windowKinds[0].w
+			w.Time, w.Mode = pipelines.TimeEvent, mode
+			ref, _ := referenceWindows(w, msgs)
+			incr := mode == pipelines.ModeIncremental
+			outs := collect(t, cl, out)
+			answered := func() int {
+				if incr {
+					return len(accResults(t, outs))
+				}
+				return len(windowResults{outs}.get(t))
+			}
+			publishGenerated(t, cl, in, msgs, false)
+
+			first := startWindowHost(t, peer.URL, in, out, incr)
+			waitFor(t, "a few windows from the first host", func() bool { return answered() >= 5 })
+			second := runHostWaiting(t, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}, Logger: testLogger(t, slog.LevelWarn)},
+				windowPipeline(in, out, w, windowConfig{Incremental: incr}))
+			time.Sleep(200 * time.Millisecond) // the second host is waiting on the subscription
+			if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = first.Wait()
+			before := answered()
+			t.Logf("the first host killed with %d windows answered", before)
+
+			deadline := time.Now().Add(testTimeout)
+			for {
+				var diff string
+				if incr {
+					diff = accAgree(accResults(t, outs), accSums(ref))
+				} else {
+					diff = agree(windowResults{outs}.get(t), ref)
+				}
+				if diff == "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the windows differ from the reference: %s", diff)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if s := second.stats("windows"); s.Acked == 0 {
+				t.Errorf("the second host acknowledged nothing (stats %+v): the first had finished before it was killed", s)
+			}
+		})
+	}
+}
+
+// startWindowHost starts the test binary as a host (windowChildHost) of
+// the tumbling pipeline of in and out, and waits until it runs; the test
+// kills it.
+func startWindowHost(t *testing.T, url, in, out string, incremental bool) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+url, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out)
+	if incremental {
+		cmd.Env = append(cmd.Env, "STREAMRUN_TEST_INCREMENTAL=1")
+	}
+	cmd.Stderr = brokertest.LogWriter(t, "first host")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "running" {
+		t.Fatalf("the first host said %q", line)
+	}
+	return cmd
+}
