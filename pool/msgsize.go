@@ -43,7 +43,7 @@ func MaxPayload(maxMessageSize int, m Message) int {
 func (pp *partProducer) sendAloneLocked(f *pulsarwire.MessageFields, payload []byte, size int64, tx *txn.Txn, done completer) error {
 	b := batches.Get().(*batch)
 	b.single, b.fields, b.firstSeq = true, *f, f.SequenceID
-	b.setTxn(tx)
+	b.setTxn(tx, pp.topic)
 	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{ProducerName: pp.name, Message: b.fields, Txn: b.header()})
 	if !fitsEntry(pp.maxMessageSize, b.room, len(payload)) {
 		b.recycle()

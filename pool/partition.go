@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type partProducer struct {
 	cur            *batch       // the open batch, nil when none
 	keyed          keyedBatches // with byKey: the open batches, one per key
 	pending        batchQueue
+	holding        int // entries at the end of pending not written (batch.held)
 	timer          *time.Timer
 	reconnecting   bool
 	err            error // set once the producer can no longer send
@@ -71,19 +73,36 @@ type batch struct {
 	frame    []byte
 	flushed  []chan struct{}
 	// txn is the transaction every message of the batch is published in,
-	// nil for none; txnID is its id, for the header.
+	// nil for none; txnID is its id, for the header; reg is the
+	// registration of the partition in it, which the entry waits for.
 	txn   *txn.Txn
 	txnID pulsarwire.TxnID
+	reg   *txn.Registration
+	// held: pending but not written, waiting for a registration (its
+	// own, or an older entry's).
+	held bool
 }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
 
-// setTxn makes tx (nil: none) the batch's transaction.
-func (b *batch) setTxn(tx *txn.Txn) {
+// setTxn makes tx (nil: none) the batch's transaction, published to
+// topic.
+func (b *batch) setTxn(tx *txn.Txn, topic string) {
 	b.txn = tx
 	if tx != nil {
 		b.txnID = tx.ID()
+		b.reg = tx.Partition(topic)
 	}
+}
+
+// regState reports whether the batch may be written: its partition's
+// registration in its transaction is done (or it has none); err is the
+// registration's failure, which fails the batch.
+func (b *batch) regState() (ready bool, err error) {
+	if b.reg == nil {
+		return true, nil
+	}
+	return b.reg.Ready()
 }
 
 // header is the transaction id for the SEND header, nil for none.
@@ -270,7 +289,7 @@ func (pp *partProducer) newBatchLocked(f *pulsarwire.MessageFields, tx *txn.Txn)
 	} else {
 		b.fields = *f
 	}
-	b.setTxn(tx)
+	b.setTxn(tx, pp.topic)
 	b.room = pulsarwire.SendHeaderRoom(&pulsarwire.SendHeader{
 		ProducerName: pp.name, Batch: pp.batching, Message: b.fields, Txn: b.header(),
 	})
@@ -360,9 +379,62 @@ func (pp *partProducer) sendLocked(b *batch) {
 		return
 	}
 	b.frame = frame
+	ready, err := b.regState()
+	if err != nil {
+		pp.failBatchLocked(b, fmt.Errorf("publish to %s: %w", pp.topic, err))
+		return
+	}
 	pp.pending.push(b)
+	if pp.holding > 0 || !ready {
+		// In order: after the entries held before it.
+		b.held = true
+		pp.holding++
+		return
+	}
 	if pp.conn != nil {
 		pp.conn.WriteFrame(frame)
+	}
+}
+
+// releaseHeld writes the held entries whose registrations are done, in
+// order, up to the first that still waits; an entry whose registration
+// failed fails (it was never written). A registration runs it when done.
+func (pp *partProducer) releaseHeld() {
+	pp.mu.Lock()
+	if pp.holding == 0 {
+		pp.mu.Unlock()
+		return
+	}
+	var failed []*batch
+	var cause error
+	for b := range pp.pending.all() {
+		if !b.held {
+			continue
+		}
+		ready, err := b.regState()
+		if !ready {
+			break
+		}
+		b.held = false
+		pp.holding--
+		if err != nil {
+			failed, cause = append(failed, b), err
+		} else if pp.conn != nil {
+			pp.conn.WriteFrame(b.frame)
+		}
+	}
+	if len(failed) > 0 {
+		kept := batchQueue{}
+		for b := range pp.pending.all() {
+			if !slices.Contains(failed, b) {
+				kept.push(b)
+			}
+		}
+		pp.pending = kept
+	}
+	pp.mu.Unlock()
+	for _, b := range failed {
+		pp.finish(b, pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", pp.topic, cause))
 	}
 }
 
@@ -604,6 +676,9 @@ func (pp *partProducer) connect(ctx context.Context) error {
 	}
 	n := 0
 	for b := range pp.pending.all() {
+		if b.held {
+			break // written once its registration is done
+		}
 		conn.WriteFrame(b.frame)
 		n++
 	}
@@ -622,7 +697,7 @@ func (pp *partProducer) dropTxnEntriesLocked() []*batch {
 	var lost []*batch
 	kept := batchQueue{}
 	for b := range pp.pending.all() {
-		if b.txn != nil {
+		if b.txn != nil && !b.held { // a held entry was never sent
 			lost = append(lost, b)
 		} else {
 			kept.push(b)
@@ -697,6 +772,7 @@ func (pp *partProducer) shutdown(err error) {
 		failed = append(failed, b)
 	}
 	pp.pending = batchQueue{}
+	pp.holding = 0
 	conn := pp.conn
 	pp.conn = nil
 	pp.codecs.Close()

@@ -423,7 +423,7 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 	var tx *txn.Txn
 	if m.Txn != nil {
 		var err error
-		if tx, done, err = p.joinTxn(ctx, m.Txn, pp, done); err != nil {
+		if tx, done, err = p.joinTxn(m.Txn, pp, done); err != nil {
 			done.complete(pulsarwire.MessageID{}, fmt.Errorf("publish to %s: %w", p.topic, err))
 			return
 		}
@@ -444,16 +444,22 @@ func (p *Producer) send(ctx context.Context, m *Message, done completer) {
 // joinTxn makes a message's send an operation of its transaction: pp's
 // topic is registered with the transaction's coordinator the first time
 // (and pp flushes when the transaction commits), and the send is counted
-// until done hears its fate, which the returned completer passes on.
-func (p *Producer) joinTxn(ctx context.Context, t *Transaction, pp *partProducer, done completer) (*txn.Txn, completer, error) {
+// until done hears its fate, which the returned completer passes on. The
+// registration runs in the background: pp holds the entries of the
+// transaction (and those after them) until it is done, and writes them
+// then (sendLocked, releaseHeld).
+func (p *Producer) joinTxn(t *Transaction, pp *partProducer, done completer) (*txn.Txn, completer, error) {
 	tx := (*txn.Txn)(t)
 	if pp.txnJoined.Load() != tx {
-		first, err := tx.Register(ctx, pp.topic)
+		r, first, err := tx.Join(pp.topic)
 		if err != nil {
 			return nil, done, err
 		}
 		if first {
 			tx.AddHooks(txn.Hooks{Flush: pp.flushTxn})
+		}
+		if ready, _ := r.Ready(); !ready {
+			r.OnDone(func(error) { pp.releaseHeld() })
 		}
 		pp.txnJoined.Store(tx)
 	}

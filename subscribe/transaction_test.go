@@ -3,12 +3,15 @@ package subscribe_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -498,4 +501,37 @@ func TestTxnAckPastTheTimeoutIsNotSent(t *testing.T) {
 			t.Fatalf("got %s again, want %s", m.ID, ms[i].ID)
 		}
 	}
+}
+
+// The subscription is registered with the transaction's coordinator in
+// the background; held acknowledgements wait for it at the commit. When
+// the coordinator refuses it, the acknowledgements were taken (AckWithTxn
+// returned nil), the commit aborts with the refusal, and the messages
+// come again.
+func TestTxnRefusedSubscriptionRegistrationAbortsTheCommit(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	cl := tg.embedded(t, "fault injection")
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "s", InitialPosition: subscribe.Earliest})
+	publish(ctx, t, c, topic, 0, 3, nil)
+	ms := receiveN(ctx, t, cons, 3, false)
+	tx := begin(ctx, t, c, time.Minute)
+	f := brokertest.Faults(t, cl).Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN,
+		Err: pb.ServerError_NotAllowedError, Message: "registration refused", Count: 1})
+	for _, m := range ms {
+		if err := cons.AckWithTxn(ctx, m, tx); err != nil {
+			t.Fatalf("ack %s: %v", m.ID, err)
+		}
+	}
+	err := tx.Commit(ctx)
+	if !errors.Is(err, pool.ErrTransactionAborted) || !strings.Contains(err.Error(), "registration refused") {
+		t.Fatalf("commit: got %v, want ErrTransactionAborted with the registration's refusal", err)
+	}
+	if f.Fired() != 1 {
+		t.Fatalf("the fault fired %d times, want 1", f.Fired())
+	}
+	checkSequence(t, receiveN(ctx, t, cons, 3, true), 0)
+	expectNothing(ctx, t, cons, time.Second)
 }

@@ -49,10 +49,11 @@ type txnAckSet struct {
 // AckWithTxn acknowledges m inside transaction t: the acknowledgement
 // takes effect when t commits, and m comes again if t aborts (or its
 // timeout passes). The first acknowledgement of a topic (partition) in t
-// registers the subscription with t's coordinator and waits for that.
-// Acknowledgements are held until t commits and sent then, each answered
-// by the broker; a negative AckGroupTime sends each at once and returns
-// the broker's answer. A message another transaction holds acknowledged
+// starts registering the subscription with t's coordinator, in the
+// background. Acknowledgements are held until t commits and sent then,
+// once the registration is done, each answered by the broker (a failed
+// registration makes the commit abort); a negative AckGroupTime waits for
+// the registration, sends each at once and returns the broker's answer. A message another transaction holds acknowledged
 // is refused with pulsarwire.ErrTransactionConflict (at once, or by
 // Commit, which then aborts).
 func (c *Consumer) AckWithTxn(ctx context.Context, m *Message, t *pool.Transaction) error {
@@ -65,7 +66,13 @@ func (c *Consumer) AckWithTxn(ctx context.Context, m *Message, t *pool.Transacti
 	tx := (*txn.Txn)(t)
 	pc := m.pc
 	if pc.txnJoined.Load() != tx {
-		if _, err := tx.RegisterSubscription(ctx, pc.topic, c.opts.Subscription); err != nil {
+		r, _, err := tx.JoinSubscription(pc.topic, c.opts.Subscription)
+		if err == nil && c.opts.AckGroupTime < 0 {
+			// Sent at once: after the registration. Held ones wait for
+			// it in flush, so that it overlaps the caller's other work.
+			err = r.Wait(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
 		}
 		pc.txnJoined.Store(tx)
@@ -148,8 +155,8 @@ func (a *txnAcks) noteBatch(s *txnAckSet, b *batchAcks) {
 	a.mu.Unlock()
 }
 
-// flush sends what t holds, part by part, each ACK answered; Commit runs
-// it. A batch of which t acknowledged only some messages makes the
+// flush sends what t holds, part by part, each ACK answered after its
+// subscription's registration; Commit runs it. A batch of which t acknowledged only some messages makes the
 // commit abort: its entry cannot be acknowledged in part.
 func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 	a.mu.Lock()
@@ -180,7 +187,15 @@ func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 		for j < len(held) && held[j].pc == held[i].pc {
 			j++
 		}
-		err := a.send(ctx, t, held[i].pc, held[i:j])
+		var err error
+		if r := t.Subscription(held[i].pc.topic, a.c.opts.Subscription); r != nil {
+			err = r.Wait(ctx)
+		}
+		if err == nil {
+			err = a.send(ctx, t, held[i].pc, held[i:j])
+		} else {
+			err = fmt.Errorf("ack on %s in transaction %s: %w", held[i].pc.topic, t.ID(), err)
+		}
 		a.mu.Lock()
 		if err != nil {
 			s.held = append(s.held, held[i:]...)

@@ -62,8 +62,8 @@ var (
 // Txn is one transaction, from Begin to its end. Safe for concurrent use.
 //
 // Sends and acknowledgements inside it register their topic (partition)
-// and subscription with its coordinator first, once each (Register,
-// RegisterSubscription), and are counted while under way (Start, Done):
+// and subscription with its coordinator first, once each (Join,
+// JoinSubscription), and are counted while under way (Start, Done):
 // Commit waits for them all and aborts instead when one failed.
 type Txn struct {
 	c       *Coordinator
@@ -74,8 +74,8 @@ type Txn struct {
 	state atomic.Int32
 
 	mu         sync.Mutex
-	partitions map[string]*registration
-	subs       map[subscription]*registration
+	partitions map[string]*Registration
+	subs       map[subscription]*Registration
 	ops        int           // sends and acknowledgements under way
 	drained    chan struct{} // closed when ops drops to 0, while Commit waits
 	failed     error         // the first failure of an operation inside
@@ -95,16 +95,11 @@ type Hooks struct {
 	Ended func(committed bool)
 }
 
-type registration struct {
-	done chan struct{}
-	err  error
-}
-
 type subscription struct{ topic, name string }
 
 func newTxn(c *Coordinator, id pulsarwire.TxnID, timeout time.Duration, begun time.Time) *Txn {
 	t := &Txn{c: c, id: id, timeout: timeout, begun: begun,
-		partitions: map[string]*registration{}, subs: map[subscription]*registration{}}
+		partitions: map[string]*Registration{}, subs: map[subscription]*Registration{}}
 	t.state.Store(int32(Open))
 	return t
 }
@@ -123,58 +118,148 @@ func (t *Txn) notOpen() error {
 	return fmt.Errorf("transaction %s is %s: %w", t.id, t.State(), ErrNotOpen)
 }
 
-// Register makes topic (a partition, or a topic that is not partitioned)
-// one the transaction publishes to, telling its coordinator the first
-// time (ADD_PARTITION_TO_TXN); later calls wait for that first one.
-// first reports whether this call registered it, so that the caller adds
-// its hooks once.
-func (t *Txn) Register(ctx context.Context, topic string) (first bool, err error) {
-	return register(ctx, t, t.partitions, topic, func() string { return "add " + topic + " to transaction " + t.id.String() }, func() proto.Message {
+// Join makes topic (a partition, or a topic that is not partitioned)
+// one the transaction publishes to. The first call starts telling its
+// coordinator (ADD_PARTITION_TO_TXN) in the background and returns at
+// once, as later calls do: the caller holds its SENDs until the returned
+// registration is done, so that the registration overlaps the caller's
+// other work (the subscription's registration, receiving) instead of
+// costing a round trip of its own. first reports whether this call
+// started it, so that the caller adds its hooks once. It fails when the
+// transaction is not open, or its registration failed.
+func (t *Txn) Join(topic string) (r *Registration, first bool, err error) {
+	return join(t, t.partitions, topic, func() string { return "add " + topic + " to transaction " + t.id.String() }, func() proto.Message {
 		return &pb.CommandAddPartitionToTxn{TxnidMostBits: proto.Uint64(t.id.Most), TxnidLeastBits: proto.Uint64(t.id.Least), Partitions: []string{topic}}
 	})
 }
 
-// RegisterSubscription makes subscription sub of topic (a partition, or
-// a topic that is not partitioned) one the transaction acknowledges on,
-// as Register does for topics (ADD_SUBSCRIPTION_TO_TXN).
-func (t *Txn) RegisterSubscription(ctx context.Context, topic, sub string) (first bool, err error) {
-	return register(ctx, t, t.subs, subscription{topic, sub}, func() string { return "add subscription " + sub + " of " + topic + " to transaction " + t.id.String() }, func() proto.Message {
+// JoinSubscription makes subscription sub of topic (a partition, or a
+// topic that is not partitioned) one the transaction acknowledges on,
+// as Join does for topics (ADD_SUBSCRIPTION_TO_TXN): the caller holds its
+// ACKs until the registration is done.
+func (t *Txn) JoinSubscription(topic, sub string) (r *Registration, first bool, err error) {
+	return join(t, t.subs, subscription{topic, sub}, func() string { return "add subscription " + sub + " of " + topic + " to transaction " + t.id.String() }, func() proto.Message {
 		return &pb.CommandAddSubscriptionToTxn{TxnidMostBits: proto.Uint64(t.id.Most), TxnidLeastBits: proto.Uint64(t.id.Least),
 			Subscription: []*pb.Subscription{{Topic: proto.String(topic), Subscription: proto.String(sub)}}}
 	})
 }
 
-// register is Register's and RegisterSubscription's. name describes the
-// request for its errors; it is made only when needed, since every send
-// and acknowledgement in a transaction comes here (building it each time
-// was a few percent of an exactly_once pipeline's CPU).
-func register[K comparable](ctx context.Context, t *Txn, m map[K]*registration, key K, name func() string, build func() proto.Message) (bool, error) {
+// Partition is the registration Join made for topic, nil if none.
+func (t *Txn) Partition(topic string) *Registration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.partitions[topic]
+}
+
+// Subscription is the registration JoinSubscription made for sub of
+// topic, nil if none.
+func (t *Txn) Subscription(topic, sub string) *Registration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.subs[subscription{topic, sub}]
+}
+
+// join is Join's and JoinSubscription's. name describes the request for
+// its errors; it is made only when needed, since every send and
+// acknowledgement in a transaction comes here (building it each time was
+// a few percent of an exactly_once pipeline's CPU). The request runs
+// under the client's retries until the transaction's deadline, past
+// which its coordinator aborts it anyway; its failure is final for the
+// transaction, whose commit then aborts (what waited for it fails).
+func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string, build func() proto.Message) (*Registration, bool, error) {
 	t.mu.Lock()
 	if t.State() != Open {
 		t.mu.Unlock()
-		return false, t.notOpen()
+		return nil, false, t.notOpen()
 	}
 	r := m[key]
-	if r == nil {
-		r = &registration{done: make(chan struct{})}
-		m[key] = r
+	if r != nil {
 		t.mu.Unlock()
-		_, r.err = t.c.request(ctx, t.id.Most, name(), build)
-		if r.err != nil {
-			t.mu.Lock()
-			delete(m, key) // the next caller tries again
-			t.mu.Unlock()
+		if r.failed() {
+			return nil, false, r.err
 		}
-		close(r.done)
-		return r.err == nil, r.err
+		return r, false, nil
 	}
+	r = &Registration{done: make(chan struct{})}
+	m[key] = r
 	t.mu.Unlock()
+	pool := t.c.pool
+	if !pool.Spawn(func() {
+		ctx, cancel := context.WithDeadline(pool.Context(), t.Deadline())
+		defer cancel()
+		_, err := t.c.request(ctx, t.id.Most, name(), build)
+		r.finish(err)
+	}) {
+		r.finish(fmt.Errorf("%s: %w", name(), errClientClosed))
+		return nil, false, r.err
+	}
+	return r, true, nil
+}
+
+// errClientClosed is a registration's failure when the client is closing.
+var errClientClosed = errors.New("the client is closing")
+
+// Registration is a topic's or a subscription's registration with a
+// transaction's coordinator, under way or done.
+type Registration struct {
+	done  chan struct{}
+	err   error
+	mu    sync.Mutex
+	after []func(error) // run once done
+}
+
+// finish records the registration's outcome and runs what waits for it.
+func (r *Registration) finish(err error) {
+	r.mu.Lock()
+	r.err = err
+	close(r.done)
+	after := r.after
+	r.after = nil
+	r.mu.Unlock()
+	for _, f := range after {
+		f(err)
+	}
+}
+
+// Ready reports whether the registration is done, and its error then.
+func (r *Registration) Ready() (bool, error) {
 	select {
 	case <-r.done:
-		return false, r.err
-	case <-ctx.Done():
-		return false, fmt.Errorf("%s: %w", name(), ctx.Err())
+		return true, r.err
+	default:
+		return false, nil
 	}
+}
+
+func (r *Registration) failed() bool {
+	done, err := r.Ready()
+	return done && err != nil
+}
+
+// Wait waits for the registration and returns its error.
+func (r *Registration) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for a transaction's registration: %w", ctx.Err())
+	}
+}
+
+// OnDone runs f with the registration's error once it is done: at once,
+// in the caller, if it is; else in the goroutine that finishes it, which
+// f must not hold up.
+func (r *Registration) OnDone(f func(error)) {
+	r.mu.Lock()
+	select {
+	case <-r.done:
+		r.mu.Unlock()
+		f(r.err)
+		return
+	default:
+	}
+	r.after = append(r.after, f)
+	r.mu.Unlock()
 }
 
 // AddHooks adds what a producer or consumer that joined the transaction
