@@ -44,13 +44,14 @@ func (b *Bench) Consume(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("the pattern %s found %d of the %d topics", so.Pattern, len(cons.Topics()), o.Topics)
 	}
 	b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = o.Subscription, typ.Name(), o.ReceiverQueue
-	return b.measureReceiving(ctx, "consume", m, pub, cons)
+	return b.measureReceiving(ctx, "consume", m, pub, cons, 1)
 }
 
 // measureReceiving runs a receiver on cons and, when pub is not nil, the
-// publisher; it ends when everything published arrived (or, without a
-// publisher, Count messages or Duration), and returns the result.
-func (b *Bench) measureReceiving(ctx context.Context, command string, m *Meter, pub *publisher, cons *subscribe.Consumer) (*Result, error) {
+// publisher; it ends when everything published arrived, perInput
+// messages for each (or, without a publisher, Count messages or
+// Duration), and returns the result.
+func (b *Bench) measureReceiving(ctx context.Context, command string, m *Meter, pub *publisher, cons *subscribe.Consumer, perInput int64) (*Result, error) {
 	o := &b.o
 	m.Restart()
 	m.StartProgress(ctx, o.Progress, o.ProgressEvery)
@@ -70,7 +71,7 @@ func (b *Bench) measureReceiving(ctx context.Context, command string, m *Meter, 
 		var sent int64
 		sent, err = pub.run(ctx, nil)
 		err = errors.Join(err, b.sendErrors(m, sent))
-		want = pub.ok.Load()
+		want = pub.ok.Load() * perInput
 	case o.Count > 0:
 		want = o.Count
 	default:

@@ -51,6 +51,10 @@ type HandlerOptions struct {
 	// once.
 	ExactlyOnce    bool
 	CommitInterval time.Duration
+	// Copies is the outputs the identity handler makes of each message
+	// (the same key and payload), and so the outputs a run waits for per
+	// message published. Default 0: one.
+	Copies int
 }
 
 // Pipeline measures a pipeline end to end: publish to the input topic,
@@ -78,6 +82,9 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 	b.cond.OutputTopic, b.cond.Subscription, b.cond.SubscriptionType, b.cond.ReceiverQueue = o.Topic+"-out", o.Subscription, ps[0].Source.Type.Name(), o.ReceiverQueue
 	b.cond.Handler = &Handler{Kind: kind, Plugin: h.Plugin, Package: h.Package, BatchSize: o.Handler.BatchSize, Instances: o.Handler.Instances,
 		Guarantee: string(ps[0].WithDefaults().Guarantee)}
+	if o.Handler.Copies > 1 {
+		b.cond.Handler.OutputsPerInput = o.Handler.Copies
+	}
 	if ps[0].ExactlyOnce() {
 		b.cond.Handler.CommitInterval = ps[0].WithDefaults().CommitInterval.String()
 	}
@@ -98,7 +105,7 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, errors.Join(err, stopHost())
 	}
-	res, err := b.measureReceiving(ctx, "pipeline", m, pub, cons)
+	res, err := b.measureReceiving(ctx, "pipeline", m, pub, cons, o.Handler.outputsPerInput())
 	if res != nil {
 		res.HandlerRSSBytes = handlerRSS(host)
 	}
@@ -173,13 +180,21 @@ func benchSteps(out string) []pipelines.Step {
 	}
 }
 
-// config is Config, or the default {"output": "{output}"}.
+// config is Config, or the default {"output": "{output}"} (with
+// "copies" when Copies is over 1).
 func (ho *HandlerOptions) config() map[string]any {
 	if ho.Config == nil {
-		return map[string]any{"output": "{output}"}
+		c := map[string]any{"output": "{output}"}
+		if ho.Copies > 1 {
+			c["copies"] = ho.Copies
+		}
+		return c
 	}
 	return ho.Config
 }
+
+// outputsPerInput is the outputs a run waits for per message published.
+func (ho *HandlerOptions) outputsPerInput() int64 { return int64(max(ho.Copies, 1)) }
 
 // withOutput is a copy of v with "{output}" in every string replaced by
 // out: each pipeline's handler gets a config of its own.

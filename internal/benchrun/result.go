@@ -156,6 +156,10 @@ type Handler struct {
 	// its commit interval under exactly_once.
 	Guarantee      string `json:"guarantee,omitempty"`
 	CommitInterval string `json:"commit_interval,omitempty"`
+	// OutputsPerInput is the outputs the handler made of each message
+	// when more than one (HandlerOptions.Copies); messages, msg/s and
+	// CPU a message count outputs.
+	OutputsPerInput int `json:"outputs_per_input,omitempty"`
 }
 
 // WriteText writes the summary for people.
