@@ -3,7 +3,6 @@ package runtime
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -251,7 +250,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		}
 		w.held[rec] = false
 		w.writing[wm.Key]++
-		b, _ := json.Marshal(wm)
+		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
 			w.durable = append(w.durable, durableMsg{wm: wm, m: m, err: err})
@@ -649,7 +648,11 @@ func (w *windower) fireItem(key string, sp *span, ws *winState, base int, replac
 	fire := base + 1
 	msgs := slices.Clone(sp.msgs)
 	slices.SortStableFunc(msgs, func(a, b *winMsg) int { return cmp.Compare(a.Time, b.Time) })
-	b, _ := json.Marshal(windowPayload{Key: key, Start: sp.start, End: sp.end, Fire: fire, Messages: msgs, Replaces: replaces})
+	size := 128
+	for _, m := range msgs {
+		size += winMsgSize(m)
+	}
+	b := appendWindowPayload(make([]byte, 0, size), &windowPayload{Key: key, Start: sp.start, End: sp.end, Fire: fire, Messages: msgs, Replaces: replaces})
 	m := &subscribe.Message{
 		ID:    pulsarwire.MessageID{Ledger: 1 << 62, Entry: ws.id, Partition: -1, BatchIndex: -1},
 		Topic: w.srcTopic, Key: key, Payload: b,

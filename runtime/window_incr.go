@@ -221,7 +221,7 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 			rec.HW[pm.wm.Topic] = pm.pos
 		}
 	}
-	b, _ := json.Marshal(rec)
+	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
 		func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
@@ -245,6 +245,9 @@ func (w *windower) addSettled(f *windowFire, ok bool, delay time.Duration) {
 // processAdds acts on the adds answered, and returns the adds to make.
 func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 	p := w.p
+	// The partitions whose messages the adds finished: each advances
+	// once for all of them, one watermark record, not one an add.
+	topics := map[string]bool{}
 	for _, d := range done {
 		f := d.f
 		k := w.keys[f.key]
@@ -268,17 +271,16 @@ func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 		if d.added {
 			a.acc, a.n, a.hw = d.rec.Acc, d.rec.N, d.rec.HW
 		}
-		topics := map[string]bool{}
 		for _, pm := range f.add.msgs {
 			if pm.refs--; pm.refs == 0 {
 				w.placed.observe(pm.wm.Topic, pm.wm.Time, now)
 				topics[pm.wm.Topic] = true
 			}
 		}
-		for t := range topics {
-			if q := w.order[t]; q != nil {
-				w.advance(t, q)
-			}
+	}
+	for t := range topics {
+		if q := w.order[t]; q != nil {
+			w.advance(t, q)
 		}
 	}
 	var items []*item
@@ -313,7 +315,11 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		wms[i] = pm.wm
 	}
 	end := start + w.a.size
-	b, _ := json.Marshal(windowPayload{Key: key, Start: start, End: end, Messages: wms, Add: true, Accumulator: a.acc})
+	size := 128 + len(a.acc)*4/3
+	for _, m := range wms {
+		size += winMsgSize(m)
+	}
+	b := appendWindowPayload(make([]byte, 0, size), &windowPayload{Key: key, Start: start, End: end, Messages: wms, Add: true, Accumulator: a.acc})
 	m := &subscribe.Message{
 		ID:    pulsarwire.MessageID{Ledger: addLedger, Entry: a.id, Partition: -1, BatchIndex: -1},
 		Topic: w.srcTopic, Key: accStateKey(key, start), Payload: b,
@@ -395,7 +401,7 @@ func (w *windower) fireIncr(key string, start int64, a *winAcc, ws *winState) *i
 	ws.inflight = true
 	fire := ws.fires + 1
 	end := start + w.a.size
-	b, _ := json.Marshal(windowPayload{Key: key, Start: start, End: end, Fire: fire, Messages: []*winMsg{}, Accumulator: a.acc})
+	b := appendWindowPayload(make([]byte, 0, 128+len(a.acc)*4/3), &windowPayload{Key: key, Start: start, End: end, Fire: fire, Messages: []*winMsg{}, Accumulator: a.acc})
 	m := &subscribe.Message{
 		ID:    pulsarwire.MessageID{Ledger: 1 << 62, Entry: ws.id, Partition: -1, BatchIndex: -1},
 		Topic: w.srcTopic, Key: key, Payload: b,
