@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -69,17 +68,8 @@ func ReadWindow(m *Message) (w *Window, ok bool, err error) {
 	if _, is := m.Properties[propertyWindowStart]; !is {
 		return nil, false, nil
 	}
-	var p struct {
-		Key         string          `json:"key"`
-		Start       int64           `json:"start"`
-		End         int64           `json:"end"`
-		Fire        int             `json:"fire"`
-		Messages    []WindowMessage `json:"messages"`
-		Accumulator []byte          `json:"accumulator"`
-		Add         bool            `json:"add"`
-		Replaces    []int64         `json:"replaces"`
-	}
-	if err := json.Unmarshal(m.Payload, &p); err != nil {
+	var p windowJSON
+	if err := decodeWindow(m.Payload, &p); err != nil {
 		return nil, true, fmt.Errorf("window message %s: %w", m.ID, err)
 	}
 	w = &Window{Key: p.Key, Start: time.UnixMilli(p.Start).UTC(), End: time.UnixMilli(p.End).UTC(), Fire: p.Fire,
