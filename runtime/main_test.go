@@ -57,6 +57,14 @@ func TestMain(m *testing.M) {
 		serveRawHandler()
 		return
 	case "windowhandler":
+		if f := os.Getenv("STREAMRUN_TEST_PLUGIN_CPUPROFILE"); f != "" {
+			// As the handler role's, written when Serve returns (the
+			// host closed the handler).
+			out, err := os.Create(fmt.Sprintf("%s.%d", f, os.Getpid()))
+			if err == nil && pprof.StartCPUProfile(out) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
 		plugin.Serve(plugin.Configure(newWindowHandler))
 		return
 	case "windowhost":
