@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -161,6 +163,22 @@ func (c *Client) Reload(ctx context.Context, path string, content []byte, dryRun
 	}
 	var out Plan
 	return out, c.call(ctx, "POST", endpoint, map[string]string{"file": path, "content": string(content)}, &out)
+}
+
+// ReloadFile is Reload of the file at path as it is on disk now, sent
+// for the run's file of the same absolute path (a run names its files
+// so; a relative path is taken from the working directory). A file that
+// does not read is the *os.PathError, before anything is sent.
+func (c *Client) ReloadFile(ctx context.Context, path string, dryRun bool) (Plan, error) {
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return Plan{}, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Plan{}, fmt.Errorf("the absolute path of %s: %w", path, err)
+	}
+	return c.Reload(ctx, abs, content, dryRun)
 }
 
 // call is Do with the answer decoded into out.

@@ -3,6 +3,7 @@ package control_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,6 +48,23 @@ func TestClientCallsTheAPI(t *testing.T) {
 	}
 	if plan.Applied || changed != "other source.subscription=source" {
 		t.Fatalf("dry run: applied %v, changed %q", plan.Applied, changed)
+	}
+	// ReloadFile: the file as it is on disk, by a path relative to the
+	// working directory, for the run's file of its absolute path.
+	if err := os.WriteFile(h.file, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(h.file))
+	plan, err = c.ReloadFile(h.ctx, filepath.Base(h.file), true)
+	if err != nil || plan.Applied || plan.File != h.file || len(plan.Pipelines) != 2 || plan.Pipelines[0].Pipeline != "other" || plan.Pipelines[0].Action != "changed" {
+		t.Fatalf("ReloadFile dry run: %+v, %v", plan, err)
+	}
+	if err := os.WriteFile(h.file, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var pe *os.PathError
+	if _, err := c.ReloadFile(h.ctx, "no-such-file.yaml", true); !errors.As(err, &pe) {
+		t.Fatalf("ReloadFile of a missing file: %v, want the *os.PathError", err)
 	}
 	_, err = c.Reload(h.ctx, h.file, []byte("pipelines: [{name: x}]\n"), true)
 	var se *control.StatusError

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -101,16 +100,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := want(1, "a pipeline file"); err != nil {
 			return cmd.fail(err)
 		}
-		content, rerr := os.ReadFile(a[1])
-		if rerr != nil {
-			return cmd.fail(usagef("%v", rerr))
-		}
-		abs, aerr := filepath.Abs(a[1])
-		if aerr != nil {
-			return cmd.fail(usagef("%v", aerr))
-		}
 		var plan control.Plan
-		plan, err = c.Reload(rctx, abs, content, a[0] == "dry-run")
+		plan, err = c.ReloadFile(rctx, a[1], a[0] == "dry-run")
+		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+			return cmd.fail(usagef("%v", err))
+		}
 		out, text = plan, func() { _ = plan.WriteText(stdout) }
 	case "tap":
 		if err := want(1, "a pipeline's name"); err != nil {
