@@ -106,4 +106,7 @@ func TestConnectErrorSaysWhetherTheAddressWasAdvertised(t *testing.T) {
 	if !errors.As(err, &ce) || !ce.Advertised || !strings.HasPrefix(ce.Addr, "other-host.invalid:") {
 		t.Fatalf("the advertised host unreachable: %v (%+v), want a ConnectError to it, Advertised", err, ce)
 	}
+	if !strings.Contains(err.Error(), "this client cannot reach it: the broker's advertised host") {
+		t.Errorf("the advertised host unreachable: %v, want what is most likely wrong", err)
+	}
 }

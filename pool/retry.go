@@ -83,7 +83,15 @@ type ConnectError struct {
 	Advertised bool
 }
 
-func (e *ConnectError) Error() string { return fmt.Sprintf("connect to %s: %v", e.Addr, e.Err) }
+// Error says, of an Advertised address, what most likely is wrong: the
+// broker names an address for the topic that this client cannot reach.
+func (e *ConnectError) Error() string {
+	if e.Advertised {
+		return fmt.Sprintf("connect to %s: %v (the broker names %s for this topic, and this client cannot reach it: "+
+			"the broker's advertised host, `streamrun broker --advertised-host` or Apache Pulsar's advertisedAddress, must be a host clients reach)", e.Addr, e.Err, e.Addr)
+	}
+	return fmt.Sprintf("connect to %s: %v", e.Addr, e.Err)
+}
 func (e *ConnectError) Unwrap() error { return e.Err }
 
 // Retryable reports whether an operation that failed with err may

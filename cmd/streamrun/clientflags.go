@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -127,12 +126,7 @@ func retryNotice(log *slog.Logger) func(pool.RetryEvent) {
 		if e.Limit > 0 {
 			of = fmt.Sprintf("%d of %d, set by --retries", e.Attempt, e.Limit)
 		}
-		why := e.Err.Error()
-		if ce := (*pool.ConnectError)(nil); errors.As(e.Err, &ce) && ce.Advertised {
-			why += fmt.Sprintf(" (the broker names %s for this topic, and this client cannot reach it: "+
-				"the broker's --advertised-host, or Apache Pulsar's advertisedAddress, must be a host clients reach)", ce.Addr)
-		}
-		log.Info(fmt.Sprintf("%s: attempt %d failed: %s; next attempt in %s (attempts: %s)", e.Op, e.Attempt, why, e.Delay, of),
+		log.Info(fmt.Sprintf("%s: attempt %d failed: %v; next attempt in %s (attempts: %s)", e.Op, e.Attempt, e.Err, e.Delay, of),
 			"attempt", e.Attempt, "limit", e.Limit, "next_in", e.Delay.String())
 	}
 }
