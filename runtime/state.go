@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,10 +160,15 @@ func (s *keyedState) leave(m *subscribe.Message, acked bool) {
 	delete(s.held, k)
 }
 
-// stateValue is a key's value and when it was last changed.
+// stateValue is a key's value and when it was last changed. key is the
+// map's key, held in memory of its own: the keys a change names point
+// into the plugin's answer frame, and a map assignment replaces an
+// equal string key with the new one, so a value stored under that
+// string would keep the whole frame alive for as long as the key lives.
 type stateValue struct {
-	v  []byte
-	at time.Time
+	key string
+	v   []byte
+	at  time.Time
 }
 
 // PropertyStateFence marks the message a pipeline writes to its changelog
@@ -285,7 +291,11 @@ func (s *keyedState) set(k string, v []byte, del bool, at time.Time) {
 	} else {
 		nv = append([]byte(nil), v...)
 	}
-	s.vals[k] = stateValue{v: nv, at: at}
+	key := old.key
+	if !had {
+		key = strings.Clone(k)
+	}
+	s.vals[key] = stateValue{key: key, v: nv, at: at}
 	s.size += int64(len(k) + len(v))
 }
 
