@@ -472,7 +472,10 @@ func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 // of 100 bytes, 2 000 a second of event time, are published first
 // (then one that closes every window); msg/s is b.N over the time from
 // the host's start to the last acknowledgement and, with windows, to
-// every window's answer on the output topic. The incremental answers
+// every window's answer on the output topic; host-cpu-µs/msg is the CPU
+// the test process spent in that time (the host, the embedded broker,
+// the output's consumer), plugin-cpu-µs/msg the handler process's: on a
+// shared machine they vary less than the rate. The incremental answers
 // are then checked against the reference. The broker is an embedded one
 // in the test process, or Apache Pulsar with STREAMRUN_PULSAR_URL.
 //
@@ -517,8 +520,16 @@ func BenchmarkWindowCount(b *testing.B) {
 				outs = collect(b, pub, out)
 			}
 			b.ResetTimer()
+			self0 := brokertest.CPUTime()
 			start := time.Now()
 			rh := runHost(b, nil, streamrun.Options{Logger: testLogger(b, slog.LevelError), Pool: pool.Options{ServiceURL: url}}, p)
+			var pids []int
+			for _, ih := range rh.health("windows").Instances {
+				if ih.Pid != 0 {
+					pids = append(pids, ih.Pid)
+				}
+			}
+			plugin0 := brokertest.CPUTime(pids...) - brokertest.CPUTime()
 			brokertest.Eventually(b, 10*time.Minute, "every message acknowledged, every window answered", func() bool {
 				if rh.stats("windows").Acked < int64(len(msgs)) {
 					return false
@@ -526,8 +537,13 @@ func BenchmarkWindowCount(b *testing.B) {
 				return outs == nil || outs.len() >= len(want)
 			})
 			elapsed := time.Since(start)
+			self := brokertest.CPUTime()
+			plugin := brokertest.CPUTime(pids...) - self - plugin0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msg/s")
+			perMsg := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(b.N) }
+			b.ReportMetric(perMsg(self-self0), "host-cpu-µs/msg")
+			b.ReportMetric(perMsg(plugin), "plugin-cpu-µs/msg")
 			b.ReportMetric(0, "ns/op")
 			if mode == "incremental" {
 				if diff := accAgree(accResults(b, outs), accSums(want)); diff != "" {
