@@ -10,7 +10,8 @@ import (
 // ReadSecret reads a secret a setting names: "file:PATH" (the file's
 // bytes; "file:///abs" too) or "env:VAR" (the variable's value), so that
 // the secret itself is never on a command line (ps shows command lines)
-// nor in a file that is shared. name says which setting in errors;
+// nor in a file that is shared; anything else is refused, unquoted, with
+// how to pass it instead. name says which setting in errors;
 // lookupEnv nil means os.LookupEnv. An empty file or variable is an
 // error. The commands' --token flags read their tokens with it.
 func ReadSecret(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, error) {
@@ -38,7 +39,9 @@ func ReadSecret(name, spec string, lookupEnv func(string) (string, bool)) ([]byt
 		}
 		return []byte(v), nil
 	}
-	return nil, fmt.Errorf("%s: want file:PATH or env:VAR", name)
+	// Not quoted: it may be the secret itself.
+	return nil, fmt.Errorf("%s: want file:PATH or env:VAR, not the secret itself: ps shows command lines to every user "+
+		"(write it to a file readable only by you and give file:PATH, or export it and give env:VAR)", name)
 }
 
 // ReadKey reads a token key as Apache Pulsar's tokenSecretKey and

@@ -61,7 +61,7 @@ func TestReadSecret(t *testing.T) {
 		"env:EMPTY": "--token: environment variable EMPTY is empty or unset",
 		"env:NONE":  "--token: environment variable NONE is empty or unset",
 		"file:":     "--token: file: without a path",
-		"tok":       "--token: want file:PATH or env:VAR",
+		"tok":       "--token: want file:PATH or env:VAR, not the secret itself: ps shows command lines to every user (write it to a file readable only by you and give file:PATH, or export it and give env:VAR)",
 	} {
 		if _, err := ReadSecret("--token", spec, lookup); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %s", spec, err, want)

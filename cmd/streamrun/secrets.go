@@ -20,24 +20,14 @@ func readSecret(flag, spec string) ([]byte, error) {
 	return readWith(auth.ReadSecret, flag, spec)
 }
 
-// readWith reads a secret a flag names with read, its errors usage
-// errors; the secret itself on the command line is refused unread.
+// readWith reads a secret a flag names with read, its errors (a secret
+// on the command line refused unread and unquoted) usage errors.
 func readWith(read func(name, spec string, lookupEnv func(string) (string, bool)) ([]byte, error), flag, spec string) ([]byte, error) {
-	if !strings.HasPrefix(spec, "file:") && !strings.HasPrefix(spec, "env:") {
-		return nil, literalSecret(flag)
-	}
 	b, err := read(flag, spec, nil)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
 	return b, nil
-}
-
-// literalSecret is the usage error of a secret given on the command line.
-// It does not quote the value.
-func literalSecret(flag string) error {
-	return usagef("%s takes file:PATH or env:VAR, not the secret itself: a command line is visible to every user in ps "+
-		"(write it to a file readable only by you and pass %s file:PATH, or export it and pass %s env:VAR)", flag, flag, flag)
 }
 
 // checkSecretSpec checks a flag naming a secret without reading it for
