@@ -17,8 +17,12 @@ var FileSuffixes = []string{"_test.yaml", "_test.yml"}
 // Find lists the test files args name: a file as it is, a directory
 // walked for files named *_test.yaml or *_test.yml (directories whose
 // names start with "." or "_" and testdata skipped, as go test does),
-// in lexical order. A directory holding none is an error.
+// in lexical order. A directory holding none is an error. No args is
+// the current directory, as for go test.
 func Find(args []string) ([]string, error) {
+	if len(args) == 0 {
+		args = []string{"."}
+	}
 	var files []string
 	for _, a := range args {
 		st, err := os.Stat(a)
@@ -98,6 +102,20 @@ type junitCase struct {
 type junitFailure struct {
 	Message string `xml:"message,attr"`
 	Text    string `xml:",chardata"`
+}
+
+// WriteJUnitFile writes results as JUnit XML to the file at path,
+// made or truncated.
+func WriteJUnitFile(path string, results []Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteJUnit(f, results); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // WriteJUnit writes results as JUnit XML.

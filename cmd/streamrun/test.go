@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 
 	"github.com/spf13/pflag"
@@ -64,11 +63,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if _, err := logs.logger(io.Discard, logs.level()); err != nil {
 		return c.fail(err)
 	}
-	targets := fs.Args()
-	if len(targets) == 0 {
-		targets = []string{"."}
-	}
-	files, err := pipelinetest.Find(targets)
+	files, err := pipelinetest.Find(fs.Args())
 	if err != nil {
 		return c.fail(usagef("%v", err))
 	}
@@ -85,8 +80,8 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		})
 	results, failed := sum.Results, sum.Failed
 	if *junit != "" {
-		if err := writeJUnit(*junit, results); err != nil {
-			return c.fail(err)
+		if err := pipelinetest.WriteJUnitFile(*junit, results); err != nil {
+			return c.fail(fmt.Errorf("--junit: %w", err))
 		}
 	}
 	switch {
@@ -101,16 +96,4 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "PASS (%s)\n", plural(int64(len(results)), "case"))
 	return exitOK
-}
-
-func writeJUnit(path string, results []pipelinetest.Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--junit: %w", err)
-	}
-	if err := pipelinetest.WriteJUnit(f, results); err != nil {
-		f.Close()
-		return fmt.Errorf("--junit: %w", err)
-	}
-	return f.Close()
 }
