@@ -104,6 +104,8 @@ type env struct {
 	// txn: the broker has transactions on, so exactly_once pipelines run
 	// beside the others.
 	txn bool
+	// counts: the final check of each counting pipeline.
+	counts []countCheck
 
 	errMu sync.Mutex
 	errs  []string // collector trouble, logged in the report
@@ -226,9 +228,16 @@ func (e *env) run(t *testing.T, target string) {
 	if e.txn && exactly != "" {
 		// Opt-in until exactly_once shows no duplicate under every fault
 		// kind: on the embedded broker a run saw one in each.
+		// eo-counter counts each key's messages in keyed state, which
+		// needs an Exclusive subscription (docs/pipelines.md, "Keyed
+		// state"): one host holds it, the other waits and takes over
+		// when it is killed (killHost aims at the holder).
+		counter := newPipe("eo-counter", "exclusive", 0, topic("eoct-in"), topic("eoct-out"))
+		counter.changelog = topic("eoct-state")
 		for _, p := range []*pipe{
 			newPipe("eo-shared", "shared", 3, topic("eosh-in"), topic("eosh-out")),
 			newPipe("eo-failover", "failover", 2, topic("eofo-in"), topic("eofo-out")),
+			counter,
 		} {
 			p.exactly = true
 			e.pipes = append(e.pipes, p)
@@ -291,6 +300,11 @@ func (e *env) run(t *testing.T, target string) {
 		waitGroup(&p.wg, 2*time.Minute)
 	}
 	e.drain(t)
+	for _, p := range e.pipes {
+		if p.changelog != "" {
+			e.counts = append(e.counts, e.checkCounts(ctx, p))
+		}
+	}
 	rep := e.report(target, time.Since(start), records)
 	e.checkAndWrite(t, rep, target)
 }
@@ -311,12 +325,15 @@ func (e *env) writePipelines(t *testing.T) string {
     handler:
       plugin: %q
       env: {%s: chaos}
-      config: {output: %q, control: %q, pipeline: %s}
+      config: {output: %q, control: %q, pipeline: %s, count: %t}
       instances: 2
       batch_size: 50
       timeout: %s
     outputs: [%q]
-`, p.name, p.in, p.typ, receiverQueue, exe, roleEnv, p.out, e.control, p.name, batchTimeout, p.out)
+`, p.name, p.in, p.typ, receiverQueue, exe, roleEnv, p.out, e.control, p.name, p.changelog != "", batchTimeout, p.out)
+		if p.changelog != "" {
+			fmt.Fprintf(&b, "    state: {enabled: true, changelog: %q}\n", p.changelog)
+		}
 		if p.exactly {
 			fmt.Fprintf(&b, "    guarantee: exactly_once\n    transaction_timeout: %s\n", txnTimeout)
 		}

@@ -1,8 +1,10 @@
 package campaign_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,10 +25,15 @@ import (
 // and a standing one holds while its file exists:
 //
 //	slow.<pipeline>     sleep slowSleep per message: a slow consumer
+//
+// With count set (a pipeline with keyed state), it also counts the
+// messages of each key in the key's state and appends the new count to
+// the output's payload: "<pipeline>:<seq>|<key>=<count>".
 type chaosConfig struct {
 	Output   string `json:"output"`
 	Control  string `json:"control"`
 	Pipeline string `json:"pipeline"`
+	Count    bool   `json:"count"`
 }
 
 // slowSleep is the slow consumer's pause per message: an instance then
@@ -70,7 +77,21 @@ func (c *chaos) Process(ctx context.Context, w plugin.ResultWriter, batch []*plu
 		}
 	}
 	for _, m := range batch {
-		w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: m.Payload})
+		if !c.cfg.Count {
+			w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: m.Payload})
+			continue
+		}
+		var n int
+		if _, err := m.State().GetJSON(&n); err != nil {
+			return fmt.Errorf("chaos: the count of key %q: %w", m.Key, err)
+		}
+		n++
+		if err := m.State().PutJSON(n); err != nil {
+			return fmt.Errorf("chaos: the count of key %q: %w", m.Key, err)
+		}
+		// The id without the burst's padding, then the count.
+		id, _, _ := bytes.Cut(m.Payload, []byte("|"))
+		w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: fmt.Appendf(nil, "%s|%s=%d", id, m.Key, n)})
 	}
 	return nil
 }

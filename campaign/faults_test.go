@@ -114,14 +114,23 @@ func slowConsumer(ctx context.Context, e *env) (string, error) {
 // over). It is started again once the campaign saw recovery.
 //
 // Every other time, the first included, it kills the host whose consumer
-// holds the Exclusive subscription, so that the waiting one must take over.
+// holds an Exclusive subscription, so that the waiting one must take over:
+// that of each Exclusive pipeline in turn (the exclusive one, the
+// eo-counter one whose keyed state the other host must read back).
 func killHost(_ context.Context, e *env) (string, error) {
 	h := e.hosts[e.rng.IntN(len(e.hosts))]
 	why := ""
-	if e.hostKills%2 == 0 {
-		why = " (the Exclusive subscription's holder not found)"
-		if x := e.exclusiveHolder(); x != nil {
-			h, why = x, " (held the Exclusive subscription)"
+	var excl []*pipe
+	for _, p := range e.pipes {
+		if p.typ == "exclusive" {
+			excl = append(excl, p)
+		}
+	}
+	if e.hostKills%2 == 0 && len(excl) > 0 {
+		p := excl[e.hostKills/2%len(excl)]
+		why = fmt.Sprintf(" (the holder of %s's Exclusive subscription not found)", p.name)
+		if x := e.exclusiveHolder(p); x != nil {
+			h, why = x, fmt.Sprintf(" (held the Exclusive subscription of %s)", p.name)
 		}
 	}
 	e.hostKills++
@@ -152,39 +161,34 @@ func stopHost(ctx context.Context, e *env) (string, error) {
 	return fmt.Sprintf("%s stopped for %s", h.name, txnTimeout+2*time.Second), nil
 }
 
-// exclusiveHolder is the host whose consumer is the exclusive pipeline's
-// (nil when not found): the broker's stats give the consumer's address,
-// the host is the process holding that socket.
-func (e *env) exclusiveHolder() *proc {
-	for _, p := range e.pipes {
-		if p.typ != "exclusive" {
+// exclusiveHolder is the host whose consumer is the Exclusive pipeline
+// p's (nil when not found): the broker's stats give the consumer's
+// address, the host is the process holding that socket.
+func (e *env) exclusiveHolder(p *pipe) *proc {
+	var st struct {
+		Subscriptions map[string]struct {
+			Consumers []struct {
+				Address string `json:"address"`
+			} `json:"consumers"`
+		} `json:"subscriptions"`
+	}
+	if err := e.admin(http.MethodGet, "/admin/v2/persistent/"+strings.TrimPrefix(p.in, "persistent://")+"/stats", &st); err != nil {
+		return nil
+	}
+	for _, c := range st.Subscriptions["campaign"].Consumers {
+		_, port, _ := strings.Cut(strings.TrimPrefix(c.Address, "/"), ":")
+		n, err := strconv.Atoi(port)
+		if err != nil {
 			continue
 		}
-		var st struct {
-			Subscriptions map[string]struct {
-				Consumers []struct {
-					Address string `json:"address"`
-				} `json:"consumers"`
-			} `json:"subscriptions"`
+		var pids []int
+		for _, h := range e.hosts {
+			pids = append(pids, h.pid())
 		}
-		if err := e.admin(http.MethodGet, "/admin/v2/persistent/"+strings.TrimPrefix(p.in, "persistent://")+"/stats", &st); err != nil {
-			return nil
-		}
-		for _, c := range st.Subscriptions["campaign"].Consumers {
-			_, port, _ := strings.Cut(strings.TrimPrefix(c.Address, "/"), ":")
-			n, err := strconv.Atoi(port)
-			if err != nil {
-				continue
-			}
-			var pids []int
-			for _, h := range e.hosts {
-				pids = append(pids, h.pid())
-			}
-			pid := ownerOfPort(n, pids)
-			for _, h := range e.hosts {
-				if pid != 0 && h.pid() == pid {
-					return h
-				}
+		pid := ownerOfPort(n, pids)
+		for _, h := range e.hosts {
+			if pid != 0 && h.pid() == pid {
+				return h
 			}
 		}
 	}

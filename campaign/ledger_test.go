@@ -19,10 +19,13 @@ import (
 // published to its input carries the id "<pipeline>:<seq>" as payload,
 // and the ledger follows each seq from publish to receipt to output.
 type pipe struct {
-	name       string
-	typ        string // the pipeline file's source.type
-	exactly    bool   // guarantee: exactly_once (no duplicate allowed)
-	partitions int    // of the input topic; 0: not partitioned
+	name    string
+	typ     string // the pipeline file's source.type
+	exactly bool   // guarantee: exactly_once (no duplicate allowed)
+	// changelog is the keyed state's topic of a counting pipeline (the
+	// chaos handler counts each key's messages); "" for the others.
+	changelog  string
+	partitions int // of the input topic; 0: not partitioned
 	in, out    string
 
 	mu        sync.Mutex
@@ -33,7 +36,10 @@ type pipe struct {
 	outIDs    map[pulsarwire.MessageID]struct{}
 	processed int64 // output messages seen, duplicates included
 	unknown   []string
-	pubErr    string // the first publish error, for the report
+	// counted holds, for a counting pipeline, how many distinct output
+	// messages carried each count of each key: key → count → outputs.
+	counted map[string]map[int]int
+	pubErr  string // the first publish error, for the report
 
 	maxSeq atomic.Int64 // highest seq seen at the output; -1 before any
 	done   int          // every seq below is settled: out, or its publish failed
@@ -47,7 +53,7 @@ const (
 )
 
 func newPipe(name, typ string, partitions int, in, out string) *pipe {
-	p := &pipe{name: name, typ: typ, partitions: partitions, in: in, out: out, outIDs: make(map[pulsarwire.MessageID]struct{})}
+	p := &pipe{name: name, typ: typ, partitions: partitions, in: in, out: out, outIDs: make(map[pulsarwire.MessageID]struct{}), counted: map[string]map[int]int{}}
 	p.maxSeq.Store(-1)
 	return p
 }
@@ -103,7 +109,7 @@ func (p *pipe) send(ctx context.Context, cl *pool.Client, size int) {
 		payload = append(append(payload, '|'), bytes.Repeat([]byte{'x'}, pad)...)
 	}
 	p.wg.Add(1)
-	cl.PublishAsync(ctx, p.in, pool.Message{Key: "k" + strconv.Itoa(seq%64), Payload: payload},
+	cl.PublishAsync(ctx, p.in, pool.Message{Key: keyOf(seq), Payload: payload},
 		func(_ pulsarwire.MessageID, err error) {
 			p.mu.Lock()
 			if err != nil {
@@ -119,11 +125,17 @@ func (p *pipe) send(ctx context.Context, cl *pool.Client, size int) {
 		})
 }
 
+// keys is how many keys the messages of a pipeline spread over.
+const keys = 64
+
+// keyOf is the key of the message of seq.
+func keyOf(seq int) string { return "k" + strconv.Itoa(seq%keys) }
+
 // record takes one message from the output topic. A redelivery to the
 // collector (same message id) is not a duplicate; the same seq under a
 // new message id is.
 func (p *pipe) record(m *subscribe.Message, at time.Time) {
-	id, _, _ := strings.Cut(string(m.Payload), "|")
+	id, rest, _ := strings.Cut(string(m.Payload), "|")
 	name, s, ok := strings.Cut(id, ":")
 	seq, err := strconv.Atoi(s)
 	p.mu.Lock()
@@ -140,6 +152,21 @@ func (p *pipe) record(m *subscribe.Message, at time.Time) {
 		return
 	}
 	p.outIDs[mid] = struct{}{}
+	if p.changelog != "" {
+		// "<key>=<count>": the count the handler saw for seq's key.
+		k, c, _ := strings.Cut(rest, "=")
+		n, err := strconv.Atoi(c)
+		if k != keyOf(seq) || err != nil {
+			if len(p.unknown) < 10 {
+				p.unknown = append(p.unknown, fmt.Sprintf("%.60q (want the count of key %s)", m.Payload, keyOf(seq)))
+			}
+		} else {
+			if p.counted[k] == nil {
+				p.counted[k] = map[int]int{}
+			}
+			p.counted[k][n]++
+		}
+	}
 	p.processed++
 	p.outs[seq]++
 	if p.outs[seq] > 1 {

@@ -34,6 +34,7 @@ type report struct {
 	SelfExits     []string       `json:"processes_that_exited_by_themselves,omitempty"`
 	Notes         []string       `json:"collector_notes,omitempty"`
 	Unknown       []string       `json:"unknown_outputs,omitempty"`
+	Counts        []countCheck   `json:"counting_pipelines,omitempty"`
 	Records       []faultRecord  `json:"fault_log"`
 	Totals        map[string]int `json:"totals"`
 }
@@ -144,7 +145,8 @@ func (e *env) report(target string, took time.Duration, recs []faultRecord) repo
 	// pipeline's recovery.
 	var takeovers []time.Duration
 	for _, rec := range recs {
-		if d, ok := rec.ByPipeline["exclusive"]; ok && strings.Contains(rec.Detail, "held the Exclusive") {
+		_, name, held := strings.Cut(rec.Detail, "held the Exclusive subscription of ")
+		if d, ok := rec.ByPipeline[strings.TrimSuffix(name, ")")]; ok && held {
 			takeovers = append(takeovers, d)
 		}
 	}
@@ -159,6 +161,7 @@ func (e *env) report(target string, took time.Duration, recs []faultRecord) repo
 	for _, h := range hosts {
 		r.SelfExits = append(r.SelfExits, h.exitsByItself()...)
 	}
+	r.Counts = e.counts
 	e.errMu.Lock()
 	r.Notes = append(r.Notes, e.errs...)
 	e.errMu.Unlock()
@@ -202,6 +205,17 @@ func (e *env) checkAndWrite(t *testing.T, r report, target string) {
 		}
 		if c.Receipted == 0 {
 			t.Errorf("pipeline %s: no message receipted", c.Pipeline)
+		}
+	}
+	for _, c := range r.Counts {
+		if c.Err != "" {
+			t.Errorf("pipeline %s: read its changelog: %s", c.Pipeline, c.Err)
+		}
+		if c.wrong() != 0 {
+			t.Errorf("pipeline %s: counts wrong: %d keys in the changelog, %d in the outputs, such as %v", c.Pipeline, c.ChangelogWrong, c.OutputsWrong, c.Examples)
+		}
+		if c.Keys == 0 {
+			t.Errorf("pipeline %s: no key counted", c.Pipeline)
 		}
 	}
 	if len(r.Unknown) > 0 {
@@ -251,7 +265,23 @@ func (r report) markdown() string {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "Exclusive takeovers (kill -9 of the host holding the subscription; the other host's waiting consumer took over): %d, the exclusive pipeline recovered in %s (median / max).\n\n", r.Takeovers, r.TakeoverTime)
+	fmt.Fprintf(&b, "Exclusive takeovers (kill -9 of the host holding the subscription; the other host's waiting consumer took over): %d, the pipeline recovered in %s (median / max).\n\n", r.Takeovers, r.TakeoverTime)
+	if len(r.Counts) > 0 {
+		b.WriteString("Counting pipelines (keyed state, exactly_once; each key's count read back from the changelog as a starting host reads it, and the counts its outputs carried, against the key's messages):\n\n" +
+			"| pipeline | messages | keys | counts wrong in the changelog | in the outputs |\n|---|---|---|---|---|\n")
+		for _, c := range r.Counts {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", c.Pipeline, c.Messages, c.Keys, c.ChangelogWrong, c.OutputsWrong)
+		}
+		for _, c := range r.Counts {
+			for _, x := range c.Examples {
+				fmt.Fprintf(&b, "\n- %s: %s", c.Pipeline, x)
+			}
+			if c.Err != "" {
+				fmt.Fprintf(&b, "\n- %s: %s", c.Pipeline, c.Err)
+			}
+		}
+		b.WriteString("\n\n")
+	}
 	broker := "broker"
 	if r.Target == "pulsar" {
 		broker = "Apache Pulsar standalone's JVM (shared with the other tests, heap sized at its start)"
