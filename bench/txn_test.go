@@ -25,7 +25,7 @@ import (
 )
 
 // Transactional produce and acknowledge, our client against the official
-// one, on a broker with transactions on (docs/benchmarks.md, "Client
+// one, on a broker with transactions on (docs/benchmarks/exactly-once.md, "Client
 // transactions"):
 //
 //	STREAMRUN_BENCH=1 STREAMRUN_PULSAR_TXN_URL=pulsar://127.0.0.1:6681 go test -run CompareTxn -v

@@ -109,7 +109,7 @@ func (s State) PutJSON(v any) error {
 // b that is a plain JSON integer in range, without reflection and
 // allocations (a count per key is keyed state's most usual value; the
 // JSON decoder was most of a counter's CPU in BenchmarkKeyedStateCounter,
-// docs/benchmarks.md "Keyed state"). It reports false, leaving v alone,
+// docs/benchmarks/keyed-state.md). It reports false, leaving v alone,
 // for anything else: encoding/json decides those, with its errors.
 func decodeInt(b []byte, v any) bool {
 	var bits int
@@ -197,7 +197,7 @@ func newBatchState(entries []StateEntry, n int) *batchState {
 // encoded before the worker takes the next batch. Made anew for each
 // batch, they were most of the allocations, and so of the garbage
 // collector's work, a keyed-state batch cost the plugin
-// (docs/benchmarks.md, "Keyed state").
+// (docs/benchmarks/keyed-state.md).
 func (bs *batchState) reset(entries []StateEntry, n int) {
 	if bs.vals == nil {
 		bs.vals = make(map[string][]byte, len(entries))

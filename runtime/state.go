@@ -91,7 +91,7 @@ const heldAfterAck = time.Minute
 // lock and one reading of the clock: taken message by message, the lock
 // (contended by the receipts' leave) and the clock were the largest part
 // of keyed state's cost in BenchmarkKeyedStateCounter
-// (docs/benchmarks.md, "Keyed state").
+// (docs/benchmarks/keyed-state.md).
 func (s *keyedState) admit(ms []*subscribe.Message, ok, acked []bool) {
 	now := time.Now()
 	s.heldMu.Lock()

@@ -52,7 +52,7 @@ was written, whether the cap stopped it, and what was deleted.
 A progress line goes to stderr every --progress (msg/s, MiB/s, p50 and p99
 over the last interval); the summary (p50, p99, p99.9, max latency, CPU of
 this process, the conditions) goes to stdout, as text or, with --output
-json, as one JSON object whose fields docs/benchmarks.md describes.
+json, as one JSON object whose fields docs/benchmarks/bench-command.md describes.
 
 Runs for --count messages, else for --duration (default 10s).
 

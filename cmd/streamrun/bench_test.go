@@ -72,7 +72,7 @@ func TestBenchFlagErrors(t *testing.T) {
 }
 
 // benchJSONFields are the fields --output json promises
-// (docs/benchmarks.md, "streamrun bench"), at the top and in conditions.
+// (docs/benchmarks/bench-command.md), at the top and in conditions.
 var (
 	benchJSONFields = []string{
 		"schema", "command", "messages", "bytes", "sent", "failed", "elapsed_seconds", "msg_per_sec",

@@ -16,7 +16,7 @@ import (
 )
 
 // TestPipelineOutputsPerInput measures what outputs per input cost
-// (docs/benchmarks.md, "Exactly once"): the pipeline of `streamrun bench
+// (docs/benchmarks/exactly-once.md): the pipeline of `streamrun bench
 // pipeline` with the identity handler in this process making 1, 2 and 4
 // outputs of each message (HandlerOptions.Copies), at least once and
 // exactly once, rounds alternating. Only with STREAMRUN_BENCH=1:

@@ -521,7 +521,7 @@ func (i *Instance) result(batch Batch, r *wireResult, f *Fields) (plugin.Result,
 // checkStateChange says what is wrong with c, the change of message idx
 // of batch, "" when nothing is. f is room for the message's fields: one
 // made for each change was most of the host's cost of reading a keyed
-// state answer (docs/benchmarks.md, "Keyed state").
+// state answer (docs/benchmarks/keyed-state.md).
 func checkStateChange(batch Batch, idx int, c *plugin.StateChange, f *Fields) string {
 	batch.Fields(idx, f)
 	switch {
