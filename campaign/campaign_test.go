@@ -33,6 +33,11 @@ const reportEnv = "STREAMRUN_CAMPAIGN_REPORT"
 // runs them alone (a cheaper run that looks at exactly once only).
 const exactlyEnv = "STREAMRUN_CAMPAIGN_EXACTLY"
 
+// faultsEnv narrows the fault kinds to a comma-separated list of their
+// names ("plugin-sigkill,host-kill-9"), to look at some alone; default:
+// every kind the broker allows.
+const faultsEnv = "STREAMRUN_CAMPAIGN_FAULTS"
+
 // seedEnv fixes the random choices (default: the time), so that a run can
 // be replayed as far as timing allows.
 const seedEnv = "STREAMRUN_CAMPAIGN_SEED"
@@ -147,7 +152,7 @@ func TestCampaignEmbedded(t *testing.T) {
 	}
 	e.serviceURL = e.brokerURLs[0]
 	e.adminURL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	e.kinds = faultKinds
+	e.kinds = onlyKinds(t, faultKinds)
 	e.run(t, "embedded")
 }
 
@@ -175,7 +180,25 @@ func TestCampaignPulsar(t *testing.T) {
 			e.kinds = append(e.kinds, k)
 		}
 	}
+	e.kinds = onlyKinds(t, e.kinds)
 	e.run(t, "pulsar")
+}
+
+// onlyKinds keeps the kinds faultsEnv names (all when it is unset).
+func onlyKinds(t *testing.T, kinds []faultKind) []faultKind {
+	v := os.Getenv(faultsEnv)
+	if v == "" {
+		return kinds
+	}
+	var out []faultKind
+	for name := range strings.SplitSeq(v, ",") {
+		i := slices.IndexFunc(kinds, func(k faultKind) bool { return k.name == strings.TrimSpace(name) })
+		if i < 0 {
+			t.Fatalf("%s=%q: no fault kind %q here", faultsEnv, v, name)
+		}
+		out = append(out, kinds[i])
+	}
+	return out
 }
 
 func newEnv(t *testing.T, p plan) *env {
