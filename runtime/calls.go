@@ -34,6 +34,11 @@ func (p *pipeline) called(b *batch, instance, size int, took time.Duration, err 
 // Options.Intercept when there is one.
 func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
 	if w.keyed != nil {
+		if w.keyed.eo {
+			if live, ok := liveItems(items); !ok {
+				return w.callLive(ctx, inst, items, live)
+			}
+		}
 		res, err := w.callWith(ctx, inst, items, w.keyed.entries(items))
 		if err == nil {
 			w.keyed.apply(items, res)
@@ -71,4 +76,61 @@ func (w *worker) callWith(ctx context.Context, inst instance, items []*item, sta
 	return w.intercept(ctx, c, func(ctx context.Context) ([]plugin.Result, error) {
 		return inst.ProcessBatch(ctx, b)
 	})
+}
+
+// liveItems are the items of a call under exactly_once with keyed state
+// whose messages were not superseded (delivered again: the consumer
+// asked for everything again after an abort, or lost its connection);
+// ok: all of them. A superseded message is handed back when it settles
+// (committer.join), its copy handled instead; in the call it would only
+// lead the handler to answer its key's later messages on a change that
+// is taken back, and a copy among them, not superseded, would be
+// retried, which aborts the transaction and asks for everything again:
+// with messages flowing in, the next batch took superseded messages and
+// copies again, and every commit interval aborted (docs/reliability.md).
+// Left out, the call holds messages of one delivery only: one asking
+// for everything again after it starts supersedes them all.
+func liveItems(items []*item) (live []*item, ok bool) {
+	first := -1
+	for i, it := range items {
+		if it.m.Superseded() {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return items, true
+	}
+	live = append(make([]*item, 0, len(items)-1), items[:first]...)
+	for _, it := range items[first+1:] {
+		if !it.m.Superseded() {
+			live = append(live, it)
+		}
+	}
+	return live, false
+}
+
+// callLive calls inst with live, the items of items not superseded, and
+// answers the others with a retry that is never acted on: they are
+// handed back when they settle.
+func (w *worker) callLive(ctx context.Context, inst instance, items, live []*item) ([]plugin.Result, error) {
+	res := make([]plugin.Result, len(items))
+	var got []plugin.Result
+	if len(live) > 0 {
+		var err error
+		if got, err = w.callWith(ctx, inst, live, w.keyed.entries(live)); err != nil {
+			return nil, err
+		}
+		w.keyed.apply(live, got)
+	}
+	j := 0
+	for i, it := range items {
+		if j < len(live) && live[j] == it {
+			res[i] = got[j]
+			j++
+			continue
+		}
+		res[i] = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: "delivered again before it was handled"}
+	}
+	return res, nil
 }
