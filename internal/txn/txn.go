@@ -211,12 +211,11 @@ func (c *Coordinator) registerRetrying(t *Txn, r *Registration, name func() stri
 // written from the caller and its answer handled on the connection's
 // reader (a registration comes with nearly every transaction, and a
 // goroutine and its wake-up each was a good part of a small
-// transaction's CPU). A refusal that is final under the retries is
-// final here too; an attempt that fails otherwise (a lost connection, a
-// "not now") or has no answer within the retries' timeout or by the
-// transaction's deadline hands the registration to registerRetrying,
-// which starts over under the retries. false: not attempted (no open
-// connection yet, or it is closing).
+// transaction's CPU). An attempt that fails, or that has no answer
+// within the retries' timeout or by the transaction's deadline, hands
+// the registration to registerRetrying, which starts over under the
+// retries, as if this attempt had not been. false: not attempted (no
+// open connection yet, or it is closing).
 func (c *Coordinator) registerAsync(t *Txn, r *Registration, name func() string, build func() proto.Message) bool {
 	conn := c.connected(t.id.Most)
 	if conn == nil {
@@ -233,30 +232,21 @@ func (c *Coordinator) registerAsync(t *Txn, r *Registration, name func() string,
 		a.mu.Lock() // after the setup below
 		a.timer.Stop()
 		a.mu.Unlock()
-		a.then(err)
+		a.then(err == nil)
 	})
 	if err != nil {
 		return false
 	}
-	a.then = func(err error) {
-		if err == nil {
+	a.then = func(ok bool) {
+		if ok {
 			r.finish(nil)
-			return
+		} else {
+			c.registerRetrying(t, r, name, build)
 		}
-		if _, refused := pulsarwire.ServerCode(err); refused && !pulsarwire.Retryable(err) {
-			// Final, as under the retries.
-			n := name()
-			r.finish(fmt.Errorf("%s: %s at transaction coordinator %d: %w", n, n, t.id.Most, err))
-			return
-		}
-		if pulsarwire.Retryable(err) {
-			c.forget(t.id.Most, conn)
-		}
-		c.registerRetrying(t, r, name, build)
 	}
 	a.timer = time.AfterFunc(wait, func() {
 		if conn.Forget(id) {
-			a.then(context.DeadlineExceeded)
+			a.then(false)
 		}
 	})
 	return true
@@ -267,7 +257,7 @@ func (c *Coordinator) registerAsync(t *Txn, r *Registration, name func() string,
 type asyncAttempt struct {
 	mu    sync.Mutex
 	timer *time.Timer
-	then  func(error) // set before mu is released
+	then  func(ok bool) // set before mu is released
 }
 
 // errClientClosed is a registration's failure when the client is closing.
