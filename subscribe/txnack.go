@@ -155,14 +155,9 @@ func (a *txnAcks) noteBatch(s *txnAckSet, b *batchAcks) {
 	a.mu.Unlock()
 }
 
-// flush sends what t holds, an ACK a part, each once its
-// subscription's registration is done; Commit runs it, and waits for the
-// ACKs' answers with its other operations (a refusal makes it abort).
-// Nothing waits here: the ACKs go when the registration is answered, on
-// the connection's reader, and their answers are counted there, so that
-// the commit wakes once for all it waits for. A batch of which t
-// acknowledged only some messages makes the commit abort: its entry
-// cannot be acknowledged in part.
+// flush sends what t holds, part by part, each ACK answered after its
+// subscription's registration; Commit runs it. A batch of which t acknowledged only some messages makes the
+// commit abort: its entry cannot be acknowledged in part.
 func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 	a.mu.Lock()
 	s := a.byTxn[t]
@@ -192,52 +187,43 @@ func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 		for j < len(held) && held[j].pc == held[i].pc {
 			j++
 		}
-		group := held[i:j:j]
-		t.StartFlush()
-		send := func(err error) {
-			if err != nil {
-				a.acked(t, s, group, fmt.Errorf("ack on %s in transaction %s: %w", group[0].pc.topic, t.ID(), err))
-				return
-			}
-			a.sendAsync(t, group[0].pc, group, func(err error) { a.acked(t, s, group, err) })
+		var err error
+		if r := t.Subscription(held[i].pc.topic, a.c.opts.Subscription); r != nil {
+			err = r.Wait(ctx)
 		}
-		if r := t.Subscription(group[0].pc.topic, a.c.opts.Subscription); r != nil {
-			r.OnDone(send)
+		if err == nil {
+			err = a.send(ctx, t, held[i].pc, held[i:j])
 		} else {
-			send(nil)
+			err = fmt.Errorf("ack on %s in transaction %s: %w", held[i].pc.topic, t.ID(), err)
+		}
+		a.mu.Lock()
+		if err != nil {
+			s.held = append(s.held, held[i:]...)
+		} else {
+			s.sent = append(s.sent, held[i:j]...)
+		}
+		a.mu.Unlock()
+		if err != nil {
+			return err
 		}
 		i = j
 	}
 	return nil
 }
 
-// acked records how the ACK of group in t ended, which flush counted as
-// one of t's operations: sent, or held again (so that its messages come
-// again when t does not commit).
-func (a *txnAcks) acked(t *txn.Txn, s *txnAckSet, group []ackReq, err error) {
-	a.mu.Lock()
-	if err != nil {
-		s.held = append(s.held, group...)
-	} else {
-		s.sent = append(s.sent, group...)
-	}
-	a.mu.Unlock()
-	t.Done(err)
-}
-
-// ackCommand is the ACK of group (entries of pc) in transaction t, or
-// the reason it must not be sent.
-func ackCommand(t *txn.Txn, pc *partConsumer, group []ackReq) (*pb.BaseCommand, *session, error) {
+// send sends one ACK of group (entries of pc) in transaction t and waits
+// for the broker's answer.
+func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group []ackReq) error {
 	if !time.Now().Before(t.Deadline()) {
 		// Its coordinator aborts it, or did. Not sent: Apache Pulsar holds
 		// an acknowledgement in a transaction that already ended as
 		// pending on the subscription (until its coordinator's low-water
 		// mark clears it), so that the entries are never delivered again.
-		return nil, nil, fmt.Errorf("ack on %s in transaction %s: %w", pc.topic, t.ID(), ErrTransactionPastTimeout)
+		return fmt.Errorf("ack on %s in transaction %s: %w", pc.topic, t.ID(), ErrTransactionPastTimeout)
 	}
 	s := pc.session()
 	if s == nil {
-		return nil, nil, fmt.Errorf("ack on %s in transaction %s: not connected: %w", pc.topic, t.ID(), pulsarwire.ErrConnectionClosed)
+		return fmt.Errorf("ack on %s in transaction %s: not connected: %w", pc.topic, t.ID(), pulsarwire.ErrConnectionClosed)
 	}
 	id := t.ID()
 	cmd := &pb.CommandAck{
@@ -257,46 +243,10 @@ func ackCommand(t *txn.Txn, pc *partConsumer, group []ackReq) (*pb.BaseCommand, 
 		}
 		cmd.MessageId = append(cmd.MessageId, id)
 	}
-	return pulsarwire.Wrap(cmd), s, nil
-}
-
-// send sends one ACK of group (entries of pc) in transaction t and waits
-// for the broker's answer.
-func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group []ackReq) error {
-	cmd, s, err := ackCommand(t, pc, group)
-	if err != nil {
-		return err
-	}
-	if _, err := s.conn.Request(ctx, cmd); err != nil {
-		return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, t.ID(), err)
+	if _, err := s.conn.Request(ctx, pulsarwire.Wrap(cmd)); err != nil {
+		return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, id, err)
 	}
 	return nil
-}
-
-// sendAsync sends one ACK of group (entries of pc) in transaction t,
-// which is committing; done gets its outcome, on the connection's
-// reader goroutine (or at once, when it could not be sent), and must
-// not block.
-func (a *txnAcks) sendAsync(t *txn.Txn, pc *partConsumer, group []ackReq, done func(error)) {
-	answered := func(_ *pb.BaseCommand, err error) {
-		if err != nil {
-			err = fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, t.ID(), err)
-		}
-		done(err)
-	}
-	err := t.WhileCommitting(func() error {
-		cmd, s, err := ackCommand(t, pc, group)
-		if err != nil {
-			return err
-		}
-		if _, err := s.conn.RequestAsync(cmd, answered); err != nil {
-			return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, t.ID(), err)
-		}
-		return nil
-	})
-	if err != nil {
-		done(err)
-	}
 }
 
 // ended forgets t. When it did not commit, what it acknowledged must come

@@ -347,29 +347,6 @@ func (t *Txn) Start() error {
 	return nil
 }
 
-// StartFlush counts one operation that a Flush hook starts and ends
-// later (Done), which Commit then waits for with the others. Unlike
-// Start it works while committing; only Flush may call it.
-func (t *Txn) StartFlush() {
-	t.mu.Lock()
-	t.ops++
-	t.mu.Unlock()
-}
-
-// WhileCommitting runs f, which must not block, while the transaction
-// is sure to stay committing: a Flush hook's operation that goes out
-// later (once a registration is answered) must not go after a commit
-// that gave up (its ctx ended) and an abort that followed. It fails
-// without running f when the transaction is no longer committing.
-func (t *Txn) WhileCommitting(f func() error) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.State() != Committing {
-		return t.notOpen()
-	}
-	return f()
-}
-
 // Done ends one operation Start counted; err is its failure, nil for
 // success. A failure makes Commit abort instead.
 func (t *Txn) Done(err error) {
@@ -414,9 +391,7 @@ func (t *Txn) Commit(ctx context.Context) error {
 		}
 	}
 	if err := t.waitOps(ctx); err != nil {
-		t.mu.Lock() // after any WhileCommitting
 		t.state.Store(int32(Open))
-		t.mu.Unlock()
 		return fmt.Errorf("commit transaction %s: waiting for its sends and acknowledgements: %w", t.id, err)
 	}
 	t.mu.Lock()
