@@ -44,10 +44,9 @@ type Retry func(ctx context.Context, name string, op func(ctx context.Context) e
 // many there are, and a connection to each on which it said
 // TC_CLIENT_CONNECT_REQUEST. Safe for concurrent use.
 type Coordinator struct {
-	pool    *connpool.Pool
-	retry   Retry
-	attempt time.Duration // how long one attempt waits for its answer (the retries' Timeout)
-	next    atomic.Uint64 // round robin over the coordinators
+	pool  *connpool.Pool
+	retry Retry
+	next  atomic.Uint64 // round robin over the coordinators
 
 	mu    sync.Mutex
 	count int              // coordinators; 0 until known
@@ -55,10 +54,9 @@ type Coordinator struct {
 }
 
 // NewCoordinator returns the coordinator link of the client whose
-// connections are p; attempt is how long retry lets one attempt wait for
-// its answer. It connects to nothing until the first Begin.
-func NewCoordinator(p *connpool.Pool, retry Retry, attempt time.Duration) *Coordinator {
-	return &Coordinator{pool: p, retry: retry, attempt: attempt}
+// connections are p. It connects to nothing until the first Begin.
+func NewCoordinator(p *connpool.Pool, retry Retry) *Coordinator {
+	return &Coordinator{pool: p, retry: retry}
 }
 
 // Begin begins a transaction at the next coordinator, round robin. The
@@ -142,19 +140,6 @@ func (c *Coordinator) conn(ctx context.Context, tc uint64) (*connpool.Conn, erro
 	c.conns[tc] = conn
 	c.mu.Unlock()
 	return conn, nil
-}
-
-// connected is the connection to coordinator tc when there is one open
-// already, else nil.
-func (c *Coordinator) connected(tc uint64) *connpool.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if tc < uint64(len(c.conns)) {
-		if conn := c.conns[tc]; conn != nil && !conn.Closed() {
-			return conn
-		}
-	}
-	return nil
 }
 
 // forget drops the connection to coordinator tc if it is still conn, so

@@ -183,81 +183,17 @@ func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string
 	r = &Registration{done: make(chan struct{})}
 	m[key] = r
 	t.mu.Unlock()
-	if !t.c.registerAsync(t, r, name, build) && !t.c.registerRetrying(t, r, name, build) {
-		return nil, false, r.err
-	}
-	return r, true, nil
-}
-
-// registerRetrying runs a registration's request in a goroutine of its
-// own, under the client's retries until the transaction's deadline;
-// false when the client is closing (r then failed).
-func (c *Coordinator) registerRetrying(t *Txn, r *Registration, name func() string, build func() proto.Message) bool {
-	pool := c.pool
+	pool := t.c.pool
 	if !pool.Spawn(func() {
 		ctx, cancel := context.WithDeadline(pool.Context(), t.Deadline())
 		defer cancel()
-		_, err := c.request(ctx, t.id.Most, name(), build)
+		_, err := t.c.request(ctx, t.id.Most, name(), build)
 		r.finish(err)
 	}) {
 		r.finish(fmt.Errorf("%s: %w", name(), errClientClosed))
-		return false
+		return nil, false, r.err
 	}
-	return true
-}
-
-// registerAsync makes a registration's first attempt without a
-// goroutine when its coordinator's connection is open: the request is
-// written from the caller and its answer handled on the connection's
-// reader (a registration comes with nearly every transaction, and a
-// goroutine and its wake-up each was a good part of a small
-// transaction's CPU). An attempt that fails, or that has no answer
-// within the retries' timeout or by the transaction's deadline, hands
-// the registration to registerRetrying, which starts over under the
-// retries, as if this attempt had not been. false: not attempted (no
-// open connection yet, or it is closing).
-func (c *Coordinator) registerAsync(t *Txn, r *Registration, name func() string, build func() proto.Message) bool {
-	conn := c.connected(t.id.Most)
-	if conn == nil {
-		return false
-	}
-	wait := min(c.attempt, time.Until(t.Deadline()))
-	if wait <= 0 {
-		return false
-	}
-	a := &asyncAttempt{}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	id, err := conn.RequestAsync(pulsarwire.Wrap(build()), func(_ *pb.BaseCommand, err error) {
-		a.mu.Lock() // after the setup below
-		a.timer.Stop()
-		a.mu.Unlock()
-		a.then(err == nil)
-	})
-	if err != nil {
-		return false
-	}
-	a.then = func(ok bool) {
-		if ok {
-			r.finish(nil)
-		} else {
-			c.registerRetrying(t, r, name, build)
-		}
-	}
-	a.timer = time.AfterFunc(wait, func() {
-		if conn.Forget(id) {
-			a.then(false)
-		}
-	})
-	return true
-}
-
-// asyncAttempt is registerAsync's attempt; mu orders its answer after
-// its setup.
-type asyncAttempt struct {
-	mu    sync.Mutex
-	timer *time.Timer
-	then  func(ok bool) // set before mu is released
+	return r, true, nil
 }
 
 // errClientClosed is a registration's failure when the client is closing.
