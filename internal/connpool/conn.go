@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -87,24 +86,16 @@ type Conn struct {
 	reads atomic.Uint64 // frames received, for keep-alive
 
 	mu        sync.Mutex
-	calls     map[uint64]call
+	calls     map[uint64]chan callResult
 	consumers map[uint64]Handler
 	producers map[uint64]ProducerHandler
 	closeErr  error
 	done      chan struct{}
 
 	wmu     sync.Mutex
-	wq      writeQueue // what is written next
+	wq      writeQueue // what the writer writes next
 	wclosed bool
 	wkick   chan struct{}
-
-	// Whoever holds omu writes: the writer goroutine, or a sender that
-	// found it idle and writes what queued itself, without blocking
-	// (trySend), which saves waking the writer for each request. out is
-	// what is being written, and what a write that did not finish left.
-	omu sync.Mutex
-	out writeQueue
-	raw *rawWriter // for writes that must not block; nil: the writer writes everything
 }
 
 // writeQueue is what queued up for the writer: frames in order, as
@@ -136,23 +127,6 @@ func (q *writeQueue) addFrame(frame []byte) {
 	q.lastSmall = false
 }
 
-// consume drops the first n bytes of the segments, written.
-func (q *writeQueue) consume(n int) {
-	for n > 0 && len(q.segs) > 0 {
-		if l := len(q.segs[0]); l <= n {
-			n -= l
-			q.segs[0] = nil
-			q.segs = q.segs[1:]
-			continue
-		}
-		q.segs[0] = q.segs[0][n:]
-		n = 0
-	}
-	if len(q.segs) == 0 {
-		q.lastSmall = false
-	}
-}
-
 func (q *writeQueue) reset() {
 	clear(q.segs)
 	q.segs, q.small, q.lastSmall = q.segs[:0], q.small[:0], false
@@ -161,21 +135,6 @@ func (q *writeQueue) reset() {
 type callResult struct {
 	cmd *pb.BaseCommand
 	err error
-}
-
-// call is a request waiting for its answer: Request's, answered on ch,
-// or RequestAsync's, answered by calling fn.
-type call struct {
-	ch chan callResult
-	fn func(*pb.BaseCommand, error)
-}
-
-func (k call) answer(cmd *pb.BaseCommand, err error) {
-	if k.fn != nil {
-		k.fn(cmd, err)
-		return
-	}
-	k.ch <- callResult{cmd: cmd, err: err}
 }
 
 // Addr is the broker's URL, as lookups name it (pulsar://host:port or
@@ -245,22 +204,16 @@ func (p *Pool) dial(ctx context.Context, key connKey) (*Conn, error) {
 		nc:             nc,
 		log:            p.cfg.Log.With("broker", key.logical),
 		maxMessageSize: pulsarwire.DefaultMaxMessageSize,
-		calls:          map[uint64]call{},
+		calls:          map[uint64]chan callResult{},
 		consumers:      map[uint64]Handler{},
 		producers:      map[uint64]ProducerHandler{},
 		done:           make(chan struct{}),
 		wkick:          make(chan struct{}, 1),
 	}
-	var src io.Reader = nc
-	if tc, ok := nc.(*net.TCPConn); ok && rawIO {
-		if raw, err := tc.SyscallConn(); err == nil {
-			c.raw, src = newRawWriter(raw), newRawReader(raw)
-		}
-	}
 	// Frames are read straight into shared, recycled buffers: no copy
 	// from a read buffer, and payloads that cost no allocation once the
 	// buffers are recycled (see pulsarwire.Reader.ShareMessageBuffers).
-	rd := pulsarwire.NewReader(src, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	rd := pulsarwire.NewReader(nc, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
 	rd.ShareMessageBuffers()
 	if err := c.handshake(ctx, rd); err != nil {
 		nc.Close()
@@ -479,11 +432,11 @@ func (c *Conn) complete(id uint64, cmd *pb.BaseCommand) bool {
 		return true
 	}
 	c.mu.Lock()
-	k, ok := c.calls[id]
+	ch, ok := c.calls[id]
 	delete(c.calls, id)
 	c.mu.Unlock()
 	if ok {
-		k.answer(cmd, pulsarwire.Refused(cmd))
+		ch <- callResult{cmd: cmd, err: pulsarwire.Refused(cmd)}
 	}
 	return ok
 }
@@ -506,7 +459,7 @@ func (c *Conn) Request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseComman
 		c.mu.Unlock()
 		return nil, err
 	}
-	c.calls[id] = call{ch: ch}
+	c.calls[id] = ch
 	c.mu.Unlock()
 	if err := c.Send(cmd); err != nil {
 		c.forgetCall(id)
@@ -521,48 +474,11 @@ func (c *Conn) Request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseComman
 	}
 }
 
-// RequestAsync is Request without waiting: it sends cmd with a fresh
-// request id (set in cmd) and returns the id; done gets the answer, or
-// the error, as Request would return them, once, on the connection's
-// reader goroutine (or the goroutine that closes the connection), so it
-// must not block. Saving a goroutine and its wake-up a request is what
-// it is for. When it returns an error, cmd was not sent and done is
-// never called. Forget(id) gives up waiting.
-func (c *Conn) RequestAsync(cmd *pb.BaseCommand, done func(*pb.BaseCommand, error)) (uint64, error) {
-	id := c.pool.NewRequestID()
-	if !pulsarwire.SetRequestID(cmd, id) {
-		return 0, fmt.Errorf("request %s: the command carries no request id", cmd.GetType())
-	}
+func (c *Conn) forgetCall(id uint64) {
 	c.mu.Lock()
-	if c.closeErr != nil {
-		err := c.closeErr
-		c.mu.Unlock()
-		return 0, err
-	}
-	c.calls[id] = call{fn: done}
-	c.mu.Unlock()
-	if err := c.Send(cmd); err != nil {
-		if !c.Forget(id) {
-			// Closed meanwhile: Close already told done.
-			return id, nil
-		}
-		return 0, err
-	}
-	return id, nil
-}
-
-// Forget stops waiting for the answer to request id: true when it was
-// still awaited (RequestAsync's done is then never called), false when
-// it was answered or failed already.
-func (c *Conn) Forget(id uint64) bool {
-	c.mu.Lock()
-	_, ok := c.calls[id]
 	delete(c.calls, id)
 	c.mu.Unlock()
-	return ok
 }
-
-func (c *Conn) forgetCall(id uint64) { c.Forget(id) }
 
 // Send queues cmd for writing, without waiting for an answer (FLOW, ACK,
 // REDELIVER_UNACKNOWLEDGED_MESSAGES, ...). It fails only when the
@@ -583,7 +499,7 @@ func (c *Conn) Send(cmd *pb.BaseCommand) error {
 	if err != nil {
 		return err
 	}
-	c.flush()
+	c.kick()
 	return nil
 }
 
@@ -605,7 +521,7 @@ func (c *Conn) SendPayload(cmd *pb.BaseCommand, md *pb.MessageMetadata, payload 
 	if err != nil {
 		return err
 	}
-	c.flush()
+	c.kick()
 	return nil
 }
 
@@ -620,55 +536,8 @@ func (c *Conn) WriteFrame(frame []byte) bool {
 	}
 	c.wq.addFrame(frame)
 	c.wmu.Unlock()
-	c.flush()
-	return true
-}
-
-// flush writes what queued, from the caller's goroutine, when no one
-// else is writing and the socket takes it all at once; else it wakes the
-// writer. Either way everything queued before the call gets written: a
-// sender that finds omu taken wakes the writer, which writes after the
-// holder is done.
-func (c *Conn) flush() {
-	if c.raw != nil && c.omu.TryLock() {
-		done := c.tryWriteOut()
-		c.omu.Unlock()
-		if done {
-			return
-		}
-	}
 	c.kick()
-}
-
-// tryWriteOut takes what queued into out and writes it without
-// blocking; false when some of it is left for the writer (the socket's
-// buffer is full, a write failed or is left over from before). omu held.
-func (c *Conn) tryWriteOut() bool {
-	if len(c.out.segs) > 0 {
-		return false
-	}
-	c.takeQueued()
-	if len(c.out.segs) == 0 {
-		return true
-	}
-	if len(c.out.segs) > maxIovecs {
-		return false
-	}
-	n, ok := c.raw.tryWritev(c.out.segs)
-	c.out.consume(n)
-	return ok && len(c.out.segs) == 0
-}
-
-// takeQueued makes what queued the next to write, into out, which must
-// be empty. omu held.
-func (c *Conn) takeQueued() {
-	c.out.reset()
-	c.wmu.Lock()
-	c.out, c.wq = c.wq, c.out
-	if cap(c.wq.small) > 1<<20 {
-		c.wq.small = nil // a burst's buffer, not kept for good
-	}
-	c.wmu.Unlock()
+	return true
 }
 
 func (c *Conn) kick() {
@@ -687,6 +556,7 @@ func (c *Conn) writeLoop() {
 	interval := c.pool.cfg.KeepAliveInterval
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	var out writeQueue
 	// A TCP connection takes the frames as they lie (writev); others (TLS)
 	// get them gathered into records of up to 64 KiB.
 	var bw *bufio.Writer
@@ -709,33 +579,20 @@ func (c *Conn) writeLoop() {
 		case <-c.done:
 			return
 		}
-		c.omu.Lock()
-		err := c.writeOut(bw, 2*interval)
-		c.omu.Unlock()
-		if err != nil {
-			c.Close(fmt.Errorf("write: %w", err))
-			return
+		out.reset()
+		c.wmu.Lock()
+		out, c.wq = c.wq, out
+		c.wmu.Unlock()
+		if len(out.segs) == 0 {
+			continue
 		}
-	}
-}
-
-// writeOut writes what a sender's write left in out, then what queued,
-// blocking for at most timeout a write. omu held.
-func (c *Conn) writeOut(bw *bufio.Writer, timeout time.Duration) error {
-	for round := 0; round < 2; round++ {
-		if len(c.out.segs) == 0 {
-			c.takeQueued()
-			if len(c.out.segs) == 0 {
-				return nil
-			}
-		}
-		c.nc.SetWriteDeadline(time.Now().Add(timeout))
+		c.nc.SetWriteDeadline(time.Now().Add(2 * interval))
 		var err error
 		if bw == nil {
-			bufs := c.out.segs
+			bufs := out.segs
 			_, err = bufs.WriteTo(c.nc)
 		} else {
-			for _, b := range c.out.segs {
+			for _, b := range out.segs {
 				if _, err = bw.Write(b); err != nil {
 					break
 				}
@@ -745,11 +602,13 @@ func (c *Conn) writeOut(bw *bufio.Writer, timeout time.Duration) error {
 			}
 		}
 		if err != nil {
-			return err
+			c.Close(fmt.Errorf("write: %w", err))
+			return
 		}
-		c.out.reset()
+		if cap(out.small) > 1<<20 {
+			out.small = nil
+		}
 	}
-	return nil
 }
 
 // Close shuts the connection for good: pending requests fail, producers
@@ -776,8 +635,8 @@ func (c *Conn) Close(cause error) {
 	if !c.pool.closedByClient(cause) {
 		c.log.Info("connection closed", "err", cause)
 	}
-	for _, k := range calls {
-		k.answer(nil, err)
+	for _, ch := range calls {
+		ch <- callResult{err: err}
 	}
 	for _, p := range producers {
 		p.ConnClosed(c, err)
