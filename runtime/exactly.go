@@ -294,15 +294,7 @@ func (c *committer) commit(final bool) {
 	if e == nil {
 		return
 	}
-	until := e.txn.Deadline().Add(-c.timeout / partialWait)
-	for !final && p.cons.PartialInTxn(e.txn) > 0 && time.Now().Before(until) {
-		select {
-		case <-time.After(time.Millisecond):
-		case <-c.quit:
-			final = true
-		}
-	}
-	c.gate.Lock()
+	c.closeGate(e, final)
 	defer c.gate.Unlock()
 	c.mu.Lock()
 	c.cur, c.next, c.closing = c.next, nil, false
@@ -317,6 +309,30 @@ func (c *committer) commit(final bool) {
 		c.finish(next, fmt.Errorf("the transaction before aborted: %w", err))
 	}
 	c.finish(e, err)
+}
+
+// closeGate takes the gate for writing once e holds no batch entry in
+// part (or final, or the wait is over: then the commit aborts). It looks
+// again under the gate, which orders the acknowledgements: a worker may
+// have settled an entry's first message into e between the look without
+// it and the lock, and the rest of that entry settles once the gate
+// opens again.
+func (c *committer) closeGate(e *epoch, final bool) {
+	until := e.txn.Deadline().Add(-c.timeout / partialWait)
+	for {
+		for !final && c.p.cons.PartialInTxn(e.txn) > 0 && time.Now().Before(until) {
+			select {
+			case <-time.After(time.Millisecond):
+			case <-c.quit:
+				final = true
+			}
+		}
+		c.gate.Lock()
+		if final || c.p.cons.PartialInTxn(e.txn) == 0 || !time.Now().Before(until) {
+			return
+		}
+		c.gate.Unlock()
+	}
 }
 
 // end commits e, or aborts it when an acknowledgement in it was refused.
