@@ -456,7 +456,9 @@ func (p *Producer) joinTxn(t *Transaction, pp *partProducer, done completer) (*t
 			return nil, done, err
 		}
 		if first {
-			tx.AddHooks(txn.Hooks{Flush: pp.flushTxn})
+			if err := tx.AddHooks(txn.Hooks{Flush: pp.flushTxn}); err != nil {
+				return nil, done, err
+			}
 		}
 		if ready, _ := r.Ready(); !ready {
 			r.OnDone(func(error) { pp.releaseHeld() })

@@ -37,6 +37,10 @@ type txnAcks struct {
 
 	mu    sync.Mutex
 	byTxn map[*txn.Txn]*txnAckSet
+
+	// checked, nil but in tests, runs when an acknowledgement found its
+	// transaction open, before it counts.
+	checked func()
 }
 
 // txnAckSet is what one transaction acknowledged on the consumer.
@@ -76,83 +80,103 @@ func (c *Consumer) AckWithTxn(ctx context.Context, m *Message, t *pool.Transacti
 			return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
 		}
 		pc.txnJoined.Store(tx)
-	} else if st := tx.State(); st != txn.Open {
-		return fmt.Errorf("ack %s in transaction %s: transaction is %s: %w", m.ID, tx.ID(), st, txn.ErrNotOpen)
 	}
-	set := c.txnAcks.set(tx)
-	pos := entryPos{m.ID.Ledger, m.ID.Entry}
+	if c.opts.AckGroupTime < 0 {
+		if err := tx.Start(); err != nil {
+			return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
+		}
+	}
+	set, req, err := c.txnAcks.add(m, tx)
+	if c.opts.AckGroupTime >= 0 || req.n == 0 || err != nil {
+		if c.opts.AckGroupTime < 0 {
+			tx.Done(nil) // refused or counted: nothing sent
+		}
+		return err
+	}
+	err = c.txnAcks.send(ctx, tx, pc, []ackReq{req})
+	tx.Done(err)
+	if err != nil {
+		return err
+	}
+	c.txnAcks.mu.Lock()
+	set.sent = append(set.sent, req)
+	c.txnAcks.mu.Unlock()
+	return nil
+}
+
+// add counts m acknowledged in t: held (with a grouping AckGroupTime)
+// when it completes its entry, or returned to be sent (with a negative
+// one); a zero req when there is nothing to send (a message of a batch
+// entry that is not complete, or acknowledged before). Under a.mu, which
+// a commit's flush takes once t is no longer open, so that an
+// acknowledgement racing the commit is either in what the flush sees
+// (the entry complete, the held ones) or refused: checked outside, it
+// could count after the flush looked and be accepted yet left out.
+func (a *txnAcks) add(m *Message, tx *txn.Txn) (*txnAckSet, ackReq, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st := tx.State(); st != txn.Open {
+		return nil, ackReq{}, fmt.Errorf("ack %s in transaction %s: transaction is %s: %w", m.ID, tx.ID(), st, txn.ErrNotOpen)
+	}
+	if f := a.checked; f != nil {
+		f()
+	}
+	set, err := a.setLocked(tx)
+	if err != nil {
+		return nil, ackReq{}, fmt.Errorf("ack %s in transaction: %w", m.ID, err)
+	}
+	pc := m.pc
 	n := int32(1)
 	if b := m.acks; b != nil {
 		first := b.txn.CompareAndSwap(nil, tx)
 		if !first && b.txn.Load() != tx || b.plain.Load() {
-			return fmt.Errorf("ack %s in transaction %s: %w", m.ID, tx.ID(), ErrBatchAcrossTransactions)
+			return nil, ackReq{}, fmt.Errorf("ack %s in transaction %s: %w", m.ID, tx.ID(), ErrBatchAcrossTransactions)
 		}
-		if first {
-			// Noted once, by the message that gave the batch its
-			// transaction, not looked for by each of its messages.
-			c.txnAcks.noteBatch(set, b)
+		if first && !slices.Contains(set.batches, b) {
+			set.batches = append(set.batches, b)
 		}
 		if !b.mark(m.ID.BatchIndex) {
-			return nil // acknowledged before
+			return set, ackReq{}, nil // acknowledged before
 		}
 		if b.left.Add(-1) > 0 {
 			if b.partial.CompareAndSwap(false, true) {
 				pc.partial.add(b)
 			}
-			return nil
+			return set, ackReq{}, nil
 		}
 		if b.partial.Load() {
 			pc.partial.remove(b)
 		}
 		n = b.n
 	}
-	req := ackReq{pc, pos, n}
-	if c.opts.AckGroupTime < 0 {
-		if err := tx.Start(); err != nil {
-			return fmt.Errorf("ack %s in transaction: %w", m.ID, err)
-		}
-		err := c.txnAcks.send(ctx, tx, pc, []ackReq{req})
-		tx.Done(err)
-		if err != nil {
-			return err
-		}
-		c.txnAcks.mu.Lock()
-		set.sent = append(set.sent, req)
-		c.txnAcks.mu.Unlock()
-		return nil
+	req := ackReq{pc, entryPos{m.ID.Ledger, m.ID.Entry}, n}
+	if a.c.opts.AckGroupTime >= 0 {
+		set.held = append(set.held, req)
 	}
-	c.txnAcks.mu.Lock()
-	set.held = append(set.held, req)
-	c.txnAcks.mu.Unlock()
-	return nil
+	return set, req, nil
 }
 
-// set returns t's set, making it (and hooking the consumer to t's end)
-// the first time.
-func (a *txnAcks) set(t *txn.Txn) *txnAckSet {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// setLocked returns t's set, making it (and hooking the consumer to
+// t's end) the first time; a.mu is held. It fails when t is no longer
+// open: a commit that began would not flush the set.
+func (a *txnAcks) setLocked(t *txn.Txn) (*txnAckSet, error) {
 	s := a.byTxn[t]
-	if s == nil {
-		s = &txnAckSet{}
-		if a.byTxn == nil {
-			a.byTxn = map[*txn.Txn]*txnAckSet{}
-		}
-		a.byTxn[t] = s
-		t.AddHooks(txn.Hooks{
-			Flush: func(ctx context.Context) error { return a.flush(ctx, t) },
-			Ended: func(committed bool) { a.ended(t, committed) },
-		})
+	if s != nil {
+		return s, nil
 	}
-	return s
-}
-
-func (a *txnAcks) noteBatch(s *txnAckSet, b *batchAcks) {
-	a.mu.Lock()
-	if !slices.Contains(s.batches, b) {
-		s.batches = append(s.batches, b)
+	err := t.AddHooks(txn.Hooks{
+		Flush: func(ctx context.Context) error { return a.flush(ctx, t) },
+		Ended: func(committed bool) { a.ended(t, committed) },
+	})
+	if err != nil {
+		return nil, err
 	}
-	a.mu.Unlock()
+	s = &txnAckSet{}
+	if a.byTxn == nil {
+		a.byTxn = map[*txn.Txn]*txnAckSet{}
+	}
+	a.byTxn[t] = s
+	return s, nil
 }
 
 // flush sends what t holds, part by part, each ACK answered after its

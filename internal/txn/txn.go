@@ -263,11 +263,17 @@ func (r *Registration) OnDone(f func(error)) {
 }
 
 // AddHooks adds what a producer or consumer that joined the transaction
-// does when it ends.
-func (t *Txn) AddHooks(h Hooks) {
+// does when it ends. It fails when the transaction is no longer open:
+// Commit and Abort take the hooks under t.mu after leaving Open, so hooks
+// added later would never run.
+func (t *Txn) AddHooks(h Hooks) error {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.State() != Open {
+		return t.notOpen()
+	}
 	t.hooks = append(t.hooks, h)
-	t.mu.Unlock()
+	return nil
 }
 
 // Start counts one operation (a send, an acknowledgement) under way in
