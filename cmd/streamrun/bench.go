@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,49 +21,6 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/subscribe"
 )
-
-const benchHelp = `Usage: streamrun bench produce|consume|pipeline [flags]
-
-Measures throughput and latency, as pulsar-perf does for Java:
-  produce   publish and wait for receipts; latency: send call to receipt
-  consume   publish in this process (unless --produce=false) and receive;
-            latency: publish time to receipt by the consumer
-  pipeline  publish to an input topic, run a pipeline that passes each
-            message through a handler plugin (default: streamrun's own
-            identity handler; --plugin, --package, or --in-process for the
-            identity handler in this process; --steps for no handler but
-            a filter, a map and a route in this process) and receive its
-            outputs;
-            latency: publish time to receipt of the output
-
-The publish time is the wall-clock time written as 19 digits at the start
-of each payload (--size 19 and more), else the message's publish_time.
-
-Without --url an embedded broker starts in this process on free ports (data
-in a temporary directory, removed at the end; --memory, --sync). With --url
-it runs against that broker (Apache Pulsar or ` + "`streamrun broker`" + `); --partitions
-then creates the topic through --admin-url.
-
-Against --url, a run writes at most ` + benchURLCapText + ` messages unless --count or
---rate is given (--rate 0: as fast as the broker takes them, for --duration),
-and the topics it named itself (bench-<time>, without --topic) are deleted
-through --admin-url at the end unless --keep-topic. The summary says what
-was written, whether the cap stopped it, and what was deleted.
-
-A progress line goes to stderr every --progress (msg/s, MiB/s, p50 and p99
-over the last interval); the summary (p50, p99, p99.9, max latency, CPU of
-this process, the conditions) goes to stdout, as text or, with --output
-json, as one JSON object whose fields docs/benchmarks/bench-command.md describes.
-
-Runs for --count messages, else for --duration (default 10s).
-
-Exit status: 0 done, 1 failed (a send failed, a broker could not be
-reached, not every message arrived, interrupted: the result of the part
-that ran is still printed), 2 bad flags.
-
-(` + "`streamrun bench handler`" + ` is the identity handler plugin that pipeline
-starts; it is not run by hand.)
-`
 
 // benchFlags are the flags every bench subcommand shares.
 type benchFlags struct {
@@ -127,10 +85,7 @@ const (
 // when neither --count nor --rate says how many: a cluster in use is not
 // filled by a run that did not ask to (at the default 1 KiB, 100 000
 // messages are about 98 MiB; at full speed a 10 s run writes millions).
-const (
-	benchURLCap     = 100000
-	benchURLCapText = "100000" // in the help, a constant
-)
+const benchURLCap = 100000
 
 func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	f.clientFlags.register(fs)
@@ -145,7 +100,7 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
 	fs.IntVar(&f.size, "size", 1024, "message size in bytes")
 	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow; against --url, given: no cap on the messages)")
-	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration; against --url, at most "+benchURLCapText+" unless --count or --rate is given)")
+	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration; against --url, at most "+strconv.Itoa(benchURLCap)+" unless --count or --rate is given)")
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "how long to publish, when --count is not given (default 10s)")
 	fs.IntVar(&f.keys, "keys", 0, "number of distinct keys, given round-robin (0: no key)")
 	fs.BoolVar(&f.noBatching, "no-batching", false, "publish every message as an entry of its own")
@@ -219,7 +174,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	switch args[0] {
 	case "-h", "--help":
-		fmt.Fprint(stdout, benchHelp)
+		fmt.Fprint(stdout, helpText("bench"))
 		writeBenchFlags(stdout)
 		return exitOK
 	case "handler":
@@ -233,7 +188,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := pflag.NewFlagSet("streamrun bench "+sub, pflag.ContinueOnError)
 	var f benchFlags
 	f.register(fs, sub)
-	if code, done := cmd.parse(fs, args[1:], benchHelp); done {
+	if code, done := cmd.parse(fs, args[1:], helpText("bench")); done {
 		return code
 	}
 	if err := noArgs(fs); err != nil {

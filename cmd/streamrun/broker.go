@@ -16,32 +16,6 @@ import (
 	"github.com/streamrun/streamrun/broker"
 )
 
-const brokerHelp = `Usage: streamrun broker [flags]
-
-Runs the embedded Apache Pulsar broker until SIGINT or SIGTERM. When it accepts
-connections it prints one line to stdout:
-  streamrun broker ready service_url=pulsar://127.0.0.1:6650 admin_url=http://127.0.0.1:8080 brokers=1 ...
-(admin_url only when the admin API is on: --http - turns it off).
-
-Data goes to --data, or with neither --data nor --memory to
-  %s
-
-Security (docs/security.md): everything listens on 127.0.0.1 unless told
-otherwise. TLS: --tls-cert/--tls-key (pulsar+ssl:// on --tls-listen, and the
-admin API on --https); --listen - turns the plain port off. Tokens: JWTs as
-Apache Pulsar makes them (bin/pulsar tokens create), verified with
---token-secret-key or --token-public-key (file:PATH or env:VAR only);
---authorization with --superuser-role gates producing and consuming by the
-namespace permissions granted through the admin API.
-
-Clients in other containers or hosts: listen on all interfaces and advertise
-a name they can reach, since lookups answer with the advertised host:
-  streamrun broker --listen 0.0.0.0:6650 --http 0.0.0.0:8080 --advertised-host broker.example
-
-Waits: none; it runs until interrupted. Exit status: 0 stopped by SIGINT or
-SIGTERM, 1 failed (a port in use, a data directory it cannot use), 2 bad flags.
-`
-
 func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("broker", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun broker", pflag.ContinueOnError)
@@ -68,7 +42,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	sf.register(fs)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
 	limits := registerConnLimits(fs)
-	if code, done := cmd.parse(fs, args, fmt.Sprintf(brokerHelp, broker.DefaultDataDir())); done {
+	if code, done := cmd.parse(fs, args, helpText("broker")); done {
 		return code
 	}
 	if err := errors.Join(checkBrokerFlags(fs), limits.check()); err != nil {

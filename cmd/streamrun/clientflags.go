@@ -29,18 +29,6 @@ type clientFlags struct {
 	connectTimeout time.Duration
 }
 
-// waitsHelp is the paragraph of a client command's help that says which
-// flag bounds which wait.
-const waitsHelp = `Waits and what bounds them:
-  connecting to --url         --connect-timeout (and --retries)
-  a broker refusing "not now" --retries (0: try again every 5 s until interrupted)
-    (looking up a topic, creating a producer, subscribing to an Exclusive
-    subscription in use, a broker another host name was advertised for)
-  closing at the end          --close-timeout
-Each retry prints one line at the default log level: what failed, why, and
-when the next attempt is.
-`
-
 // register adds the flags to fs.
 func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "url", pool.DefaultServiceURL, "service URL: pulsar://host:port, pulsar+ssl://host:port, or a comma list of hosts")

@@ -36,21 +36,6 @@ type consumeFlags struct {
 	quiet         bool
 }
 
-const consumeHelp = `Usage: streamrun consume (--topic TOPIC... | --pattern REGEXP) --subscription NAME [flags]
-
-Receives messages and prints one line per message to stdout, acknowledging
-each once printed. Works against the embedded broker (` + "`streamrun broker`" + `) and
-Apache Pulsar alike; --url defaults to ` + pool.DefaultServiceURL + `, where both
-listen by default. Once subscribed it says so on stderr ("subscribed to T as S
-(Exclusive), waiting for messages"); at the end a summary (count, rate, last
-message id) goes to stderr, so stdout holds messages only.
-
-` + waitsHelp + `  waiting for messages       --count, --idle-timeout (or an interrupt)
-
-Exit status: 0 done (--count reached, --idle-timeout passed without a
-message, or interrupted), 1 failed, 2 bad flags.
-`
-
 func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("consume", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun consume", pflag.ContinueOnError)
@@ -69,7 +54,7 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 0, "stop once no message came for this long, since subscribing or the last message (0: never)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, `no "subscribed" line and no summary on stderr: only messages, and errors`)
-	if code, done := cmd.parse(fs, args, consumeHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("consume")); done {
 		return code
 	}
 	if err := noArgs(fs); err != nil {

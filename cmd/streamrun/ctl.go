@@ -16,27 +16,6 @@ import (
 	"github.com/streamrun/streamrun/control"
 )
 
-const ctlHelp = `Usage: streamrun ctl SUBCOMMAND [ARGS] [flags]
-
-Acts on a running 'streamrun run' through its control API (served with
-run --control ADDR or the file's control.http; docs/control.md).
-
-Subcommands:
-  pipelines             every pipeline: state, rates, backlog, in flight, instances
-  pause PIPELINE        pause it (written to its file, then reloaded)
-  resume PIPELINE       resume it
-  dry-run FILE          what reloading FILE as it is on disk now would change
-  apply FILE            reload FILE as it is on disk now (as SIGHUP does)
-  tap PIPELINE          print a sample of its messages until interrupted
-
-dry-run and apply send FILE's content for the run's file of that path.
---output json prints what the server answered.
-
-Waits: each request takes at most --timeout (tap: until interrupted).
-Exit status: 0 done, 1 the server refused or could not be reached, 2 bad
-usage.
-`
-
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("ctl", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun ctl", pflag.ContinueOnError)
@@ -46,7 +25,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", time.Minute, "how long each request may take")
 	output := fs.StringP("output", "o", "text", "text or json")
 	rate := fs.Float64P("rate", "r", 5, "tap: events per second at most")
-	if code, done := cmd.parse(fs, args, ctlHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("ctl")); done {
 		return code
 	}
 	if *output != "text" && *output != "json" {

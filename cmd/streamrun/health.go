@@ -12,20 +12,6 @@ import (
 	"github.com/streamrun/streamrun/admin"
 )
 
-const healthHelp = `Usage: streamrun health [--url URL] [flags]
-
-Asks an HTTP health endpoint and exits 0 when it answers 2xx, 1 otherwise:
-a container health check that needs no shell or curl. The default URL is
-the broker health endpoint that the embedded broker and Apache Pulsar both
-serve on their admin port; a 'streamrun run' serves its own on
---telemetry-addr (--url http://127.0.0.1:9464/readyz, the image's check). An admin API with authentication (Apache
-Pulsar's asks a superuser's token for it) takes --token; an https:// URL
-signed by a private CA takes --tls-ca, and its host name is verified.
-
-Waits: the request takes at most --timeout. Exit status: 0 healthy,
-1 not, 2 bad usage.
-`
-
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("health", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun health", pflag.ContinueOnError)
@@ -34,7 +20,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	quiet := fs.BoolP("quiet", "q", false, "print nothing when healthy")
 	token := fs.String("token", "", "auth token for an admin API that asks for one: "+secretFlagHelp)
 	tlsCA := fs.String("tls-ca", "", "PEM file of the CAs to trust for an https:// --url (default: the system's)")
-	if code, done := cmd.parse(fs, args, healthHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("health")); done {
 		return code
 	}
 	if err := noArgs(fs); err != nil {

@@ -14,33 +14,6 @@ import (
 	"github.com/streamrun/streamrun/internal/scaffold"
 )
 
-const newHelp = `Usage: streamrun new handler NAME --lang go|python [flags]
-
-Writes a ready handler project into DIR (default ./NAME): the handler,
-its unit tests on the SDK's test kit, a pipeline file that runs it
-(NAME-in to NAME-out), its cases for 'streamrun test'
-(pipeline_test.yaml), an input file and a README with the commands to
-test, validate and run it. For Go, a module that builds as written (its
-go.sum filled by 'go mod tidy', from the module cache or GOPROXY); for
-Python, a script with its requirements.txt. docs/new.md describes them.
-
-NAME is lower-case letters, digits and dashes. DIR must not exist, or be
-an empty directory: nothing is overwritten, and nothing is left behind
-on an error.
-
-The project depends on streamrun's SDK from a checkout of streamrun:
---sdk DIR, by default the checkout the current directory is in. The Go
-module gets a replace line pointing there, the requirements a pip
-requirement on its sdk/python. A release build of streamrun, outside a
-checkout, requires its own release instead.
-
-Subcommands:
-  handler   a handler project in Go or Python
-
-Exit status: 0 written, 1 failed (go mod tidy, a write), 2 bad usage (a
-bad NAME or --lang, DIR not empty, no SDK to depend on).
-`
-
 func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCmd("new", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun new", pflag.ContinueOnError)
@@ -48,7 +21,7 @@ func runNew(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "where the project goes (default ./NAME); must not exist, or be empty")
 	sdk := fs.String("sdk", "", "a streamrun checkout to use the SDK from (default: the checkout the current directory is in)")
 	module := fs.String("module", "", "the Go module path (default NAME); Go only")
-	if code, done := c.parse(fs, args, newHelp); done {
+	if code, done := c.parse(fs, args, helpText("new")); done {
 		return code
 	}
 	switch {

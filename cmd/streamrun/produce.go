@@ -42,28 +42,6 @@ type produceFlags struct {
 	countSet     bool // --count given
 }
 
-const produceHelp = `Usage: streamrun produce --topic TOPIC (--message TEXT | --size BYTES | --input FILE) [flags]
-
-Publishes messages and waits for every receipt. --input publishes each
-non-empty line of a file ("-": stdin) to its end: as the payload
-(--input-key-separator splits a key off), or with --input-format json as an
-object like those ` + "`streamrun consume --output json`" + ` prints (payload or
-payload_base64, key, ordering_key, properties, event_time; id, topic,
-publish_time and redelivery_count are ignored), so that one topic's
-messages can be replayed to another. Works against the embedded
-broker (` + "`streamrun broker`" + `) and Apache Pulsar alike; --url defaults to
-` + pool.DefaultServiceURL + `, where both listen by default. A progress line goes to
-stderr; the summary (count, rate, last message id) goes to stdout.
-
-A message fits when its payload is at most the broker's max_message_size
-(default 5242880 bytes), batched or not: one too large to share a batch goes
-alone. --size is checked against the broker's limit once connected.
-
-` + waitsHelp + `
-Exit status: 0 all published, 1 some failed, the broker could not be reached
-or interrupted, 2 bad flags.
-`
-
 func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("produce", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun produce", pflag.ContinueOnError)
@@ -86,7 +64,7 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.input, "input", "", `publish each non-empty line of this file ("-": stdin) as a message, to its end (instead of --message or --size)`)
 	fs.StringVar(&f.inputFormat, "input-format", "text", "--input's lines: text (each line the payload) or json (each line an object as consume --output json prints one)")
 	fs.StringVar(&f.keySep, "input-key-separator", "", `text --input: split each line at the first occurrence of this: key before it, payload after (default "": no key)`)
-	if code, done := cmd.parse(fs, args, produceHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("produce")); done {
 		return code
 	}
 	if err := noArgs(fs); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -73,40 +72,11 @@ type reloadConfig struct {
 // defaultStatusInterval is how often the status lines come on a terminal.
 const defaultStatusInterval = 10 * time.Second
 
-const runHelp = `Usage: streamrun run [flags] FILE...
-
-Runs the pipelines of the files until SIGINT or SIGTERM, then drains: the
-batches in hand are finished, their outputs published and their inputs
-acknowledged within --shutdown-timeout; what is left goes back to the broker
-unacknowledged. Pipeline names must be unique across the files, and files
-that name a service URL must name the same one (--url overrides it).
-
-Without a service URL, the embedded broker starts in this process (data in
-%s unless --memory or --data), on 127.0.0.1:6650 and :8080 or free
-ports when those are taken, and one line on stdout gives its service and
-admin URLs.
-
-Handlers given as a Go package are built once and cached by content.
---input FILE --until-drained feeds a file's lines to the pipelines and stops
-once they are processed, printing what came out.
-
-On SIGHUP (and with --watch, when a file, a handler binary or a Go
-package handler's source changes) the files are read again and applied
-without a restart: unchanged pipelines go on untouched, changed ones are
-changed in place (a new handler rolled out one instance at a time),
-removed ones drain and stop, new ones start; the broker connections stay.
-A file that does not load is refused, its errors logged, and the run goes
-on unchanged (docs/reload.md).
-
-Exit status: 0 stopped cleanly, 1 a runtime failure, 2 bad usage or a bad
-file (nothing started).
-`
-
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("run", stdout, stderr)
 	var c runConfig
 	fs := newRunFlags(&c)
-	if code, done := cmd.parse(fs, args, fmt.Sprintf(runHelp, streamrun.DefaultDataDir)); done {
+	if code, done := cmd.parse(fs, args, helpText("run")); done {
 		return code
 	}
 	c.files = fs.Args()

@@ -28,27 +28,6 @@ type stateFlags struct {
 	closeTimeout time.Duration
 }
 
-const stateHelp = `Usage: streamrun state keys|get|dump [KEY] (FILE [--pipeline NAME] | --changelog TOPIC) [flags]
-
-Looks inside a pipeline's keyed state (docs/pipelines.md, "Keyed state"):
-reads its changelog topic as a host does at start and prints
-
-  keys       every key that has a value, one a line, sorted
-  get KEY    the value of KEY as it is stored (exit status 1 when it has none)
-  dump       every key and value, one JSON object a line, sorted by key:
-             {"key": "...", "value": "..."} (bytes that are not UTF-8 are
-             written as JSON's replacement character)
-
-The changelog is the state.changelog of the pipeline of FILE that keeps
-state (--pipeline names it when several do), or --changelog. Reading writes
-a marker without a key to the changelog (where it stops) and uses a
-subscription of its own that it removes at the end; the running hosts are
-not disturbed. Works against the embedded broker and Apache Pulsar alike.
-
-` + waitsHelp + `
-Exit status: 0 done, 1 failed (or get found no value), 2 bad usage.
-`
-
 func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("state", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun state", pflag.ContinueOnError)
@@ -58,7 +37,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&f.pipeline, "pipeline", "", "the pipeline of FILE whose state to read (needed when several keep state)")
 	fs.StringVar(&f.changelog, "changelog", "", "read this changelog topic instead of a file's")
 	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
-	if code, done := cmd.parse(fs, args, stateHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("state")); done {
 		return code
 	}
 	what, key, file, err := stateArgs(fs.Args(), f.changelog != "")

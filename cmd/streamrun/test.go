@@ -13,27 +13,6 @@ import (
 	"github.com/streamrun/streamrun/runtime"
 )
 
-const testHelp = `Usage: streamrun test [flags] [FILE|DIR]...
-
-Runs the cases of test files (docs/testing.md): each case starts an
-in-memory broker in this process, runs the pipelines the file names with
-their real handler processes (a Go package built, and cached, as 'streamrun
-run' builds it), seeds their keyed state, publishes the case's inputs, does
-its faults (a crashed, hung or garbling handler), and checks each input's
-outcome, the outputs per topic and the state after. A DIR is searched,
-with its subdirectories, for files named *_test.yaml or *_test.yml; no
-argument means the current directory.
-
-Each case prints a line as go test does, "ok" or "FAIL", the file, the
-case and its time; a failing case's differences follow, "-" what was
-expected and "+" what came. Bad test files and pipeline files are
-reported as FILE:LINE:COL: field: what is wrong, and no case of theirs
-runs.
-
-Exit status: 0 every case passed, 1 a case failed, 2 a test file or
-pipeline file is invalid (or bad usage).
-`
-
 // runTest runs test files' cases.
 func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCmd("test", stdout, stderr)
@@ -43,7 +22,7 @@ func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cache := fs.String("handler-cache", "", "where handlers given as a Go package are built and cached (default "+runtime.DefaultHandlerCacheDir()+")")
 	var logs logFlags
 	logs.register(fs, "log what each case's broker and host do, to stderr")
-	if code, done := c.parse(fs, args, testHelp); done {
+	if code, done := c.parse(fs, args, helpText("test")); done {
 		return code
 	}
 	o := pipelinetest.Options{HandlerCache: *cache}

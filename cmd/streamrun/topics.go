@@ -21,32 +21,6 @@ import (
 // subset of Apache Pulsar's /admin/v2 that the embedded broker serves too,
 // so the same commands work against both.
 
-const topicsHelp = `Usage: streamrun topics SUBCOMMAND [ARGS] [flags]
-
-Administers topics over the admin REST API of the embedded broker or of
-Apache Pulsar (--admin-url, default http://127.0.0.1:8080, where both listen
-by default).
-
-Subcommands:
-  list [TENANT/NAMESPACE]         topics of a namespace (default public/default)
-  create TOPIC [--partitions N]   a topic; partitioned with N > 0
-  delete TOPIC [--force]          a topic, partitioned or not
-  stats TOPIC                     counters, rates, publishers, subscriptions
-  internal-stats TOPIC            entries, size and cursors as stored
-  subscriptions TOPIC             the subscriptions' names
-  backlog TOPIC                   each subscription's backlog (entries) and unacked messages
-  reset-cursor TOPIC --subscription S --to earliest|latest|TIME|ID
-                                  move a subscription (TIME: RFC 3339 or a duration
-                                  ago like 10m; ID: ledger:entry:partition[:batch], as consume prints);
-                                  its consumers are disconnected and resume there
-
---output json prints what the server answered (stats, lists) or a small
-object (create, delete, reset-cursor).
-
-Waits: each request takes at most --timeout. Exit status: 0 done, 1 the
-server refused or could not be reached, 2 bad usage.
-`
-
 // topicsFlags are the flags of `streamrun topics`.
 type topicsFlags struct {
 	adminURL     string
@@ -74,7 +48,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.BoolVar(&f.force, "force", false, "delete: even with producers or consumers connected")
 	fs.StringVarP(&f.subscription, "subscription", "s", "", "reset-cursor: the subscription")
 	fs.StringVar(&f.to, "to", "", "reset-cursor: earliest, latest, an RFC 3339 time, a duration ago (10m) or a message id ledger:entry:partition[:batch]")
-	if code, done := cmd.parse(fs, args, topicsHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("topics")); done {
 		return code
 	}
 	a, err := f.admin()

@@ -19,18 +19,11 @@ var mainVersion, mainCommit string
 // readVersion is this build of streamrun.
 func readVersion() buildinfo.Info { return buildinfo.Read(mainVersion, mainCommit) }
 
-const versionHelp = `Usage: streamrun version [--output text|json]
-
-Prints the module version (or "devel" for a build from a work tree), the
-commit it was built from and the Go version that built it, read from the
-binary's build info.
-`
-
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCmd("version", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun version", pflag.ContinueOnError)
 	output := fs.StringP("output", "o", "text", "text or json")
-	if code, done := cmd.parse(fs, args, versionHelp); done {
+	if code, done := cmd.parse(fs, args, helpText("version")); done {
 		return code
 	}
 	if err := noArgs(fs); err != nil {
