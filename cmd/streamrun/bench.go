@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/internal/benchrun"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
@@ -22,55 +21,21 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// benchFlags are the flags every bench subcommand shares.
+// benchFlags are the flags every bench subcommand shares: most go
+// straight into the fields of benchrun.Options (o) that document them;
+// the rest are this command's (output, progress) or are parsed into one.
 type benchFlags struct {
 	clientFlags
 	logFlags
-	adminURL string
-	memory   bool
-	sync     bool
+	o benchrun.Options
 
-	topic      string
-	topics     int
-	pattern    bool
-	pipelines  int
-	partitions int
-	size       int
-	rate       float64
-	count      int64
-	duration   time.Duration
-	keys       int
-
-	noBatching    bool
-	batchMessages int
-	batchBytes    int
-	batchDelay    time.Duration
-	maxPending    int
-
-	subscription  string
-	subType       string
-	receiverQueue int
-
-	output       string
-	progress     time.Duration
-	quiet        bool
-	closeTimeout time.Duration
-	drainTimeout time.Duration
-	keepTopic    bool
-
-	// consume
-	produce  bool
-	position string
-	// pipeline
-	inProcess bool
-	steps     bool
-	plugin    string
-	pkg       string
-	config    string
-	batchSize int
-	instances int
-	guarantee string
-	commit    time.Duration
+	adminURL  string
+	subType   string
+	position  string // consume
+	guarantee string // pipeline
+	config    string // pipeline
+	output    string
+	quiet     bool
 }
 
 // benchDefaults are the batching defaults, the same as pool's and
@@ -93,51 +58,51 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	u.Usage, u.DefValue = "service URL of the broker to measure (default: an embedded broker started in this process)", ""
 	f.logFlags.register(fs, "also log connections and reconnections")
 	fs.StringVar(&f.adminURL, "admin-url", "http://127.0.0.1:8080", "admin REST API of --url's cluster, to create a partitioned topic (--partitions > 1); with --token, and --tls-ca for https://")
-	fs.BoolVar(&f.memory, "memory", false, "embedded broker: keep messages in memory only")
-	fs.BoolVar(&f.sync, "sync", false, "embedded broker: fsync every message before its receipt")
-	fs.StringVarP(&f.topic, "topic", "t", "", "topic (default: a new one, bench-<time>, deleted at the end against --url)")
-	fs.BoolVar(&f.keepTopic, "keep-topic", false, "against --url: keep the topics the run named itself (default: deleted at the end)")
-	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
-	fs.IntVar(&f.size, "size", 1024, "message size in bytes")
-	fs.Float64VarP(&f.rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow; against --url, given: no cap on the messages)")
-	fs.Int64VarP(&f.count, "count", "n", 0, "messages to publish (0: for --duration; against --url, at most "+strconv.Itoa(benchURLCap)+" unless --count or --rate is given)")
-	fs.DurationVarP(&f.duration, "duration", "d", 0, "how long to publish, when --count is not given (default 10s)")
-	fs.IntVar(&f.keys, "keys", 0, "number of distinct keys, given round-robin (0: no key)")
-	fs.BoolVar(&f.noBatching, "no-batching", false, "publish every message as an entry of its own")
-	fs.IntVar(&f.batchMessages, "batch-max-messages", benchBatchMessages, "most messages in a batch")
-	fs.IntVar(&f.batchBytes, "batch-max-bytes", benchBatchBytes, "most bytes in a batch")
-	fs.DurationVar(&f.batchDelay, "batch-max-delay", benchBatchDelay, "longest a batch waits for more messages")
-	fs.IntVar(&f.maxPending, "max-pending", 10000, "most messages published and not yet receipted")
+	fs.BoolVar(&f.o.Memory, "memory", false, "embedded broker: keep messages in memory only")
+	fs.BoolVar(&f.o.Sync, "sync", false, "embedded broker: fsync every message before its receipt")
+	fs.StringVarP(&f.o.Topic, "topic", "t", "", "topic (default: a new one, bench-<time>, deleted at the end against --url)")
+	fs.BoolVar(&f.o.KeepTopics, "keep-topic", false, "against --url: keep the topics the run named itself (default: deleted at the end)")
+	fs.IntVar(&f.o.Partitions, "partitions", 1, "partitions of each new topic (1: not partitioned)")
+	fs.IntVar(&f.o.Size, "size", 1024, "message size in bytes")
+	fs.Float64VarP(&f.o.Rate, "rate", "r", 0, "messages per second to publish (0: as fast as receipts allow; against --url, given: no cap on the messages)")
+	fs.Int64VarP(&f.o.Count, "count", "n", 0, "messages to publish (0: for --duration; against --url, at most "+strconv.Itoa(benchURLCap)+" unless --count or --rate is given)")
+	fs.DurationVarP(&f.o.Duration, "duration", "d", 0, "how long to publish, when --count is not given (default 10s)")
+	fs.IntVar(&f.o.Keys, "keys", 0, "number of distinct keys, given round-robin (0: no key)")
+	fs.BoolVar(&f.o.Producer.Batching.Disabled, "no-batching", false, "publish every message as an entry of its own")
+	fs.IntVar(&f.o.Producer.Batching.MaxMessages, "batch-max-messages", benchBatchMessages, "most messages in a batch")
+	fs.IntVar(&f.o.Producer.Batching.MaxBytes, "batch-max-bytes", benchBatchBytes, "most bytes in a batch")
+	fs.DurationVar(&f.o.Producer.Batching.MaxDelay, "batch-max-delay", benchBatchDelay, "longest a batch waits for more messages")
+	fs.IntVar(&f.o.Producer.MaxPendingMessages, "max-pending", 10000, "most messages published and not yet receipted")
 	fs.StringVarP(&f.output, "output", "o", "text", "summary format: text or json")
-	fs.DurationVar(&f.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
+	fs.DurationVar(&f.o.ProgressEvery, "progress", time.Second, "progress line interval on stderr (0: none)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress line (as --progress 0)")
-	fs.DurationVar(&f.closeTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
+	fs.DurationVar(&f.o.CloseTimeout, "close-timeout", 30*time.Second, "how long closing may take at the end")
 	if sub != "pipeline" {
-		fs.IntVar(&f.topics, "topics", 1, "spread the messages round-robin over this many topics, TOPIC-0 to TOPIC-(N-1)")
+		fs.IntVar(&f.o.Topics, "topics", 1, "spread the messages round-robin over this many topics, TOPIC-0 to TOPIC-(N-1)")
 	}
 	if sub == "produce" {
 		return
 	}
-	fs.StringVarP(&f.subscription, "subscription", "s", "bench", "subscription name")
+	fs.StringVarP(&f.o.Subscription, "subscription", "s", "bench", "subscription name")
 	fs.StringVar(&f.subType, "subscription-type", "shared", "subscription type: shared, exclusive, failover or key_shared")
-	fs.IntVar(&f.receiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
-	fs.DurationVar(&f.drainTimeout, "drain-timeout", 60*time.Second, "how long, once publishing ended (without publishing: from the start), to wait for the last messages to arrive")
+	fs.IntVar(&f.o.ReceiverQueue, "receiver-queue", subscribe.DefaultReceiverQueue, "messages the broker may send ahead")
+	fs.DurationVar(&f.o.DrainTimeout, "drain-timeout", 60*time.Second, "how long, once publishing ended (without publishing: from the start), to wait for the last messages to arrive")
 	if sub == "consume" {
-		fs.BoolVar(&f.produce, "produce", true, "publish the messages in this process (false: receive what another process publishes, e.g. `streamrun bench produce`)")
+		fs.BoolVar(&f.o.Produce, "produce", true, "publish the messages in this process (false: receive what another process publishes, e.g. `streamrun bench produce`)")
 		fs.StringVar(&f.position, "position", "latest", "where a new subscription starts: latest or earliest")
-		fs.BoolVar(&f.pattern, "pattern", false, "subscribe to the --topics by a pattern, TOPIC-[0-9]+, not by their names")
+		fs.BoolVar(&f.o.Pattern, "pattern", false, "subscribe to the --topics by a pattern, TOPIC-[0-9]+, not by their names")
 		return
 	}
-	fs.BoolVar(&f.inProcess, "in-process", false, "run the identity handler in this process, not as a plugin")
-	fs.BoolVar(&f.steps, "steps", false, "no handler: a filter, a map and a route step in this process (pipeline)")
-	fs.StringVar(&f.plugin, "plugin", "", `handler plugin binary (e.g. examples/plugins/uppercase built); its config is --config`)
-	fs.StringVar(&f.pkg, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase); its config is --config")
+	fs.BoolVar(&f.o.Handler.InProcess, "in-process", false, "run the identity handler in this process, not as a plugin")
+	fs.BoolVar(&f.o.Handler.Steps, "steps", false, "no handler: a filter, a map and a route step in this process (pipeline)")
+	fs.StringVar(&f.o.Handler.Plugin, "plugin", "", `handler plugin binary (e.g. examples/plugins/uppercase built); its config is --config`)
+	fs.StringVar(&f.o.Handler.Package, "package", "", "handler as a Go package, built once (e.g. ./examples/plugins/uppercase); its config is --config")
 	fs.StringVar(&f.config, "config", "", `the handler's config, a JSON object or @FILE holding one; "{output}" in a string becomes the output topic, which the handler must publish to (default {"output": "{output}"})`)
-	fs.IntVar(&f.batchSize, "batch-size", 100, "most messages in a batch to the handler")
-	fs.IntVar(&f.instances, "instances", 1, "handler instances")
-	fs.IntVar(&f.pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
+	fs.IntVar(&f.o.Handler.BatchSize, "batch-size", 100, "most messages in a batch to the handler")
+	fs.IntVar(&f.o.Handler.Instances, "instances", 1, "handler instances")
+	fs.IntVar(&f.o.Pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
 	fs.StringVar(&f.guarantee, "guarantee", "at_least_once", "the pipeline's guarantee: at_least_once or exactly_once (transactions; the embedded broker gets them on)")
-	fs.DurationVar(&f.commit, "commit-interval", pipelines.DefaultCommitInterval, "with --guarantee exactly_once: how often the pipeline commits")
+	fs.DurationVar(&f.o.Handler.CommitInterval, "commit-interval", pipelines.DefaultCommitInterval, "with --guarantee exactly_once: how often the pipeline commits")
 }
 
 // benchOptionFlags are the flags behind the fields benchrun.Options.Check
@@ -195,7 +160,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cmd.fail(err)
 	}
 	if f.quiet {
-		f.progress = 0
+		f.o.ProgressEvery = 0
 	}
 	urlSet := fs.Changed("url")
 	o, err := f.options(cmd, sub, urlSet)
@@ -205,7 +170,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return cmd.fail(err)
 	}
-	if writes := sub != "consume" || f.produce; urlSet && writes && !fs.Changed("count") && !fs.Changed("rate") {
+	if writes := sub != "consume" || o.Produce; urlSet && writes && !fs.Changed("count") && !fs.Changed("rate") {
 		o.CountCap = benchURLCap
 	}
 	res, err := benchrun.Run(ctx, benchrun.Kind(sub), o)
@@ -248,40 +213,28 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 	if err != nil {
 		return benchrun.Options{}, err
 	}
-	var tok string
-	if f.partitions > 1 || urlSet && !f.keepTopic { // the admin API creates or deletes the topics
-		if tok, err = readToken(f.token); err != nil {
-			return benchrun.Options{}, err
+	o := f.o
+	if o.Partitions > 1 || urlSet && !o.KeepTopics { // the admin API creates or deletes the topics
+		tok, err := readToken(f.token)
+		if err != nil {
+			return o, err
 		}
+		o.Admin.Token = tok
 	}
-	cfg, err := f.handlerConfig()
-	if err != nil {
-		return benchrun.Options{}, err
+	if o.Handler.Config, err = f.handlerConfig(); err != nil {
+		return o, err
 	}
-	o := benchrun.Options{
-		Client: func(url string) (pool.Options, error) {
-			f.url = url
-			return f.clientFlags.options(clientLog, notice)
-		},
-		ConnectTimeout: f.connectTimeout,
-		Memory:         f.memory, Sync: f.sync,
-		Admin:   admin.Options{URL: f.adminURL, Token: tok, CAFile: f.tlsCA, Timeout: f.connectTimeout},
-		Logger:  log,
-		Version: readVersion().String(),
-		Topic:   f.topic, Topics: f.topics, Pattern: f.pattern, Pipelines: f.pipelines, Partitions: f.partitions,
-		Size: f.size, Rate: f.rate, Count: f.count, Duration: f.duration, Keys: f.keys,
-		Producer: pool.ProducerOptions{
-			MaxPendingMessages: f.maxPending,
-			Batching:           pool.BatchingOptions{Disabled: f.noBatching, MaxMessages: f.batchMessages, MaxBytes: f.batchBytes, MaxDelay: f.batchDelay},
-		},
-		Subscription: f.subscription, ReceiverQueue: f.receiverQueue,
-		Earliest: f.position == "earliest", Produce: f.produce,
-		Handler: benchrun.HandlerOptions{Plugin: f.plugin, Package: f.pkg, Config: cfg, InProcess: f.inProcess, Steps: f.steps,
-			BatchSize: f.batchSize, Instances: f.instances,
-			ExactlyOnce: guarantee == pipelines.ExactlyOnce, CommitInterval: f.commit},
-		Progress: cmd.stderr, ProgressEvery: f.progress,
-		CloseTimeout: f.closeTimeout, DrainTimeout: f.drainTimeout, KeepTopics: f.keepTopic,
+	o.Client = func(url string) (pool.Options, error) {
+		f.url = url
+		return f.clientFlags.options(clientLog, notice)
 	}
+	o.ConnectTimeout = f.connectTimeout
+	o.Logger = log
+	o.Version = readVersion().String()
+	o.Progress = cmd.stderr
+	o.Admin.URL, o.Admin.CAFile, o.Admin.Timeout = f.adminURL, f.tlsCA, f.connectTimeout
+	o.Earliest = f.position == "earliest"
+	o.Handler.ExactlyOnce = guarantee == pipelines.ExactlyOnce
 	if urlSet {
 		o.ServiceURL = f.url
 	} else if _, err := f.clientFlags.options(clientLog, notice); err != nil {
@@ -290,7 +243,7 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 	if sub != "produce" {
 		o.Type = typ
 	}
-	if sub == "pipeline" && !f.steps && f.plugin == "" && f.pkg == "" {
+	if sub == "pipeline" && !o.Handler.Steps && o.Handler.Plugin == "" && o.Handler.Package == "" {
 		// streamrun itself serves the identity handler (`streamrun bench
 		// handler`).
 		exe, err := os.Executable()
