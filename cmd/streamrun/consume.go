@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun/internal/clientrun"
 	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -140,61 +141,35 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 		return cmd.fail(err)
 	}
 	defer tr.Shutdown(f.closeTimeout)
-	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
-	c, err := pool.New(cctx, po)
-	cancel()
-	if err != nil {
-		if interrupted(ctx) {
-			return cmd.interrupted()
-		}
-		return cmd.fail(err)
-	}
-	closeAll := func(cons *subscribe.Consumer) {
-		cctx, cancel := context.WithTimeout(context.Background(), f.closeTimeout)
-		defer cancel()
-		if cons != nil {
-			cons.Close(cctx)
-		}
-		c.Close(cctx)
-	}
-	// Subscribing waits (an Exclusive subscription in use, a broker not
-	// ready) under --retries, until interrupted; each retry says so.
-	cons, err := subscribe.New(ctx, c, so)
-	if err != nil {
-		closeAll(nil)
-		if interrupted(ctx) {
-			return cmd.interrupted()
-		}
-		return cmd.fail(err)
-	}
-	defer closeAll(cons)
-	what := strings.Join(cons.Topics(), ", ")
-	if so.Pattern != "" {
-		what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(cons.Topics())), "topic"), so.Pattern)
-	}
-	if !f.quiet {
-		notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
-			"subscription", so.Subscription, "type", so.Type.Name())
-	}
-
-	sum := consumeSummary{start: time.Now()}
-	if !f.quiet {
-		defer func() { fmt.Fprintln(cmd.stderr, sum.String()) }()
-	}
 	w := msglines.NewWriter(cmd.stdout, f.output == "json")
-	r, err := cons.Each(ctx, subscribe.EachOptions{Count: int64(f.count), Idle: f.idleTimeout, NoAck: f.noAck},
-		func(m *subscribe.Message) error {
-			if span := tr.Process(m, cons.Subscription()); span != nil {
-				defer span.End()
+	r, err := clientrun.Consume(ctx, clientrun.ConsumeOptions{
+		Conn:      clientrun.Conn{Client: po, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout},
+		Subscribe: so,
+		Each:      subscribe.EachOptions{Count: int64(f.count), Idle: f.idleTimeout, NoAck: f.noAck},
+		Tracing:   tr,
+		Subscribed: func(topics []string) {
+			what := strings.Join(topics, ", ")
+			if so.Pattern != "" {
+				what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(topics)), "topic"), so.Pattern)
 			}
-			if err := w.Write(m); err != nil {
-				return fmt.Errorf("write: %w", err)
+			if !f.quiet {
+				notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
+					"subscription", so.Subscription, "type", so.Type.Name())
 			}
-			return nil
-		})
-	sum.n, sum.last = r.N, r.Last
-	if r.Idle {
-		sum.idle = f.idleTimeout
+		},
+	}, func(m *subscribe.Message) error {
+		if err := w.Write(m); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
+	})
+	if r != nil && !f.quiet {
+		sum := consumeSummary{elapsed: r.Elapsed, n: r.N, last: r.Last}
+		if r.Idle {
+			sum.idle = f.idleTimeout
+		}
+		// After the line an interrupt prints, as the last word.
+		defer fmt.Fprintln(cmd.stderr, sum.String())
 	}
 	switch {
 	case err != nil && interrupted(ctx):
@@ -207,14 +182,14 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 
 // consumeSummary is consume's closing line: count, rate, last id.
 type consumeSummary struct {
-	start time.Time
-	n     int64
-	last  pulsarwire.MessageID
-	idle  time.Duration // stopped after this long without a message
+	elapsed time.Duration // subscribed to stopped
+	n       int64
+	last    pulsarwire.MessageID
+	idle    time.Duration // stopped after this long without a message
 }
 
 func (s consumeSummary) String() string {
-	el := time.Since(s.start)
+	el := s.elapsed
 	out := fmt.Sprintf("consumed %s in %s (%.0f msg/s)", plural(s.n, "message"), el.Round(time.Millisecond), float64(s.n)/max(el.Seconds(), 1e-9))
 	if s.n > 0 {
 		out += "; last message id " + s.last.String()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun/internal/clientrun"
 	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -179,12 +180,6 @@ func (f *produceFlags) sourceError(err error) error {
 
 func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, tmpl pool.Message) int {
 	stdout, stderr := cmd.stdout, cmd.stderr
-	failed := func(err error) int {
-		if interrupted(ctx) {
-			return cmd.fail(errors.New(interruptedMsg))
-		}
-		return cmd.fail(err)
-	}
 	log, err := f.logger(stderr, f.level())
 	if err != nil {
 		return cmd.fail(err)
@@ -194,64 +189,42 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 		return cmd.fail(err)
 	}
 	defer tr.Shutdown(f.closeTimeout)
-	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
-	c, err := pool.New(cctx, opts)
-	cancel()
-	if err != nil {
-		return failed(err)
-	}
-	closeClient := func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), f.closeTimeout)
-		defer cancel()
-		return c.Close(cctx)
-	}
-
 	limit := 0
 	if f.countSet {
 		limit = f.count
 	}
-	src := msglines.Source{Input: f.input, Limit: limit,
-		Decoder:   msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl},
-		Generated: msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}}
-	next, total, stopSource, err := src.Open(ctx, c)
-	if err != nil {
-		closeClient()
-		return failed(f.sourceError(err))
-	}
-	defer stopSource()
-	p, err := c.Producer(ctx, f.topic)
-	if err != nil {
-		closeClient()
-		return failed(err)
-	}
-
-	prog := newProgress(stderr, f.quiet, total)
-	start := time.Now()
-	res, err := p.Publish(ctx, next, pool.PublishOptions{
-		Rate:           f.rate,
-		ReceiptTimeout: f.closeTimeout,
-		Wrap: func(m pool.Message, done func(pulsarwire.MessageID, error)) (pool.Message, func(pulsarwire.MessageID, error)) {
-			return tr.Send(p.Topic(), m, done)
-		},
+	var prog *progress
+	res, err := clientrun.Produce(ctx, clientrun.ProduceOptions{
+		Conn:  clientrun.Conn{Client: opts, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout},
+		Topic: f.topic,
+		Source: msglines.Source{Input: f.input, Limit: limit,
+			Decoder:   msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl},
+			Generated: msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}},
+		Rate:     f.rate,
+		Tracing:  tr,
+		Opened:   func(total int) { prog = newProgress(stderr, f.quiet, total) },
 		Progress: func(r pool.PublishResult) { prog.update(r.Sent, r.Acked, r.Failed) },
 	})
-	wasInterrupted := interrupted(ctx)
-	closeErr := closeClient()
-	elapsed := time.Since(start)
-	prog.finish(res.Sent, res.Acked, res.Failed)
-	if total < 0 {
-		total = res.Sent
+	var se *clientrun.SourceError
+	switch {
+	case res == nil && interrupted(ctx):
+		return cmd.fail(errors.New(interruptedMsg))
+	case errors.As(err, &se):
+		return cmd.fail(f.sourceError(se.Err))
+	case res == nil:
+		return cmd.fail(err)
 	}
-	f.summary(stdout, res, elapsed, total)
+	prog.finish(res.Sent, res.Acked, res.Failed)
+	f.summary(stdout, res.PublishResult, res.Elapsed, res.Total)
 	switch {
 	case err != nil:
 		return cmd.fail(fmt.Errorf("%w (%s published before it)", err, plural(res.Acked, "message")))
-	case res.Failed > 0 && !wasInterrupted:
+	case res.Failed > 0 && !res.Interrupted:
 		return cmd.fail(fmt.Errorf("%s failed; the first: %w", plural(res.Failed, "message"), res.FirstErr))
-	case wasInterrupted:
+	case res.Interrupted:
 		return cmd.fail(fmt.Errorf("%s after %s were sent", interruptedMsg, plural(int64(res.Sent), "message")))
-	case closeErr != nil:
-		return cmd.fail(closeErr)
+	case res.CloseErr != nil:
+		return cmd.fail(res.CloseErr)
 	}
 	return exitOK
 }

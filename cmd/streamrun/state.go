@@ -13,10 +13,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun/internal/clientrun"
 	"github.com/streamrun/streamrun/pipelines"
-	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
-	"github.com/streamrun/streamrun/runtime"
 )
 
 // stateFlags are the flags of `streamrun state`.
@@ -60,18 +59,7 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return cmd.fail(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, f.connectTimeout)
-	client, err := pool.New(cctx, po)
-	cancel()
-	if err != nil {
-		return cmd.fail(fmt.Errorf("connect to %s: %w", po.ServiceURL, err))
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.closeTimeout)
-		defer cancel()
-		_ = client.Close(cctx)
-	}()
-	vals, err := runtime.ReadState(ctx, client, changelog)
+	vals, err := clientrun.State(ctx, clientrun.Conn{Client: po, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout}, changelog)
 	if err != nil {
 		if ctx.Err() != nil {
 			return cmd.fail(fmt.Errorf("%s", interruptedMsg))
