@@ -20,24 +20,25 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cmd := newCmd("broker", stdout, stderr)
 	fs := pflag.NewFlagSet("streamrun broker", pflag.ContinueOnError)
 	var lf logFlags
-	var (
-		listen    = fs.String("listen", "127.0.0.1:6650", "address of broker 0's Pulsar port (broker i: port+i; port 0: free ports)")
-		httpAddr  = fs.String("http", "127.0.0.1:8080", `address of the admin REST API ("-": off)`)
-		dataDir   = fs.String("data", "", "data directory (default "+broker.DefaultDataDir()+")")
-		memory    = fs.Bool("memory", false, "keep everything in memory: nothing survives a stop")
-		syncW     = fs.Bool("sync", false, "fsync every message before its receipt (survives a machine crash, not only kill -9)")
-		retention = fs.Duration("retention", time.Minute, "how long messages no subscription needs are kept (acknowledged by all, or on a topic without subscriptions); -1s: keep everything")
-		brokers   = fs.Int("brokers", 1, "number of brokers in this process, each owning a share of the topics")
-		txns      = fs.Bool("transactions", false, "serve Pulsar transactions (Apache Pulsar's transactionCoordinatorEnabled; default off, as Pulsar's)")
-		tlsCert   = fs.String("tls-cert", "", "TLS certificate file (PEM): also serve pulsar+ssl://")
-		tlsKey    = fs.String("tls-key", "", "TLS private key file (PEM)")
-		tlsListen = fs.String("tls-listen", "127.0.0.1:6651", "address of broker 0's TLS port, with --tls-cert")
-		httpsAddr = fs.String("https", "", `address of the admin REST API over TLS, with --tls-cert (default: off)`)
-		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
-		faultAPI  = fs.Bool("fault-api", false, "serve the fault-injection routes under /admin/v2/streamrun/ on the admin API, for fault campaigns (docs/reliability.md); only in a build with the faultapi tag, never on a broker that serves real work")
-		advHost   = fs.String("advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
-		pprofAddr = fs.String("pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
-	)
+	// The flags go straight into the fields of broker.Options that
+	// document them; the rest are the command's.
+	var opts broker.Options
+	fs.StringVar(&opts.Listen, "listen", "127.0.0.1:6650", "address of broker 0's Pulsar port (broker i: port+i; port 0: free ports)")
+	fs.StringVar(&opts.HTTP, "http", "127.0.0.1:8080", `address of the admin REST API ("-": off)`)
+	fs.StringVar(&opts.DataDir, "data", "", "data directory (default "+broker.DefaultDataDir()+")")
+	fs.BoolVar(&opts.Memory, "memory", false, "keep everything in memory: nothing survives a stop")
+	fs.BoolVar(&opts.Sync, "sync", false, "fsync every message before its receipt (survives a machine crash, not only kill -9)")
+	fs.DurationVar(&opts.Retention, "retention", time.Minute, "how long messages no subscription needs are kept (acknowledged by all, or on a topic without subscriptions); -1s: keep everything")
+	fs.IntVar(&opts.Brokers, "brokers", 1, "number of brokers in this process, each owning a share of the topics")
+	fs.BoolVar(&opts.Transactions, "transactions", false, "serve Pulsar transactions (Apache Pulsar's transactionCoordinatorEnabled; default off, as Pulsar's)")
+	fs.StringVar(&opts.TLSCertFile, "tls-cert", "", "TLS certificate file (PEM): also serve pulsar+ssl://")
+	fs.StringVar(&opts.TLSKeyFile, "tls-key", "", "TLS private key file (PEM)")
+	tlsListen := fs.String("tls-listen", "127.0.0.1:6651", "address of broker 0's TLS port, with --tls-cert")
+	fs.StringVar(&opts.HTTPS, "https", "", `address of the admin REST API over TLS, with --tls-cert (default: off)`)
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error (-v: debug)")
+	faultAPI := fs.Bool("fault-api", false, "serve the fault-injection routes under /admin/v2/streamrun/ on the admin API, for fault campaigns (docs/reliability.md); only in a build with the faultapi tag, never on a broker that serves real work")
+	fs.StringVar(&opts.AdvertisedHost, "advertised-host", "", "host put in service URLs and lookup answers (default: the listen host, or 127.0.0.1); set it to a name clients in other containers reach")
+	fs.StringVar(&opts.Pprof, "pprof", "", `address to serve Go's profiler on (net/http/pprof under /debug/pprof/; default "": off), e.g. 127.0.0.1:6060`)
 	var sf securityFlags
 	sf.register(fs)
 	lf.register(fs, "log at debug level (same as --log-level debug)")
@@ -49,11 +50,11 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(err)
 	}
 	switch {
-	case *brokers < 1 || *brokers > 64:
-		return cmd.fail(usagef("--brokers must be between 1 and 64, got %d", *brokers))
-	case *retention == 0:
+	case opts.Brokers < 1 || opts.Brokers > 64:
+		return cmd.fail(usagef("--brokers must be between 1 and 64, got %d", opts.Brokers))
+	case opts.Retention == 0:
 		return cmd.fail(usagef("--retention 0: want a duration such as 1m, or -1s to keep everything"))
-	case *memory && *dataDir != "":
+	case opts.Memory && opts.DataDir != "":
 		return cmd.fail(usagef("--memory and --data exclude each other"))
 	}
 	var level slog.Level
@@ -67,22 +68,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return cmd.fail(err)
 	}
-	opts := broker.Options{
-		Listen:         *listen,
-		AdvertisedHost: *advHost,
-		HTTP:           *httpAddr,
-		DataDir:        *dataDir,
-		Memory:         *memory,
-		Sync:           *syncW,
-		Retention:      *retention,
-		Brokers:        *brokers,
-		Transactions:   *txns,
-		TLSCertFile:    *tlsCert,
-		TLSKeyFile:     *tlsKey,
-		HTTPS:          *httpsAddr,
-		Pprof:          *pprofAddr,
-		Logger:         logger,
-	}
+	opts.Logger = logger
 	if err := sf.apply(&opts); err != nil {
 		return cmd.fail(err)
 	}
@@ -92,10 +78,10 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	limits.apply(&opts)
-	if *tlsCert != "" {
+	if opts.TLSCertFile != "" {
 		opts.TLSListen = *tlsListen
 	}
-	if !*memory && opts.DataDir == "" {
+	if !opts.Memory && opts.DataDir == "" {
 		opts.DataDir = broker.DefaultDataDir()
 	}
 	if err := checkBrokerOptions(opts); err != nil {

@@ -13,60 +13,32 @@ import (
 	"github.com/streamrun/streamrun/runtime"
 )
 
-// runConfig is what `streamrun run`'s flags say.
+// runConfig is what `streamrun run`'s flags say: most of it goes
+// straight into the fields of streamrun.Options (o) that document it;
+// the rest is the command's own or becomes an option once checked.
 type runConfig struct {
-	files []string
+	o streamrun.Options
 
-	// The embedded broker, when no file names a service URL.
-	memory   bool
-	dataDir  string
-	listen   string
-	httpAddr string
-
-	listenSet, httpSet bool // given, not defaults: no fallback to free ports
-
-	// url replaces the files' service URL.
-	url string
+	// The embedded broker's addresses: into o.Broker only when given,
+	// so that a default that is taken falls back to free ports.
+	listen, httpAddr string
 
 	logs     logFlags
 	logLevel string
-	// status is how often a status line per pipeline is logged; 0: never.
-	status time.Duration
-
-	shutdownTimeout time.Duration
-	handlerCache    string
 
 	// input is a file (or "-": stdin) whose lines are published to
-	// inputTopic; keySep splits a key off each line.
-	input      string
-	inputTopic string
-	keySep     string
-	// untilDrained stops the run once every input line is processed and
-	// every output has its receipt.
-	untilDrained bool
+	// inputTopic (o.Input); keySep splits a key off each line.
+	input, inputTopic, keySep string
 	// print writes the messages reaching the final output topics to
-	// stdout.
+	// stdout (o.FinalOutputs).
 	print bool
-	// telemetryAddr is where /metrics, /healthz and /readyz are served
-	// ("": the files' telemetry.http, else not served).
+	// telemetryAddr is o.TelemetryAddr.
 	telemetryAddr string
 	// controlAddr is where the control API and console are served ("":
 	// the files' control.http, else not served); controlReadOnly refuses
 	// changes through it.
 	controlAddr     string
 	controlReadOnly bool
-
-	// reload: SIGHUP and --watch.
-	reload reloadConfig
-}
-
-// reloadConfig is what the reload flags say.
-type reloadConfig struct {
-	// watch re-reads the files when they, or a handler's binary or Go
-	// source, change.
-	watch bool
-	// every is how often --watch looks.
-	every time.Duration
 }
 
 // defaultStatusInterval is how often the status lines come on a terminal.
@@ -79,28 +51,33 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, done := cmd.parse(fs, args, helpText("run")); done {
 		return code
 	}
-	c.files = fs.Args()
+	c.o.Files = fs.Args()
 	switch {
-	case len(c.files) == 0:
+	case len(c.o.Files) == 0:
 		return cmd.fail(usagef("no pipeline file given"))
-	case c.memory && c.dataDir != "":
+	case c.o.Broker.Memory && c.o.Broker.DataDir != "":
 		return cmd.fail(usagef("--memory and --data exclude each other"))
-	case c.status < 0:
+	case c.o.StatusInterval < 0:
 		return cmd.fail(usagef("--status-interval must not be negative"))
-	case c.shutdownTimeout <= 0:
+	case c.o.ShutdownTimeout <= 0:
 		return cmd.fail(usagef("--shutdown-timeout must be positive"))
-	case c.untilDrained && c.input == "":
+	case c.o.UntilDrained && c.input == "":
 		return cmd.fail(usagef("--until-drained needs --input: it stops once that input is processed"))
 	case c.inputTopic != "" && c.input == "":
 		return cmd.fail(usagef("--input-topic needs --input"))
 	}
 	if !fs.Changed("status-interval") && !isTerminal(stderr) {
-		c.status = 0
+		c.o.StatusInterval = 0
 	}
 	if !fs.Changed("print") {
-		c.print = c.untilDrained
+		c.print = c.o.UntilDrained
 	}
-	c.listenSet, c.httpSet = fs.Changed("broker-listen"), fs.Changed("broker-http")
+	if fs.Changed("broker-listen") {
+		c.o.Broker.Listen = c.listen
+	}
+	if fs.Changed("broker-http") {
+		c.o.Broker.HTTP = c.httpAddr
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return cmd.fail(usagef("--log-level %q: want debug, info, warn or error", c.logLevel))
@@ -118,26 +95,26 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // newRunFlags is `streamrun run`'s flag set, writing into c.
 func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("streamrun run", pflag.ContinueOnError)
-	fs.BoolVar(&c.memory, "memory", false, "embedded broker: keep everything in memory (nothing survives the run)")
-	fs.StringVar(&c.dataDir, "data", "", "embedded broker: data directory (default "+streamrun.DefaultDataDir+")")
-	fs.StringVar(&c.url, "url", "", "service URL of the cluster, instead of the files' service_url (their TLS, auth and retry settings still apply)")
+	fs.BoolVar(&c.o.Broker.Memory, "memory", false, "embedded broker: keep everything in memory (nothing survives the run)")
+	fs.StringVar(&c.o.Broker.DataDir, "data", "", "embedded broker: data directory (default "+streamrun.DefaultDataDir+")")
+	fs.StringVar(&c.o.ServiceURL, "url", "", "service URL of the cluster, instead of the files' service_url (their TLS, auth and retry settings still apply)")
 	fs.StringVar(&c.listen, "broker-listen", streamrun.DefaultBrokerListen, "embedded broker: address of its Pulsar port (a free port when the default one is taken; port 0: always a free one)")
 	fs.StringVar(&c.httpAddr, "broker-http", streamrun.DefaultBrokerHTTP, `embedded broker: address of its admin API (a free port when the default one is taken; "-": off)`)
 	c.logs.register(fs, "log at debug level (as --log-level debug)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.DurationVar(&c.status, "status-interval", defaultStatusInterval, "log a status line per pipeline this often (0: never; unset: only when stderr is a terminal)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", runtime.DefaultShutdownTimeout, "on SIGINT or SIGTERM, finish the work in hand within this; what is left goes back to the broker unacknowledged")
-	fs.StringVar(&c.handlerCache, "handler-cache", "", "where handlers given as a Go package are built and cached (default "+runtime.DefaultHandlerCacheDir()+")")
+	fs.DurationVar(&c.o.StatusInterval, "status-interval", defaultStatusInterval, "log a status line per pipeline this often (0: never; unset: only when stderr is a terminal)")
+	fs.DurationVar(&c.o.ShutdownTimeout, "shutdown-timeout", runtime.DefaultShutdownTimeout, "on SIGINT or SIGTERM, finish the work in hand within this; what is left goes back to the broker unacknowledged")
+	fs.StringVar(&c.o.HandlerCache, "handler-cache", "", "where handlers given as a Go package are built and cached (default "+runtime.DefaultHandlerCacheDir()+")")
 	fs.StringVar(&c.input, "input", "", `publish each line of this file ("-": stdin) to --input-topic once the pipelines run`)
 	fs.StringVar(&c.inputTopic, "input-topic", "", "topic --input goes to (default: the source topic of the first pipeline)")
 	fs.StringVar(&c.keySep, "input-key-separator", "", `split each input line at the first of these: key, then payload (default "": no key)`)
-	fs.BoolVar(&c.untilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
+	fs.BoolVar(&c.o.UntilDrained, "until-drained", false, "with --input: stop once every line is processed and every output has its receipt")
 	fs.StringVar(&c.controlAddr, "control", "", `serve the control API and web console here (":9470" is loopback; default: the files' control.http, else off)`)
 	fs.BoolVar(&c.controlReadOnly, "control-read-only", false, "refuse changes through the control API (reload, pause, resume)")
 	fs.StringVar(&c.telemetryAddr, "telemetry-addr", "", `serve /metrics, /healthz and /readyz here (":9464" is loopback; default: the files' telemetry.http, else off)`)
 	fs.BoolVar(&c.print, "print", false, "print the messages that reach the pipelines' final outputs to stdout (default: on with --until-drained)")
-	fs.BoolVar(&c.reload.watch, "watch", false, "re-read the files when they change, or a handler's binary or Go package source does (as SIGHUP does)")
-	fs.DurationVar(&c.reload.every, "watch-interval", streamrun.DefaultWatchInterval, "how often --watch looks for changes")
+	fs.BoolVar(&c.o.Watch, "watch", false, "re-read the files when they change, or a handler's binary or Go package source does (as SIGHUP does)")
+	fs.DurationVar(&c.o.WatchInterval, "watch-interval", streamrun.DefaultWatchInterval, "how often --watch looks for changes")
 	return fs
 }
 

@@ -19,27 +19,11 @@ import (
 // exit status: the flags become streamrun.Options, the outcome an exit
 // status and the lines on stdout.
 func runFiles(ctx context.Context, c runConfig, cmd cmdIO, log *slog.Logger, stdout, stderr io.Writer) int {
-	o := streamrun.Options{
-		Files:           c.files,
-		ServiceURL:      c.url,
-		Broker:          streamrun.BrokerOptions{Memory: c.memory, DataDir: c.dataDir},
-		Notices:         stdout,
-		Logger:          log,
-		ShutdownTimeout: c.shutdownTimeout,
-		HandlerCache:    c.handlerCache,
-		TelemetryAddr:   c.telemetryAddr,
-		StatusInterval:  c.status,
-		UntilDrained:    c.untilDrained,
-		ReloadOnSIGHUP:  true,
-		Watch:           c.reload.watch,
-		WatchInterval:   c.reload.every,
-	}
-	if c.listenSet {
-		o.Broker.Listen = c.listen
-	}
-	if c.httpSet {
-		o.Broker.HTTP = c.httpAddr
-	}
+	o := c.o
+	o.Notices = stdout // the embedded broker's URLs
+	o.Logger = log
+	o.TelemetryAddr = c.telemetryAddr
+	o.ReloadOnSIGHUP = true
 	if c.input != "" {
 		in := &streamrun.Input{Name: c.input, Topic: c.inputTopic, KeySeparator: c.keySep}
 		if c.input == "-" {
