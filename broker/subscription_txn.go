@@ -100,6 +100,11 @@ func (s *subscription) restoreTxnAcks(id pulsarwire.TxnID, sa *txnSubAcks) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range sa.Acks {
+		if s.isAcked(e) {
+			// Its end applied already, on the copy of the topic loaded
+			// before (endOn): not held again.
+			continue
+		}
 		if s.txnAcks == nil {
 			s.txnAcks = map[uint64]pulsarwire.TxnID{}
 		}

@@ -297,6 +297,13 @@ func (t *topic) unload(detached func()) {
 	}
 }
 
+// isUnloaded reports whether the topic was unloaded (or is being).
+func (t *topic) isUnloaded() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unloaded
+}
+
 // unloadTopic unloads one loaded topic (the admin API's unload); false
 // when it is not loaded.
 func (c *Cluster) unloadTopic(name string) bool {

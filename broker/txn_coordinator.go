@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -126,6 +127,10 @@ type txnCoordinator struct {
 	txns     map[uint64]*txnRecord
 	next     uint64 // the next id to give
 	reserved uint64 // ids below this are reserved in the store
+
+	// endingOn, nil but in tests, runs when finish found the topic it
+	// is about to end a transaction on (endOn).
+	endingOn atomic.Pointer[func(topic string)]
 }
 
 // newTxnCoordinator loads the stored transactions. Those whose end had
@@ -445,23 +450,14 @@ func (tc *txnCoordinator) finish(r *txnRecord) {
 		if first < 0 {
 			continue // registered, never published to
 		}
-		t, err := tc.c.loadedTopic(name)
-		if err != nil {
-			tc.c.log.Error("ending a transaction on a topic failed", "txn", id, "topic", name, "err", err)
-			continue
-		}
-		if t != nil {
-			t.endTxn(id, commit)
-		}
+		tc.endOn(id, name, func(t *topic) { t.endTxn(id, commit) })
 	}
 	for _, sa := range subs {
-		t, err := tc.c.loadedTopic(sa.Topic)
-		if err != nil || t == nil {
-			continue
-		}
-		if s := t.subscription(sa.Sub); s != nil {
-			s.endTxn(id, commit, sa)
-		}
+		tc.endOn(id, sa.Topic, func(t *topic) {
+			if s := t.subscription(sa.Sub); s != nil {
+				s.endTxn(id, commit, sa)
+			}
+		})
 	}
 	tc.saveMu.Lock()
 	tc.mu.Lock()
@@ -471,6 +467,32 @@ func (tc *txnCoordinator) finish(r *txnRecord) {
 	tc.saveMu.Unlock()
 	if err != nil {
 		tc.c.log.Error("forgetting an ended transaction failed", "txn", id, "err", err)
+	}
+}
+
+// endOn runs end (a transaction's end there) on topic name as it is
+// loaded, and again on the copy loaded next when that one was unloaded
+// meanwhile: the end would have applied to a copy nobody reads, while
+// the new copy holds what restore gave it (the record is not forgotten
+// yet) and would hold it for good. An unload that begins after end
+// saves what end did.
+func (tc *txnCoordinator) endOn(id pulsarwire.TxnID, name string, end func(*topic)) {
+	for {
+		t, err := tc.c.loadedTopic(name)
+		if err != nil {
+			tc.c.log.Error("ending a transaction on a topic failed", "txn", id, "topic", name, "err", err)
+			return
+		}
+		if t == nil {
+			return
+		}
+		if f := tc.endingOn.Load(); f != nil {
+			(*f)(name)
+		}
+		end(t)
+		if !t.isUnloaded() {
+			return
+		}
 	}
 }
 
