@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,6 +128,18 @@ func checkBrokerFlags(fs *pflag.FlagSet) error {
 	}
 	if h, _ := fs.GetString("advertised-host"); strings.ContainsAny(h, ":/ ") && net.ParseIP(h) == nil {
 		return usagef("--advertised-host %q: want a host name or IP address, without a port", h)
+	}
+	return nil
+}
+
+// checkListen checks a listen address host:port (port 0: a free port).
+func checkListen(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("%s %q: want host:port, e.g. 127.0.0.1:6650 (port 0: a free port)", flag, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return usagef("%s %q: port %q is not a number from 0 to 65535", flag, addr, port)
 	}
 	return nil
 }

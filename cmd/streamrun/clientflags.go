@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -86,18 +84,6 @@ func (f *clientFlags) checkFiles() error {
 	}
 	if err := checkSecretSpec("--token", f.token); err != nil {
 		return err
-	}
-	return nil
-}
-
-// checkListen checks a listen address host:port (port 0: a free port).
-func checkListen(flag, addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usagef("%s %q: want host:port, e.g. 127.0.0.1:6650 (port 0: a free port)", flag, addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return usagef("%s %q: port %q is not a number from 0 to 65535", flag, addr, port)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/streamrun/streamrun/admin"
 	"github.com/streamrun/streamrun/control"
 )
 
@@ -34,17 +33,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, err := url.ParseRequestURI(*base); err != nil {
 		return cmd.fail(usagef("--url %q: %v", *base, err))
 	}
-	tok, err := readToken(*token)
+	tok, hc, err := httpClient(*token, *tlsCA)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	hc, err := admin.HTTPClient(*tlsCA)
-	if err != nil {
-		return cmd.fail(usagef("--tls-ca: %v", err))
-	}
-	// Its own transport: close what it keeps open, so that a command
-	// run inside another program (the tests do) leaves no connection.
-	defer hc.CloseIdleConnections()
+	defer hc.CloseIdleConnections() // see httpClient
 	c := &control.Client{URL: *base, Token: tok, HTTP: hc}
 	a := fs.Args()
 	if len(a) == 0 {

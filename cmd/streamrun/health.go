@@ -29,17 +29,11 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *timeout <= 0 {
 		return cmd.fail(usagef("--timeout must be positive, got %s", *timeout))
 	}
-	tok, err := readToken(*token)
+	tok, hc, err := httpClient(*token, *tlsCA)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	hc, err := admin.HTTPClient(*tlsCA)
-	if err != nil {
-		return cmd.fail(usagef("--tls-ca: %v", err))
-	}
-	// Its own transport: close what it keeps open, so that a command
-	// run inside another program (the tests do) leaves no connection.
-	defer hc.CloseIdleConnections()
+	defer hc.CloseIdleConnections() // see httpClient
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	status, err := admin.Probe(ctx, hc, *url, tok)

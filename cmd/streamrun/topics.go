@@ -166,39 +166,6 @@ func (f *topicsFlags) admin() (*admin.Client, error) {
 	return newAdmin(f.adminURL, f.token, f.tlsCA, f.timeout)
 }
 
-// newAdmin is the admin client of the --admin-url, --token and --tls-ca
-// flags.
-func newAdmin(adminURL, token, tlsCA string, timeout time.Duration) (*admin.Client, error) {
-	tok, err := readToken(token)
-	if err != nil {
-		return nil, err
-	}
-	a, err := admin.New(admin.Options{URL: adminURL, Token: tok, CAFile: tlsCA, Timeout: timeout})
-	return a, adminUsage(err)
-}
-
-// adminUsage is err, or the usage error of the flag behind an
-// admin.OptionError in it.
-func adminUsage(err error) error {
-	var oe *admin.OptionError
-	switch {
-	case !errors.As(err, &oe):
-		return err
-	case oe.Field == "CAFile":
-		return usagef("--tls-ca: %v", oe.Err)
-	}
-	return usagef("--admin-url %v", oe.Err)
-}
-
-// readToken reads --token: "" (none), "file:PATH" or "env:VAR".
-func readToken(s string) (string, error) {
-	if s == "" {
-		return "", nil
-	}
-	b, err := readSecret("--token", strings.TrimPrefix(s, "token:"))
-	return strings.TrimSpace(string(b)), err
-}
-
 func printResult(w io.Writer, f *topicsFlags, text string, v any) error {
 	if f.output == "json" {
 		enc := json.NewEncoder(w)
