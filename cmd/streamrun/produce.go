@@ -193,7 +193,7 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 	if f.countSet {
 		limit = f.count
 	}
-	var prog *progress
+	var prog *clientrun.ProgressLine
 	res, err := clientrun.Produce(ctx, clientrun.ProduceOptions{
 		Conn:  clientrun.Conn{Client: opts, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout},
 		Topic: f.topic,
@@ -202,8 +202,8 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 			Generated: msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}},
 		Rate:     f.rate,
 		Tracing:  tr,
-		Opened:   func(total int) { prog = newProgress(stderr, f.quiet, total) },
-		Progress: func(r pool.PublishResult) { prog.update(r.Sent, r.Acked, r.Failed) },
+		Opened:   func(total int) { prog = clientrun.NewProgressLine(stderr, f.quiet, total) },
+		Progress: func(r pool.PublishResult) { prog.Update(r) },
 	})
 	var se *clientrun.SourceError
 	switch {
@@ -214,7 +214,7 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 	case res == nil:
 		return cmd.fail(err)
 	}
-	prog.finish(res.Sent, res.Acked, res.Failed)
+	prog.Finish(res.PublishResult)
 	f.summary(stdout, res.PublishResult, res.Elapsed, res.Total)
 	switch {
 	case err != nil:
@@ -250,67 +250,4 @@ func (f *produceFlags) summary(stdout io.Writer, r pool.PublishResult, elapsed t
 		fmt.Fprintf(stdout, "; last message id %s", r.LastID)
 	}
 	fmt.Fprintln(stdout)
-}
-
-// progress writes a status line to stderr: rewritten in place on a
-// terminal, once a second otherwise.
-type progress struct {
-	w       io.Writer
-	quiet   bool
-	tty     bool
-	total   int
-	start   time.Time
-	last    time.Time
-	every   time.Duration
-	printed bool
-}
-
-// newProgress is the progress of total messages (-1: not known ahead).
-func newProgress(w io.Writer, quiet bool, total int) *progress {
-	p := &progress{w: w, quiet: quiet || total >= 0 && total < 2, total: total, start: time.Now(), every: time.Second}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty, p.every = true, 200*time.Millisecond
-		}
-	}
-	p.last = p.start
-	return p
-}
-
-func (p *progress) line(sent int, acked, failed int64) string {
-	el := time.Since(p.start).Seconds()
-	of := ""
-	if p.total >= 0 {
-		of = fmt.Sprintf("/%d", p.total)
-	}
-	s := fmt.Sprintf("sent %d%s, acknowledged %d (%.0f msg/s)", sent, of, acked, float64(acked)/max(el, 1e-9))
-	if failed > 0 {
-		s += fmt.Sprintf(", failed %d", failed)
-	}
-	return s
-}
-
-func (p *progress) update(sent int, acked, failed int64) {
-	if p.quiet || time.Since(p.last) < p.every {
-		return
-	}
-	p.last = time.Now()
-	p.printed = true
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", p.line(sent, acked, failed))
-	} else {
-		fmt.Fprintln(p.w, p.line(sent, acked, failed))
-	}
-}
-
-// finish writes the last state, if a progress line was shown at all.
-func (p *progress) finish(sent int, acked, failed int64) {
-	if p.quiet || !p.printed {
-		return
-	}
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s\n", p.line(sent, acked, failed))
-	} else {
-		fmt.Fprintln(p.w, p.line(sent, acked, failed))
-	}
 }

@@ -6,7 +6,8 @@
 // Produce publishes a msglines.Source to a topic and waits for every
 // receipt; Consume hands a subscription's messages to a function until a
 // count, an idle stop or the end of ctx; State reads a pipeline's keyed
-// state from its changelog. Traces (telemetry/clienttrace) are the
+// state from its changelog. ProgressLine shows how publishing goes
+// while it does. Traces (telemetry/clienttrace) are the
 // caller's to start and end, so that they outlive what the command
 // prints.
 package clientrun
