@@ -2,7 +2,11 @@ package broker
 
 import (
 	"fmt"
+	"net"
+	"os"
 	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/streamrun/streamrun/broker/auth"
 )
@@ -28,12 +32,16 @@ func (e *OptionError) Text(name func(field string) string) string {
 }
 
 // Check refuses, as an *OptionError, options that would not do what they
-// say: nowhere for the data, nothing listening, HTTPS or a TLS port
+// say: an address that is not host:port, a certificate or key file that
+// does not read, an advertised host with a port, nowhere for the data, nothing listening, HTTPS or a TLS port
 // without a certificate, two token keys, a public key that is not one,
 // authorization without authentication (every client would be
 // anonymous), superusers without authorization (nothing would be denied
 // to anyone else), negative connection limits. Start calls it.
 func (o Options) Check() error {
+	if err := o.checkAddresses(); err != nil {
+		return err
+	}
 	tls := o.TLSConfig != nil || o.TLSCertFile != "" && o.TLSKeyFile != ""
 	authn := len(o.TokenSecretKey) > 0 || len(o.TokenPublicKey) > 0 || o.Authenticate != nil
 	checks := []struct {
@@ -59,6 +67,47 @@ func (o Options) Check() error {
 		if _, err := auth.ParsePublicKey(o.TokenPublicKey); err != nil {
 			return &OptionError{Msg: fmt.Sprintf("{TokenPublicKey}: %v", err)}
 		}
+	}
+	return nil
+}
+
+// checkAddresses refuses addresses Start could not listen on and files
+// it could not read, so that the mistake is named before anything
+// listens. An empty address is the default; "-" turns Listen or HTTP off.
+func (o Options) checkAddresses() error {
+	for _, a := range []struct{ field, addr string }{
+		{"Listen", o.Listen}, {"TLSListen", o.TLSListen}, {"HTTP", o.HTTP}, {"HTTPS", o.HTTPS}, {"Pprof", o.Pprof},
+	} {
+		if a.addr == "" || a.addr == "-" && (a.field == "Listen" || a.field == "HTTP") {
+			continue
+		}
+		if err := CheckAddress(a.addr); err != nil {
+			return &OptionError{Msg: fmt.Sprintf("{%s} %q: %v", a.field, a.addr, err)}
+		}
+	}
+	for _, f := range []struct{ field, path string }{{"TLSCertFile", o.TLSCertFile}, {"TLSKeyFile", o.TLSKeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.ReadFile(f.path); err != nil {
+			return &OptionError{Msg: fmt.Sprintf("{%s}: %v", f.field, err)}
+		}
+	}
+	if h := o.AdvertisedHost; strings.ContainsAny(h, ":/ ") && net.ParseIP(h) == nil {
+		return &OptionError{Msg: fmt.Sprintf("{AdvertisedHost} %q: want a host name or IP address, without a port", h)}
+	}
+	return nil
+}
+
+// CheckAddress refuses an address to listen on that is not host:port
+// with a port from 0 (a free port) to 65535.
+func CheckAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port, e.g. 127.0.0.1:6650 (port 0: a free port)")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	return nil
 }

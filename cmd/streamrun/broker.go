@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -47,7 +43,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, done := cmd.parse(fs, args, helpText("broker")); done {
 		return code
 	}
-	if err := errors.Join(checkBrokerFlags(fs), limits.check()); err != nil {
+	if err := errors.Join(noArgs(fs), checkCommandAddresses(opts, *tlsListen), limits.check()); err != nil {
 		return cmd.fail(err)
 	}
 	switch {
@@ -104,42 +100,18 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
-// checkBrokerFlags checks the addresses and arguments before anything
-// listens.
-func checkBrokerFlags(fs *pflag.FlagSet) error {
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	for _, name := range []string{"listen", "tls-listen", "http", "https", "pprof"} {
-		v, _ := fs.GetString(name)
-		if (name == "http" || name == "listen") && v == "-" || (name == "https" || name == "pprof") && v == "" {
+// checkCommandAddresses refuses what broker.Options.Check lets through
+// but a command line should not: an empty address (the library's
+// default, here a mistake) and a bad --tls-listen without --tls-cert,
+// which the options never see.
+func checkCommandAddresses(o broker.Options, tlsListen string) error {
+	for _, a := range []struct{ flag, addr string }{{"listen", o.Listen}, {"tls-listen", tlsListen}, {"http", o.HTTP}} {
+		if a.addr != "" && a.flag != "tls-listen" {
 			continue
 		}
-		if err := checkListen("--"+name, v); err != nil {
-			return err
+		if err := broker.CheckAddress(a.addr); err != nil {
+			return usagef("--%s %q: %v", a.flag, a.addr, err)
 		}
-	}
-	for _, name := range []string{"tls-cert", "tls-key"} {
-		if v, _ := fs.GetString(name); v != "" {
-			if _, err := os.ReadFile(v); err != nil {
-				return usagef("--%s: %v", name, err)
-			}
-		}
-	}
-	if h, _ := fs.GetString("advertised-host"); strings.ContainsAny(h, ":/ ") && net.ParseIP(h) == nil {
-		return usagef("--advertised-host %q: want a host name or IP address, without a port", h)
-	}
-	return nil
-}
-
-// checkListen checks a listen address host:port (port 0: a free port).
-func checkListen(flag, addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usagef("%s %q: want host:port, e.g. 127.0.0.1:6650 (port 0: a free port)", flag, addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return usagef("%s %q: port %q is not a number from 0 to 65535", flag, addr, port)
 	}
 	return nil
 }

@@ -65,6 +65,7 @@ var brokerOptionFlags = map[string]string{
 	"DataDir": "data", "Memory": "memory", "Listen": "listen", "HTTPS": "https", "TLSCertFile": "tls-cert", "TLSKeyFile": "tls-key",
 	"TokenSecretKey": "token-secret-key", "TokenPublicKey": "token-public-key", "Authorization": "authorization",
 	"SuperUserRoles": "superuser-role", "MaxConnections": "max-connections", "MaxConnectionsPerIP": "max-connections-per-ip",
+	"TLSListen": "tls-listen", "HTTP": "http", "Pprof": "pprof", "AdvertisedHost": "advertised-host",
 }
 
 // checkBrokerOptions is broker.Options.Check, its refusal a usage error
