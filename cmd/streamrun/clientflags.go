@@ -1,15 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/streamrun/streamrun/internal/clientrun"
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // clientFlags are the flags of every command that talks to a broker as a
@@ -40,52 +40,51 @@ func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 30*time.Second, "how long connecting to --url may take, retries included")
 }
 
-// options checks the flags and returns the client options they set; its
-// errors are usage errors. log receives the client's own events; the
-// retry lines go to notice.
-func (f *clientFlags) options(log, notice *slog.Logger) (pool.Options, error) {
-	switch {
-	case f.retries < 0:
-		return pool.Options{}, usagef("--retries must not be negative, got %d", f.retries)
-	case f.connectTimeout <= 0:
-		return pool.Options{}, usagef("--connect-timeout must be positive, got %s", f.connectTimeout)
-	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return pool.Options{}, usagef("--tls-cert and --tls-key go together")
-	}
-	if _, err := pulsarwire.ParseServiceURL(f.url); err != nil {
-		return pool.Options{}, usagef("--url %q: %v", f.url, err)
-	}
-	if err := f.checkFiles(); err != nil {
-		return pool.Options{}, err
-	}
-	return pool.Options{
-		ServiceURL: f.url,
-		Token:      f.token,
-		TLS: pool.TLSOptions{
-			CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey,
-			SkipHostnameVerification: f.tlsSkipHost, InsecureSkipVerify: f.tlsInsecure,
-		},
-		OperationRetries: pool.OperationRetries{Attempts: f.retries},
-		Logger:           log,
-		OnRetry:          retryNotice(notice),
-	}, nil
+// clientOptionFlags are the flags behind the fields clientrun's Check
+// methods name.
+var clientOptionFlags = map[string]string{
+	"Client.ServiceURL": "url", "Client.OperationRetries.Attempts": "retries", "ConnectTimeout": "connect-timeout", "CloseTimeout": "close-timeout",
+	"Client.TLS.CAFile": "tls-ca", "Client.TLS.CertFile": "tls-cert", "Client.TLS.KeyFile": "tls-key",
+	"Subscribe.Topics": "topic", "Subscribe.Pattern": "pattern", "Subscribe.Subscription": "subscription", "Subscribe.Rewind": "position",
+	"Each.Count": "count", "Each.Idle": "idle-timeout",
 }
 
-// checkFiles checks that the files and variables the flags name can be
-// read, so that a wrong path is a usage error before anything is dialed.
-func (f *clientFlags) checkFiles() error {
-	for _, fl := range []struct{ name, path string }{{"--tls-ca", f.tlsCA}, {"--tls-cert", f.tlsCert}, {"--tls-key", f.tlsKey}} {
-		if fl.path == "" {
-			continue
-		}
-		if _, err := os.ReadFile(fl.path); err != nil {
-			return usagef("%s: %v", fl.name, err)
-		}
-	}
-	if err := checkSecretSpec("--token", f.token); err != nil {
-		return err
+// clientUsage is the error of a clientrun Check: a refusal as a usage
+// error naming the flags, any other error as a usage error too.
+func clientUsage(err error) error {
+	var oe *clientrun.OptionError
+	switch {
+	case errors.As(err, &oe):
+		return usagef("%s", oe.Text(func(field string) string { return "--" + clientOptionFlags[field] }))
+	case err != nil:
+		return usagef("%v", err)
 	}
 	return nil
+}
+
+// conn checks the flags and returns the connection they set, closing
+// within closeTimeout; its errors are usage errors. log receives the
+// client's own events; the retry lines go to notice.
+func (f *clientFlags) conn(log, notice *slog.Logger, closeTimeout time.Duration) (clientrun.Conn, error) {
+	c := clientrun.Conn{
+		Client: pool.Options{
+			ServiceURL: f.url,
+			Token:      f.token,
+			TLS: pool.TLSOptions{
+				CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey,
+				SkipHostnameVerification: f.tlsSkipHost, InsecureSkipVerify: f.tlsInsecure,
+			},
+			OperationRetries: pool.OperationRetries{Attempts: f.retries},
+			Logger:           log,
+			OnRetry:          retryNotice(notice),
+		},
+		ConnectTimeout: f.connectTimeout,
+		CloseTimeout:   closeTimeout,
+	}
+	if err := clientUsage(c.Check()); err != nil {
+		return c, err
+	}
+	return c, checkSecretSpec("--token", f.token)
 }
 
 // retryNotice returns the pool's OnRetry callback for a command: one line

@@ -12,7 +12,6 @@ import (
 
 	"github.com/streamrun/streamrun/internal/clientrun"
 	"github.com/streamrun/streamrun/internal/msglines"
-	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 	"github.com/streamrun/streamrun/telemetry"
@@ -61,46 +60,30 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := noArgs(fs); err != nil {
 		return cmd.fail(err)
 	}
-	po, so, err := f.options(stderr)
+	o, err := f.options(stderr)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	return consume(ctx, cmd, f, po, so)
+	return consume(ctx, cmd, f, o)
 }
 
-// options checks the flags and turns them into client and consumer
-// options. Its errors are usage errors.
-func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Options, error) {
-	var po pool.Options
-	var so subscribe.Options
+// options turns the flags into what clientrun.Consume takes and checks
+// them (clientrun.ConsumeOptions.Check); its errors are usage errors.
+func (f *consumeFlags) options(stderr io.Writer) (clientrun.ConsumeOptions, error) {
+	var o clientrun.ConsumeOptions
 	switch {
 	case len(f.topics) == 0 && f.pattern == "":
-		return po, so, usagef("give --topic (repeatable) or --pattern")
-	case len(f.topics) > 0 && f.pattern != "":
-		return po, so, usagef("--topic and --pattern exclude each other")
-	case f.subscription == "":
-		return po, so, usagef("--subscription is required")
-	case f.count < 0:
-		return po, so, usagef("--count must not be negative, got %d", f.count)
-	case f.receiverQueue < 1:
-		return po, so, usagef("--receiver-queue must be at least 1, got %d", f.receiverQueue)
+		return o, usagef("give --topic (repeatable) or --pattern")
+	case f.receiverQueue < 1: // 0 is the library's default, not a queue
+		return o, usagef("--receiver-queue must be at least 1, got %d", f.receiverQueue)
 	case f.output != "text" && f.output != "json":
-		return po, so, usagef("--output %q: want text or json", f.output)
-	case f.closeTimeout <= 0:
-		return po, so, usagef("--close-timeout must be positive, got %s", f.closeTimeout)
-	case f.idleTimeout < 0:
-		return po, so, usagef("--idle-timeout must not be negative, got %s", f.idleTimeout)
-	}
-	for _, t := range f.topics {
-		if _, err := pulsarwire.ParseTopic(t); err != nil {
-			return po, so, usagef("--topic: %v", err)
-		}
+		return o, usagef("--output %q: want text or json", f.output)
 	}
 	typ, err := subscribe.ParseType(f.typ)
 	if err != nil {
-		return po, so, usagef("--type: %v", err)
+		return o, usagef("--type: %v", err)
 	}
-	so = subscribe.Options{
+	o.Subscribe = subscribe.Options{
 		Topics:        f.topics,
 		Pattern:       f.pattern,
 		Subscription:  f.subscription,
@@ -108,33 +91,25 @@ func (f *consumeFlags) options(stderr io.Writer) (pool.Options, subscribe.Option
 		ReceiverQueue: f.receiverQueue,
 	}
 	if f.position != "" {
-		p, err := subscribe.ParsePosition(f.position)
-		if err != nil {
-			return po, so, usagef("--position: %v", err)
+		if o.Subscribe.Rewind, err = subscribe.ParsePosition(f.position); err != nil {
+			return o, usagef("--position: %v", err)
 		}
-		if _, isID := p.MessageID(); isID && (f.pattern != "" || len(f.topics) != 1) {
-			return po, so, usagef("--position with a message id needs exactly one --topic")
-		}
-		so.Rewind = p
 		if strings.EqualFold(f.position, "earliest") {
-			so.InitialPosition = subscribe.Earliest
+			o.Subscribe.InitialPosition = subscribe.Earliest
 		}
 	}
+	o.Each = subscribe.EachOptions{Count: int64(f.count), Idle: f.idleTimeout, NoAck: f.noAck}
 	clientLog, notice, err := f.loggers(stderr)
 	if err != nil {
-		return po, so, err
+		return o, err
 	}
-	po, err = f.clientFlags.options(clientLog, notice)
-	if err != nil {
-		return po, so, err
+	if o.Conn, err = f.conn(clientLog, notice, f.closeTimeout); err != nil {
+		return o, err
 	}
-	if err := so.Validate(); err != nil {
-		return po, so, usagef("%v", err)
-	}
-	return po, so, nil
+	return o, clientUsage(o.Check())
 }
 
-func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so subscribe.Options) int {
+func consume(ctx context.Context, cmd cmdIO, f consumeFlags, o clientrun.ConsumeOptions) int {
 	notice, _ := f.logger(cmd.stderr, f.level())
 	tr, err := clienttrace.Start(ctx, telemetry.Config{}, os.Getenv, notice)
 	if err != nil {
@@ -142,22 +117,19 @@ func consume(ctx context.Context, cmd cmdIO, f consumeFlags, po pool.Options, so
 	}
 	defer tr.Shutdown(f.closeTimeout)
 	w := msglines.NewWriter(cmd.stdout, f.output == "json")
-	r, err := clientrun.Consume(ctx, clientrun.ConsumeOptions{
-		Conn:      clientrun.Conn{Client: po, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout},
-		Subscribe: so,
-		Each:      subscribe.EachOptions{Count: int64(f.count), Idle: f.idleTimeout, NoAck: f.noAck},
-		Tracing:   tr,
-		Subscribed: func(topics []string) {
-			what := strings.Join(topics, ", ")
-			if so.Pattern != "" {
-				what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(topics)), "topic"), so.Pattern)
-			}
-			if !f.quiet {
-				notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
-					"subscription", so.Subscription, "type", so.Type.Name())
-			}
-		},
-	}, func(m *subscribe.Message) error {
+	so := o.Subscribe
+	o.Tracing = tr
+	o.Subscribed = func(topics []string) {
+		what := strings.Join(topics, ", ")
+		if so.Pattern != "" {
+			what = fmt.Sprintf("%s (pattern %s)", plural(int64(len(topics)), "topic"), so.Pattern)
+		}
+		if !f.quiet {
+			notice.Info(fmt.Sprintf("subscribed to %s as %s (%s), waiting for messages", what, so.Subscription, so.Type.Name()),
+				"subscription", so.Subscription, "type", so.Type.Name())
+		}
+	}
+	r, err := clientrun.Consume(ctx, o, func(m *subscribe.Message) error {
 		if err := w.Write(m); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}

@@ -78,10 +78,10 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return produce(ctx, cmd, f, opts, msg)
 }
 
-// options checks the flags and turns them into client options and the
+// options checks the flags and turns them into the connection and the
 // message template. Its errors are usage errors.
-func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Options, pool.Message, error) {
-	var o pool.Options
+func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (clientrun.Conn, pool.Message, error) {
+	var o clientrun.Conn
 	var m pool.Message
 	if f.topic == "" {
 		return o, m, usagef("--topic is required")
@@ -110,9 +110,6 @@ func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Option
 	if f.rate < 0 {
 		return o, m, usagef("--rate must not be negative, got %v", f.rate)
 	}
-	if f.closeTimeout <= 0 {
-		return o, m, usagef("--close-timeout must be positive, got %s", f.closeTimeout)
-	}
 	m.Key, m.OrderingKey = f.key, f.orderingKey
 	for _, p := range f.properties {
 		k, v, ok := strings.Cut(p, "=")
@@ -135,11 +132,10 @@ func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (pool.Option
 	if err != nil {
 		return o, m, err
 	}
-	o, err = f.clientFlags.options(clientLog, notice)
-	if err != nil {
+	if o, err = f.conn(clientLog, notice, f.closeTimeout); err != nil {
 		return o, m, err
 	}
-	o.Producer = pool.ProducerOptions{
+	o.Client.Producer = pool.ProducerOptions{
 		Compression: ct,
 		Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
 	}
@@ -178,7 +174,7 @@ func (f *produceFlags) sourceError(err error) error {
 	return err
 }
 
-func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, tmpl pool.Message) int {
+func produce(ctx context.Context, cmd cmdIO, f produceFlags, conn clientrun.Conn, tmpl pool.Message) int {
 	stdout, stderr := cmd.stdout, cmd.stderr
 	log, err := f.logger(stderr, f.level())
 	if err != nil {
@@ -195,7 +191,7 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, opts pool.Options, 
 	}
 	var prog *clientrun.ProgressLine
 	res, err := clientrun.Produce(ctx, clientrun.ProduceOptions{
-		Conn:  clientrun.Conn{Client: opts, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout},
+		Conn:  conn,
 		Topic: f.topic,
 		Source: msglines.Source{Input: f.input, Limit: limit,
 			Decoder:   msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl},

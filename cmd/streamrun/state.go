@@ -55,11 +55,11 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return cmd.fail(err)
 	}
-	po, err := f.clientFlags.options(clientLog, notice)
+	conn, err := f.conn(clientLog, notice, f.closeTimeout)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	vals, err := clientrun.State(ctx, clientrun.Conn{Client: po, ConnectTimeout: f.connectTimeout, CloseTimeout: f.closeTimeout}, changelog)
+	vals, err := clientrun.State(ctx, conn, changelog)
 	if err != nil {
 		if ctx.Err() != nil {
 			return cmd.fail(fmt.Errorf("%s", interruptedMsg))
