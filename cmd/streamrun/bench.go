@@ -226,8 +226,8 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 	}
 	o.Client = func(url string) (pool.Options, error) {
 		f.url = url
-		c, err := f.conn(clientLog, notice, f.o.CloseTimeout)
-		return c.Client, err
+		c := f.conn(clientLog, notice, f.o.CloseTimeout)
+		return c.Client, f.check(c)
 	}
 	o.ConnectTimeout = f.connectTimeout
 	o.Logger = log
@@ -238,7 +238,7 @@ func (f *benchFlags) options(cmd cmdIO, sub string, urlSet bool) (benchrun.Optio
 	o.Handler.ExactlyOnce = guarantee == pipelines.ExactlyOnce
 	if urlSet {
 		o.ServiceURL = f.url
-	} else if _, err := f.conn(clientLog, notice, f.o.CloseTimeout); err != nil {
+	} else if err := f.check(f.conn(clientLog, notice, f.o.CloseTimeout)); err != nil {
 		return o, err // a bad flag is a usage error before a broker starts
 	}
 	if sub != "produce" {

@@ -46,7 +46,8 @@ var clientOptionFlags = map[string]string{
 	"Client.ServiceURL": "url", "Client.OperationRetries.Attempts": "retries", "ConnectTimeout": "connect-timeout", "CloseTimeout": "close-timeout",
 	"Client.TLS.CAFile": "tls-ca", "Client.TLS.CertFile": "tls-cert", "Client.TLS.KeyFile": "tls-key",
 	"Subscribe.Topics": "topic", "Subscribe.Pattern": "pattern", "Subscribe.Subscription": "subscription", "Subscribe.Rewind": "position",
-	"Each.Count": "count", "Each.Idle": "idle-timeout",
+	"Each.Count": "count", "Each.Idle": "idle-timeout", "Topic": "topic", "Rate": "rate",
+	"Client.Producer.Batching.ByKey": "batch-by-key", "Client.Producer.Batching.Disabled": "no-batching",
 }
 
 // clientUsage is the error of a clientrun Check: a refusal as a usage
@@ -62,11 +63,11 @@ func clientUsage(err error) error {
 	return nil
 }
 
-// conn checks the flags and returns the connection they set, closing
-// within closeTimeout; its errors are usage errors. log receives the
-// client's own events; the retry lines go to notice.
-func (f *clientFlags) conn(log, notice *slog.Logger, closeTimeout time.Duration) (clientrun.Conn, error) {
-	c := clientrun.Conn{
+// conn is the connection the flags set, closing within closeTimeout;
+// check checks it. log receives the client's own events; the retry lines
+// go to notice.
+func (f *clientFlags) conn(log, notice *slog.Logger, closeTimeout time.Duration) clientrun.Conn {
+	return clientrun.Conn{
 		Client: pool.Options{
 			ServiceURL: f.url,
 			Token:      f.token,
@@ -81,10 +82,16 @@ func (f *clientFlags) conn(log, notice *slog.Logger, closeTimeout time.Duration)
 		ConnectTimeout: f.connectTimeout,
 		CloseTimeout:   closeTimeout,
 	}
-	if err := clientUsage(c.Check()); err != nil {
-		return c, err
+}
+
+// check is o.Check (clientrun's Conn, ConsumeOptions or ProduceOptions
+// holding the connection of conn), then the command's own check of
+// --token; its errors are usage errors.
+func (f *clientFlags) check(o interface{ Check() error }) error {
+	if err := clientUsage(o.Check()); err != nil {
+		return err
 	}
-	return c, checkSecretSpec("--token", f.token)
+	return checkSecretSpec("--token", f.token)
 }
 
 // retryNotice returns the pool's OnRetry callback for a command: one line

@@ -103,10 +103,8 @@ func (f *consumeFlags) options(stderr io.Writer) (clientrun.ConsumeOptions, erro
 	if err != nil {
 		return o, err
 	}
-	if o.Conn, err = f.conn(clientLog, notice, f.closeTimeout); err != nil {
-		return o, err
-	}
-	return o, clientUsage(o.Check())
+	o.Conn = f.conn(clientLog, notice, f.closeTimeout)
+	return o, f.check(o)
 }
 
 func consume(ctx context.Context, cmd cmdIO, f consumeFlags, o clientrun.ConsumeOptions) int {

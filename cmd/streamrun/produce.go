@@ -15,7 +15,6 @@ import (
 	"github.com/streamrun/streamrun/internal/clientrun"
 	"github.com/streamrun/streamrun/internal/msglines"
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/telemetry"
 	"github.com/streamrun/streamrun/telemetry/clienttrace"
 )
@@ -40,7 +39,6 @@ type produceFlags struct {
 	input        string
 	inputFormat  string
 	keySep       string
-	countSet     bool // --count given
 }
 
 func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -71,75 +69,66 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := noArgs(fs); err != nil {
 		return cmd.fail(err)
 	}
-	opts, msg, err := f.options(fs, stderr)
+	o, err := f.options(fs, stderr)
 	if err != nil {
 		return cmd.fail(err)
 	}
-	return produce(ctx, cmd, f, opts, msg)
+	return produce(ctx, cmd, f, o)
 }
 
-// options checks the flags and turns them into the connection and the
-// message template. Its errors are usage errors.
-func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (clientrun.Conn, pool.Message, error) {
-	var o clientrun.Conn
-	var m pool.Message
-	if f.topic == "" {
-		return o, m, usagef("--topic is required")
+// options turns the flags into what clientrun.Produce takes and checks
+// them (clientrun.ProduceOptions.Check first, then the flags that make
+// the messages). Its errors are usage errors.
+func (f *produceFlags) options(fs *pflag.FlagSet, stderr io.Writer) (clientrun.ProduceOptions, error) {
+	o := clientrun.ProduceOptions{Topic: f.topic, Rate: f.rate}
+	clientLog, notice, err := f.loggers(stderr)
+	if err != nil {
+		return o, err
 	}
-	if _, err := pulsarwire.ParseTopic(f.topic); err != nil {
-		return o, m, usagef("--topic: %v", err)
+	o.Conn = f.conn(clientLog, notice, f.closeTimeout)
+	o.Client.Producer.Batching = pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey}
+	if err := f.check(o); err != nil {
+		return o, err
 	}
 	if f.count < 1 {
-		return o, m, usagef("--count must be at least 1, got %d", f.count)
+		return o, usagef("--count must be at least 1, got %d", f.count)
 	}
-	f.countSet = fs.Changed("count")
 	if err := f.checkInput(fs.Changed); err != nil {
-		return o, m, err
+		return o, err
 	}
 	switch {
 	case f.input != "":
 	case fs.Changed("size") && fs.Changed("message"):
-		return o, m, usagef("--size and --message exclude each other")
+		return o, usagef("--size and --message exclude each other")
 	case fs.Changed("size"):
 		if f.size < 0 {
-			return o, m, usagef("--size must not be negative, got %d", f.size)
+			return o, usagef("--size must not be negative, got %d", f.size)
 		}
 	case !fs.Changed("message"):
-		return o, m, usagef("give --message TEXT, --size BYTES or --input FILE")
+		return o, usagef("give --message TEXT, --size BYTES or --input FILE")
 	}
-	if f.rate < 0 {
-		return o, m, usagef("--rate must not be negative, got %v", f.rate)
-	}
-	m.Key, m.OrderingKey = f.key, f.orderingKey
+	m := pool.Message{Key: f.key, OrderingKey: f.orderingKey}
 	for _, p := range f.properties {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return o, m, usagef("--property %q: want key=value", p)
+			return o, usagef("--property %q: want key=value", p)
 		}
 		if m.Properties == nil {
 			m.Properties = map[string]string{}
 		}
 		m.Properties[k] = v
 	}
-	ct, err := pool.ParseCompression(f.compression)
-	if err != nil {
-		return o, m, usagef("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
+	if o.Client.Producer.Compression, err = pool.ParseCompression(f.compression); err != nil {
+		return o, usagef("--compression %q: want none, lz4, zlib, zstd or snappy", f.compression)
 	}
-	if f.noBatching && f.batchByKey {
-		return o, m, usagef("--batch-by-key and --no-batching exclude each other")
+	limit := 0 // with --input: every line, unless --count says otherwise
+	if fs.Changed("count") {
+		limit = f.count
 	}
-	clientLog, notice, err := f.loggers(stderr)
-	if err != nil {
-		return o, m, err
-	}
-	if o, err = f.conn(clientLog, notice, f.closeTimeout); err != nil {
-		return o, m, err
-	}
-	o.Client.Producer = pool.ProducerOptions{
-		Compression: ct,
-		Batching:    pool.BatchingOptions{Disabled: f.noBatching, ByKey: f.batchByKey},
-	}
-	return o, m, nil
+	o.Source = msglines.Source{Input: f.input, Limit: limit,
+		Decoder:   msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: m},
+		Generated: msglines.Generated{Template: m, Text: f.message, Size: f.size, Count: f.count}}
+	return o, nil
 }
 
 // loggers returns the client's logger (warnings; with -v its connection
@@ -174,7 +163,7 @@ func (f *produceFlags) sourceError(err error) error {
 	return err
 }
 
-func produce(ctx context.Context, cmd cmdIO, f produceFlags, conn clientrun.Conn, tmpl pool.Message) int {
+func produce(ctx context.Context, cmd cmdIO, f produceFlags, o clientrun.ProduceOptions) int {
 	stdout, stderr := cmd.stdout, cmd.stderr
 	log, err := f.logger(stderr, f.level())
 	if err != nil {
@@ -185,22 +174,11 @@ func produce(ctx context.Context, cmd cmdIO, f produceFlags, conn clientrun.Conn
 		return cmd.fail(err)
 	}
 	defer tr.Shutdown(f.closeTimeout)
-	limit := 0
-	if f.countSet {
-		limit = f.count
-	}
 	var prog *clientrun.ProgressLine
-	res, err := clientrun.Produce(ctx, clientrun.ProduceOptions{
-		Conn:  conn,
-		Topic: f.topic,
-		Source: msglines.Source{Input: f.input, Limit: limit,
-			Decoder:   msglines.Decoder{JSON: f.inputFormat == "json", KeySeparator: f.keySep, Template: tmpl},
-			Generated: msglines.Generated{Template: tmpl, Text: f.message, Size: f.size, Count: f.count}},
-		Rate:     f.rate,
-		Tracing:  tr,
-		Opened:   func(total int) { prog = clientrun.NewProgressLine(stderr, f.quiet, total) },
-		Progress: func(r pool.PublishResult) { prog.Update(r) },
-	})
+	o.Tracing = tr
+	o.Opened = func(total int) { prog = clientrun.NewProgressLine(stderr, f.quiet, total) }
+	o.Progress = func(r pool.PublishResult) { prog.Update(r) }
+	res, err := clientrun.Produce(ctx, o)
 	var se *clientrun.SourceError
 	switch {
 	case res == nil && interrupted(ctx):

@@ -55,8 +55,8 @@ func runState(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return cmd.fail(err)
 	}
-	conn, err := f.conn(clientLog, notice, f.closeTimeout)
-	if err != nil {
+	conn := f.conn(clientLog, notice, f.closeTimeout)
+	if err := f.check(conn); err != nil {
 		return cmd.fail(err)
 	}
 	vals, err := clientrun.State(ctx, conn, changelog)

@@ -93,3 +93,26 @@ func (o ConsumeOptions) Check() error {
 	}
 	return s.Validate()
 }
+
+// Check refuses, as an *OptionError, a produce that Produce could not
+// do as asked: Conn's refusals, no Topic or one that is not a topic
+// name, a negative Rate, batching by key with batching off.
+func (o ProduceOptions) Check() error {
+	if err := o.Conn.Check(); err != nil {
+		return err
+	}
+	if o.Topic == "" {
+		return optionErrorf("{Topic} is required")
+	}
+	if _, err := pulsarwire.ParseTopic(o.Topic); err != nil {
+		return optionErrorf("{Topic}: %v", err)
+	}
+	b := o.Client.Producer.Batching
+	switch {
+	case o.Rate < 0:
+		return optionErrorf("{Rate} must not be negative, got %v", o.Rate)
+	case b.ByKey && b.Disabled:
+		return optionErrorf("{Client.Producer.Batching.ByKey} and {Client.Producer.Batching.Disabled} exclude each other")
+	}
+	return nil
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/streamrun/streamrun/subscribe"
 )
 
-// Check refuses what Consume could not do as asked, naming the fields
+// Check refuses what Consume or Produce could not do as asked, naming the fields
 // in braces so that a command names its flags instead; what it takes
 // goes through, and what only subscribe.Options.Validate knows comes as
 // that error.
@@ -58,6 +58,28 @@ func TestCheckNamesTheFields(t *testing.T) {
 	o.Client = pool.Options{ServiceURL: "pulsar://h:6650", TLS: pool.TLSOptions{CertFile: "/no/c.pem", KeyFile: "/no/k.pem"}}
 	if err := o.Check(); !errors.As(err, &oe) || oe.Text(func(f string) string { return "--" + f }) != "--Client.TLS.CertFile: open /no/c.pem: no such file or directory" {
 		t.Errorf("Check of a missing certificate: %v", err)
+	}
+	for _, c := range []struct {
+		set  func(*ProduceOptions)
+		want string
+	}{
+		{func(o *ProduceOptions) { o.ConnectTimeout = 0 }, "{ConnectTimeout} must be positive"},
+		{func(o *ProduceOptions) { o.Topic = "" }, "{Topic} is required"},
+		{func(o *ProduceOptions) { o.Topic = "a/b/c/d/e" }, "{Topic}: "},
+		{func(o *ProduceOptions) { o.Rate = -1 }, "{Rate} must not be negative, got -1"},
+		{func(o *ProduceOptions) {
+			o.Client.Producer.Batching = pool.BatchingOptions{Disabled: true, ByKey: true}
+		},
+			"{Client.Producer.Batching.ByKey} and {Client.Producer.Batching.Disabled} exclude each other"},
+	} {
+		o := ProduceOptions{Conn: conn("pulsar://127.0.0.1:6650"), Topic: "t"}
+		if err := o.Check(); err != nil {
+			t.Fatalf("Check of valid produce options: %v", err)
+		}
+		c.set(&o)
+		if err := o.Check(); !errors.As(err, &oe) || !strings.Contains(oe.Msg, c.want) {
+			t.Errorf("produce: Check = %v, want an OptionError with %q", err, c.want)
+		}
 	}
 	if got := (&OptionError{Msg: "{Each.Idle} must not be negative"}).Error(); got != "clientrun: Each.Idle must not be negative" {
 		t.Errorf("Error: %q", got)

@@ -7,8 +7,9 @@
 // receipt; Consume hands a subscription's messages to a function until a
 // count, an idle stop or the end of ctx; State reads a pipeline's keyed
 // state from its changelog. ProgressLine shows how publishing goes
-// while it does. Conn.Check and ConsumeOptions.Check are the rules the
-// options follow, naming fields so that a command names its flags.
+// while it does. The Check methods (Conn, ConsumeOptions,
+// ProduceOptions) are the rules the options follow, naming fields so
+// that a command names its flags.
 // Traces (telemetry/clienttrace) are the caller's to start and end, so
 // that they outlive what the command prints.
 package clientrun
