@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -46,6 +47,10 @@ type Consumer struct {
 	txnAcks txnAcks
 	nacks   nacker
 	dlq     *deadLetters
+
+	// resubscribed counts the subscriptions made again after one was
+	// lost (Resubscribed).
+	resubscribed atomic.Uint64
 
 	mu     sync.Mutex
 	parts  map[string]*partConsumer // by topic or partition name
@@ -208,6 +213,15 @@ func (c *Consumer) partList() []*partConsumer {
 	}
 	return out
 }
+
+// Resubscribed counts the times the consumer subscribed a topic or
+// partition again by itself, after its connection was lost, the broker
+// closed its consumer (a topic unloaded) or a seek: a count that moved
+// means that, meanwhile, another consumer may have held an Exclusive
+// subscription and acknowledged messages. It moves before the new
+// subscription's first message can be received, so a caller that reads
+// it after receiving a message of that subscription sees it moved.
+func (c *Consumer) Resubscribed() uint64 { return c.resubscribed.Load() }
 
 // Topics lists the topics and partitions consumed now, by full name, in
 // no particular order.

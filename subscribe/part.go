@@ -62,6 +62,7 @@ type partConsumer struct {
 
 	mu           sync.Mutex
 	sess         *session // nil while disconnected
+	subscribed   bool     // a session was installed before (Resubscribed)
 	reconnecting bool
 	closed       bool
 	skip         seekSkip // after a seek to a batch message
@@ -363,6 +364,11 @@ func (pc *partConsumer) install(s *session) error {
 	}
 	pc.sess = s
 	pc.flow.Store((s.gen & genMask) << countBits)
+	if pc.subscribed {
+		// Before the permits: no message of s is received before.
+		pc.c.resubscribed.Add(1)
+	}
+	pc.subscribed = true
 	pc.mu.Unlock()
 	pc.c.acks.flushPart(pc)
 	pc.permits.Store(int64(pc.c.opts.ReceiverQueue)) // a new session starts afresh
