@@ -52,6 +52,9 @@ type committer struct {
 	next    *epoch
 
 	kick     chan struct{} // commit now (the workers are done)
+	// ends asks the commit loop to end the open transaction now and to
+	// close the channel sent once it has (abortNow).
+	ends     chan chan struct{}
 	quit     chan struct{}
 	done     chan struct{}
 	started  bool
@@ -86,6 +89,7 @@ func newCommitter(p *pipeline) *committer {
 		interval: p.cfg.CommitInterval,
 		timeout:  p.cfg.TransactionTimeout,
 		kick:     make(chan struct{}, 1),
+		ends:     make(chan chan struct{}),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -127,11 +131,41 @@ func (c *committer) run() {
 		select {
 		case <-t.C:
 		case <-c.kick:
+		case ended := <-c.ends:
+			c.commit(false)
+			close(ended)
+			continue
 		case <-c.quit:
 			c.commit(true)
 			return
 		}
 		c.commit(false)
+	}
+}
+
+// abortNow makes the open transaction (and the next, if one began)
+// abort for cause, and waits until the commit loop has ended it, or ctx
+// ends: what they hold comes again (state_regain.go).
+func (c *committer) abortNow(ctx context.Context, cause error) {
+	c.mu.Lock()
+	for _, e := range []*epoch{c.cur, c.next} {
+		if e != nil {
+			e.fail(cause)
+		}
+	}
+	c.mu.Unlock()
+	ended := make(chan struct{})
+	select {
+	case c.ends <- ended:
+	case <-c.done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ended:
+	case <-c.done:
+	case <-ctx.Done():
 	}
 }
 
@@ -264,6 +298,13 @@ func (c *committer) ackIn(it *item, o Outcome, reason string) {
 	c.p.release(it)
 }
 
+// doomed says whether e aborts at its end.
+func (e *epoch) doomed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failed != nil
+}
+
 func (e *epoch) fail(err error) {
 	e.mu.Lock()
 	if e.failed == nil {
@@ -320,7 +361,10 @@ func (c *committer) commit(final bool) {
 func (c *committer) closeGate(e *epoch, final bool) {
 	until := e.txn.Deadline().Add(-c.timeout / partialWait)
 	for {
-		for !final && c.p.cons.PartialInTxn(e.txn) > 0 && time.Now().Before(until) {
+		// A transaction that aborts anyway (e.failed) does not wait for
+		// the rest of its entries: the wait would only hold the next
+		// messages.
+		for !final && !e.doomed() && c.p.cons.PartialInTxn(e.txn) > 0 && time.Now().Before(until) {
 			select {
 			case <-time.After(time.Millisecond):
 			case <-c.quit:
@@ -328,7 +372,7 @@ func (c *committer) closeGate(e *epoch, final bool) {
 			}
 		}
 		c.gate.Lock()
-		if final || c.p.cons.PartialInTxn(e.txn) == 0 || !time.Now().Before(until) {
+		if final || e.doomed() || c.p.cons.PartialInTxn(e.txn) == 0 || !time.Now().Before(until) {
 			return
 		}
 		c.gate.Unlock()

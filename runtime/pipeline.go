@@ -58,6 +58,10 @@ type pipeline struct {
 	met    *metrics // nil when not measured
 	// keyed is the pipeline's keyed state, nil when it keeps none.
 	keyed *keyedState
+	// readAt is the consumer's Resubscribed count when keyed state was
+	// last read back (state_regain.go); only the receive loop reads it
+	// while the pipeline runs.
+	readAt uint64
 	// admitOK and admitAcked are admit's answers, reused from batch to
 	// batch by the receive loop, the only caller.
 	admitOK, admitAcked []bool
@@ -392,6 +396,7 @@ func (p *pipeline) openSource(ctx context.Context) error {
 		return err
 	}
 	if p.keyed != nil {
+		p.readAt = p.cons.Resubscribed()
 		// After subscribing: on an Exclusive subscription, once any host
 		// before is gone, every change it acknowledged is in the changelog.
 		if err := p.keyed.restore(ctx, p.client, p.cfg.Source.Subscription); err != nil {
@@ -527,6 +532,19 @@ func (p *pipeline) receive() {
 			cancel()
 		}
 		p.credits.release(n - got)
+		if p.regained() {
+			// Received after the consumer subscribed again: these come
+			// again once the state is read back.
+			p.credits.release(got)
+			clear(buf[:got])
+			got = 0
+			if rerr := p.regain(); rerr != nil {
+				if p.recvCtx.Err() == nil {
+					p.fail(rerr)
+				}
+				return
+			}
+		}
 		if got > 0 {
 			p.route(buf[:got])
 			clear(buf[:got])

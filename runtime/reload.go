@@ -373,6 +373,18 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 		if srcErr != nil {
 			to.cfg.Source = p.cfg.Source // subscribed as before
 		}
+		if p.keyed != nil {
+			// Between closing and subscribing again another host may
+			// have held the subscription and changed the state.
+			p.readAt = p.cons.Resubscribed()
+			if err := p.keyed.restore(ctx, p.client, to.cfg.Source.Subscription); err != nil {
+				for _, inst := range c.fresh {
+					inst.Kill()
+				}
+				p.fail(err)
+				return err
+			}
+		}
 	}
 	sups := p.supervisors()
 	n := to.cfg.Handler.Instances

@@ -1,0 +1,60 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Keyed state when the subscription comes back. The consumer subscribes
+// again by itself after its connection was lost (a host paused past the
+// broker's keep-alive, a network cut, a topic unloaded). Meanwhile
+// another host may have held the Exclusive subscription and committed
+// changes to the changelog: the values in memory are those of before,
+// and counting on from them would lose the other host's changes. So the
+// receive loop, seeing the consumer's Resubscribed count move, hands
+// nothing more to the handler until the state is read back: what it just
+// received and what waits in the lanes is handed back (all of it will be
+// delivered again), the messages in the workers' hands settle, under
+// exactly_once the open transaction aborts (its acknowledgements may
+// have been lost with the connection), the changelog is read back as at
+// start, and then the consumer asks for every unacknowledged message
+// again (docs/runtime.md, "Keyed state").
+
+// regained says whether the consumer subscribed again since the keyed
+// state was last read back.
+func (p *pipeline) regained() bool {
+	return p.keyed != nil && p.cons.Resubscribed() != p.readAt
+}
+
+// regain reads the keyed state back after the consumer subscribed again,
+// as the package comment above says; it runs on the receive loop, which
+// holds no message then. It fails only when the changelog cannot be
+// read, or with the receive loop's context.
+func (p *pipeline) regain() error {
+	at := p.cons.Resubscribed()
+	p.log.Warn("subscribed again after losing the subscription: the keyed state is read back from the changelog before the next message",
+		"changelog", p.keyed.topic)
+	for i := range p.lanes {
+		ln := &p.lanes[i]
+		for _, it := range ln.items {
+			p.handBack(it) // received before: it comes again
+		}
+		ln.items = ln.items[:0]
+	}
+	if err := p.credits.waitAll(p.recvCtx); err != nil {
+		return err
+	}
+	if p.eo != nil {
+		p.eo.abortNow(p.recvCtx, errors.New("the subscription was lost and made again: the state is read back"))
+	}
+	if err := p.keyed.restore(p.recvCtx, p.client, p.cfg.Source.Subscription); err != nil {
+		return fmt.Errorf("read the keyed state back after subscribing again: %w", err)
+	}
+	p.readAt = at
+	// What was received since the subscription came back was handed
+	// back unacknowledged: it comes again, now on the state read back.
+	if err := p.cons.RedeliverUnacknowledged(); err != nil {
+		return fmt.Errorf("ask for the unacknowledged messages again: %w", err)
+	}
+	return nil
+}
