@@ -51,7 +51,7 @@ type committer struct {
 	closing bool
 	next    *epoch
 
-	kick     chan struct{} // commit now (the workers are done)
+	kick chan struct{} // commit now (the workers are done)
 	// ends asks the commit loop to end the open transaction now and to
 	// close the channel sent once it has (abortNow).
 	ends     chan chan struct{}
