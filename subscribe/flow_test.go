@@ -53,7 +53,8 @@ func TestPermitsBoundWhatTheBrokerSends(t *testing.T) {
 // After the connection is lost (embedded: dropped; Apache Pulsar: the
 // topic unloaded, so the broker closes the consumer), the consumer
 // subscribes again, is granted its permits again, and every message
-// arrives (some twice: at least once).
+// arrives (some twice: at least once); Resubscribed counts each
+// subscription made again.
 func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 	const total = 3000
 	tg := newTarget(t)
@@ -66,6 +67,9 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 		Topics: []string{topic}, Subscription: "reconnect",
 		InitialPosition: subscribe.Earliest, ReceiverQueue: 100,
 	})
+	if n := cons.Resubscribed(); n != 0 {
+		t.Fatalf("Resubscribed = %d before any loss, want 0", n)
+	}
 	seen := map[string]bool{}
 	drops := 0
 	for len(seen) < total {
@@ -89,6 +93,9 @@ func TestReconnectRegrantsPermitsAndLosesNothing(t *testing.T) {
 	}
 	if n := rec.Count("consumer disconnected") + rec.Count("consumer closed by the broker"); n < 2 {
 		t.Fatalf("the consumer reconnected %d times, want 2", n)
+	}
+	if r := cons.Resubscribed(); r < 2 {
+		t.Fatalf("Resubscribed = %d after two losses, want at least 2", r)
 	}
 	st := tg.consumerState(t, topic, "reconnect")
 	if !st.found || st.dispatched == 0 {
