@@ -361,6 +361,10 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 	s.mu.Lock()
 	clear(s.vals)
 	s.size = 0
+	// Changes not committed are nothing once the changelog is read back
+	// (state_regain.go): taken back later, they would put the values of
+	// before the read back in place of those read.
+	clear(s.pending)
 	s.mu.Unlock()
 	buf := make([]*subscribe.Message, 1000)
 	n := 0
