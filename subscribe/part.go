@@ -53,6 +53,7 @@ type partConsumer struct {
 	seq     atomic.Uint64 // arrival number of the last entry queued
 	drop    atomic.Uint64 // entries numbered below this are dropped (and counted)
 	epoch   atomic.Uint64 // consumer epoch: raised by a redelivery of everything
+	stale   staleWatch    // entries dropped for an old epoch (stalewatch.go)
 	partial partialAcks   // batches partly acknowledged
 	// skipSet says skip is set, so that split, which asks for every
 	// batch entry, takes mu only after a seek to a batch message.
@@ -125,10 +126,20 @@ func (s *session) HandleFrame(f pulsarwire.Frame, ferr error) {
 			s.discard(m.GetMessageId(), pb.CommandAck_ChecksumMismatch, n)
 			return
 		}
-		if m.ConsumerEpoch != nil && m.GetConsumerEpoch() < pc.epoch.Load() {
-			// Sent before a redelivery of everything: it comes again.
-			pc.consume(s.gen, n)
-			return
+		if m.ConsumerEpoch != nil {
+			pos := entryPos{m.GetMessageId().GetLedgerId(), m.GetMessageId().GetEntryId()}
+			if cur := pc.epoch.Load(); m.GetConsumerEpoch() < cur {
+				// Sent before a redelivery of everything: it comes again.
+				pc.stale.stale(pos, cur)
+				pc.consume(s.gen, n)
+				return
+			}
+			if q, gap := pc.stale.arrived(pos, m.GetConsumerEpoch()); gap {
+				// It comes again with the rest.
+				pc.consume(s.gen, n)
+				pc.rewindSkipped(q, pos)
+				return
+			}
 		}
 		e := entry{s: s, seq: pc.seq.Add(1), cmd: m, md: f.Metadata, payload: f.Payload}
 		if d := pc.c.dlq; d != nil && int(m.GetRedeliveryCount()) >= d.policy.MaxDeliveries {
@@ -370,6 +381,7 @@ func (pc *partConsumer) install(s *session) error {
 	}
 	pc.subscribed = true
 	pc.mu.Unlock()
+	pc.stale.reset()
 	pc.c.acks.flushPart(pc)
 	pc.permits.Store(int64(pc.c.opts.ReceiverQueue)) // a new session starts afresh
 	return s.conn.Send(flowCommand(pc.id, uint32(pc.c.opts.ReceiverQueue)))
@@ -509,6 +521,17 @@ func (pc *partConsumer) redeliver(ids []entryPos) {
 		cmd.MessageIds = append(cmd.MessageIds, id.wire())
 	}
 	s.conn.Send(pulsarwire.Wrap(cmd))
+}
+
+// rewindSkipped asks for everything again when the broker's rewind
+// skipped entry q, dropped here as stale, and went on at p (stalewatch.go).
+func (pc *partConsumer) rewindSkipped(q, p entryPos) {
+	pc.c.log.Warn("the broker skipped unacknowledged entries after a redelivery; asking for everything again",
+		"topic", pc.topic, "skipped", q.String(), "at", p.String())
+	// At once, on the reader goroutine (both only queue frames), so that
+	// nothing more of the epoch that skipped is handed out.
+	pc.c.acks.flushPart(pc)
+	pc.redeliverAll()
 }
 
 // redeliverAll asks for every unacknowledged message again, in order
