@@ -143,4 +143,3 @@ func TestStateOfAnEmptyChangelog(t *testing.T) {
 		t.Fatalf("State of an empty changelog: %v, %v; want no key, no error", vals, err)
 	}
 }
-
