@@ -42,7 +42,12 @@ func (cn *conn) handle(f pulsarwire.Frame) bool {
 		cn.unsupported(cmd)
 		return true
 	}
-	return h(cn, f, body)
+	keep := h(cn, f, body)
+	if cn.dropAnswer {
+		cn.abort("fault: dropped before the answer")
+		return false
+	}
+	return keep
 }
 
 // A handler serves one kind of command, given its frame and its body

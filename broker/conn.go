@@ -52,8 +52,11 @@ type conn struct {
 	wmu     sync.Mutex
 	wbuf    []byte
 	wclosed bool // no more output is taken
-	ending  bool // the writer flushes what it has, then closes
-	held    bool // the read loop flushes the output itself (holdOutput): no signal
+	// dropAnswer, read loop only: the command being handled is answered
+	// by dropping the connection (a fault, Verdict.DropAnswer).
+	dropAnswer bool
+	ending     bool // the writer flushes what it has, then closes
+	held       bool // the read loop flushes the output itself (holdOutput): no signal
 	// sockMu is held from taking output to having written it, by the
 	// writer or by the read loop's inline flush, so that output goes out
 	// in order; spare is the buffer last written, reused (guarded by it).

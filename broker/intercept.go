@@ -25,18 +25,23 @@ type Interceptor interface {
 // with Drop, the connection is closed; else, with Refuse, the command is
 // answered with Err and Message in its own reply shape (LOOKUP_RESPONSE,
 // SEND_ERROR, ...; commands without a reply are dropped silently); else it
-// is handled normally, only late.
+// is handled normally, only late. With DropAnswer the command is handled,
+// then the connection is closed with its answer unsent: the client never
+// hears what the broker did (a commit whose answer was lost).
 type Verdict struct {
-	Delay   time.Duration
-	Drop    bool
-	Refuse  bool
-	Err     pb.ServerError
-	Message string
+	Delay      time.Duration
+	Drop       bool
+	DropAnswer bool
+	Refuse     bool
+	Err        pb.ServerError
+	Message    string
 }
 
 // intercept applies the interceptor's verdict on cmd, if any. handled
 // true: the command was answered or its connection dropped; keep reports
-// whether the connection goes on.
+// whether the connection goes on. With DropAnswer it mutes the
+// connection's output and returns handled false: the caller handles the
+// command, then drops the connection (cn.dropAnswer).
 func (cn *conn) intercept(ic Interceptor, cmd *pb.BaseCommand) (handled, keep bool) {
 	typ := cmd.GetType()
 	v, ok := ic.Intercept(cn.srv.index, typ, func() string { return cn.topicOf(cmd) })
@@ -57,6 +62,13 @@ func (cn *conn) intercept(ic Interceptor, cmd *pb.BaseCommand) (handled, keep bo
 		cn.log.Info("intercepted: dropping the connection", "command", typ.String())
 		cn.abort("fault")
 		return true, false
+	case v.DropAnswer:
+		cn.log.Info("intercepted: handling the command, then dropping the connection before its answer", "command", typ.String())
+		cn.wmu.Lock()
+		cn.wclosed = true // nothing more goes out, the answer included
+		cn.wmu.Unlock()
+		cn.dropAnswer = true
+		return false, true
 	case v.Refuse:
 		cn.log.Debug("intercepted: answering with an error", "command", typ.String(), "error", v.Err.String())
 		cn.answerError(cmd, v.Err, v.Message)

@@ -91,12 +91,14 @@ type faultRequest struct {
 	Err     string `json:"error"`
 	Message string `json:"message"`
 	Drop    bool   `json:"drop"`
-	Delay   string `json:"delay"`
-	Count   int    `json:"count"`
+	// DropAnswer: handled, then the connection dropped before the answer.
+	DropAnswer bool   `json:"drop_answer"`
+	Delay      string `json:"delay"`
+	Count      int    `json:"count"`
 }
 
 func (r faultRequest) fault() (Fault, error) {
-	f := Fault{Broker: -1, Topic: r.Topic, Message: r.Message, Drop: r.Drop, Count: r.Count}
+	f := Fault{Broker: -1, Topic: r.Topic, Message: r.Message, Drop: r.Drop, DropAnswer: r.DropAnswer, Count: r.Count}
 	if r.Broker != nil {
 		f.Broker = *r.Broker
 	}

@@ -29,7 +29,9 @@ import (
 // What happens to a matching command: it waits Delay; then, with Drop, the
 // connection is closed; otherwise, when Err or Message is set or Delay is
 // zero, it is answered with Err (see below) instead of being handled;
-// otherwise (Delay alone) it is handled normally, only late.
+// otherwise (Delay alone) it is handled normally, only late. With
+// DropAnswer it is handled, then the connection is closed with the answer
+// unsent.
 type Fault struct {
 	// Broker is the index of the broker whose connections are affected;
 	// -1 means any. The zero value is broker 0.
@@ -53,6 +55,10 @@ type Fault struct {
 	Message string
 	// Drop closes the connection instead of answering.
 	Drop bool
+	// DropAnswer handles the command, then closes the connection before
+	// its answer goes out: the broker did it, the client never hears so
+	// (an END_TXN that committed, its answer lost).
+	DropAnswer bool
 	// Delay holds the connection's command processing this long first.
 	Delay time.Duration
 	// Count is how many commands the fault applies to before it removes
@@ -128,7 +134,7 @@ func (s *Set) Intercept(brokerIndex int, typ pb.BaseCommand_Type, topicOf func()
 	if !ok {
 		return broker.Verdict{}, false
 	}
-	return broker.Verdict{Delay: f.Delay, Drop: f.Drop, Refuse: f.answers(), Err: f.Err, Message: f.message()}, true
+	return broker.Verdict{Delay: f.Delay, Drop: f.Drop, DropAnswer: f.DropAnswer && !f.Drop, Refuse: f.answers(), Err: f.Err, Message: f.message()}, true
 }
 
 // match finds the fault for a command, spending one of its budget.
@@ -164,7 +170,7 @@ func (s *Set) match(brokerIndex int, typ pb.BaseCommand_Type, topic string) (Fau
 
 // answers reports whether the fault answers with an error.
 func (f Fault) answers() bool {
-	return !f.Drop && (f.Err != 0 || f.Message != "" || f.Delay == 0)
+	return !f.Drop && !f.DropAnswer && (f.Err != 0 || f.Message != "" || f.Delay == 0)
 }
 
 func (f Fault) message() string {
