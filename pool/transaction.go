@@ -57,6 +57,15 @@ var (
 	// because a publish or acknowledgement in it failed (the error says
 	// which).
 	ErrTransactionAborted = txn.ErrAborted
+	// ErrTransactionOutcomeUnknown: Commit asked the broker to commit and
+	// got no success, so the transaction may have committed or not. The
+	// broker forgets a transaction once it ended, so a commit asked again
+	// after its first answer was lost (or a commit after the timeout
+	// aborted it) is refused with pulsarwire.ErrTransactionNotFound, which
+	// the error also matches. Messages acknowledged in it come again if
+	// it did not commit, and never if it did; what the caller keeps from
+	// it must be read back from the broker.
+	ErrTransactionOutcomeUnknown = txn.ErrOutcomeUnknown
 )
 
 // DefaultTransactionTimeout is BeginTransaction's timeout when it is
@@ -101,8 +110,8 @@ func (t *Transaction) Deadline() time.Time { return t.inner().Deadline() }
 // acknowledgement in it to be answered, then asks its coordinator to
 // commit. If one of them failed it aborts instead and returns
 // ErrTransactionAborted with that failure. A commit the broker refuses
-// (pulsarwire.ErrTransactionNotFound: the timeout aborted it) leaves the
-// transaction TransactionFailed. If ctx ends while waiting for the
+// or does not answer leaves the transaction TransactionFailed and returns
+// ErrTransactionOutcomeUnknown. If ctx ends while waiting for the
 // publishes, the transaction is open again.
 //
 // Acknowledgements held for it (subscribe's AckWithTxn) are not sent once
@@ -113,8 +122,10 @@ func (t *Transaction) Deadline() time.Time { return t.inner().Deadline() }
 //
 // After a lost connection the commit is asked again; if the first one
 // had reached the broker, the second is refused with
-// ErrTransactionNotFound although it committed. The broker's state is
-// the truth: acknowledgements that did not commit come again.
+// ErrTransactionNotFound although it committed (Apache Pulsar answers
+// so; so does the embedded broker): ErrTransactionOutcomeUnknown. The
+// broker's state is the truth: acknowledgements that did not commit come
+// again, those that did never do.
 func (t *Transaction) Commit(ctx context.Context) error { return t.inner().Commit(ctx) }
 
 // Abort aborts the transaction: nothing published in it is ever

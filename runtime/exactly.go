@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamrun/streamrun/plugin"
@@ -59,6 +60,17 @@ type committer struct {
 	done     chan struct{}
 	started  bool
 	stopOnce sync.Once
+
+	// Commits whose outcome is unknown (the broker answered none, or
+	// TransactionNotFound, which a commit asked again after its answer
+	// was lost gets too: see unknown.go), counted; readBack is the count
+	// the keyed state was last read back at. While they differ the memory
+	// may be behind the changelog, and every transaction aborts.
+	unknown, readBack atomic.Uint64
+	// settleBy, unix nanoseconds: the receive loop reads the state back
+	// only after it, the deadline of an unknown commit the broker did not
+	// answer at all (its END_TXN may still be on its way).
+	settleBy atomic.Int64
 }
 
 // epoch is one transaction and what settled in it.
@@ -340,6 +352,9 @@ func (c *committer) commit(final bool) {
 	c.mu.Lock()
 	c.cur, c.next, c.closing = c.next, nil, false
 	c.mu.Unlock()
+	if c.stale() {
+		e.fail(errStateUnknown)
+	}
 	err := c.end(e)
 	if err != nil && p.cfg.Source.Type.SingleActive() && c.cur != nil {
 		// Everything after the aborted transaction's messages comes again
@@ -447,6 +462,11 @@ func (c *committer) finish(e *epoch, err error) {
 	}
 	switch {
 	case p.keyed != nil:
+		if errors.Is(err, pool.ErrTransactionOutcomeUnknown) {
+			// It may have committed its changes: the receive loop reads
+			// them back before the next message (unknown.go).
+			c.unknownEnd(e, err)
+		}
 		// With the state changes not committed taken back, at once.
 		p.keyed.rollback(redeliver)
 	case single && len(e.settles) > 0:

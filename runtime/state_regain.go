@@ -21,9 +21,10 @@ import (
 // again (docs/runtime.md, "Keyed state").
 
 // regained says whether the consumer subscribed again since the keyed
-// state was last read back.
+// state was last read back, or a commit's outcome was unknown since
+// (unknown.go).
 func (p *pipeline) regained() bool {
-	return p.keyed != nil && p.cons.Resubscribed() != p.readAt
+	return p.keyed != nil && (p.cons.Resubscribed() != p.readAt || p.eo != nil && p.eo.stale())
 }
 
 // regain reads the keyed state back after the consumer subscribed again,
@@ -32,8 +33,13 @@ func (p *pipeline) regained() bool {
 // read, or with the receive loop's context.
 func (p *pipeline) regain() error {
 	at := p.cons.Resubscribed()
-	p.log.Warn("subscribed again after losing the subscription: the keyed state is read back from the changelog before the next message",
-		"changelog", p.keyed.topic)
+	if at != p.readAt {
+		p.log.Warn("subscribed again after losing the subscription: the keyed state is read back from the changelog before the next message",
+			"changelog", p.keyed.topic)
+	} else {
+		p.log.Warn("a commit's outcome is unknown: the keyed state is read back from the changelog before the next message",
+			"changelog", p.keyed.topic)
+	}
 	for i := range p.lanes {
 		ln := &p.lanes[i]
 		for _, it := range ln.items {
@@ -44,13 +50,21 @@ func (p *pipeline) regain() error {
 	if err := p.credits.waitAll(p.recvCtx); err != nil {
 		return err
 	}
+	var unknownAt uint64
 	if p.eo != nil {
-		p.eo.abortNow(p.recvCtx, errors.New("the subscription was lost and made again: the state is read back"))
+		p.eo.abortNow(p.recvCtx, errors.New("the subscription was lost and made again, or a commit's outcome is unknown: the state is read back"))
+		var err error
+		if unknownAt, err = p.eo.settle(p.recvCtx); err != nil {
+			return err
+		}
 	}
 	if err := p.keyed.restore(p.recvCtx, p.client, p.cfg.Source.Subscription); err != nil {
 		return fmt.Errorf("read the keyed state back after subscribing again: %w", err)
 	}
 	p.readAt = at
+	if p.eo != nil {
+		p.eo.readBack.Store(unknownAt)
+	}
 	// What was received since the subscription came back was handed
 	// back unacknowledged: it comes again, now on the state read back.
 	if err := p.cons.RedeliverUnacknowledged(); err != nil {

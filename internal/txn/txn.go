@@ -57,6 +57,12 @@ var (
 	// ErrAborted is Commit's error when it aborted instead, because a
 	// send or acknowledgement inside the transaction failed.
 	ErrAborted = errors.New("transaction aborted instead of committed")
+	// ErrOutcomeUnknown is Commit's error when END_TXN(COMMIT) was asked
+	// and not answered with success: refused with TransactionNotFound
+	// (the coordinator forgets a transaction once it ended, committed or
+	// aborted, so a commit asked again after its answer was lost is
+	// refused so too), or not answered at all. It may have committed.
+	ErrOutcomeUnknown = errors.New("the commit's outcome is unknown: it may have committed")
 )
 
 // Txn is one transaction, from Begin to its end. Safe for concurrent use.
@@ -391,6 +397,9 @@ func (t *Txn) end(ctx context.Context, action pb.TxnAction) error {
 	switch {
 	case err != nil:
 		t.state.Store(int32(Failed))
+		if action == pb.TxnAction_COMMIT {
+			err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
 	case action == pb.TxnAction_COMMIT:
 		t.state.Store(int32(Committed))
 	default:

@@ -1,0 +1,133 @@
+package runtime_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/streamrun/streamrun/broker"
+	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
+	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
+	streamrun "github.com/streamrun/streamrun/runtime"
+)
+
+// A commit whose answer is lost: the broker committed, then the
+// connection dropped before its answer went out, and the commit asked
+// again is TransactionNotFound, which a commit and an abort both leave.
+// The host must neither handle the transaction's inputs again (it
+// committed) nor lose them (had it aborted, they would come again), on
+// every subscription type. Embedded broker only: it needs the fault
+// that drops a connection between the commit and its answer.
+//
+// The coordinator is on one broker, the topics on the other, so that the
+// consumers keep their connection while the coordinator's drops: a
+// consumer that subscribes again makes the host read its state back and
+// ask for everything again anyway (state_regain.go), which would hide
+// what the host makes of the lost answer itself.
+func TestExactlyOnceWhenACommitsAnswerIsLost(t *testing.T) {
+	for _, typ := range []pipelines.SubscriptionType{pipelines.Shared, pipelines.Failover, pipelines.Exclusive, pipelines.KeyShared} {
+		t.Run(string(typ), func(t *testing.T) {
+			in, out := topic(t, "in"), topic(t, "out")
+			c, coord := twoBrokers(t, in, out)
+			url := c.ServiceURL()
+			pub := clientURL(t, url, unbatched)
+			got := collect(t, clientURL(t, url), out)
+			const n = 2000
+			var want []string
+			payload := func(i int) string { return fmt.Sprintf("m-%d", i) }
+			for i := range n {
+				want = append(want, payload(i))
+			}
+			publish(t, pub, in, n, payload, func(i int) string { return fmt.Sprintf("k%d", i%16) })
+			delay := 100 * time.Millisecond
+			if typ.KeepsOrder() {
+				delay = 30 * time.Millisecond
+			}
+			p := eoPipeline("eo", in, out, typ, self(testConfig{Output: out, BatchDelay: delay}))
+			r := runHost(t, nil, streamrun.Options{Logger: eoLogger(t),
+				Pool: pool.Options{ServiceURL: url, OperationRetries: pool.OperationRetries{Delay: 100 * time.Millisecond}}}, p)
+
+			set := brokertest.Faults(t, c)
+			lost := 0
+			for got.len() < n*3/4 && lost < 20 {
+				h := set.Add(faults.Fault{Broker: coord, Command: pb.BaseCommand_END_TXN, DropAnswer: true, Count: 1})
+				waitFor(t, "a commit", func() bool { return h.Fired() == 1 || got.len() >= n*3/4 })
+				h.Remove()
+				lost += h.Fired()
+				time.Sleep(100*time.Millisecond + rand.N(200*time.Millisecond))
+			}
+			checkExactlyOnce(t, got, want)
+			s := r.stats("eo")
+			t.Logf("answers lost %d, commits %d, aborts %d", lost, s.Commits, s.Aborts)
+			if lost < 3 {
+				t.Errorf("only %d answers lost before three quarters of the outputs: the test did not make its case", lost)
+			}
+		})
+	}
+}
+
+// The same with keyed state: a commit whose answer was lost may have
+// committed its state changes. Every count comes out once, and the
+// changelog holds the right ones.
+func TestKeyedStateExactlyOnceWhenACommitsAnswerIsLost(t *testing.T) {
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	c, coord := twoBrokers(t, in, out, in+"-state")
+	url := c.ServiceURL()
+	cl := clientURL(t, url, func(o *pool.Options) { o.Producer.Batching.MaxMessages = 20 })
+	outs := collect(t, clientURL(t, url), out)
+	const n, keys = 2000, 8
+	key := func(i int) string { return fmt.Sprintf("k%d", i%keys) }
+	publish(t, cl, in, n, func(i int) string { return fmt.Sprintf("m-%d", i) }, key)
+	p := exactlyOnce(countingPipeline(t, in, out, testConfig{BatchDelay: 20 * time.Millisecond}))
+	r := runHost(t, nil, streamrun.Options{Logger: eoLogger(t),
+		Pool: pool.Options{ServiceURL: url, OperationRetries: pool.OperationRetries{Delay: 100 * time.Millisecond}}}, p)
+
+	set := brokertest.Faults(t, c)
+	lost := 0
+	for outs.len() < n*3/4 && lost < 20 {
+		h := set.Add(faults.Fault{Broker: coord, Command: pb.BaseCommand_END_TXN, DropAnswer: true, Count: 1})
+		waitFor(t, "a commit", func() bool { return h.Fired() == 1 || outs.len() >= n*3/4 })
+		h.Remove()
+		lost += h.Fired()
+		time.Sleep(100*time.Millisecond + rand.N(200*time.Millisecond))
+	}
+	outs.waitLen(t, n)
+	time.Sleep(500 * time.Millisecond) // for a late duplicate to show
+	checkCounts(t, outs.payloads(), keys, n/keys)
+	st, err := streamrun.ReadState(testContext(t), cl, p.ChangelogTopic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if k := key(i); string(st[k]) != strconv.Itoa(n/keys) {
+			t.Errorf("key %s: count %q read back from the changelog, want %d", k, st[k], n/keys)
+		}
+	}
+	s := r.stats("counts")
+	t.Logf("answers lost %d, commits %d, aborts %d", lost, s.Commits, s.Aborts)
+	if lost < 3 {
+		t.Errorf("only %d answers lost before three quarters of the outputs: the test did not make its case", lost)
+	}
+}
+
+// twoBrokers starts two embedded brokers with transactions on and puts
+// topics on the one that does not serve the transaction coordinator,
+// whose index it returns.
+func twoBrokers(t *testing.T, topics ...string) (*broker.Cluster, int) {
+	t.Helper()
+	c := cluster(t, func(o *broker.Options) { o.Transactions, o.Brokers = true, 2 })
+	coord := c.OwnerOf(pulsarwire.TxnCoordinatorTopic + pulsarwire.PartitionSuffix + "0")
+	for _, tp := range topics {
+		if err := c.MoveTopic(tp, 1-coord); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, coord
+}
