@@ -90,6 +90,10 @@ type txnRecord struct {
 	Topics map[string]int64 `json:"topics,omitempty"`
 	// Subs it acknowledged on, by topic and subscription name.
 	Subs map[string]*txnSubAcks `json:"subs,omitempty"`
+
+	// ended, made by an END_TXN that waits for the end under way, is
+	// closed once finish forgot the record; under tc.mu.
+	ended chan struct{}
 }
 
 // txnSubAcks is what a transaction acknowledged on one subscription.
@@ -401,28 +405,58 @@ func (tc *txnCoordinator) acked(id pulsarwire.TxnID, topic, sub string, ids []ui
 	return tc.save(r)
 }
 
-// end commits or aborts a transaction at a client's request.
+// end commits or aborts a transaction at a client's request. One whose
+// end is under way (a client asking again after the first answer was
+// lost, the timeout's abort) is answered as Apache Pulsar's coordinator
+// answers, which keeps it until its end is done: the same end waits for
+// it and succeeds, the other is refused with InvalidTxnStatus. Once done
+// it is forgotten: TransactionNotFound, whatever it came to.
 func (tc *txnCoordinator) end(id pulsarwire.TxnID, principal string, action pb.TxnAction) error {
+	want := txnCommitting
+	if action == pb.TxnAction_ABORT {
+		want = txnAborting
+	}
 	tc.mu.Lock()
 	r, err := tc.openLocked(id, principal)
 	if err != nil {
 		var e *errTxn
 		if errors.As(err, &e) && e.code == pb.ServerError_InvalidTxnStatus {
-			// Ending one whose end is under way: Apache Pulsar's coordinator
-			// no longer lists it as open either.
-			err = txnNotFound(id)
+			r = tc.txns[id.Least]
+			if r.Status != want {
+				err = &errTxn{pb.ServerError_InvalidTxnStatus, txnStatusMessage(id, want, r.Status)}
+			} else {
+				if r.ended == nil {
+					r.ended = make(chan struct{})
+				}
+				ended := r.ended
+				tc.mu.Unlock()
+				select {
+				case <-ended:
+					tc.mu.Lock()
+					_, again := tc.txns[id.Least]
+					tc.mu.Unlock()
+					if again {
+						// Open again: storing the first end failed.
+						return &errTxn{pb.ServerError_UnknownError, "ending transaction " + id.String() + " failed; it is open"}
+					}
+					return nil
+				case <-tc.c.ctx.Done():
+					return &errTxn{pb.ServerError_ServiceNotReady, "the broker is closing"}
+				}
+			}
 		}
 		tc.mu.Unlock()
 		return err
 	}
-	r.Status = txnCommitting
-	if action == pb.TxnAction_ABORT {
-		r.Status = txnAborting
-	}
+	r.Status = want
 	tc.mu.Unlock()
 	if err := tc.save(r); err != nil {
 		tc.mu.Lock()
 		r.Status = txnOpen
+		if r.ended != nil {
+			close(r.ended) // the waiters find it open again
+			r.ended = nil
+		}
 		tc.mu.Unlock()
 		return err
 	}
@@ -462,6 +496,10 @@ func (tc *txnCoordinator) finish(r *txnRecord) {
 	tc.saveMu.Lock()
 	tc.mu.Lock()
 	delete(tc.txns, r.ID)
+	if r.ended != nil {
+		close(r.ended)
+		r.ended = nil
+	}
 	tc.mu.Unlock()
 	err := tc.c.store.DeleteMeta(txnKeyPrefix + strconv.FormatUint(r.ID, 10))
 	tc.saveMu.Unlock()
