@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -44,4 +46,17 @@ func TestFaultAPI(t *testing.T) {
 	adminDo(t, "POST", base+"brokers/5/restart", "", 400)
 	adminDo(t, "POST", base+"brokers/0/restart?down=10ms", "", 204)
 	dial(t, c.ServiceURL()).producer("persistent://public/default/after-restart")
+
+	// drop_answer: handled, then the connection closed with no answer.
+	adminDo(t, "POST", base+"faults", `{"command":"PARTITIONED_METADATA","drop_answer":true,"count":1}`, 200)
+	q := dial(t, c.ServiceURL())
+	q.send(&pb.CommandPartitionedTopicMetadata{Topic: proto.String("persistent://public/default/dropped"), RequestId: proto.Uint64(1)})
+	if !q.closedByBroker() {
+		t.Fatal("drop_answer left the connection open")
+	}
+	for len(q.frames) > 0 {
+		if f := <-q.frames; f.Cmd.GetType() == pb.BaseCommand_PARTITIONED_METADATA_RESPONSE {
+			t.Fatalf("drop_answer let the answer out: %v", f.Cmd)
+		}
+	}
 }
