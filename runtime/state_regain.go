@@ -33,13 +33,11 @@ func (p *pipeline) regained() bool {
 // read, or with the receive loop's context.
 func (p *pipeline) regain() error {
 	at := p.cons.Resubscribed()
-	if at != p.readAt {
-		p.log.Warn("subscribed again after losing the subscription: the keyed state is read back from the changelog before the next message",
-			"changelog", p.keyed.topic)
-	} else {
-		p.log.Warn("a commit's outcome is unknown: the keyed state is read back from the changelog before the next message",
-			"changelog", p.keyed.topic)
+	why := "the subscription was lost and made again"
+	if at == p.readAt {
+		why = "a commit's outcome is unknown"
 	}
+	p.log.Warn(why+": the keyed state is read back from the changelog before the next message", "changelog", p.keyed.topic)
 	for i := range p.lanes {
 		ln := &p.lanes[i]
 		for _, it := range ln.items {
@@ -52,7 +50,7 @@ func (p *pipeline) regain() error {
 	}
 	var unknownAt uint64
 	if p.eo != nil {
-		p.eo.abortNow(p.recvCtx, errors.New("the subscription was lost and made again, or a commit's outcome is unknown: the state is read back"))
+		p.eo.abortNow(p.recvCtx, errors.New(why+": the state is read back"))
 		var err error
 		if unknownAt, err = p.eo.settle(p.recvCtx); err != nil {
 			return err
