@@ -74,8 +74,10 @@ func (s *subscription) ackInTxn(m *pb.CommandAck, id pulsarwire.TxnID) (pb.Serve
 	for _, e := range ids {
 		switch {
 		case s.isAcked(e):
+			s.offConsumers(m)
 			return pb.ServerError_TransactionConflict, s.conflict(id, fmt.Sprintf("try to ack message:%d:%d (ackSet is null) already acked before.", s.t.ledger, e)), false
 		case s.txnHeld(e):
+			s.offConsumers(m)
 			return pb.ServerError_TransactionConflict, s.conflict(id, fmt.Sprintf("try to ack message:%d:%d (ackSet is null) in pending ack status.", s.t.ledger, e)), false
 		}
 	}
@@ -91,7 +93,32 @@ func (s *subscription) ackInTxn(m *pb.CommandAck, id pulsarwire.TxnID) (pb.Serve
 	for _, e := range ids {
 		s.txnAcks[e] = id
 	}
+	s.offConsumers(m)
 	return 0, "", true
+}
+
+// offConsumers takes the whole entries an individual ACK in a
+// transaction names off their consumers (Shared and Key_Shared), as
+// Apache Pulsar does before it judges the ACK, taken or refused for a
+// conflict: a refused one is then neither at a consumer (asking for it
+// again by id does nothing) nor held by the transaction (its abort does
+// not send it); it comes again only when the cursor is read again. The
+// client acknowledges such entries again one by one
+// (subscribe/txnack.go, retryAlone). Deliberately unlike Apache Pulsar,
+// an ACK in a transaction the coordinator does not have open leaves
+// them at their consumer, as it is refused. s.mu held.
+func (s *subscription) offConsumers(m *pb.CommandAck) {
+	if dispatcherOf(s.typ).ordered() {
+		return
+	}
+	for _, mid := range m.GetMessageId() {
+		if mid.GetLedgerId() != s.t.ledger || len(mid.GetAckSet()) > 0 {
+			continue
+		}
+		if pe, ok := s.pending[mid.GetEntryId()]; ok {
+			s.release(mid.GetEntryId(), pe)
+		}
+	}
 }
 
 // restoreTxnAcks gives back, after a restart, what an open transaction

@@ -320,6 +320,42 @@ func TestTxnAcksAsApachePulsar(t *testing.T) {
 	p.noMessage(xcid, 300*time.Millisecond)
 }
 
+// An ACK in a transaction refused for a conflict takes the entries it
+// names off the consumer all the same (Shared), as Apache Pulsar 4.0.8
+// does: asking for them again by id brings nothing, nor does the
+// transaction's abort, since it holds none of them. Acknowledged alone
+// in the transaction afterwards, an entry comes again with its abort
+// (what the client does: subscribe's retryAlone).
+func TestTxnAckRefusedTakesItsEntriesOffTheConsumer(t *testing.T) {
+	c := brokertest.Start(t, txnsOn)
+	p := dial(t, c.ServiceURL())
+	topic := brokertest.TopicName(t)
+	pid := p.producer(topic)
+	var ids []*pb.MessageIdData
+	for i := uint64(0); i < 3; i++ {
+		ids = append(ids, p.publish(pid, i, msg{payload: fmt.Sprint("m", i)}).GetMessageId())
+	}
+	cid := p.subscribe(topic, "s", pb.CommandSubscribe_Shared, earliest)
+	p.flow(cid, 100)
+	for range ids {
+		p.receive(cid)
+	}
+	at := func(i int) string { return fmt.Sprintf("%d:%d", ids[i].GetLedgerId(), ids[i].GetEntryId()) }
+	t1, t2 := p.newTxn(60000), p.newTxn(60000)
+	wantOK(t, "ack m0 in t1", p.ackTxn(cid, t1, false, ids[0]))
+	wantOK(t, "commit t1", p.endTxn(t1, pb.TxnAction_COMMIT))
+	wantRefusal(t, "ack m0, m1, m2 in t2", p.ackTxn(cid, t2, false, ids...), pb.ServerError_TransactionConflict,
+		conflictMsg(topic, "s", t2, "try to ack message:"+at(0)+" (ackSet is null) already acked before."))
+	p.send(&pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(cid), MessageIds: ids[1:]})
+	p.noMessage(cid, 300*time.Millisecond)
+	wantOK(t, "ack m1 alone in t2", p.ackTxn(cid, t2, false, ids[1]))
+	wantOK(t, "abort t2", p.endTxn(t2, pb.TxnAction_ABORT))
+	if m := p.receive(cid); m.payload != "m1" {
+		t.Fatalf("after the abort got %v, want m1", m)
+	}
+	p.noMessage(cid, 300*time.Millisecond) // m2: held nowhere, at no consumer
+}
+
 // A transaction past its timeout is aborted by the broker: what it
 // acknowledged comes again, what it published is never delivered, and
 // the coordinator no longer knows it. Deliberately unlike Apache Pulsar,
