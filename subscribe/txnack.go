@@ -3,6 +3,7 @@ package subscribe
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,7 +21,9 @@ import (
 // until it commits (or sent at once, waiting for the broker's answer,
 // when AckGroupTime is negative), then sent with the transaction's id,
 // each answered (ACK_RESPONSE), before the commit itself: a refusal (a
-// conflict with another transaction) aborts the commit. When the
+// conflict with another transaction) aborts the commit, the entries of
+// a refused ACK acknowledged again alone in the transaction first
+// (retryAlone), so that its abort sends them again. When the
 // transaction does not commit, what it acknowledged comes again: the
 // broker sends again what it was told of, and the consumer asks for the
 // rest.
@@ -220,10 +223,21 @@ func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 		} else {
 			err = fmt.Errorf("ack on %s in transaction %s: %w", held[i].pc.topic, t.ID(), err)
 		}
+		var alone []ackReq
+		conflict := errors.Is(err, pulsarwire.ErrTransactionConflict)
+		if conflict {
+			alone = a.retryAlone(ctx, t, held[i].pc, held[i:j])
+		}
 		a.mu.Lock()
-		if err != nil {
+		switch {
+		case conflict:
+			// Those refused alone too are acknowledged for good or held by
+			// another transaction: nothing to ask for again.
+			s.sent = append(s.sent, alone...)
+			s.held = append(s.held, held[j:]...)
+		case err != nil:
 			s.held = append(s.held, held[i:]...)
-		} else {
+		default:
 			s.sent = append(s.sent, held[i:j]...)
 		}
 		a.mu.Unlock()
@@ -233,6 +247,48 @@ func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 		i = j
 	}
 	return nil
+}
+
+// aloneInFlight bounds the ACKs retryAlone has in flight at once.
+const aloneInFlight = 16
+
+// retryAlone acknowledges each entry of group alone in t, after the
+// broker refused their ACK whole for a conflict (TransactionConflict:
+// one of them acknowledged before, or held by another transaction), and
+// returns those it took. Apache Pulsar takes every entry a refused ACK
+// names off the consumer's unacknowledged ones, so that without this
+// the others would be held by no transaction and at no consumer: not
+// sent again by the abort that follows, nor when asked for by id, and
+// lost until the subscription's cursor is read again (docs/reliability.md,
+// "Exactly once"). Held by t, they come again when it aborts.
+func (a *txnAcks) retryAlone(ctx context.Context, t *txn.Txn, pc *partConsumer, group []ackReq) []ackReq {
+	if len(group) < 2 {
+		return nil
+	}
+	took := make([]bool, len(group))
+	slots := make(chan struct{}, aloneInFlight)
+	var wg sync.WaitGroup
+	for k := range group {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			err := a.send(ctx, t, pc, group[k:k+1])
+			took[k] = err == nil
+			if err != nil && !errors.Is(err, pulsarwire.ErrTransactionConflict) {
+				a.c.log.Warn("an entry of an ACK refused for a conflict was not taken alone; it comes again only when the subscription is read again",
+					"topic", pc.topic, "entry", group[k].pos.String(), "txn", t.ID(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	var out []ackReq
+	for k, ok := range took {
+		if ok {
+			out = append(out, group[k])
+		}
+	}
+	return out
 }
 
 // send sends one ACK of group (entries of pc) in transaction t and waits
