@@ -434,7 +434,10 @@ type Handler struct {
 	// included), so a slow handler has 2 and is not taken for hung because
 	// batches queued for it. Default 1 on
 	// Exclusive, Failover and KeyShared, where each key's order must hold;
-	// more than 1 on those is an error.
+	// more than 1 on those is an error. With keyed state (at least once,
+	// no steps before the handler) the host sends the next batch while the
+	// last is out when the two share no key, which keeps each key's order
+	// (docs/pipelines.md, "Keyed state").
 	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty" reload:"flow"`
 }
 

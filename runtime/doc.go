@@ -80,7 +80,11 @@
 // for a handler in the host's process; 1 on the types that keep order,
 // where more is refused): the next batches are
 // sent while the last is still in the plugin, so that host and plugin
-// process do not wait for each other.
+// process do not wait for each other. A pipeline with keyed state (at
+// least once, no steps before the handler) sends its next batch while
+// the last is out if the two share no key, and holds it back until then
+// otherwise, so that each key's batches still go one after the other,
+// each sent with the values the last one left (worker_keys.go).
 // Past 2 at once, an instance gets more only while its last call took
 // under a quarter of Handler.Timeout: a batch's timeout runs from its
 // send, so a slow handler is not taken for hung for the batches queued

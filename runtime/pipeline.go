@@ -346,10 +346,31 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 		order:    make(chan *sent, limit),
 		pipeline: p.name, intercept: p.h.opts.Intercept, keyed: p.keyed,
 	}
+	if p.keyedOverlaps(w.stages) && limit == 1 {
+		w.limit, w.guard = keyedOverlap, &keyGuard{busy: map[string]int{}}
+		w.order = make(chan *sent, keyedOverlap)
+	}
 	// Slow until an answer shows otherwise: no more than steadyBatches go
 	// to a handler not yet timed.
 	w.took.Store(int64(hc.Timeout))
 	return w
+}
+
+// keyedOverlap is how many batches of a keyed-state pipeline an instance
+// works on at once, none of them sharing a key (keyGuard): the next one
+// is sent while the last is out, so that the host's reading and applying
+// of the state, and its reading of the answers, no longer stand between
+// the plugin's batches (docs/benchmarks/keyed-state.md).
+const keyedOverlap = 2
+
+// keyedOverlaps says whether p's workers send a batch while another is
+// out when their keys differ: with keyed state at least once, and no
+// steps before the handler (which may change a message's key after the
+// guard has looked at it). Under exactly_once, a change is tracked with
+// its transaction and taken back in order (state_exactly.go), and the
+// worker keeps one batch at a time.
+func (p *pipeline) keyedOverlaps(st *stages) bool {
+	return p.keyed != nil && !p.keyed.eo && p.win == nil && (st == nil || st.before == nil)
 }
 
 // open prepares the handler, opens the output producers, starts every

@@ -64,6 +64,10 @@ type worker struct {
 	intercept Interceptor
 	// keyed is the pipeline's keyed state, nil when it keeps none.
 	keyed *keyedState
+	// guard, when set, lets the next batch go while the last is out if
+	// they share no key (keyGuard); limit is then keyedOverlap. Nil: one
+	// batch waits for the last unless limit says otherwise.
+	guard *keyGuard
 
 	limit   int           // batches in flight on the instance
 	timeout time.Duration // of one call
@@ -129,11 +133,14 @@ func (w *worker) publish() {
 
 // run feeds the instance the batches of q, up to limit at once, until q
 // is closed and the last has its answer, or hands them back once the
-// hard stop came.
+// hard stop came. With a guard, a batch that shares a key with one in
+// flight waits (next) until that one is done, and the batches after it
+// wait behind it.
 func (w *worker) run(q <-chan *batch) {
 	defer close(w.order)
-	fin := make(chan struct{}, w.limit)
+	fin := make(chan *batch, w.limit)
 	inflight := 0
+	var next *batch
 	for {
 		var exited, changed <-chan struct{}
 		var gen uint64
@@ -151,7 +158,7 @@ func (w *worker) run(q <-chan *batch) {
 			exited, gen, changed = w.sup.watch()
 		}
 		qq := q
-		if inflight >= w.limit || (inflight >= steadyBatches && !w.deep()) {
+		if next != nil || inflight >= w.limit || (inflight >= steadyBatches && !w.deep()) {
 			qq = nil
 		}
 		select {
@@ -162,28 +169,21 @@ func (w *worker) run(q <-chan *batch) {
 				}
 				return
 			}
-			if w.hard.Err() != nil {
-				for _, it := range b.items {
-					w.out.handBack(it)
-				}
+			if w.guard != nil && inflight > 0 && w.guard.overlaps(b.items) {
+				next = b
 				continue
 			}
-			sb := &sent{done: make(chan struct{})}
-			w.order <- sb
-			if w.limit == 1 {
-				// One at a time: no goroutine to hand it to.
-				w.process(b, sb, true)
-				close(sb.done)
-				continue
-			}
-			inflight++
-			go func() {
-				defer func() { fin <- struct{}{} }()
-				defer close(sb.done)
-				w.process(b, sb, false)
-			}()
-		case <-fin:
+
+			w.send(b, fin, &inflight)
+		case b := <-fin:
 			inflight--
+			if w.guard != nil {
+				w.guard.free(b.items)
+				if next != nil && !w.guard.overlaps(next.items) {
+					b, next = next, nil
+					w.send(b, fin, &inflight)
+				}
+			}
 		case <-changed:
 			// Replaced, restarted or failed: watch the new one.
 		case <-exited:
@@ -196,6 +196,35 @@ func (w *worker) run(q <-chan *batch) {
 			}
 		}
 	}
+}
+
+// send hands b to the instance: at once when the worker takes one batch
+// at a time, else on a goroutine of its own that reports to fin when b is
+// done; after the hard stop, b is handed back instead.
+func (w *worker) send(b *batch, fin chan<- *batch, inflight *int) {
+	if w.hard.Err() != nil {
+		for _, it := range b.items {
+			w.out.handBack(it)
+		}
+		return
+	}
+	sb := &sent{done: make(chan struct{})}
+	w.order <- sb
+	if w.limit == 1 {
+		// One at a time: no goroutine to hand it to.
+		w.process(b, sb, true)
+		close(sb.done)
+		return
+	}
+	if w.guard != nil {
+		w.guard.hold(b.items)
+	}
+	*inflight++
+	go func() {
+		defer func() { fin <- b }()
+		defer close(sb.done)
+		w.process(b, sb, false)
+	}()
 }
 
 // steadyBatches is how many batches an instance is always given at once
