@@ -13,7 +13,8 @@ import (
 )
 
 // The chaos handler is the campaign's plugin: it copies each message to
-// its output (same key, same payload: the ledger's id), and misbehaves
+// its output (same key, same payload: the ledger's id; the input's message
+// id in the property propInputID), and misbehaves
 // when the campaign drops an order file into its control directory. The
 // one-shot orders are claimed by removing the file, so exactly one batch
 // of one instance obeys:
@@ -41,6 +42,11 @@ type chaosConfig struct {
 // batch timeout), four instances well below the campaign's publish rate,
 // so a backlog builds.
 const slowSleep = 60 * time.Millisecond
+
+// propInputID names the input message an output came from, so that the
+// ledger tells a second output of one input (a duplicate) from the
+// outputs of two copies of one publish the broker stored (ledger_test.go).
+const propInputID = "campaign-input-id"
 
 type chaos struct{ cfg chaosConfig }
 
@@ -78,7 +84,7 @@ func (c *chaos) Process(ctx context.Context, w plugin.ResultWriter, batch []*plu
 	}
 	for _, m := range batch {
 		if !c.cfg.Count {
-			w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: m.Payload})
+			w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: m.Payload, Properties: map[string]string{propInputID: m.ID}})
 			continue
 		}
 		var n int
@@ -91,7 +97,7 @@ func (c *chaos) Process(ctx context.Context, w plugin.ResultWriter, batch []*plu
 		}
 		// The id without the burst's padding, then the count.
 		id, _, _ := bytes.Cut(m.Payload, []byte("|"))
-		w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: fmt.Appendf(nil, "%s|%s=%d", id, m.Key, n)})
+		w.Output(m, plugin.Output{Topic: c.cfg.Output, Key: m.Key, Payload: fmt.Appendf(nil, "%s|%s=%d", id, m.Key, n), Properties: map[string]string{propInputID: m.ID}})
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,10 +29,18 @@ type pipe struct {
 	partitions int // of the input topic; 0: not partitioned
 	in, out    string
 
-	mu        sync.Mutex
-	pubAt     []int64 // unix ns of each publish call, by seq
-	receipt   []uint8 // receiptPending, receiptOK, receiptFailed
-	outs      []int32 // distinct output messages seen, by seq
+	mu      sync.Mutex
+	pubAt   []int64 // unix ns of each publish call, by seq
+	receipt []uint8 // receiptPending, receiptOK, receiptFailed
+	outs    []int32 // distinct output messages seen, by seq
+	// inputs are the input messages (by id, propInputID) each seq came
+	// out of. A publish whose receipt was lost with its connection is
+	// sent again, and a broker without deduplication (the embedded
+	// broker; Apache Pulsar unless it is turned on) stores it twice: two
+	// inputs of one seq, each rightly put out once. Their outputs beyond
+	// the first are copies, counted apart from duplicates.
+	inputs    map[int][]string
+	copies    int64 // outputs of a second (third...) input of one seq
 	dupAt     []time.Time
 	outIDs    map[pulsarwire.MessageID]struct{}
 	processed int64 // output messages seen, duplicates included
@@ -53,7 +62,7 @@ const (
 )
 
 func newPipe(name, typ string, partitions int, in, out string) *pipe {
-	p := &pipe{name: name, typ: typ, partitions: partitions, in: in, out: out, outIDs: make(map[pulsarwire.MessageID]struct{}), counted: map[string]map[int]int{}}
+	p := &pipe{name: name, typ: typ, partitions: partitions, in: in, out: out, outIDs: make(map[pulsarwire.MessageID]struct{}), inputs: map[int][]string{}, counted: map[string]map[int]int{}}
 	p.maxSeq.Store(-1)
 	return p
 }
@@ -132,8 +141,9 @@ const keys = 64
 func keyOf(seq int) string { return "k" + strconv.Itoa(seq%keys) }
 
 // record takes one message from the output topic. A redelivery to the
-// collector (same message id) is not a duplicate; the same seq under a
-// new message id is.
+// collector (same message id) is not a duplicate; the same seq from the
+// same input message under a new message id is; the same seq from
+// another input message is a copy of the publish (inputs).
 func (p *pipe) record(m *subscribe.Message, at time.Time) {
 	id, rest, _ := strings.Cut(string(m.Payload), "|")
 	name, s, ok := strings.Cut(id, ":")
@@ -169,8 +179,15 @@ func (p *pipe) record(m *subscribe.Message, at time.Time) {
 	}
 	p.processed++
 	p.outs[seq]++
-	if p.outs[seq] > 1 {
+	in, seen := m.Properties[propInputID], p.inputs[seq]
+	switch {
+	case len(seen) > 0 && in != "" && !slices.Contains(seen, in):
+		p.copies++
+		p.inputs[seq] = append(seen, in)
+	case len(seen) > 0:
 		p.dupAt = append(p.dupAt, at)
+	default:
+		p.inputs[seq] = []string{in}
 	}
 	if int64(seq) > p.maxSeq.Load() {
 		p.maxSeq.Store(int64(seq))
@@ -212,16 +229,20 @@ func (p *pipe) missing(limit int) ([]int, int) {
 
 // pipeCounts is a pipeline's line of the ledger.
 type pipeCounts struct {
-	Pipeline       string `json:"pipeline"`
-	Type           string `json:"type"`
-	Guarantee      string `json:"guarantee"`
-	Partitions     int    `json:"partitions"`
-	Published      int    `json:"published"`
-	Receipted      int    `json:"receipted"`
-	PublishFailed  int    `json:"publish_failed"`
-	Processed      int64  `json:"processed"`
-	Output         int    `json:"output"`
-	Duplicated     int64  `json:"duplicated"`
+	Pipeline      string `json:"pipeline"`
+	Type          string `json:"type"`
+	Guarantee     string `json:"guarantee"`
+	Partitions    int    `json:"partitions"`
+	Published     int    `json:"published"`
+	Receipted     int    `json:"receipted"`
+	PublishFailed int    `json:"publish_failed"`
+	Processed     int64  `json:"processed"`
+	Output        int    `json:"output"`
+	Duplicated    int64  `json:"duplicated"`
+	// InputCopies: outputs of a publish the broker stored twice (its
+	// receipt lost, sent again), each of its inputs put out once; not
+	// duplicates of the pipeline.
+	InputCopies    int64  `json:"input_copies"`
 	Lost           int    `json:"lost"`
 	UnreceiptedOut int    `json:"unreceipted_output"`
 	FirstPubError  string `json:"first_publish_error,omitempty"`
@@ -251,7 +272,8 @@ func (p *pipe) counts() pipeCounts {
 			}
 		}
 	}
-	c.Duplicated = c.Processed - int64(c.Output)
+	c.InputCopies = p.copies
+	c.Duplicated = c.Processed - int64(c.Output) - p.copies
 	return c
 }
 

@@ -80,3 +80,46 @@ func TestMedianMax(t *testing.T) {
 		}
 	}
 }
+
+// A publish whose receipt was lost with its connection is sent again and,
+// on a broker without deduplication, stored twice: two input messages of
+// one seq. Each put out once is no duplicate of the pipeline (the campaign
+// at 4ad72d0, seed 1796537229464655224, called it one: eo-failover's
+// input partition held seq 18066 as entries 4066 and 4067, one producer
+// and sequence id); a second output of one input still is, and a counting
+// pipeline counts both copies.
+func TestLedgerCopiesOfAPublishAreNotDuplicates(t *testing.T) {
+	p := newPipe("p", "failover", 2, "in", "out")
+	for range 2 {
+		p.mu.Lock()
+		p.pubAt = append(p.pubAt, time.Now().UnixNano())
+		p.receipt = append(p.receipt, receiptOK)
+		p.outs = append(p.outs, 0)
+		p.mu.Unlock()
+	}
+	out := func(entry uint64, payload, input string) *subscribe.Message {
+		return &subscribe.Message{ID: pulsarwire.MessageID{Ledger: 8, Entry: entry}, Payload: []byte(payload),
+			Properties: map[string]string{propInputID: input}}
+	}
+	now := time.Now()
+	p.record(out(1, "p:0", "4:4066:0:-1"), now)
+	p.record(out(2, "p:0", "4:4067:0:-1"), now) // the publish's second copy: put out once
+	p.record(out(3, "p:1", "4:4068:0:-1"), now)
+	if c := p.counts(); c.Duplicated != 0 || c.InputCopies != 1 || c.Output != 2 || c.Processed != 3 {
+		t.Errorf("two copies of one publish: duplicated %d, input copies %d, output %d, processed %d; want 0, 1, 2, 3",
+			c.Duplicated, c.InputCopies, c.Output, c.Processed)
+	}
+	if len(p.dupAt) != 0 {
+		t.Errorf("duplicates at %v; want none", p.dupAt)
+	}
+	want, n := p.wantCounts()
+	if n != 3 || want["k0"] != 2 || want["k1"] != 1 {
+		t.Errorf("wantCounts = %v, %d; want k0 2 (both copies count), k1 1, 3 in all", want, n)
+	}
+
+	p.record(out(4, "p:0", "4:4067:0:-1"), now) // one input put out twice
+	if c := p.counts(); c.Duplicated != 1 || c.InputCopies != 1 || len(p.dupAt) != 1 {
+		t.Errorf("a second output of one input: duplicated %d, input copies %d, %d duplicate times; want 1, 1, 1",
+			c.Duplicated, c.InputCopies, len(p.dupAt))
+	}
+}
