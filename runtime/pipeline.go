@@ -58,9 +58,9 @@ type pipeline struct {
 	met    *metrics // nil when not measured
 	// keyed is the pipeline's keyed state, nil when it keeps none.
 	keyed *keyedState
-	// readAt is the consumer's Resubscribed count when keyed state was
-	// last read back (state_regain.go); only the receive loop reads it
-	// while the pipeline runs.
+	// readAt is the consumer's Resubscribed count when keyed state or
+	// the windows were last read back (state_regain.go); only the
+	// receive loop reads it while the pipeline runs.
 	readAt uint64
 	// admitOK and admitAcked are admit's answers, reused from batch to
 	// batch by the receive loop, the only caller.
@@ -416,8 +416,8 @@ func (p *pipeline) openSource(ctx context.Context) error {
 	if err := p.subscribeAs(ctx, p); err != nil {
 		return err
 	}
+	p.readAt = p.cons.Resubscribed()
 	if p.keyed != nil {
-		p.readAt = p.cons.Resubscribed()
 		// After subscribing: on an Exclusive subscription, once any host
 		// before is gone, every change it acknowledged is in the changelog.
 		if err := p.keyed.restore(ctx, p.client, p.cfg.Source.Subscription); err != nil {
@@ -427,6 +427,7 @@ func (p *pipeline) openSource(ctx context.Context) error {
 	}
 	if p.win != nil {
 		// After subscribing, as keyed state is read back.
+		p.win.letGo(p.readAt)
 		if err := p.win.restore(ctx); err != nil {
 			_ = p.cons.Close(context.WithoutCancel(ctx))
 			return err
@@ -534,6 +535,16 @@ func (p *pipeline) receive() {
 				p.client.SendOpenBatches()
 				if !p.win.wait(p.recvCtx) {
 					return
+				}
+				if p.regained() {
+					// Nothing received, and the windows hold every
+					// credit: read them back before they move on.
+					if rerr := p.regain(); rerr != nil {
+						if p.recvCtx.Err() == nil {
+							p.fail(rerr)
+						}
+						return
+					}
 				}
 				p.windowTick(time.Now())
 				continue

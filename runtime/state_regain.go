@@ -18,32 +18,45 @@ import (
 // exactly_once the open transaction aborts (its acknowledgements may
 // have been lost with the connection), the changelog is read back as at
 // start, and then the consumer asks for every unacknowledged message
-// again (docs/runtime.md, "Keyed state").
+// again (docs/runtime.md, "Keyed state"). Windows are read back from
+// their changelog the same way (window_regain.go).
 
 // regained says whether the consumer subscribed again since the keyed
-// state was last read back, or a commit's outcome was unknown since
-// (unknown.go).
+// state or the windows were last read back, or a commit's outcome was
+// unknown since (unknown.go).
 func (p *pipeline) regained() bool {
-	return p.keyed != nil && (p.cons.Resubscribed() != p.readAt || p.eo != nil && p.eo.stale())
+	return (p.keyed != nil || p.win != nil) && (p.cons.Resubscribed() != p.readAt || p.eo != nil && p.eo.stale())
 }
 
-// regain reads the keyed state back after the consumer subscribed again,
-// as the package comment above says; it runs on the receive loop, which
-// holds no message then. It fails only when the changelog cannot be
-// read, or with the receive loop's context.
+// regain reads the keyed state or the windows back after the consumer
+// subscribed again, as the package comment above says; it runs on the
+// receive loop, which holds no message then. It fails only when the
+// changelog cannot be read, or with the receive loop's context.
 func (p *pipeline) regain() error {
 	at := p.cons.Resubscribed()
 	why := "the subscription was lost and made again"
 	if at == p.readAt {
 		why = "a commit's outcome is unknown"
 	}
-	p.log.Warn(why+": the keyed state is read back from the changelog before the next message", "changelog", p.keyed.topic)
+	var changelog string
+	if p.keyed != nil {
+		changelog = p.keyed.topic
+	} else {
+		changelog = p.win.topic
+	}
+	p.log.Warn(why+": the state is read back from the changelog before the next message", "changelog", changelog)
 	for i := range p.lanes {
 		ln := &p.lanes[i]
 		for _, it := range ln.items {
-			p.handBack(it) // received before: it comes again
+			if it.win == nil { // a window's fire or add is made again from what is read back
+				p.handBack(it) // received before: it comes again
+			}
 		}
+		clear(ln.items)
 		ln.items = ln.items[:0]
+	}
+	if p.win != nil {
+		p.win.letGo(at)
 	}
 	if err := p.credits.waitAll(p.recvCtx); err != nil {
 		return err
@@ -56,8 +69,15 @@ func (p *pipeline) regain() error {
 			return err
 		}
 	}
-	if err := p.keyed.restore(p.recvCtx, p.client, p.cfg.Source.Subscription); err != nil {
-		return fmt.Errorf("read the keyed state back after subscribing again: %w", err)
+	if p.keyed != nil {
+		if err := p.keyed.restore(p.recvCtx, p.client, p.cfg.Source.Subscription); err != nil {
+			return fmt.Errorf("read the keyed state back after subscribing again: %w", err)
+		}
+	}
+	if p.win != nil {
+		if err := p.win.restore(p.recvCtx); err != nil {
+			return fmt.Errorf("read the windows back after subscribing again: %w", err)
+		}
 	}
 	p.readAt = at
 	if p.eo != nil {

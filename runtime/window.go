@@ -59,7 +59,11 @@ type windower struct {
 
 	mu      sync.Mutex
 	durable []durableMsg
-	done    []fireDone
+	// sub is the consumer's Resubscribed count when the windows were
+	// last read back: what was received or handed out before another
+	// count is let go (window_regain.go). Written under mu.
+	sub  uint64
+	done []fireDone
 	// addsDone are the incremental adds answered.
 	addsDone []addDone
 	wake     chan struct{} // something queued for process
@@ -134,21 +138,32 @@ type windowFire struct {
 	acc []byte
 	// replaces are the fired sessions this one took in (sessionFire).
 	replaces []int64
+	// sub is windower.sub when it was handed out: an answer after the
+	// consumer subscribed again is let go (window_regain.go).
+	sub uint64
 }
 
 func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
-		keys: map[string]*winKey{}, held: map[string]bool{}, nextCheck: math.MinInt64, dirty: map[string]bool{},
-		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental(), adds: map[winID2]bool{}, order: map[string]*inOrder{},
-		writing: map[string]int{}}
-	wc := &p.cfg.Window
-	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
-	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
+		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental()}
+	w.reset()
 	if len(p.cfg.Source.Topics) > 0 {
 		w.srcTopic = p.cfg.Source.Topics[0]
 	}
 	return w
+}
+
+// reset empties what the receive goroutine keeps of the windows, for
+// restore to fill.
+func (w *windower) reset() {
+	w.keys, w.held, w.dirty = map[string]*winKey{}, map[string]bool{}, map[string]bool{}
+	w.adds, w.order, w.writing = map[winID2]bool{}, map[string]*inOrder{}, map[string]int{}
+	w.nextCheck, w.rescan, w.partsAt = math.MinInt64, false, time.Time{}
+	wc := &w.cfg
+	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
+	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
+	w.open.Store(0)
 }
 
 // expectPartitions tells both watermarks of the partitions the consumer
@@ -251,8 +266,14 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		w.held[rec] = false
 		w.writing[wm.Key]++
 		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
+		sub := p.readAt
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
+			if w.stale(sub) {
+				w.mu.Unlock()
+				p.handBack(&item{m: m}) // it comes again, to the windows read back
+				return
+			}
 			w.durable = append(w.durable, durableMsg{wm: wm, m: m, err: err})
 			w.mu.Unlock()
 			w.kick()
@@ -284,7 +305,9 @@ func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
 		return
 	}
 	w.mu.Lock()
-	w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, replaces: f.replaces, ok: ok, delay: delay})
+	if !w.stale(f.sub) {
+		w.done = append(w.done, fireDone{key: f.key, start: f.start, fire: f.fire, n: f.n, replaces: f.replaces, ok: ok, delay: delay})
+	}
 	w.mu.Unlock()
 	w.kick()
 }
@@ -663,5 +686,5 @@ func (w *windower) fireItem(key string, sp *span, ws *winState, base int, replac
 		},
 		PublishTime: time.UnixMilli(sp.end), EventTime: time.UnixMilli(sp.end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs), replaces: replaces}}
+	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs), replaces: replaces, sub: w.p.readAt}}
 }

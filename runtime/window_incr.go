@@ -204,6 +204,15 @@ func (w *windower) advance(topic string, q *inOrder) {
 // record, and the windows learn of it with the receipt.
 func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 	f := it.win
+	w.mu.Lock()
+	stale := w.stale(f.sub)
+	w.mu.Unlock()
+	if stale {
+		// Its base may be older than what another host wrote meanwhile:
+		// not written; its messages come again (window_regain.go).
+		w.p.settled(it, Retried, "the subscription was lost and made again")
+		return
+	}
 	rec := f.add.base
 	if change != nil {
 		rec.Acc = change.Value
@@ -225,7 +234,9 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
 		func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
-			w.addsDone = append(w.addsDone, addDone{f: f, added: true, rec: rec, err: err, ok: true})
+			if !w.stale(f.sub) {
+				w.addsDone = append(w.addsDone, addDone{f: f, added: true, rec: rec, err: err, ok: true})
+			}
 			w.mu.Unlock()
 			w.kick()
 		})
@@ -237,7 +248,9 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 // delay.
 func (w *windower) addSettled(f *windowFire, ok bool, delay time.Duration) {
 	w.mu.Lock()
-	w.addsDone = append(w.addsDone, addDone{f: f, ok: ok, delay: delay})
+	if !w.stale(f.sub) {
+		w.addsDone = append(w.addsDone, addDone{f: f, ok: ok, delay: delay})
+	}
 	w.mu.Unlock()
 	w.kick()
 }
@@ -251,6 +264,9 @@ func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 	for _, d := range done {
 		f := d.f
 		k := w.keys[f.key]
+		if k == nil || k.accs[f.start] == nil {
+			continue // made before the windows were read back (window_regain.go)
+		}
 		a := k.accs[f.start]
 		a.adding = false
 		w.adds[winID2{f.key, f.start}] = true
@@ -331,7 +347,7 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
 	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs,
-		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw}}, acc: a.acc}}
+		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw}}, acc: a.acc, sub: w.p.readAt}}
 }
 
 // accStateKey is the key an add's message has, under which its
@@ -412,7 +428,7 @@ func (w *windower) fireIncr(key string, start int64, a *winAcc, ws *winState) *i
 		},
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n}}
+	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, sub: w.p.readAt}}
 }
 
 // restoreAccs puts the accumulators read back in their windows.

@@ -1,0 +1,43 @@
+package runtime
+
+// Windows when the subscription comes back. As keyed state
+// (state_regain.go), the open windows in memory are those of before the
+// consumer subscribed again by itself, and another host may have held
+// the Exclusive subscription meanwhile, placed messages in the windows,
+// fired and forgotten some, and written its accumulators. So the
+// windows are read back from their changelog too, by the same steps
+// (pipeline.regain): letGo below empties them first, handing back the
+// messages they hold unacknowledged; what was handed out before (a
+// fire, an add, a changelog write whose receipt is to come) is let go
+// when it comes back, by its sub: an add's accumulator is not written,
+// for it would write over the other host's (docs/pipelines.md,
+// "Windows").
+
+// stale says whether what was made when the windows were read back at
+// count sub is of before the consumer subscribed again. Called under mu.
+func (w *windower) stale(sub uint64) bool {
+	return sub != w.sub || w.p.cons.Resubscribed() != sub
+}
+
+// letGo empties the windows in memory before they are read back at the
+// consumer's Resubscribed count at: the messages they hold whose
+// contribution is not acknowledged are handed back (they come again),
+// and what comes back later for what they handed out is let go. It runs
+// on the receive goroutine.
+func (w *windower) letGo(at uint64) {
+	p := w.p
+	w.mu.Lock()
+	w.sub = at
+	durable := w.durable
+	w.durable, w.done, w.addsDone = nil, nil, nil
+	w.mu.Unlock()
+	for _, d := range durable {
+		p.handBack(&item{m: d.m})
+	}
+	for _, q := range w.order {
+		for _, pm := range q.q {
+			p.handBack(&item{m: pm.m})
+		}
+	}
+	w.reset()
+}
