@@ -631,7 +631,7 @@ func (p *pipeline) route(ms []*subscribe.Message) {
 func (p *pipeline) place(it *item, now time.Time) {
 	l := 0
 	if len(p.lanes) > 1 {
-		l = int(laneHash(it.m) % uint32(len(p.lanes)))
+		l = int(laneHash(it.m, p.keyed != nil) % uint32(len(p.lanes)))
 	}
 	ln := &p.lanes[l]
 	if len(ln.items) == 0 {
@@ -668,9 +668,16 @@ func (p *pipeline) admit(ms []*subscribe.Message) []*subscribe.Message {
 
 // laneHash picks the lane of a message: by ordering key, else key, else
 // topic (or partition), so that each key's messages, and a topic's
-// messages without a key, stay in one lane and in order.
-func laneHash(m *subscribe.Message) uint32 {
-	k := m.OrderingKey
+// messages without a key, stay in one lane and in order. With byKey (a
+// pipeline with keyed state) the ordering key is passed over: the key is
+// what the state is kept by, and a key split over two lanes would have
+// two instances change its value at once (docs/pipelines.md, "Keyed
+// state"). Windows' fires carry no ordering key, so go by their key.
+func laneHash(m *subscribe.Message, byKey bool) uint32 {
+	var k string
+	if !byKey {
+		k = m.OrderingKey
+	}
 	if k == "" {
 		k = m.Key
 	}

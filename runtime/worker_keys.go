@@ -14,20 +14,16 @@ type keyGuard struct {
 
 // guardKey is what a message is held under: its key, as the handler's
 // state sees it (no steps run before the handler of a guarded worker),
-// and as its lane was chosen (laneHash); a message without a key is held
-// under its topic, so that those keep their order too. The ordering key,
-// when there is one and it differs, is held beside it (guardKeys).
-func guardKeys(it *item, f func(string)) {
-	m := it.m
-	switch {
-	case m.Key != "":
-		f(m.Key)
-	default:
-		f("\x00" + m.Topic)
+// and as its lane was chosen (laneHash, by key in a keyed-state
+// pipeline); a message without a key is held under its topic, so that
+// those keep their order too. The ordering key is not held: a keyed-state
+// pipeline keeps order per key, and the ordering key does not split one
+// (docs/pipelines.md, "Keyed state").
+func guardKey(it *item) string {
+	if it.m.Key != "" {
+		return it.m.Key
 	}
-	if m.OrderingKey != "" && m.OrderingKey != m.Key {
-		f("\x01" + m.OrderingKey)
-	}
+	return "\x00" + it.m.Topic
 }
 
 // overlaps says whether a message of items shares a key with a batch in
@@ -36,14 +32,8 @@ func (g *keyGuard) overlaps(items []*item) bool {
 	if len(g.busy) == 0 {
 		return false
 	}
-	hit := false
 	for _, it := range items {
-		guardKeys(it, func(k string) {
-			if g.busy[k] > 0 {
-				hit = true
-			}
-		})
-		if hit {
+		if g.busy[guardKey(it)] > 0 {
 			return true
 		}
 	}
@@ -53,19 +43,18 @@ func (g *keyGuard) overlaps(items []*item) bool {
 // hold counts the keys of items as in flight.
 func (g *keyGuard) hold(items []*item) {
 	for _, it := range items {
-		guardKeys(it, func(k string) { g.busy[k]++ })
+		g.busy[guardKey(it)]++
 	}
 }
 
 // free is told that the batch of items has its answers applied.
 func (g *keyGuard) free(items []*item) {
 	for _, it := range items {
-		guardKeys(it, func(k string) {
-			if n := g.busy[k] - 1; n > 0 {
-				g.busy[k] = n
-			} else {
-				delete(g.busy, k)
-			}
-		})
+		k := guardKey(it)
+		if n := g.busy[k] - 1; n > 0 {
+			g.busy[k] = n
+		} else {
+			delete(g.busy, k)
+		}
 	}
 }
