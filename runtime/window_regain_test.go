@@ -20,8 +20,8 @@ import (
 // connections let through again, subscribes again by itself and takes
 // the rest. It must go on from the windows the second left in the
 // changelog, not from those it held in memory: every window's result
-// equals the reference (window_regain.go). Tumbling and sliding windows
-// keep their messages; incremental ones their accumulators, which the
+// equals the reference (window_regain.go). Tumbling, sliding and
+// session windows keep their messages; incremental ones their accumulators, which the
 // first host would otherwise write over the second's.
 func TestWindowsEqualTheReferenceWhenTheSubscriptionComesBack(t *testing.T) {
 	for _, c := range []struct {
@@ -30,6 +30,7 @@ func TestWindowsEqualTheReferenceWhenTheSubscriptionComesBack(t *testing.T) {
 	}{
 		{"tumbling", windowKinds[0].w},
 		{"sliding", windowKinds[1].w},
+		{"session", windowKinds[2].w},
 		{"incremental", func() pipelines.Window { w := windowKinds[0].w; w.Mode = pipelines.ModeIncremental; return w }()},
 	} {
 		t.Run(c.name, func(t *testing.T) { testWindowsWhenTheSubscriptionComesBack(t, c.w) })

@@ -85,10 +85,17 @@ func (w *windower) sessionLate(m *winMsg) bool {
 // took in, and the most fires of them and base; busy when one of them
 // is being handed over (sp waits for its answer). Windows that never
 // fired within sp go.
+//
+// sp took in a session only if it holds that session's first message
+// (the one at its start). Sessions may overlap: a message that came
+// after an earlier session's horizon starts its own session even when
+// its time falls inside the earlier one (sessions); the earlier then
+// spans the later's start without holding any of its messages, and must
+// not fire again in its place.
 func takenIn(k *winKey, sp *span, base int) (replaces []int64, most int, busy bool) {
 	most = base
 	for start, o := range k.wins {
-		if start <= sp.start || start >= sp.end || o.forgotten {
+		if start <= sp.start || start >= sp.end || o.forgotten || !holdsAt(sp, start) {
 			continue
 		}
 		switch {
@@ -103,6 +110,16 @@ func takenIn(k *winKey, sp *span, base int) (replaces []int64, most int, busy bo
 	}
 	slices.Sort(replaces)
 	return replaces, most, busy
+}
+
+// holdsAt says whether sp holds a message at time t.
+func holdsAt(sp *span, t int64) bool {
+	for _, m := range sp.msgs {
+		if m.Time == t {
+			return true
+		}
+	}
+	return false
 }
 
 // within says whether start falls inside one of spans (after its start).

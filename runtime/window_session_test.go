@@ -78,3 +78,58 @@ func TestALateMessageMergesFiredSessions(t *testing.T) {
 		t.Errorf("the session moved back: %+v; want start 95, fire 3, replaces [100], four messages", r)
 	}
 }
+
+// A message that comes after a fired session's horizon, at a time
+// inside that session, starts a session of its own (the fired one is
+// past joining); the two overlap. Each fires once, with its own
+// message, as the reference has them: the earlier does not fire again
+// in the later's place (naming it as taken in) for spanning its start.
+func TestASessionStartedInsideAFiredOneIsNotTakenIn(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	outs := collect(t, cl, out)
+	w := pipelines.Window{Type: pipelines.Session, Gap: 10 * time.Second, AllowedLateness: 40 * time.Second, Time: pipelines.TimeEvent}
+	// Slow answers: a's first session is still being answered (so not
+	// forgotten) when the message inside it is placed.
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}},
+		windowPipeline(in, out, w, windowConfig{BatchDelay: 300 * time.Millisecond}))
+	at := func(key string, s int64) {
+		publishOne(t, cl, in, pool.Message{Key: key, Payload: fmt.Appendf(nil, "%s@%d", key, s), EventTime: time.UnixMilli(windowBase + s*1000)})
+	}
+	results := func(key string) []windowResult {
+		var rs []windowResult
+		for _, m := range outs.all() {
+			var r windowResult
+			if err := json.Unmarshal(m.Payload, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Key == key {
+				r.Start = (r.Start - windowBase) / 1000
+				for i := range r.Replaces {
+					r.Replaces[i] = (r.Replaces[i] - windowBase) / 1000
+				}
+				rs = append(rs, r)
+			}
+		}
+		slices.SortFunc(rs, func(x, y windowResult) int { return int(x.Start - y.Start) })
+		return rs
+	}
+	at("a", 100)
+	at("b", 150) // the watermark 150: a's session [100, 110) fires; the horizon 110
+	at("a", 105) // after the horizon: [105, 115) of its own
+	// Then c's session fires after both of a's and their answers.
+	waitFor(t, "both of a's sessions", func() bool { return len(results("a")) >= 2 })
+	at("c", 200)
+	at("d", 300)
+	waitFor(t, "c's session", func() bool { return len(results("c")) >= 1 })
+	want := []string{"[100 fire 1 [a@100] replaces []]", "[105 fire 1 [a@105] replaces []]"}
+	var got []string
+	for _, r := range results("a") {
+		got = append(got, fmt.Sprintf("[%d fire %d %v replaces %v]", r.Start, r.Fire, r.Payloads, r.Replaces))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("a's results: %v\nwant %v", got, want)
+	}
+}
