@@ -211,6 +211,18 @@ func TestValidateKeyedState(t *testing.T) {
 		t.Errorf("keyed state with exactly_once: %v", err)
 	}
 	p.Guarantee = ""
+	// A key set before the handler, on several instances: refused at the
+	// step's key (TestAKeyMappedBeforeKeyedStateOnSeveralInstancesIsRefused).
+	p.Steps = []pipelines.Step{{Map: &pipelines.MapStep{Key: `"all"`}}}
+	p.Handler.Instances = 3
+	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "steps[0].map.key" || !strings.Contains(err.Error(), "3 instances") {
+		t.Errorf("a key mapped before keyed state on 3 instances: %v", err)
+	}
+	p.Handler.Instances = 1
+	if err := p.Validate(); err != nil {
+		t.Errorf("a key mapped before keyed state on one instance: %v", err)
+	}
+	p.Steps = nil
 	p.State = pipelines.State{Enabled: true, Changelog: "persistent://a/b"}
 	if err := p.Validate(); !errors.As(err, &fe) || fe.Path != "state.changelog" {
 		t.Errorf("a bad changelog topic: %v", err)

@@ -65,7 +65,9 @@ type MapStep struct {
 	// Payload becomes the payload: an expression giving bytes, a string
 	// (its UTF-8 bytes), or a map or list (written as JSON).
 	Payload string `yaml:"payload,omitempty" json:"payload,omitempty"`
-	// Key becomes the key (a string).
+	// Key becomes the key (a string). Before the handler of a pipeline
+	// with keyed state, only with handler.instances 1: an instance is
+	// picked by the key a message came with.
 	Key string `yaml:"key,omitempty" json:"key,omitempty"`
 	// OrderingKey becomes the ordering key (a string).
 	OrderingKey string `yaml:"ordering_key,omitempty" json:"ordering_key,omitempty"`
@@ -84,6 +86,28 @@ type RouteStep struct {
 	To string `yaml:"to,omitempty" json:"to,omitempty"`
 	// Default is the topic when To is not set or gives "".
 	Default string `yaml:"default,omitempty" json:"default,omitempty"`
+}
+
+// keyBeforeState refuses a map step that sets the key before the handler
+// of a pipeline with keyed state and several instances. The host gives a
+// message to an instance by the key it came with (laneHash), before the
+// steps run on the worker: two keys the step maps to one would reach two
+// instances at once, each reading and changing that key's value from
+// what it was (docs/pipelines.md, "Keyed state").
+func (c *checker) keyBeforeState(p *Pipeline, marker int) {
+	if !p.State.Enabled || p.Handler.Instances <= 1 {
+		return
+	}
+	for i := range min(marker, len(p.Steps)) {
+		if m := p.Steps[i].Map; m != nil && m.Key != "" {
+			c.bad(fmt.Sprintf("steps[%d].map.key", i),
+				"sets the key before the handler of a pipeline with keyed state and %d instances: "+
+					"messages go to an instance by the key they came with, so two keys this maps to one would reach two instances at once, "+
+					"each changing that key's value from what it was; use handler.instances: 1, "+
+					"or set the key upstream (a pipeline of steps alone publishing to the topic this one reads)",
+				p.Handler.Instances)
+		}
+	}
 }
 
 // Step kinds' names, as the file writes them.
@@ -307,6 +331,7 @@ func (c *checker) checkSteps(p *Pipeline, env func() (*steps.Env, error)) {
 	if p.HasHandler() && marker < 0 {
 		marker = len(p.Steps)
 	}
+	c.keyBeforeState(p, marker)
 	if routeBefore >= 0 && routeBefore < marker {
 		c.bad(fmt.Sprintf("steps[%d].route", routeBefore),
 			"a route chooses where a message is published, which the handler decides: put it after the handler's place (- handler)")

@@ -1,6 +1,7 @@
 package pipelines_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -148,4 +149,47 @@ func newStepsEnv(t *testing.T) *steps.Env {
 		t.Fatal(err)
 	}
 	return env
+}
+
+// A map step that sets the key before the handler of a keyed-state
+// pipeline with several instances is refused at the key's expression,
+// saying why and what to do instead: the host picks a message's instance
+// by the key it came with, so two keys mapped to one would have two
+// instances change one value at once. With one instance, with the key
+// set after the handler, with only the ordering key set, or without
+// keyed state, the same steps are fine.
+func TestAKeyMappedBeforeKeyedStateOnSeveralInstancesIsRefused(t *testing.T) {
+	file := func(state string, instances int, steps string) string {
+		return fmt.Sprintf(`pipelines:
+  - name: p
+    source: {topics: [in], subscription: s, type: exclusive}
+    handler: {plugin: /bin/true, instances: %d}
+    state: {enabled: %s}
+    steps:
+%s`, instances, state, steps)
+	}
+	keyFirst := `      - filter: 'true'
+      - map: {key: '"all"'}
+`
+	_, err := pipelines.Parse("f.yaml", []byte(file("true", 2, keyFirst)), nil)
+	want := `f.yaml:8:20: pipelines[0].steps[1].map.key: sets the key before the handler of a pipeline with keyed state and 2 instances`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got\n%v\nwant\n%s...", err, want)
+	}
+	for _, words := range []string{"two instances at once", "handler.instances: 1", "set the key upstream"} {
+		if !strings.Contains(err.Error(), words) {
+			t.Errorf("the error does not say %q: %v", words, err)
+		}
+	}
+	for name, f := range map[string]string{
+		"one instance":          file("true", 1, keyFirst),
+		"no keyed state":        file("false", 2, keyFirst),
+		"the key after handler": file("true", 2, "      - handler\n"+keyFirst),
+		"the ordering key":      file("true", 2, `      - map: {ordering_key: '"all"'}
+`),
+	} {
+		if _, err := pipelines.Parse("f.yaml", []byte(f), nil); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
