@@ -103,7 +103,7 @@ func processCPU() time.Duration {
 // of 100 messages of distinct keys with their counts, run a counter
 // (GetJSON, PutJSON of the count plus one, one output of a payload of its
 // own, as runtime's BenchmarkKeyedStateCounter's handler does), encode
-// the answer. The plugin's share of keyed state's cost; "echo" is
+// the answer (contract version 4). The plugin's share of keyed state's cost; "echo" is
 // BenchmarkPluginCodec's compact echo of the same batch without state.
 func BenchmarkPluginKeyedCounter(b *testing.B) {
 	for _, counter := range []bool{false, true} {
@@ -162,7 +162,7 @@ func BenchmarkPluginKeyedCounter(b *testing.B) {
 				if herr != nil || p != nil {
 					b.Fatal(herr, p)
 				}
-				r := resultsOut{res: res, seq: in.seq, sizes: sc.sizes, codes: sc.codes, msgs: in.msgs, compact: true}
+				r := resultsOut{res: res, seq: in.seq, sizes: sc.sizes, codes: sc.codes, msgs: in.msgs, compact: true, compactState: true}
 				if out, err = wire.AppendFrame(out[:0], &r); err != nil {
 					b.Fatal(err)
 				}

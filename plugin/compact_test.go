@@ -135,3 +135,62 @@ func propOr(m map[string]string, k string) string {
 	}
 	return "<absent>"
 }
+
+// Contract version 4 answers a new value of the message's own key in the
+// compact byte (4 added to 0, 1 or 2) with the value among the states;
+// a deletion, a change of another key, and any change on version 3 go
+// in full.
+func TestCompactAnswersCarryStateOnVersion4(t *testing.T) {
+	batch := []*Message{
+		{Key: "k0", Payload: []byte("p0")}, {Key: "k1", Payload: []byte("p1")}, {Key: "k2", Payload: []byte("p2")},
+		{Key: "k3", Payload: []byte("p3")}, {Key: "k4", Payload: []byte("p4")}, {Payload: []byte("p5")},
+	}
+	put := func(k, v string) *StateChange { return &StateChange{Key: k, Value: []byte(v)} }
+	echo := func(m *Message, payload string) []Output {
+		return []Output{{Topic: "out", Key: m.Key, Payload: []byte(payload)}}
+	}
+	res := []Result{
+		{Outcome: OutcomeAck, State: put("k0", "1")},
+		{Outcome: OutcomeAck, Outputs: echo(batch[1], "p1"), State: put("k1", "2")},
+		{Outcome: OutcomeAck, Outputs: echo(batch[2], "k2=3"), State: put("k2", "3")},
+		{Outcome: OutcomeAck, Outputs: echo(batch[3], "p3"), State: &StateChange{Key: "k3", Delete: true}},
+		{Outcome: OutcomeAck, State: put("other", "5")},
+		{Outcome: OutcomeAck, State: put("", "6")},
+	}
+	for _, version4 := range []bool{true, false} {
+		frame, err := wire.AppendFrame(nil, &resultsOut{res: res, seq: 1, msgs: batch, compact: true, compactState: version4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got pb.BatchResult
+		if err := proto.Unmarshal(frame[wire.FrameHeader:], &got); err != nil {
+			t.Fatal(err)
+		}
+		want := []byte{wire.CompactAck | wire.CompactState, wire.CompactEcho | wire.CompactState,
+			wire.CompactEchoPayload | wire.CompactState, wire.CompactFull, wire.CompactFull, wire.CompactFull}
+		wantStates := []string{"1", "2", "3"}
+		if !version4 {
+			want, wantStates = bytes.Repeat([]byte{wire.CompactFull}, 6), nil
+		}
+		if !bytes.Equal(got.Outcomes, want) {
+			t.Errorf("version 4 %v: bytes %v, want %v", version4, got.Outcomes, want)
+		}
+		if len(got.States) != len(wantStates) {
+			t.Fatalf("version 4 %v: states %q, want %q", version4, got.States, wantStates)
+		}
+		for i, s := range wantStates {
+			if string(got.States[i]) != s {
+				t.Errorf("version 4 %v: state %d %q, want %q", version4, i, got.States[i], s)
+			}
+		}
+		for _, r := range got.Results {
+			w := res[r.Index].State
+			if r.State == nil || string(r.State.Key) != w.Key || string(r.State.Value) != string(w.Value) || r.State.Delete != w.Delete {
+				t.Errorf("version 4 %v: full result %d's change %v, want %+v", version4, r.Index, r.State, w)
+			}
+		}
+		if version4 && (len(got.Payloads) != 1 || string(got.Payloads[0]) != "k2=3") {
+			t.Errorf("payloads %q, want [k2=3]", got.Payloads)
+		}
+	}
+}

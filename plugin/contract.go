@@ -7,8 +7,9 @@ package plugin
 // other at start with an error naming both. Version 2 moves batches off
 // gRPC onto a channel the host hands the plugin (docs/runtime.md, "The
 // plugin boundary"); version 3 answers the common outcomes in a byte a
-// message. The handler sees no difference.
-const ContractVersion = 3
+// message; version 4 puts a change of the message's own keyed state in
+// that byte too. The handler sees no difference.
+const ContractVersion = 4
 
 // DefaultMaxMessageSize is the largest gRPC message (a batch, or a batch's
 // results) either side accepts unless told otherwise: 64 MiB, well above

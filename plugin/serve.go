@@ -374,7 +374,7 @@ func (s *server) answer(ctx context.Context, in *batchIn, sc *scratch) *resultsO
 		return nil
 	}
 	out := &resultsOut{res: res, seq: in.seq, sizes: sc.sizes, codes: sc.codes, msgs: in.msgs,
-		compact: s.version >= contract.VersionCompactAnswers && p == nil}
+		compact: s.version >= contract.VersionCompactAnswers && p == nil, compactState: s.version >= contract.VersionCompactState}
 	if p != nil {
 		out.panic, _ = proto.Marshal(p) // valid UTF-8: panicOf
 	}

@@ -56,6 +56,9 @@ type resultsOut struct {
 	msgs      []*Message
 	codes     []byte
 	echoTopic string
+	// compactState: the compact form may carry state changes (contract
+	// version 4).
+	compactState bool
 }
 
 var outcomeToPB = [...]pb.Outcome{
@@ -91,8 +94,12 @@ func (r *resultsOut) compactSize() int {
 	n := wire.SizeBytes(len(r.res))
 	for i := range r.res {
 		res := &r.res[i]
-		c := compactCode(r.msgs[i], res, &r.echoTopic)
+		c := compactCode(r.msgs[i], res, &r.echoTopic, r.compactState)
 		r.codes = append(r.codes, c)
+		if c&wire.CompactState != 0 {
+			n += wire.SizeBytes(len(res.State.Value))
+			c &^= wire.CompactState
+		}
 		switch c {
 		case wire.CompactEchoPayload:
 			n += wire.SizeBytes(len(res.Outputs[0].Payload))
@@ -114,9 +121,17 @@ func (r *resultsOut) appendCompact(b []byte) []byte {
 	b = append(b, r.codes...)
 	b = wire.AppendStr(b, wire.ResultsEchoTopic, r.echoTopic)
 	for i, c := range r.codes {
-		if c == wire.CompactEchoPayload {
+		if c&^wire.CompactState == wire.CompactEchoPayload {
 			p := r.res[i].Outputs[0].Payload
 			b = append(wire.AppendLen(b, wire.ResultsPayloads, len(p)), p...) // empty too: a repeated field's entry
+		}
+	}
+	if r.compactState {
+		for i, c := range r.codes {
+			if c != wire.CompactFull && c&wire.CompactState != 0 {
+				v := r.res[i].State.Value
+				b = append(wire.AppendLen(b, wire.ResultsStates, len(v)), v...)
+			}
 		}
 	}
 	sizes := r.sizes
@@ -140,14 +155,24 @@ func sameProperties(a, b map[string]string) bool {
 // compactCode is r's byte in the compact form for m: an ack with no
 // output, or with one output that echoes m (its key, ordering key and
 // properties, and its payload or another) to the answer's echo topic,
-// which the first such output sets; anything else is a full result.
-func compactCode(m *Message, r *Result, echoTopic *string) byte {
-	if r.Outcome != OutcomeAck || r.State != nil {
+// which the first such output sets; with withState (contract version
+// 4), either of them with a new value of m's own key too; anything else
+// is a full result.
+func compactCode(m *Message, r *Result, echoTopic *string, withState bool) byte {
+	if r.Outcome != OutcomeAck {
 		return wire.CompactFull
+	}
+	var state byte
+	if c := r.State; c != nil {
+		// A deletion, and what the host refuses, go in full.
+		if !withState || c.Delete || len(c.Value) == 0 || c.Key != m.Key || m.Key == "" {
+			return wire.CompactFull
+		}
+		state = wire.CompactState
 	}
 	switch len(r.Outputs) {
 	case 0:
-		return wire.CompactAck
+		return wire.CompactAck | state
 	case 1:
 	default:
 		return wire.CompactFull
@@ -165,9 +190,9 @@ func compactCode(m *Message, r *Result, echoTopic *string) byte {
 		return wire.CompactFull
 	}
 	if bytes.Equal(o.Payload, m.Payload) {
-		return wire.CompactEcho
+		return wire.CompactEcho | state
 	}
-	return wire.CompactEchoPayload
+	return wire.CompactEchoPayload | state
 }
 
 func outputSize(o *Output) int {

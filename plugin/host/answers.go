@@ -22,6 +22,9 @@ type answerArrays struct {
 type lentArrays struct {
 	res    []plugin.Result
 	echoes []plugin.Output
+	// changes are the state changes of contract version 4's compact
+	// answers.
+	changes []plugin.StateChange
 }
 
 // Bounds: lent entries past maxLent are forgotten (the oldest first; a
@@ -33,8 +36,8 @@ const (
 )
 
 // get returns arrays for an answer to n messages, echoes too when
-// withEchoes, and remembers them as lent.
-func (a *answerArrays) get(n int, withEchoes bool) lentArrays {
+// withEchoes, changes too when withChanges, and remembers them as lent.
+func (a *answerArrays) get(n int, withEchoes, withChanges bool) lentArrays {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var l lentArrays
@@ -54,6 +57,12 @@ func (a *answerArrays) get(n int, withEchoes bool) lentArrays {
 			l.echoes = make([]plugin.Output, n)
 		}
 		l.echoes = l.echoes[:n]
+	}
+	if withChanges {
+		if cap(l.changes) < n {
+			l.changes = make([]plugin.StateChange, n)
+		}
+		l.changes = l.changes[:n]
 	}
 	if len(a.lent) == maxLent {
 		a.lent = append(a.lent[:0], a.lent[1:]...)
@@ -80,6 +89,7 @@ func (a *answerArrays) recycle(res []plugin.Result) {
 			// Cleared, so that nothing they held is kept alive here.
 			clear(l.res[:cap(l.res)])
 			clear(l.echoes[:cap(l.echoes)])
+			clear(l.changes[:cap(l.changes)])
 			a.spare = append(a.spare, l)
 		}
 		return

@@ -27,15 +27,16 @@ type channelCarrier struct {
 	io   io.ReadWriter // conn, by raw system calls where it can (internal/rawsock)
 	fr   *wire.FrameReader
 	out  []byte // the frame being written, reused (sends are serialized)
-	// compact: answers may come in contract version 3's compact form.
-	compact bool
+	// compact: answers may come in contract version 3's compact form;
+	// compactState: with version 4's state changes in it too.
+	compact, compactState bool
 
 	closeOnce sync.Once
 }
 
-func newChannelCarrier(conn net.Conn, maxSize int, compact bool) *channelCarrier {
+func newChannelCarrier(conn net.Conn, maxSize int, compact, compactState bool) *channelCarrier {
 	rw := rawsock.Wrap(conn)
-	return &channelCarrier{conn: conn, io: rw, fr: wire.NewFrameReader(rw, maxSize), compact: compact}
+	return &channelCarrier{conn: conn, io: rw, fr: wire.NewFrameReader(rw, maxSize), compact: compact, compactState: compactState}
 }
 
 func (c *channelCarrier) send(b *batchOut) error {
@@ -67,7 +68,7 @@ func (c *channelCarrier) recv(r *resultsIn) error {
 		}
 		return channelError("read an answer", err)
 	}
-	r.compact = c.compact
+	r.compact, r.compactState = c.compact, c.compactState
 	if err := r.Decode(frame); err != nil {
 		// A plugin that writes what is not a BatchResult cannot be
 		// trusted with the next one: the instance goes.

@@ -145,3 +145,96 @@ func decodeAnswer(t *testing.T, batch []*plugin.Message, answer *pb.BatchResult)
 	inst := &Instance{name: "p"}
 	return inst.decodeResults(Messages(batch), &rin)
 }
+
+// Contract version 4's compact state bytes (4 to 6) are the acks of
+// bytes 0 to 2 with a new value of the message's own key, the next of
+// the answer's states: the host makes the change with its own key, and
+// checks it as a full result's.
+func TestTheHostReadsCompactStateChanges(t *testing.T) {
+	batch := []*plugin.Message{
+		{ID: "0", Key: "k0", Payload: []byte("p0")},
+		{ID: "1", Key: "k1", Payload: []byte("p1")},
+		{ID: "2", Key: "k2", Payload: []byte("p2")},
+		{ID: "3", Key: "k3", Payload: []byte("p3")},
+	}
+	answer := &pb.BatchResult{EchoTopic: "out",
+		Outcomes: []byte{wire.CompactAck | wire.CompactState, wire.CompactEcho | wire.CompactState,
+			wire.CompactEchoPayload | wire.CompactState, wire.CompactEcho},
+		Payloads: [][]byte{[]byte("k2=1")},
+		States:   [][]byte{[]byte("v0"), []byte("v1"), []byte("v2")}}
+	res, err := decodeAnswerAs(t, batch, answer, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"v0", "v1", "v2", ""} {
+		r := res[i]
+		if r.Outcome != plugin.OutcomeAck {
+			t.Fatalf("message %d: %+v", i, r)
+		}
+		if want == "" {
+			if r.State != nil {
+				t.Errorf("message %d: a change %+v, want none", i, r.State)
+			}
+			continue
+		}
+		if r.State == nil || r.State.Key != batch[i].Key || string(r.State.Value) != want || r.State.Delete {
+			t.Errorf("message %d: change %+v, want %s=%s", i, r.State, batch[i].Key, want)
+		}
+	}
+	if len(res[0].Outputs) != 0 || len(res[1].Outputs) != 1 || string(res[1].Outputs[0].Payload) != "p1" ||
+		len(res[2].Outputs) != 1 || string(res[2].Outputs[0].Payload) != "k2=1" || res[2].Outputs[0].Key != "k2" {
+		t.Errorf("outputs %+v, %+v, %+v", res[0].Outputs, res[1].Outputs, res[2].Outputs)
+	}
+}
+
+// A compact state byte that does not add up, or comes where version 4
+// was not negotiated or the pipeline keeps no state, is a wrong answer
+// naming the message, never a change.
+func TestWrongCompactStateChangesAreErrors(t *testing.T) {
+	batch := []*plugin.Message{{ID: "0", Key: "k0", Payload: []byte("a")}, {ID: "1", Payload: []byte("b")}}
+	v := [][]byte{[]byte("v")}
+	for _, tc := range []struct {
+		name         string
+		answer       *pb.BatchResult
+		state, keyed bool
+		want         string
+	}{
+		{"value missing", &pb.BatchResult{Outcomes: []byte{4, 0}}, true, true, "for message 0 (0): a state value is missing"},
+		{"value extra", &pb.BatchResult{Outcomes: []byte{4, 0}, States: [][]byte{[]byte("v"), []byte("w")}}, true, true,
+			"1 state values more than the outcomes ask for"},
+		{"empty value", &pb.BatchResult{Outcomes: []byte{4, 0}, States: [][]byte{nil}}, true, true,
+			"for message 0 (0): a state change with an empty value that does not delete"},
+		{"message without a key", &pb.BatchResult{Outcomes: []byte{0, 4}, States: v}, true, true,
+			"for message 1 (1): a state change for a message without a key"},
+		{"with a full result", &pb.BatchResult{Outcomes: []byte{7, 0}, States: v}, true, true,
+			"for message 0 (0): unknown compact outcome 7"},
+		{"version 3", &pb.BatchResult{Outcomes: []byte{4, 0}, States: v}, false, true,
+			"for message 0 (0): unknown compact outcome 4"},
+		{"no keyed state", &pb.BatchResult{Outcomes: []byte{4, 0}, States: v}, true, false,
+			"for message 0 (0): a state change, and the pipeline keeps no state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := decodeAnswerAs(t, batch, tc.answer, tc.state, tc.keyed)
+			if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), tc.want) || res != nil {
+				t.Fatalf("got %v, %v; want %q", res, err, tc.want)
+			}
+		})
+	}
+}
+
+// decodeAnswerAs is decodeAnswer on a carrier of version 4 (state) or 3,
+// for a pipeline with keyed state or without.
+func decodeAnswerAs(t *testing.T, batch []*plugin.Message, answer *pb.BatchResult, state, keyed bool) ([]plugin.Result, error) {
+	t.Helper()
+	raw, err := proto.Marshal(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rin := resultsIn{compact: true, compactState: state}
+	if err := rin.Decode(raw); err != nil {
+		t.Fatal(err)
+	}
+	inst := &Instance{name: "p"}
+	inst.opts.KeyedState = keyed
+	return inst.decodeResults(Messages(batch), &rin)
+}

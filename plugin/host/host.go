@@ -145,7 +145,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
 	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String(), certEnv)
-	// Contract version 1 always; versions 2 and 3 where the batch channel
+	// Contract version 1 always; versions 2 to 4 where the batch channel
 	// can be made. The plugin picks.
 	versions := map[int]*contract.GRPCPlugin{contract.VersionGRPCBatches: {Dial: dial}}
 	channel, childEnd, err := newChannel()
@@ -158,6 +158,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		env = append(env, fmt.Sprintf("%s=%d", contract.EnvBatchFD, 3)) // ExtraFiles' first
 		versions[contract.VersionBatchChannel] = &contract.GRPCPlugin{Dial: dial}
 		versions[contract.VersionCompactAnswers] = &contract.GRPCPlugin{Dial: dial}
+		versions[contract.VersionCompactState] = &contract.GRPCPlugin{Dial: dial}
 	}
 	size := opts.MaxMessageSize
 	client := goplugin.NewClient(&goplugin.ClientConfig{
@@ -222,11 +223,12 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 }
 
 // carrier is how the instance's batches travel, as the contract version
-// negotiated says: the batch channel (versions 2 and 3), else the gRPC
+// negotiated says: the batch channel (versions 2 to 4), else the gRPC
 // stream.
 func (i *Instance) carrier(channel net.Conn) (carrier, error) {
 	if contract.OnChannel(i.version) && channel != nil {
-		return newChannelCarrier(channel, i.opts.MaxMessageSize, i.version >= contract.VersionCompactAnswers), nil
+		return newChannelCarrier(channel, i.opts.MaxMessageSize, i.version >= contract.VersionCompactAnswers,
+			i.version >= contract.VersionCompactState), nil
 	}
 	closeChannel(channel)
 	return openGRPCCarrier(i.rpc.conn)
@@ -438,7 +440,7 @@ func (i *Instance) decodeResults(batch Batch, resp *resultsIn) ([]plugin.Result,
 	if len(resp.res) != n {
 		return nil, i.badAnswer(batch, -1, "%d results for a batch of %d messages", len(resp.res), n)
 	}
-	out := i.answers.get(n, false).res
+	out := i.answers.get(n, false, false).res
 	// A plugin answers in the batch's order: then no index can repeat,
 	// and nothing need be remembered to tell.
 	var seen []bool
@@ -543,26 +545,48 @@ func checkStateChange(batch Batch, idx int, c *plugin.StateChange, f *Fields) st
 // compact form (handler.proto, BatchResult): a byte a message, full
 // results, in the batch's order, for the messages whose byte says so. An
 // echoed output is made here from the host's own message, so its key,
-// properties and payload are the very ones the host sent.
+// properties and payload are the very ones the host sent; so is the key
+// of a version 4 state change.
 func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result, error) {
 	n := batch.Len()
 	codes := resp.codes
 	if len(codes) != n {
 		return nil, i.badAnswer(batch, -1, "%d outcomes for a batch of %d messages", len(codes), n)
 	}
-	arrays := i.answers.get(n, true)
+	arrays := i.answers.get(n, true, len(resp.states) > 0)
 	out, echoes := arrays.res, arrays.echoes // echoes: one array for the batch's echoed outputs
-	full, payloads := 0, resp.payloads
+	full, payloads, states := 0, resp.payloads, resp.states
 	var m Fields // one for the loop: it escapes, through the interface
 	for j, c := range codes {
+		var change *plugin.StateChange
+		if c&wire.CompactState != 0 && c != wire.CompactFull|wire.CompactState && resp.compactState {
+			// Contract version 4: the message's own key takes the next
+			// value, checked as a full result's change is.
+			if !i.opts.KeyedState {
+				return nil, i.badAnswer(batch, j, "a state change, and the pipeline keeps no state")
+			}
+			if len(states) == 0 {
+				return nil, i.badAnswer(batch, j, "a state value is missing")
+			}
+			batch.Fields(j, &m)
+			change = &arrays.changes[j]
+			*change = plugin.StateChange{Key: m.Key, Value: states[0]}
+			states = states[1:]
+			if err := checkStateChange(batch, j, change, &m); err != "" {
+				return nil, i.badAnswer(batch, j, "%s", err)
+			}
+			c &^= wire.CompactState
+		}
 		switch c {
 		case wire.CompactAck:
-			out[j] = plugin.Result{Outcome: plugin.OutcomeAck}
+			out[j] = plugin.Result{Outcome: plugin.OutcomeAck, State: change}
 		case wire.CompactEcho, wire.CompactEchoPayload:
 			if resp.echoTopic == "" {
 				return nil, i.badAnswer(batch, j, "an echoed output, and no echo topic")
 			}
-			batch.Fields(j, &m)
+			if change == nil {
+				batch.Fields(j, &m)
+			}
 			o := &echoes[j]
 			*o = plugin.Output{Topic: resp.echoTopic, Key: m.Key, Properties: m.Properties, Payload: m.Payload}
 			if m.OrderingKey != "" {
@@ -574,7 +598,7 @@ func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result,
 				}
 				o.Payload, payloads = payloads[0], payloads[1:]
 			}
-			out[j] = plugin.Result{Outcome: plugin.OutcomeAck, Outputs: echoes[j : j+1 : j+1]}
+			out[j] = plugin.Result{Outcome: plugin.OutcomeAck, Outputs: echoes[j : j+1 : j+1], State: change}
 		case wire.CompactFull:
 			full++
 		default:
@@ -583,6 +607,9 @@ func (i *Instance) decodeCompact(batch Batch, resp *resultsIn) ([]plugin.Result,
 	}
 	if len(payloads) > 0 {
 		return nil, i.badAnswer(batch, -1, "%d payloads more than the outcomes ask for", len(payloads))
+	}
+	if len(states) > 0 {
+		return nil, i.badAnswer(batch, -1, "%d state values more than the outcomes ask for", len(states))
 	}
 	if len(resp.res) != full {
 		return nil, i.badAnswer(batch, -1, "%d full results where the outcomes ask for %d", len(resp.res), full)

@@ -71,8 +71,9 @@ func TestAPluginOutlivesThreadsThatEnd(t *testing.T) {
 	}
 }
 
-// A plugin on the SDK gets contract version 3, batches on the batch
-// channel and compact answers; capped at version 2, the batch channel
+// A plugin on the SDK gets contract version 4, batches on the batch
+// channel and compact answers with state changes; capped at version 3,
+// compact answers; capped at version 2, the batch channel
 // and full answers; capped at 1, or one that speaks only version 1 (as
 // the Python SDK does), batches on gRPC. All answer.
 func TestTheBatchChannelIsNegotiated(t *testing.T) {
@@ -84,7 +85,9 @@ func TestTheBatchChannelIsNegotiated(t *testing.T) {
 		version int
 		channel bool
 	}{
-		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionCompactAnswers, true},
+		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionCompactState, true},
+		{"sdk up to version 3", ClientOptions{Path: example("uppercase"), Env: []string{contract.EnvMaxVersion + "=3"}},
+			`{"output":"o"}`, contract.VersionCompactAnswers, true},
 		{"sdk up to version 2", capped, `{"output":"o"}`, contract.VersionBatchChannel, true},
 		{"sdk up to version 1", ClientOptions{Path: example("uppercase"), Env: []string{contract.EnvMaxVersion + "=1"}},
 			`{"output":"o"}`, contract.VersionGRPCBatches, false},

@@ -51,6 +51,10 @@ type resultsIn struct {
 	codes     []byte
 	echoTopic string
 	payloads  [][]byte
+	// compactState says the compact form may carry state changes
+	// (contract version 4): states are the new values, in order.
+	compactState bool
+	states       [][]byte
 }
 
 // wireResult is one Result as read from the wire, before it is checked.
@@ -196,7 +200,7 @@ func (out *resultsIn) Decode(b []byte) error {
 	}
 	clear(rs[:n])
 	out.seq, out.panic = 0, nil
-	out.codes, out.echoTopic, out.payloads = nil, "", out.payloads[:0]
+	out.codes, out.echoTopic, out.payloads, out.states = nil, "", out.payloads[:0], out.states[:0]
 	defer func() { out.res = rs }()
 	var outputs []plugin.Output // r's outputs are consecutive in here
 	var topic string
@@ -221,6 +225,9 @@ func (out *resultsIn) Decode(b []byte) error {
 			continue
 		case out.compact && typ == protowire.BytesType && num == wire.ResultsPayloads:
 			out.payloads = append(out.payloads, wire.Blob(body))
+			continue
+		case out.compactState && typ == protowire.BytesType && num == wire.ResultsStates:
+			out.states = append(out.states, wire.Blob(body))
 			continue
 		case num != wire.ResultsResults || typ != protowire.BytesType:
 			continue

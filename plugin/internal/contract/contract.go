@@ -33,18 +33,23 @@ import (
 //     outcomes (acked with no output, or with one output that echoes the
 //     input's key, properties and payload or replaces only the payload),
 //     full Results only for the rest (handler.proto, BatchResult).
-const Version = VersionCompactAnswers
+//   - VersionCompactState (4): version 3, and a compact byte may also say
+//     that the message's key takes a new value, sent beside it, so that
+//     a keyed-state answer (a change of the message's own key, with an
+//     ack and an echo) needs no full Result.
+const Version = VersionCompactState
 
 // The contract's versions (see Version).
 const (
 	VersionGRPCBatches    = 1
 	VersionBatchChannel   = 2
 	VersionCompactAnswers = 3
+	VersionCompactState   = 4
 )
 
 // OnChannel reports whether version v carries batches on the batch
 // channel.
-func OnChannel(v int) bool { return v == VersionBatchChannel || v == VersionCompactAnswers }
+func OnChannel(v int) bool { return v >= VersionBatchChannel }
 
 // EnvMaxVersion names the variable of a plugin's environment that caps
 // the versions the Go SDK offers: a plugin given 2 speaks version 2 to a

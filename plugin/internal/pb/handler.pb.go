@@ -786,9 +786,10 @@ type Result struct {
 	// input is acked only after its outputs' send receipts.
 	Outputs []*Output `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	// For OUTCOME_ACK in a pipeline that keeps state: the change to the
-	// value under the message's key, none when unset. A message whose
-	// result carries a change is answered in the full form (compact byte
-	// 3).
+	// value under the message's key, none when unset. Up to version 3 a
+	// message whose result carries a change is answered in the full form
+	// (compact byte 3); version 4 has compact bytes for a new value
+	// (BatchResult).
 	State         *StateChange `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -881,9 +882,14 @@ func (x *Result) GetState() *StateChange {
 //	   input's (one entry per byte 2, in order);
 //	3  the message's Result is in `results`.
 //
+// Contract version 4 adds 4 to bytes 0, 1 and 2 (4, 5, 6): the same,
+// and the value under the message's key becomes the next of `states`
+// (one entry per such byte, in order; not empty: a deletion, like any
+// other change, goes in the full form). The key is the message's own,
+// so a message without a key cannot have one.
 // Any other byte is a wrong answer. A plugin may always answer in the
 // full form; hosts and plugins of versions 1 and 2 never see these
-// fields.
+// fields, nor those of version 3 `states` and bytes 4 to 6.
 type BatchResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Results []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -893,9 +899,11 @@ type BatchResult struct {
 	// plugin exits right after.
 	Panic *Panic `protobuf:"bytes,3,opt,name=panic,proto3" json:"panic,omitempty"`
 	// Version 3's compact form (above).
-	Outcomes      []byte   `protobuf:"bytes,4,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
-	EchoTopic     string   `protobuf:"bytes,5,opt,name=echo_topic,json=echoTopic,proto3" json:"echo_topic,omitempty"`
-	Payloads      [][]byte `protobuf:"bytes,6,rep,name=payloads,proto3" json:"payloads,omitempty"`
+	Outcomes  []byte   `protobuf:"bytes,4,opt,name=outcomes,proto3" json:"outcomes,omitempty"`
+	EchoTopic string   `protobuf:"bytes,5,opt,name=echo_topic,json=echoTopic,proto3" json:"echo_topic,omitempty"`
+	Payloads  [][]byte `protobuf:"bytes,6,rep,name=payloads,proto3" json:"payloads,omitempty"`
+	// Version 4's new values (above).
+	States        [][]byte `protobuf:"bytes,7,rep,name=states,proto3" json:"states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +976,13 @@ func (x *BatchResult) GetEchoTopic() string {
 func (x *BatchResult) GetPayloads() [][]byte {
 	if x != nil {
 		return x.Payloads
+	}
+	return nil
+}
+
+func (x *BatchResult) GetStates() [][]byte {
+	if x != nil {
+		return x.States
 	}
 	return nil
 }
@@ -1185,7 +1200,7 @@ const file_handler_proto_rawDesc = "" +
 	"\x0eretry_delay_ms\x18\x03 \x01(\x03R\fretryDelayMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x125\n" +
 	"\aoutputs\x18\x05 \x03(\v2\x1b.streamrun.plugin.v1.OutputR\aoutputs\x126\n" +
-	"\x05state\x18\x06 \x01(\v2 .streamrun.plugin.v1.StateChangeR\x05state\"\xdf\x01\n" +
+	"\x05state\x18\x06 \x01(\v2 .streamrun.plugin.v1.StateChangeR\x05state\"\xf7\x01\n" +
 	"\vBatchResult\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.streamrun.plugin.v1.ResultR\aresults\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x120\n" +
@@ -1193,7 +1208,8 @@ const file_handler_proto_rawDesc = "" +
 	"\boutcomes\x18\x04 \x01(\fR\boutcomes\x12\x1d\n" +
 	"\n" +
 	"echo_topic\x18\x05 \x01(\tR\techoTopic\x12\x1a\n" +
-	"\bpayloads\x18\x06 \x03(\fR\bpayloads\"\x0e\n" +
+	"\bpayloads\x18\x06 \x03(\fR\bpayloads\x12\x16\n" +
+	"\x06states\x18\a \x03(\fR\x06states\"\x0e\n" +
 	"\fCloseRequest\"\x0f\n" +
 	"\rCloseResponse\"I\n" +
 	"\x05Panic\x12\x14\n" +

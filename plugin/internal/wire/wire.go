@@ -70,6 +70,9 @@ const (
 	ResultsOutcomes  = 4
 	ResultsEchoTopic = 5
 	ResultsPayloads  = 6
+	// Contract version 4's: the new values of the messages whose byte
+	// has CompactState.
+	ResultsStates = 7
 
 	ResIndex   = 1
 	ResOutcome = 2
@@ -94,6 +97,10 @@ const (
 	CompactEcho        = 1 // acknowledged, one output echoing the input to the echo topic
 	CompactEchoPayload = 2 // the same with the next of ResultsPayloads as payload
 	CompactFull        = 3 // the full Result is among ResultsResults
+	// CompactState, added to CompactAck, CompactEcho or
+	// CompactEchoPayload (contract version 4): the message's key also
+	// takes the next of ResultsStates as its value.
+	CompactState = 4
 )
 
 // Millis is t in Unix milliseconds, 0 for the zero time (not sent).

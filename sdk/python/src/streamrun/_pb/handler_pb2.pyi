@@ -147,20 +147,22 @@ class Result(_message.Message):
     def __init__(self, index: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., retry_delay_ms: _Optional[int] = ..., reason: _Optional[str] = ..., outputs: _Optional[_Iterable[_Union[Output, _Mapping]]] = ..., state: _Optional[_Union[StateChange, _Mapping]] = ...) -> None: ...
 
 class BatchResult(_message.Message):
-    __slots__ = ("results", "seq", "panic", "outcomes", "echo_topic", "payloads")
+    __slots__ = ("results", "seq", "panic", "outcomes", "echo_topic", "payloads", "states")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     PANIC_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     ECHO_TOPIC_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[Result]
     seq: int
     panic: Panic
     outcomes: bytes
     echo_topic: str
     payloads: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., seq: _Optional[int] = ..., panic: _Optional[_Union[Panic, _Mapping]] = ..., outcomes: _Optional[bytes] = ..., echo_topic: _Optional[str] = ..., payloads: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    states: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., seq: _Optional[int] = ..., panic: _Optional[_Union[Panic, _Mapping]] = ..., outcomes: _Optional[bytes] = ..., echo_topic: _Optional[str] = ..., payloads: _Optional[_Iterable[bytes]] = ..., states: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class CloseRequest(_message.Message):
     __slots__ = ()
