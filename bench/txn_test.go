@@ -115,6 +115,7 @@ func measureTxn(ctx context.Context, tb testing.TB, url, name string, t transact
 
 type streamrunTxn struct {
 	c    *pool.Client
+	txns *pool.TransactionSeries
 	cons *subscribe.Consumer
 	p    *pool.Producer
 	fail atomic.Pointer[error]
@@ -141,12 +142,15 @@ func (s *streamrunTxn) open(ctx context.Context, url, in, out string) error {
 	}); err != nil {
 		return err
 	}
+	if s.txns, err = c.NewTransactionSeries(time.Minute); err != nil {
+		return err
+	}
 	s.p, err = c.Producer(ctx, out)
 	return err
 }
 
 func (s *streamrunTxn) txn(ctx context.Context, n int) error {
-	tx, err := s.c.BeginTransaction(ctx, time.Minute)
+	tx, err := s.txns.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,6 +174,9 @@ func (s *streamrunTxn) txn(ctx context.Context, n int) error {
 }
 
 func (s *streamrunTxn) close(ctx context.Context) {
+	if s.txns != nil {
+		s.txns.Close(ctx)
+	}
 	if s.cons != nil {
 		s.cons.Close(ctx)
 	}

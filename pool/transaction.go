@@ -137,3 +137,64 @@ func (t *Transaction) Abort(ctx context.Context) error { return t.inner().Abort(
 
 // String is the transaction's id in Apache Pulsar's form, "(0,5)".
 func (t *Transaction) String() string { return t.ID().String() }
+
+// TransactionSeries begins transactions for a caller that runs them one
+// after another (commit one, begin the next): as soon as one of its
+// transactions is committing or aborting, it begins the next in the
+// background and registers it with the topics and subscriptions the
+// ending one used, so that the next Begin finds it ready instead of
+// waiting for the broker. A transaction of 10 messages commits in two
+// round trips after its publishes and acknowledgements instead of four
+// (docs/pool.md, "Transaction series").
+//
+// What the head start costs: a transaction's timeout runs from when the
+// series began it, a little before Begin returned it (Deadline says
+// when; Begin never hands out one older than a tenth of the timeout,
+// it aborts it and begins another), and one registered ahead with a
+// topic or subscription it then does not use ends there too (Apache
+// Pulsar writes its commit or abort marker into such a topic). Close
+// aborts the transaction begun ahead. Safe for concurrent use; the
+// transactions it hands out are ordinary ones.
+type TransactionSeries struct {
+	c *Client
+	s *txn.Series
+}
+
+// NewTransactionSeries returns a series of transactions of timeout (0:
+// DefaultTransactionTimeout). It talks to the broker only on Begin.
+func (c *Client) NewTransactionSeries(timeout time.Duration) (*TransactionSeries, error) {
+	if timeout == 0 {
+		timeout = DefaultTransactionTimeout
+	}
+	s, err := c.own().txns.NewSeries(timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &TransactionSeries{c: c, s: s}, nil
+}
+
+// Begin returns the transaction the series began ahead (waiting for the
+// broker's answer if it is still under way), or begins one as
+// BeginTransaction does when there is none: the first, one begun while
+// the one before is still open, or when beginning ahead failed. It fails
+// with ErrTransactionsOff on a broker with transactions off, and with
+// ErrTransactionSeriesClosed after Close.
+func (s *TransactionSeries) Begin(ctx context.Context) (*Transaction, error) {
+	if s.c.own().closing.Load() {
+		return nil, fmt.Errorf("begin a transaction: %w", ErrClosed)
+	}
+	t, err := s.s.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return (*Transaction)(t), nil
+}
+
+// Close aborts the transaction the series began ahead, if any (waiting,
+// while ctx allows, for the broker to answer its beginning). The
+// transactions Begin returned are not touched.
+func (s *TransactionSeries) Close(ctx context.Context) error { return s.s.Close(ctx) }
+
+// ErrTransactionSeriesClosed: Begin on a TransactionSeries after its
+// Close.
+var ErrTransactionSeriesClosed = txn.ErrSeriesClosed

@@ -115,3 +115,98 @@ func TestTxnRefusedRegistrationFailsItsMessagesAndAbortsTheCommit(t *testing.T) 
 		t.Fatalf("delivered %v, want only the message published after", got)
 	}
 }
+
+// A series begins the next transaction as the one before commits, and
+// registers it with the topics that one used: the transaction Begin
+// returns has its topic registered before anything is published in it,
+// its publishes are still flushed by its commit (the producer hooks
+// itself to a registration made ahead as to its own), and what it
+// commits is delivered. Close aborts the transaction begun ahead, and
+// Begin fails afterwards.
+func TestTransactionSeriesBeginsTheNextAheadRegistered(t *testing.T) {
+	peer := brokertest.TxnTarget(t)
+	tg := &target{Peer: peer, cluster: peer.Cluster}
+	// A batch goes out only when the commit flushes it.
+	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 1000, MaxDelay: time.Hour}}})
+	topic := brokertest.TopicName(t)
+	ctx := brokertest.Context(t, time.Minute)
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := p.partList()[0].topic
+	s, err := c.NewTransactionSeries(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 3
+	for round := 0; round < rounds; round++ {
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reg := tx.inner().Partition(part); (reg != nil) != (round > 0) {
+			t.Fatalf("round %d: %s registered ahead: %v, want %v", round, part, reg != nil, round > 0)
+		}
+		if d := time.Until(tx.Deadline()); d > time.Minute || d < 54*time.Second {
+			t.Fatalf("round %d: deadline in %v, want at most a tenth of the minute's timeout gone", round, d)
+		}
+		col := newCollector(2)
+		for i := 0; i < 2; i++ {
+			p.SendAsync(ctx, Message{Payload: fmt.Appendf(nil, "r%d-%d", round, i), Txn: tx}, col.cb(i))
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("round %d: commit: %v", round, err)
+		}
+		col.wait(t, 10*time.Second)
+		for i, err := range col.errs {
+			if err != nil {
+				t.Fatalf("round %d: publish %d: %v", round, i, err)
+			}
+		}
+	}
+	rc := subscribeRaw(t, c, topic)
+	brokertest.Eventually(t, 10*time.Second, "every committed message", func() bool { return len(rc.all()) == 2*rounds })
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Begin(ctx); !errors.Is(err, ErrTransactionSeriesClosed) {
+		t.Fatalf("Begin after Close: got %v, want ErrTransactionSeriesClosed", err)
+	}
+}
+
+// A transaction begun ahead that waited longer than a tenth of the
+// timeout is not handed out: its timeout started too long ago. Begin
+// aborts it and begins a fresh one, whose deadline is a whole timeout
+// away.
+func TestTransactionSeriesDropsAStaleSpare(t *testing.T) {
+	peer := brokertest.TxnTarget(t)
+	tg := &target{Peer: peer, cluster: peer.Cluster}
+	c := newClient(t, tg, Options{OperationRetries: fastRetries})
+	ctx := brokertest.Context(t, time.Minute)
+	const timeout = 3 * time.Second
+	s, err := c.NewTransactionSeries(timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(timeout/10 + 200*time.Millisecond)
+	before := time.Now()
+	tx2, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx2.Deadline().Before(before.Add(timeout)) {
+		t.Fatalf("Begin handed out a transaction begun %v before it was called", before.Add(timeout).Sub(tx2.Deadline()))
+	}
+	if err := tx2.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/broker/faults"
+	"github.com/streamrun/streamrun/internal/txn"
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
@@ -540,4 +541,69 @@ func TestTxnRefusedSubscriptionRegistrationAbortsTheCommit(t *testing.T) {
 	}
 	checkSequence(t, receiveN(ctx, t, cons, 3, true), 0)
 	expectNothing(ctx, t, cons, time.Second)
+}
+
+// Read, transform, write in a transaction series: each transaction after
+// the first was begun, and registered with the output topic and the
+// input's subscription, while the one before committed; its
+// acknowledgements wait for that registration as for their own. Rounds
+// that abort leave no output and their inputs come again; the outputs
+// are every input once, in order.
+func TestTxnSeriesConsumeTransformProduce(t *testing.T) {
+	ctx := testContext(t)
+	tg := newTxnTarget(t)
+	c := tg.newClient(t, clientConfig{})
+	in, out := brokertest.TopicName(t)+"-in", brokertest.TopicName(t)+"-out"
+	inCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{in}, Subscription: "work", Type: subscribe.Failover, InitialPosition: subscribe.Earliest})
+	outCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{out}, Subscription: "check", InitialPosition: subscribe.Earliest})
+	const n = 60
+	for i := 0; i < n; i += 10 {
+		publish(ctx, t, c, in, i, 10, nil)
+	}
+	series, err := c.NewTransactionSeries(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer series.Close(ctx)
+	done, round := 0, 0
+	for done < n {
+		round++
+		tx, err := series.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []*subscribe.Message
+		for len(got) < 10 || !endsBatch(got[len(got)-1]) {
+			m, err := inCons.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m)
+		}
+		if round > 1 {
+			if r := (*txn.Txn)(tx).Subscription(got[0].Topic, "work"); r == nil {
+				t.Fatalf("round %d: the subscription of %s is not registered ahead", round, got[0].Topic)
+			}
+		}
+		for _, m := range got {
+			if _, err := c.Publish(ctx, out, pool.Message{Payload: m.Payload, Txn: tx}); err != nil {
+				t.Fatal(err)
+			}
+			if err := inCons.AckWithTxn(ctx, m, tx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if round%3 == 0 {
+			if err := tx.Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		done += len(got)
+	}
+	checkSequence(t, receiveN(ctx, t, outCons, n, true), 0)
+	expectNothing(ctx, t, outCons, time.Second)
 }

@@ -76,6 +76,7 @@ type Txn struct {
 	id      pulsarwire.TxnID
 	timeout time.Duration
 	begun   time.Time
+	series  *Series // the series that began it, told when it ends; nil for none
 
 	state atomic.Int32
 
@@ -168,10 +169,7 @@ func (t *Txn) Subscription(topic, sub string) *Registration {
 // join is Join's and JoinSubscription's. name describes the request for
 // its errors; it is made only when needed, since every send and
 // acknowledgement in a transaction comes here (building it each time was
-// a few percent of an exactly_once pipeline's CPU). The request runs
-// under the client's retries until the transaction's deadline, past
-// which its coordinator aborts it anyway; its failure is final for the
-// transaction, whose commit then aborts (what waited for it fails).
+// a few percent of an exactly_once pipeline's CPU).
 func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string, build func() proto.Message) (*Registration, bool, error) {
 	t.mu.Lock()
 	if t.State() != Open {
@@ -180,26 +178,39 @@ func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string
 	}
 	r := m[key]
 	if r != nil {
+		// Made ahead (Series) or by an earlier call: first is this call's
+		// when no caller joined it before, so that its hooks are added.
+		first := !r.joined
+		r.joined = true
 		t.mu.Unlock()
 		if r.failed() {
 			return nil, false, r.err
 		}
-		return r, false, nil
+		return r, first, nil
 	}
-	r = &Registration{done: make(chan struct{})}
+	r = &Registration{done: make(chan struct{}), joined: true}
 	m[key] = r
 	t.mu.Unlock()
-	pool := t.c.pool
-	if !pool.Spawn(func() {
-		ctx, cancel := context.WithDeadline(pool.Context(), t.Deadline())
-		defer cancel()
-		_, err := t.c.request(ctx, t.id.Most, name(), build)
-		r.finish(err)
-	}) {
+	if !t.c.pool.Spawn(func() { t.register(name(), build, r) }) {
 		r.finish(fmt.Errorf("%s: %w", name(), errClientClosed))
 		return nil, false, r.err
 	}
 	return r, true, nil
+}
+
+// register asks the transaction's coordinator what build makes and
+// finishes rs with the answer. The request runs under the client's
+// retries until the transaction's deadline, past which its coordinator
+// aborts it anyway; its failure is final for the transaction, whose
+// commit then aborts (what waited for it fails).
+func (t *Txn) register(name string, build func() proto.Message, rs ...*Registration) {
+	pool := t.c.pool
+	ctx, cancel := context.WithDeadline(pool.Context(), t.Deadline())
+	defer cancel()
+	_, err := t.c.request(ctx, t.id.Most, name, build)
+	for _, r := range rs {
+		r.finish(err)
+	}
 }
 
 // errClientClosed is a registration's failure when the client is closing.
@@ -208,8 +219,9 @@ var errClientClosed = errors.New("the client is closing")
 // Registration is a topic's or a subscription's registration with a
 // transaction's coordinator, under way or done.
 type Registration struct {
-	done  chan struct{}
-	err   error
+	done   chan struct{}
+	err    error
+	joined bool // a caller joined it (Join, JoinSubscription); under the Txn's mu
 	mu    sync.Mutex
 	after []func(error) // run once done
 }
@@ -328,6 +340,9 @@ func (t *Txn) Commit(ctx context.Context) error {
 	if !t.state.CompareAndSwap(int32(Open), int32(Committing)) {
 		return fmt.Errorf("commit: %w", t.notOpen())
 	}
+	if t.series != nil {
+		t.series.ahead(t)
+	}
 	t.mu.Lock()
 	hooks := append([]Hooks(nil), t.hooks...)
 	t.mu.Unlock()
@@ -361,6 +376,9 @@ func (t *Txn) Commit(ctx context.Context) error {
 func (t *Txn) Abort(ctx context.Context) error {
 	if !t.state.CompareAndSwap(int32(Open), int32(Aborting)) {
 		return fmt.Errorf("abort: %w", t.notOpen())
+	}
+	if t.series != nil {
+		t.series.ahead(t)
 	}
 	return t.end(ctx, pb.TxnAction_ABORT)
 }
