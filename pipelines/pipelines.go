@@ -264,6 +264,14 @@ type State struct {
 	// ago: the handler sees no value for it. Default 0: values are kept
 	// until deleted.
 	TTL time.Duration `yaml:"ttl,omitempty" json:"ttl,omitempty" reload:"source"`
+	// CacheBytes bounds the memory, in bytes, the host holds the
+	// state's values in (keys and values, and 160 bytes a key for the
+	// host's bookkeeping); past it, values go to a file under the host's
+	// state directory and are read from there when their keys come.
+	// The changelog stays the source of truth: the file is rebuilt from
+	// it at every start. Default 268435456 (256 MiB: about 980 000 keys
+	// of 100-byte values in memory).
+	CacheBytes int `yaml:"cache_bytes,omitempty" json:"cache_bytes,omitempty" reload:"source"`
 }
 
 // ChangelogTopic is the changelog topic of p's state: State.Changelog or
@@ -307,6 +315,9 @@ const (
 	DefaultCommitInterval     = 100 * time.Millisecond
 	DefaultTransactionTimeout = 10 * time.Second
 )
+
+// DefaultStateCacheBytes is State.CacheBytes' default: 256 MiB.
+const DefaultStateCacheBytes = 256 << 20
 
 // SubscriptionType is how the consumers of a subscription share it: the
 // one definition, pulsarwire.SubscriptionType (subscribe.Type too). A file
@@ -549,6 +560,9 @@ func (p Pipeline) withDefaults(inProcess bool) Pipeline {
 		if w.Time == "" {
 			w.Time = TimeEvent
 		}
+	}
+	if p.State.Enabled && p.State.CacheBytes == 0 {
+		p.State.CacheBytes = DefaultStateCacheBytes
 	}
 	if p.Guarantee == ExactlyOnce {
 		if p.CommitInterval == 0 {

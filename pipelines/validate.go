@@ -306,7 +306,7 @@ func (c *checker) errorPolicy(e *ErrorPolicy) {
 func (c *checker) state(p *Pipeline) {
 	st := &p.State
 	if !st.Enabled {
-		if st.Changelog != "" || st.TTL != 0 {
+		if st.Changelog != "" || st.TTL != 0 || st.CacheBytes != 0 {
 			c.bad("state.enabled", "is false, and state has settings: set enabled: true to keep state")
 		}
 		return
@@ -330,5 +330,8 @@ func (c *checker) state(p *Pipeline) {
 	}
 	if st.Changelog != "" {
 		c.topic("state.changelog", st.Changelog)
+	}
+	if st.CacheBytes < 0 {
+		c.bad("state.cache_bytes", "is %d: the memory for the state's values is a number of bytes, at least 1 (default %d, 256 MiB)", st.CacheBytes, DefaultStateCacheBytes)
 	}
 }

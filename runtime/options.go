@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -58,6 +60,12 @@ type Options struct {
 
 	// Hooks are told what the host does, for metrics.
 	Hooks Hooks
+
+	// StateDir is where keyed state keeps the values its cache leaves out
+	// (pipelines.State.CacheBytes), one file a pipeline, removed when the
+	// pipeline stops (and, left by a host that died, when the next file
+	// is made there). Default: DefaultStateDir().
+	StateDir string
 
 	// Intercept, when set, is called in place of every call of a batch to
 	// a handler instance, with the call itself as next: it may act on the
@@ -142,8 +150,15 @@ func (o Options) withDefaults() Options {
 	if o.PluginStartTimeout <= 0 {
 		o.PluginStartTimeout = DefaultPluginStartTimeout
 	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir()
+	}
 	return o
 }
+
+// DefaultStateDir is Options.StateDir's default: streamrun-state in the
+// system's directory for temporary files.
+func DefaultStateDir() string { return filepath.Join(os.TempDir(), "streamrun-state") }
 
 // delay is the wait before restart number n in a row (n >= 1).
 func (r RestartPolicy) delay(n int) time.Duration {

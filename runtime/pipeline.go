@@ -174,7 +174,7 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	p.state.Store(StateStarting)
 	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
 	if cfg.State.Enabled {
-		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, cfg.ExactlyOnce(), p.log)
+		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, cfg.ExactlyOnce(), int64(cfg.State.CacheBytes), h.opts.StateDir, p.log)
 	}
 	if cfg.Window.Type != "" {
 		p.win = newWindower(p)
@@ -760,6 +760,9 @@ func (p *pipeline) stop(deadline time.Time) {
 			cancel()
 		}
 		p.closeInstances(deadline)
+		if p.keyed != nil {
+			p.keyed.close()
+		}
 		p.state.Store(StateStopped)
 		p.stopOnce.Do(func() { close(p.stopped) })
 		return
@@ -806,6 +809,9 @@ func (p *pipeline) stop(deadline time.Time) {
 		p.log.Warn("close consumer", "err", err)
 	}
 	p.closeInstances(deadline)
+	if p.keyed != nil {
+		p.keyed.close() // its spill: the changelog has every value
+	}
 	if p.err() == nil {
 		p.state.Store(StateStopped)
 	}

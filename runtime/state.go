@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,11 +35,10 @@ type keyedState struct {
 	log   *slog.Logger
 
 	mu   sync.Mutex
-	vals map[string]stateValue
+	vals *stateStore // in memory up to a bound, the rest spilled (state_store.go)
 	// seen is entries' set of the keys of a batch, kept from call to call
 	// (under mu) rather than made for each.
 	seen map[string]struct{}
-	size int64 // bytes of keys and values held
 	// eo: the pipeline commits in transactions (guarantee exactly_once),
 	// and pending holds, by key and in the order they were made, the
 	// changes applied here whose transaction has not committed yet, each
@@ -177,9 +175,10 @@ type stateValue struct {
 const PropertyStateFence = "streamrun-state-fence"
 
 // newKeyedState makes a pipeline's keyed state; eo: the pipeline commits
-// in transactions.
-func newKeyedState(topic string, ttl time.Duration, eo bool, log *slog.Logger) *keyedState {
-	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: map[string]stateValue{}, seen: map[string]struct{}{}, held: map[retryKey]heldMessage{}, eo: eo}
+// in transactions. Its values are held in memory up to cache bytes (0:
+// no bound), the rest spilled to a file in dir.
+func newKeyedState(topic string, ttl time.Duration, eo bool, cache int64, dir string, log *slog.Logger) *keyedState {
+	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: newStateStore(cache, dir, log), seen: map[string]struct{}{}, held: map[retryKey]heldMessage{}, eo: eo}
 	if eo {
 		s.pending = map[string][]*pendingChange{}
 	}
@@ -197,7 +196,7 @@ func keyOf(it *item) string {
 // entries are the values of the distinct keys of items that have one.
 func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	out := make([]plugin.StateEntry, 0, len(items))
 	seen := s.seen
 	clear(seen)
@@ -219,7 +218,7 @@ func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 		if s.eo {
 			s.dropSuperseded(k)
 		}
-		sv, ok := s.vals[k]
+		sv, ok := s.vals.get(k)
 		if !ok || s.expired(sv, now) {
 			continue
 		}
@@ -239,7 +238,7 @@ func (s *keyedState) expired(sv stateValue, now time.Time) bool {
 // items), copied: the answer's bytes are the plugin's frame.
 func (s *keyedState) apply(items []*item, res []plugin.Result) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	now := time.Now()
 	// refused are the keys of this batch with a change not applied (its
 	// message was superseded): the handler saw that change when it
@@ -271,39 +270,37 @@ func (s *keyedState) apply(items []*item, res []plugin.Result) {
 
 // set changes key k's value (the caller holds mu); v is copied.
 func (s *keyedState) set(k string, v []byte, del bool, at time.Time) {
-	old, had := s.vals[k]
-	if had {
-		s.size -= int64(len(k) + len(old.v))
-	}
 	if del || len(v) == 0 {
-		delete(s.vals, k)
+		s.vals.del(k)
 		return
 	}
-	var nv []byte
-	if had && !s.eo && cap(old.v) >= len(v) {
-		// Into the old value's array: nothing else holds it once the
-		// batch that read it has its answer (a handler keeps no value
-		// past its call), and a new one for every change was the host's
-		// largest allocation in BenchmarkKeyedStateCounter. Under
-		// exactly_once the old value is what a rollback puts back
-		// (pendingChange), so it stays as it is.
-		nv = append(old.v[:0], v...)
-	} else {
-		nv = append([]byte(nil), v...)
-	}
-	key := old.key
-	if !had {
-		key = strings.Clone(k)
-	}
-	s.vals[key] = stateValue{key: key, v: nv, at: at}
-	s.size += int64(len(k) + len(v))
+	// Into the old value's array, but for exactly_once: nothing else
+	// holds it once the batch that read it has its answer (a handler
+	// keeps no value past its call), and a new one for every change was
+	// the host's largest allocation in BenchmarkKeyedStateCounter. Under
+	// exactly_once the old value is what a rollback puts back
+	// (pendingChange), so it stays as it is.
+	s.vals.put(k, v, at, !s.eo)
+}
+
+// unlock releases mu, and the spill's read transaction with it.
+func (s *keyedState) unlock() {
+	s.vals.release()
+	s.mu.Unlock()
+}
+
+// close removes the spill: the pipeline stops.
+func (s *keyedState) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vals.close()
 }
 
 // Len is how many keys have a value.
 func (s *keyedState) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.vals)
+	return s.vals.n
 }
 
 // changelogMessage is the changelog's record of change c: the key, and
@@ -359,8 +356,7 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 		return fmt.Errorf("state: write fence to changelog %s: %w", s.topic, err)
 	}
 	s.mu.Lock()
-	clear(s.vals)
-	s.size = 0
+	s.vals.reset()
 	// Changes not committed are nothing once the changelog is read back
 	// (state_regain.go): taken back later, they would put the values of
 	// before the read back in place of those read.
@@ -376,7 +372,7 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 		s.mu.Lock()
 		for _, m := range buf[:k] {
 			if m.Properties[PropertyStateFence] == id {
-				s.mu.Unlock()
+				s.unlock()
 				s.log.Info("state read back from the changelog", "changelog", s.topic, "changes", n, "keys", s.Len(),
 					"took", time.Since(t0).Round(time.Millisecond))
 				return nil
@@ -387,7 +383,7 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 			s.set(m.Key, m.Payload, false, m.PublishTime)
 			n++
 		}
-		s.mu.Unlock()
+		s.unlock()
 		clear(buf[:k])
 	}
 }
@@ -402,14 +398,14 @@ var errChangeLost = errors.New("state: a change could not be written to the chan
 // marker without a key to the changelog, where reading stops, and reads
 // through a subscription of its own that it removes at the end.
 func ReadState(ctx context.Context, client *pool.Client, changelog string) (map[string][]byte, error) {
-	s := newKeyedState(changelog, 0, false, slog.New(slog.DiscardHandler))
+	s := newKeyedState(changelog, 0, false, 0, "", slog.New(slog.DiscardHandler))
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	if err := s.read(ctx, client, "streamrun-state-"+hex.EncodeToString(id[:]), true); err != nil {
 		return nil, err
 	}
-	out := make(map[string][]byte, len(s.vals))
-	for k, v := range s.vals {
+	out := make(map[string][]byte, s.vals.n)
+	for k, v := range s.vals.all() {
 		out[k] = v.v
 	}
 	return out, nil

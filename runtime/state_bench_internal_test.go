@@ -54,24 +54,44 @@ func BenchmarkKeyedStateRestore(b *testing.B) {
 		b.Fatal(failed)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b.ResetTimer()
-	for i := range b.N {
-		s := newKeyedState(topic, 0, false, log)
-		var before, after goruntime.MemStats
-		goruntime.GC()
-		goruntime.ReadMemStats(&before)
-		t0 := time.Now()
-		if err := s.restore(ctx, cl, fmt.Sprintf("bench-%d", i)); err != nil {
-			b.Fatal(err)
-		}
-		took := time.Since(t0)
-		goruntime.GC()
-		goruntime.ReadMemStats(&after)
-		if s.Len() != n {
-			b.Fatalf("%d keys read back, want %d", s.Len(), n)
-		}
-		b.ReportMetric(float64(n)/took.Seconds(), "keys/s")
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heapB/key")
-		goruntime.KeepAlive(s)
+	// In memory, and with the cache bounded to a tenth of the keys (the
+	// rest spilled to disk), in turn.
+	tenth := int64(n/10) * cachedSize(fmt.Sprintf("key-%08d", 0), value)
+	for _, c := range []struct {
+		name  string
+		cache int64
+	}{{"memory", 0}, {"spill", tenth}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := range b.N {
+				benchRestore(b, ctx, cl, topic, n, c.cache, fmt.Sprintf("bench-%s-%d", c.name, i), log)
+			}
+		})
 	}
+}
+
+func benchRestore(b *testing.B, ctx context.Context, cl *pool.Client, topic string, n int, cache int64, sub string, log *slog.Logger) {
+	s := newKeyedState(topic, 0, false, cache, b.TempDir(), log)
+	defer s.close()
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	t0 := time.Now()
+	if err := s.restore(ctx, cl, sub); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(t0)
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	if s.Len() != n {
+		b.Fatalf("%d keys read back, want %d", s.Len(), n)
+	}
+	b.ReportMetric(float64(n)/took.Seconds(), "keys/s")
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heapB/key")
+	b.ReportMetric(float64(s.vals.used)/(1<<20), "cacheMiB")
+	if s.vals.path != "" {
+		if fi, err := os.Stat(s.vals.path); err == nil {
+			b.ReportMetric(float64(fi.Size())/float64(n), "diskB/key")
+		}
+	}
+	goruntime.KeepAlive(s)
 }

@@ -42,7 +42,7 @@ func (s *keyedState) track(it *item, k string) bool {
 	if it.m.Superseded() {
 		return false
 	}
-	prev, had := s.vals[k]
+	prev, had := s.vals.get(k)
 	c := &pendingChange{m: it.m, key: k, prev: prev, had: had}
 	s.pending[k] = append(s.pending[k], c)
 	it.pendingChange = c
@@ -92,7 +92,7 @@ func (s *keyedState) claim(it *item) bool {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if it.m.Superseded() {
 		return false
 	}
@@ -110,7 +110,7 @@ func (s *keyedState) claim(it *item) bool {
 // live says whether it has a change pending that is in no transaction.
 func (s *keyedState) live(it *item) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	c := it.pendingChange
 	return c != nil && !c.joined
 }
@@ -120,7 +120,7 @@ func (s *keyedState) live(it *item) bool {
 // after it on its key.
 func (s *keyedState) discard(it *item) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if c := it.pendingChange; c != nil {
 		it.pendingChange = nil
 		s.dropSuperseded(c.key)
@@ -131,7 +131,7 @@ func (s *keyedState) discard(it *item) {
 // changes are kept.
 func (s *keyedState) committed(items []*item) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, it := range items {
 		c := it.pendingChange
 		if c == nil {
@@ -161,7 +161,7 @@ func (s *keyedState) rollback(redeliver func()) {
 	// and the copies left out (admit).
 	s.retried(0)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	redeliver()
 	for k, cs := range s.pending {
 		s.undo(k, cs)

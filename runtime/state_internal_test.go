@@ -14,7 +14,7 @@ import (
 // handler sees no value); an acknowledged answer's change is kept, a
 // retried one's is not, and a delete removes the key.
 func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
-	s := newKeyedState("changelog", time.Hour, false, slog.New(slog.DiscardHandler))
+	s := newKeyedState("changelog", time.Hour, false, 0, "", slog.New(slog.DiscardHandler))
 	now := time.Now()
 	s.set("fresh", []byte("1"), false, now)
 	s.set("old", []byte("2"), false, now.Add(-2*time.Hour))
@@ -31,17 +31,17 @@ func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
 		{Outcome: plugin.OutcomeRetry, State: &plugin.StateChange{Key: "none", Value: []byte("x")}},
 		{Outcome: plugin.OutcomeAck, State: &plugin.StateChange{Key: "new", Value: []byte("y")}},
 	})
-	if _, ok := s.vals["fresh"]; ok {
+	if _, ok := s.lookup("fresh"); ok {
 		t.Error("a deleted key kept its value")
 	}
-	if _, ok := s.vals["none"]; ok {
+	if _, ok := s.lookup("none"); ok {
 		t.Error("a retried message's change was kept")
 	}
-	if v := s.vals["new"]; string(v.v) != "y" {
+	if v, _ := s.lookup("new"); string(v.v) != "y" {
 		t.Errorf("new = %q, want y", v.v)
 	}
-	if s.size != int64(len("old")+1+len("new")+1) {
-		t.Errorf("size %d, want the bytes of old and new", s.size)
+	if want := cachedSize("old", []byte("2")) + cachedSize("new", []byte("y")); s.vals.used != want {
+		t.Errorf("size %d, want %d: the bytes of old and new", s.vals.used, want)
 	}
 }
 
@@ -51,23 +51,36 @@ func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
 // its bytes.
 func TestKeyedStateChangesKeepTheValueARollbackNeeds(t *testing.T) {
 	for _, eo := range []bool{false, true} {
-		s := newKeyedState("changelog", 0, eo, slog.New(slog.DiscardHandler))
+		s := newKeyedState("changelog", 0, eo, 0, "", slog.New(slog.DiscardHandler))
 		now := time.Now()
 		s.set("k", []byte("12345"), false, now)
-		before := s.vals["k"].v
+		before := s.value("k")
 		s.set("k", []byte("9"), false, now)
-		if got := string(s.vals["k"].v); got != "9" {
+		if got := string(s.value("k")); got != "9" {
 			t.Errorf("exactly once %v: k = %q, want 9", eo, got)
 		}
-		if s.size != int64(len("k")+1) {
-			t.Errorf("exactly once %v: size %d, want %d", eo, s.size, len("k")+1)
+		if want := cachedSize("k", []byte("9")); s.vals.used != want {
+			t.Errorf("exactly once %v: size %d, want %d", eo, s.vals.used, want)
 		}
 		if eo && string(before) != "12345" {
 			t.Errorf("exactly once: the value replaced changed to %q; a rollback would put that back", before)
 		}
 		s.set("k", []byte("123456789"), false, now)
-		if got := string(s.vals["k"].v); got != "123456789" {
+		if got := string(s.value("k")); got != "123456789" {
 			t.Errorf("exactly once %v: k = %q, want 123456789", eo, got)
 		}
 	}
+}
+
+// lookup is key k's value, for tests.
+func (s *keyedState) lookup(k string) (stateValue, bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.vals.get(k)
+}
+
+// value is key k's value's bytes, for tests.
+func (s *keyedState) value(k string) []byte {
+	sv, _ := s.lookup(k)
+	return sv.v
 }

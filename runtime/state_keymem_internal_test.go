@@ -13,7 +13,7 @@ import (
 // assignment would put the new string in as the key.
 func TestKeyedStateKeepsNoAnswerFrameAlive(t *testing.T) {
 	for _, eo := range []bool{false, true} {
-		s := newKeyedState("changelog", 0, eo, slog.New(slog.DiscardHandler))
+		s := newKeyedState("changelog", 0, eo, 0, "", slog.New(slog.DiscardHandler))
 		var frames [][]byte
 		for i := range 3 {
 			frame := []byte("...customer-42...")
@@ -21,10 +21,10 @@ func TestKeyedStateKeepsNoAnswerFrameAlive(t *testing.T) {
 			k := unsafe.String(&frame[3], len("customer-42"))
 			s.set(k, []byte{byte('0' + i)}, false, time.Time{})
 		}
-		if len(s.vals) != 1 {
-			t.Fatalf("eo %v: %d keys, want 1", eo, len(s.vals))
+		if s.vals.n != 1 {
+			t.Fatalf("eo %v: %d keys, want 1", eo, s.vals.n)
 		}
-		for k, v := range s.vals {
+		for k, v := range s.vals.all() {
 			if k != "customer-42" || string(v.v) != "2" {
 				t.Errorf("eo %v: %q=%q, want customer-42=2", eo, k, v.v)
 			}

@@ -181,11 +181,11 @@ func (w *windower) expectPartitions(now time.Time) {
 // restore reads the open windows back from the changelog, as keyed
 // state is read.
 func (w *windower) restore(ctx context.Context) error {
-	s := newKeyedState(w.topic, 0, false, w.p.log)
+	s := newKeyedState(w.topic, 0, false, 0, "", w.p.log)
 	if err := s.restore(ctx, w.p.client, w.p.cfg.Source.Subscription); err != nil {
 		return fmt.Errorf("windows: %w", err)
 	}
-	r := parseRecords(s.vals)
+	r := parseRecords(s.vals.all())
 	now := time.Now()
 	for t, max := range r.marks {
 		w.arrived.observe(t, max, now)

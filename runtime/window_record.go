@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"iter"
 	"strconv"
 	"strings"
 
@@ -100,7 +101,7 @@ func parseFiredMark(s string) (firedMark, bool) {
 }
 
 // parseRecords reads a changelog's last values (keyed state's read).
-func parseRecords(vals map[string]stateValue) restored {
+func parseRecords(vals iter.Seq2[string, stateValue]) restored {
 	r := restored{marks: map[string]int64{}, fired: map[string]map[int64]firedMark{}, accs: map[string]map[int64]accRecord{}}
 	for k, v := range vals {
 		switch {
