@@ -89,7 +89,7 @@ pipelines:
       backoff: {initial: 100ms, max: 10s}
       dead_letter_topic: orders-dlq
       max_crashes: 2
-    state: {enabled: true, changelog: orders-counts, ttl: 24h}
+    state: {enabled: true, changelog: orders-counts, ttl: 24h, cache_bytes: 67108864}
     paused: true
     tap: true
   - name: scripted
@@ -151,7 +151,7 @@ func TestParseEveryField(t *testing.T) {
 			Outputs: []string{"out"},
 			ErrorPolicy: pipelines.ErrorPolicy{MaxRetries: 5, DeadLetterTopic: "orders-dlq", MaxCrashes: 2,
 				Backoff: pipelines.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}},
-			State:  pipelines.State{Enabled: true, Changelog: "orders-counts", TTL: 24 * time.Hour},
+			State:  pipelines.State{Enabled: true, Changelog: "orders-counts", TTL: 24 * time.Hour, CacheBytes: 64 << 20},
 			Paused: true, Tap: true,
 		}, {
 			Name:      "scripted",

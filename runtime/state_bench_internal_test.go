@@ -95,3 +95,63 @@ func benchRestore(b *testing.B, ctx context.Context, cl *pool.Client, topic stri
 	}
 	goruntime.KeepAlive(s)
 }
+
+// BenchmarkKeyedStateHeap sets STREAMRUN_BENCH_KEYS keys (default
+// 1 000 000; 12-byte keys, 100-byte values) into keyed state directly, no
+// broker, and reports the heap they take: with every value in memory,
+// and with the cache bounded to 100 000 keys' worth (the rest spilled).
+// "index" is, for comparison, the heap of the index alone that a spill
+// store of our own (an append-only file, each key's offset in a map)
+// would keep in memory for every key.
+//
+//	STREAMRUN_BENCH_KEYS=10000000 go test ./runtime -run '^$' -bench KeyedStateHeap -benchtime 1x
+func BenchmarkKeyedStateHeap(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("STREAMRUN_BENCH_KEYS"); s != "" {
+		fmt.Sscan(s, &n)
+	}
+	value := make([]byte, 100)
+	key := func(i int) string { return fmt.Sprintf("key-%08d", i) }
+	for _, c := range []struct {
+		name  string
+		cache int64
+	}{{"memory", 0}, {"spill", 100_000 * cachedSize(key(0), value)}, {"index", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				var before, after goruntime.MemStats
+				goruntime.GC()
+				goruntime.ReadMemStats(&before)
+				t0 := time.Now()
+				var keep any
+				var used int64
+				if c.cache < 0 {
+					idx := map[string]int64{}
+					for i := range n {
+						idx[key(i)] = int64(i) * 120
+					}
+					keep = idx
+				} else {
+					s := newKeyedState("t", 0, false, c.cache, b.TempDir(), slog.New(slog.DiscardHandler))
+					defer s.close()
+					now := time.Now()
+					s.mu.Lock()
+					for i := range n {
+						s.set(key(i), value, false, now)
+					}
+					s.unlock()
+					used = s.vals.used
+					keep = s
+				}
+				took := time.Since(t0)
+				goruntime.GC()
+				goruntime.ReadMemStats(&after)
+				heap := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+				b.ReportMetric(heap/float64(n), "heapB/key")
+				b.ReportMetric(heap/(1<<20), "heapMiB")
+				b.ReportMetric(float64(used)/(1<<20), "cacheMiB")
+				b.ReportMetric(float64(n)/took.Seconds(), "keys/s")
+				goruntime.KeepAlive(keep)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // stateStore holds a pipeline's keyed state values: in memory up to a
@@ -135,8 +136,8 @@ func (st *stateStore) old(k string) (c cachedValue, inMem bool) {
 	return cachedValue{gone: true}, false
 }
 
-// put sets key k's value (v is kept as it is) and says the entry it
-// replaced (gone: none).
+// put sets key k's value to a copy of v (with inPlace, into the old
+// value's array when it fits).
 func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) {
 	c, inMem := st.old(k)
 	if c.gone {
@@ -151,8 +152,8 @@ func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) {
 	} else {
 		nv = append([]byte(nil), v...)
 	}
-	key := c.key
-	if key == "" || !inMem {
+	key := c.key // memory's own, or a copy read from disk
+	if key == "" {
 		key = strings.Clone(k)
 	}
 	st.mem[key] = cachedValue{stateValue: stateValue{key: key, v: nv, at: at}, disk: c.disk, dirty: true}
@@ -176,7 +177,7 @@ func (st *stateStore) del(k string) {
 		return
 	}
 	key := c.key
-	if key == "" || !inMem {
+	if key == "" {
 		key = strings.Clone(k)
 	}
 	st.mem[key] = cachedValue{stateValue: stateValue{key: key}, disk: true, dirty: true, gone: true}
@@ -326,7 +327,7 @@ func sweepSpills(dir string) {
 	names, _ := filepath.Glob(filepath.Join(dir, "state-*"+spillSuffix))
 	for _, name := range names {
 		db, err := bolt.Open(name, 0o600, &bolt.Options{Timeout: 10 * time.Millisecond, ReadOnly: true})
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			continue // in use
 		}
 		if err == nil {
