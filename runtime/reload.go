@@ -385,6 +385,15 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 				return err
 			}
 		}
+		if p.win != nil || to.win != nil {
+			if err := p.rewindow(ctx, to); err != nil {
+				for _, inst := range c.fresh {
+					inst.Kill()
+				}
+				p.fail(err)
+				return err
+			}
+		}
 	}
 	sups := p.supervisors()
 	n := to.cfg.Handler.Instances
@@ -425,6 +434,31 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 	p.layout()
 	p.flow()
 	return srcErr
+}
+
+// rewindow makes the windows of p, drained and subscribed as to's source
+// says, those of to's configuration, read back from the changelog it
+// names, as a restart with the new file would: a window block or
+// changelog that changed with the source takes effect, and the windows
+// in memory, which may be of another changelog, are let go (their
+// messages are acknowledged and in their changelog; the drain left
+// nothing in flight).
+func (p *pipeline) rewindow(ctx context.Context, to *pipeline) error {
+	p.win = nil
+	if to.win == nil {
+		return nil
+	}
+	// newWindower and restore read the pipeline's configuration: nothing
+	// else reads it while the pipeline is drained.
+	p.cfg = to.cfg
+	w := newWindower(p)
+	p.readAt = p.cons.Resubscribed()
+	w.letGo(p.readAt)
+	if err := w.restore(ctx); err != nil {
+		return err
+	}
+	p.win = w
+	return nil
 }
 
 // drain stops receiving and waits until every batch received is
