@@ -64,8 +64,10 @@ type windower struct {
 	// count is let go (window_regain.go). Written under mu.
 	sub  uint64
 	done []fireDone
-	// addsDone are the incremental adds answered.
+	// addsDone are the incremental adds answered, segsDone the
+	// receipts of their segments (window_incr.go).
 	addsDone []addDone
+	segsDone []segDone
 	wake     chan struct{} // something queued for process
 
 	keys map[string]*winKey
@@ -74,13 +76,23 @@ type windower struct {
 	// that of the messages placed in their windows (durable), which
 	// fires them. A restart reads both back from the records.
 	arrived, placed *watermarks
-	held            map[string]bool // records of messages in hand: true once durable
+	held            map[heldKey]bool // messages in hand: true once durable
 	nextCheck       int64
 	rescan          bool                // look at every key
 	dirty           map[string]bool     // keys to look at: answered, retried, or grown behind the watermark
-	adds            map[winID2]bool     // incremental windows with messages to add
-	order           map[string]*inOrder // incremental: each partition's messages in hand
+	adds            map[winID2]bool     // incremental windows to make an add of
 	seq             uint64
+	// Incremental mode (window_incr.go): the segment being made, the
+	// segments written in order until they are gone, those just done
+	// with, the forgotten windows' records waiting for older segments
+	// to go, and the size of the messages waiting for their adds.
+	cur          *segment
+	segBuf       []byte
+	segSeq       uint64
+	segs         []*segment
+	segGone      []*segment
+	deferred     []deferredGone
+	pendingBytes int
 	// writing counts each key's messages whose changelog write has no
 	// receipt yet: a session message that is late by its own window may
 	// still join one of them (sessionLate).
@@ -157,8 +169,9 @@ func newWindower(p *pipeline) *windower {
 // reset empties what the receive goroutine keeps of the windows, for
 // restore to fill.
 func (w *windower) reset() {
-	w.keys, w.held, w.dirty = map[string]*winKey{}, map[string]bool{}, map[string]bool{}
-	w.adds, w.order, w.writing = map[winID2]bool{}, map[string]*inOrder{}, map[string]int{}
+	w.keys, w.held, w.dirty = map[string]*winKey{}, map[heldKey]bool{}, map[string]bool{}
+	w.adds, w.writing = map[winID2]bool{}, map[string]int{}
+	w.cur, w.segBuf, w.segs, w.segGone, w.deferred, w.pendingBytes = nil, nil, nil, nil, nil, 0
 	w.nextCheck, w.rescan, w.partsAt = math.MinInt64, false, time.Time{}
 	wc := &w.cfg
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -195,7 +208,7 @@ func (w *windower) restore(ctx context.Context) error {
 		w.insert(m)
 		w.arrived.observe(m.Topic, m.Time, now)
 		w.placed.observe(m.Topic, m.Time, now)
-		w.held[m.record()] = true
+		w.held[m.held()] = true
 	}
 	w.restoreAccs(r.accs, now)
 	for key, fs := range r.fired {
@@ -205,9 +218,15 @@ func (w *windower) restore(ctx context.Context) error {
 			k.wins[start] = &winState{fires: f.fires, n: f.n, forgotten: f.forgotten, id: w.seq}
 		}
 	}
+	if len(r.segs) > 0 {
+		w.restoreSegments(r.segs, now)
+	}
+	if r.bad > 0 {
+		w.p.log.Warn("windows: changelog records that could not be read were left out", "changelog", w.topic, "records", r.bad)
+	}
 	w.rescan = true
 	w.open.Store(int64(len(r.msgs)))
-	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "keys", len(w.keys))
+	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "segments", len(r.segs), "keys", len(w.keys))
 	return nil
 }
 
@@ -240,8 +259,8 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		}
 		wm := &winMsg{ID: m.ID.String(), Topic: m.Topic, Key: m.Key, Time: t, Payload: m.Payload, Properties: m.Properties,
 			EventTime: unixMilli(m.EventTime), PublishTime: unixMilli(m.PublishTime)}
-		rec := wm.record()
-		if durable, dup := w.held[rec]; dup {
+		hk := wm.held()
+		if durable, dup := w.held[hk]; dup {
 			// A copy of a message in hand (a redelivery): the original's
 			// acknowledgement is the copy's too.
 			if durable {
@@ -263,7 +282,8 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			w.takeIncr(wm, m)
 			continue
 		}
-		w.held[rec] = false
+		rec := wm.record()
+		w.held[hk] = false
 		w.writing[wm.Key]++
 		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
 		sub := p.readAt
@@ -278,6 +298,9 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			w.mu.Unlock()
 			w.kick()
 		})
+	}
+	if w.incr {
+		w.sendSegment()
 	}
 }
 
@@ -339,22 +362,24 @@ func (w *windower) wait(ctx context.Context) bool {
 func (w *windower) process(now time.Time) []*item {
 	p := w.p
 	w.mu.Lock()
-	durable, done, addsDone := w.durable, w.done, w.addsDone
-	w.durable, w.done, w.addsDone = nil, nil, nil
+	durable, done, addsDone, segs := w.durable, w.done, w.addsDone, w.segsDone
+	w.durable, w.done, w.addsDone, w.segsDone = nil, nil, nil, nil
 	w.mu.Unlock()
-	var adds []*item
 	if w.incr {
-		adds = w.processAdds(addsDone, now)
+		w.processAdds(addsDone, now)
+		for _, d := range segs {
+			w.placeSegment(d, now)
+		}
 	}
 	for _, d := range durable {
-		rec := d.wm.record()
+		hk := d.wm.held()
 		it := &item{m: d.m}
 		if w.writing[d.wm.Key]--; w.writing[d.wm.Key] <= 0 {
 			delete(w.writing, d.wm.Key)
 		}
 		if d.err != nil {
 			// Not durable: it comes again.
-			delete(w.held, rec)
+			delete(w.held, hk)
 			p.log.Warn("windows: a message could not be written to the changelog; it comes again", "id", d.wm.ID, "err", d.err)
 			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
 			p.settled(it, Retried, "window changelog: "+d.err.Error())
@@ -362,14 +387,14 @@ func (w *windower) process(now time.Time) []*item {
 		}
 		placed := w.placed.at(now)
 		if w.sessionLate(d.wm) {
-			delete(w.held, rec)
-			w.p.client.PublishAsync(p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
+			delete(w.held, hk)
+			w.p.client.PublishAsync(p.hard, w.topic, tombstone(d.wm.record()), func(pulsarwire.MessageID, error) {})
 			w.isLate(it, satAdd(d.wm.Horizon, w.a.late))
 			continue
 		}
 		w.insert(d.wm)
 		w.open.Add(1)
-		w.held[rec] = true
+		w.held[hk] = true
 		w.placed.observe(d.wm.Topic, d.wm.Time, now)
 		w.nextCheck = min(w.nextCheck, w.a.firstEnd(d.wm.Time))
 		if w.a.late > 0 && d.wm.Time < placed {
@@ -407,13 +432,18 @@ func (w *windower) process(now time.Time) []*item {
 	}
 	w.arrived.at(now) // the clock moves idle partitions on
 	wm := w.placed.at(now)
-	if !w.rescan && wm < w.nextCheck {
-		if len(w.dirty) == 0 {
-			return adds
-		}
-		return append(adds, w.scanDirty(wm, now)...)
+	var fires []*item
+	switch {
+	case w.rescan || wm >= w.nextCheck:
+		fires = w.scan(wm, now)
+	case len(w.dirty) > 0:
+		fires = w.scanDirty(wm, now)
 	}
-	return append(adds, w.scan(wm, now)...)
+	if w.incr {
+		// The adds first: a window's add goes before its fire.
+		return append(w.incrTail(now), fires...)
+	}
+	return fires
 }
 
 // scanDirty is scan for the keys marked dirty only.
@@ -480,9 +510,13 @@ func (w *windower) scan(wm int64, now time.Time) []*item {
 
 // forget removes the records of gone from the changelog.
 func (w *windower) forget(gone []string) {
-	if len(gone) > 0 && !w.incr {
-		// Incremental windows write their watermarks as their messages
-		// are acknowledged (inOrder), not from the placed ones.
+	if len(gone) > 0 && w.incr {
+		// Once no segment written before can hold a message of them
+		// (release).
+		w.deferred = append(w.deferred, deferredGone{seq: w.segSeq, recs: gone})
+		return
+	}
+	if len(gone) > 0 {
 		// The watermarks first: a restart that finds the records gone
 		// finds the watermark that let them go.
 		for t, pt := range w.placed.parts {
@@ -617,7 +651,7 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 	for _, m := range k.msgs {
 		if w.spent(k, m, drop) {
 			gone = append(gone, m.record())
-			delete(w.held, m.record())
+			delete(w.held, m.held())
 			w.open.Add(-1)
 			continue
 		}

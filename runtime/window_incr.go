@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,18 +18,37 @@ import (
 
 // The incremental mode of windows (docs/pipelines.md, "Incremental
 // windows"): the host keeps one accumulator per key and window, bytes
-// the handler owns. A message joins the windows it falls in as one of
-// their pending messages; each window's pending messages go to the
-// handler's add step with the accumulator (one add in flight a window),
-// and the accumulator it answers with is written to the changelog in
-// place of the messages. A message is acknowledged once every window it
-// joined has its accumulator's record back. The record holds, for each
-// partition, the newest message added: a redelivered copy at or before
-// it is not added again (a window's messages of one partition come in
-// order, on the Exclusive subscription windows need).
+// the handler owns. The messages a receive takes go to the changelog
+// together, as one segment record (s|…); once it has its receipt they
+// are acknowledged and wait in their windows. A window's waiting
+// messages go to the handler's add step (one add in flight a window)
+// when the watermark closes it, when maxAdd of them wait, or when the
+// host holds more than maxPendingBytes of waiting messages; the
+// accumulator it answers with is written to the changelog, and a
+// segment is removed once each of its messages is in its windows'
+// accumulators. So a message costs a share of a record, not an add
+// call and an accumulator record of its own (BenchmarkWindowCount).
+//
+// The accumulator's record holds, for each partition, the newest
+// message added: a copy at or before it (a redelivery, or a segment
+// read back after its messages were added) is not added again (a
+// window's messages of one partition come in order, on the Exclusive
+// subscription windows need). A forgotten window's records are removed
+// only once every segment written before it went is gone, so that a
+// segment read back never finds one of its windows missing and makes
+// it again.
 
 // maxAdd is the most messages one add step gets.
 const maxAdd = 256
+
+// maxPendingBytes bounds the messages the host holds waiting for their
+// adds (about their JSON's size): past it, every window's waiting
+// messages go to its add step, whether the window is due or not.
+const maxPendingBytes = 32 << 20
+
+// maxSegmentBytes is about the largest segment record: a receive's
+// messages are cut into records of at most this (or one message).
+const maxSegmentBytes = 256 << 10
 
 // addLedger marks the ids of add calls, beside those of fires (1<<62).
 const addLedger = 1<<62 + 1
@@ -46,23 +64,39 @@ type winAcc struct {
 	id      uint64
 }
 
-// pendMsg is a message in hand, waiting for refs windows' adds.
+// pendMsg is a message in a segment, waiting for refs windows' adds.
 type pendMsg struct {
 	wm   *winMsg
-	m    *subscribe.Message
+	m    *subscribe.Message // nil when read back from the changelog
 	pos  msgPos
 	refs int
+	seg  *segment
+	size int // its share of pendingBytes, for each window it waits in
 }
 
-// inOrder is a partition's messages in hand in the order they came. A
-// message is acknowledged once it and every one before it were added
-// and the partition's newest time over them (safe) is in the changelog
-// (w|<topic>): a restart then reads back the watermark as it was when
-// the first message it gets again came, and decides what is late, and
-// which windows a message joins, as the host before did.
-type inOrder struct {
-	q    []*pendMsg
-	safe int64
+// segment is one changelog record of messages taken together.
+type segment struct {
+	rec  string
+	seq  uint64
+	msgs []*pendMsg // until it has its receipt
+	// live counts its messages not yet in each of their windows'
+	// accumulators; at 0 (with its receipt) the record goes.
+	live    int
+	durable bool
+	gone    bool
+}
+
+// segDone is a segment's receipt.
+type segDone struct {
+	seg *segment
+	err error
+}
+
+// deferredGone are records of forgotten windows, removed once every
+// segment up to seq is gone.
+type deferredGone struct {
+	seq  uint64
+	recs []string
 }
 
 // msgPos orders the messages of one partition.
@@ -129,9 +163,83 @@ func (k *winKey) accOf(start int64, w *windower) *winAcc {
 	return a
 }
 
-// takeIncr has wm (of m, neither late nor held) join its windows.
+// takeIncr puts wm (of m, neither late nor held) in the segment being
+// made, sending it first when wm would make it too large.
 func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
-	pm := &pendMsg{wm: wm, m: m, pos: posOf(m.ID)}
+	n := segMsgSize(wm)
+	if w.segBuf != nil && len(w.segBuf)+n > maxSegmentBytes {
+		w.sendSegment()
+	}
+	if w.segBuf == nil {
+		w.segSeq++
+		w.cur = &segment{rec: recSegment + wm.Topic + "|" + wm.ID, seq: w.segSeq}
+		w.segBuf = append(make([]byte, 0, min(maxSegmentBytes, 16*n)), segmentVersion)
+	}
+	w.segBuf = appendSegMsg(w.segBuf, wm, posOf(m.ID))
+	w.cur.msgs = append(w.cur.msgs, &pendMsg{wm: wm, m: m, pos: posOf(m.ID), seg: w.cur})
+	w.held[wm.held()] = false
+}
+
+// sendSegment writes the segment being made to the changelog.
+func (w *windower) sendSegment() {
+	seg, b := w.cur, w.segBuf
+	if seg == nil {
+		return
+	}
+	w.cur, w.segBuf = nil, nil
+	w.segs = append(w.segs, seg)
+	p := w.p
+	sub := p.readAt
+	p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: seg.rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
+		w.mu.Lock()
+		if w.stale(sub) {
+			w.mu.Unlock()
+			for _, pm := range seg.msgs {
+				p.handBack(&item{m: pm.m}) // it comes again, to the windows read back
+			}
+			return
+		}
+		w.segsDone = append(w.segsDone, segDone{seg: seg, err: err})
+		w.mu.Unlock()
+		w.kick()
+	})
+}
+
+// placeSegment acts on a segment's receipt: its messages join their
+// windows and are acknowledged; or, not written, they come again.
+func (w *windower) placeSegment(d segDone, now time.Time) {
+	p, seg := w.p, d.seg
+	msgs := seg.msgs
+	seg.msgs = nil
+	if d.err != nil {
+		// Not durable: they come again. The record goes in case it was
+		// written after all, so that a restart does not find it.
+		p.log.Warn("windows: messages could not be written to the changelog; they come again", "segment", seg.rec, "err", d.err)
+		for _, pm := range msgs {
+			delete(w.held, pm.wm.held())
+			it := &item{m: pm.m}
+			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
+			p.settled(it, Retried, "window changelog: "+d.err.Error())
+		}
+		seg.durable = true
+		w.segGone = append(w.segGone, seg)
+		return
+	}
+	seg.durable = true
+	for _, pm := range msgs {
+		w.placeIncr(pm, now)
+		p.ack(&item{m: pm.m}, Acked, "")
+	}
+	if seg.live == 0 {
+		w.segGone = append(w.segGone, seg)
+	}
+}
+
+// placeIncr has pm, durable in its segment, join its windows.
+func (w *windower) placeIncr(pm *pendMsg, now time.Time) {
+	wm := pm.wm
+	placed := w.placed.at(now)
+	w.placed.observe(wm.Topic, wm.Time, now)
 	k := w.key(wm.Key)
 	for _, s := range w.a.starts(wm.Time) {
 		if s+w.a.size <= wm.Horizon {
@@ -139,64 +247,30 @@ func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
 		}
 		a := k.accOf(s, w)
 		if hw, ok := a.hw[wm.Topic]; ok && !pm.pos.after(hw) {
-			continue // added before: a redelivered copy
+			continue // added before: a copy
+		}
+		if pm.size == 0 {
+			pm.size = winMsgSize(wm)
 		}
 		a.pending = append(a.pending, pm)
+		w.pendingBytes += pm.size
 		pm.refs++
-		w.adds[winID2{wm.Key, s}] = true
+		if len(a.pending) >= maxAdd && !a.adding {
+			w.adds[winID2{wm.Key, s}] = true
+		}
+		if end := s + w.a.size; end <= placed {
+			w.dirty[wm.Key] = true // into a window that may have fired
+		} else {
+			w.nextCheck = min(w.nextCheck, end)
+		}
 	}
-	w.held[wm.record()] = false
-	w.open.Add(1)
-	q := w.order[wm.Topic]
-	if q == nil {
-		q = &inOrder{safe: math.MinInt64}
-		w.order[wm.Topic] = q
-	}
-	q.q = append(q.q, pm)
 	if pm.refs == 0 {
-		// Every window it falls in has it (a copy): placed, and
-		// acknowledged in turn.
-		w.placed.observe(wm.Topic, wm.Time, time.Now())
-		w.nextCheck = min(w.nextCheck, w.a.firstEnd(wm.Time))
-		w.advance(wm.Topic, q)
-	}
-}
-
-// advance acknowledges the messages of topic at the head of q that were
-// added, once the newest time over them is in the changelog.
-func (w *windower) advance(topic string, q *inOrder) {
-	n := 0
-	for n < len(q.q) && q.q[n].refs == 0 {
-		q.safe = max(q.safe, q.q[n].wm.Time)
-		n++
-	}
-	if n == 0 {
+		delete(w.held, wm.held())
 		return
 	}
-	done := slices.Clone(q.q[:n])
-	clear(q.q[:n])
-	q.q = q.q[n:]
-	for _, pm := range done {
-		delete(w.held, pm.wm.record())
-	}
-	w.open.Add(-int64(n))
-	p := w.p
-	p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: recWatermark + topic, Payload: []byte(strconv.FormatInt(q.safe, 10))},
-		func(_ pulsarwire.MessageID, err error) {
-			if err != nil {
-				// Not acknowledged: they come again, and are not added twice.
-				p.log.Warn("windows: a watermark could not be written to the changelog; its messages come again", "topic", topic, "err", err)
-				for _, pm := range done {
-					it := &item{m: pm.m}
-					p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
-					p.settled(it, Retried, "window changelog: "+err.Error())
-				}
-				return
-			}
-			for _, pm := range done {
-				p.ack(&item{m: pm.m}, Acked, "")
-			}
-		})
+	w.held[wm.held()] = true
+	pm.seg.live++
+	w.open.Add(1)
 }
 
 // addAnswered is told by settle that the handler answered an add with
@@ -255,12 +329,9 @@ func (w *windower) addSettled(f *windowFire, ok bool, delay time.Duration) {
 	w.kick()
 }
 
-// processAdds acts on the adds answered, and returns the adds to make.
-func (w *windower) processAdds(done []addDone, now time.Time) []*item {
+// processAdds acts on the adds answered.
+func (w *windower) processAdds(done []addDone, now time.Time) {
 	p := w.p
-	// The partitions whose messages the adds finished: each advances
-	// once for all of them, one watermark record, not one an add.
-	topics := map[string]bool{}
 	for _, d := range done {
 		f := d.f
 		k := w.keys[f.key]
@@ -269,19 +340,18 @@ func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 		}
 		a := k.accs[f.start]
 		a.adding = false
-		w.adds[winID2{f.key, f.start}] = true
 		w.dirty[f.key] = true
-		w.nextCheck = min(w.nextCheck, f.start+w.a.size)
 		if d.err != nil {
 			// The accumulator in the changelog is the one before: the
-			// messages come again to a restart, which reads it back.
+			// messages are in their segments still, which a restart reads.
 			p.fail(fmt.Errorf("windows: an accumulator could not be written to the changelog: %w", d.err))
-			a.pending = append(f.add.msgs, a.pending...)
+			w.unadd(a, f.add.msgs)
 			continue
 		}
 		if !d.ok {
 			a.retryAt = now.Add(d.delay)
-			a.pending = append(f.add.msgs, a.pending...)
+			w.unadd(a, f.add.msgs)
+			w.adds[winID2{f.key, f.start}] = true
 			continue
 		}
 		if d.added {
@@ -289,16 +359,43 @@ func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 		}
 		for _, pm := range f.add.msgs {
 			if pm.refs--; pm.refs == 0 {
-				w.placed.observe(pm.wm.Topic, pm.wm.Time, now)
-				topics[pm.wm.Topic] = true
+				delete(w.held, pm.wm.held())
+				w.open.Add(-1)
+				if s := pm.seg; s != nil {
+					if s.live--; s.live == 0 && s.durable {
+						w.segGone = append(w.segGone, s)
+					}
+				}
+			}
+		}
+		if len(a.pending) >= maxAdd {
+			w.adds[winID2{f.key, f.start}] = true
+		}
+	}
+}
+
+// unadd puts the messages of an add not made back at the head of a's.
+func (w *windower) unadd(a *winAcc, msgs []*pendMsg) {
+	a.pending = append(msgs, a.pending...)
+	for _, pm := range msgs {
+		w.pendingBytes += pm.size
+	}
+}
+
+// incrTail makes the adds due, after the answers, the receipts and the
+// scan of process, and removes the segments and windows done with.
+func (w *windower) incrTail(now time.Time) []*item {
+	if w.pendingBytes > maxPendingBytes {
+		// Too much waits: every window's messages go to its add step.
+		for key, k := range w.keys {
+			for start, a := range k.accs {
+				if len(a.pending) > 0 && !a.adding {
+					w.adds[winID2{key, start}] = true
+				}
 			}
 		}
 	}
-	for t := range topics {
-		if q := w.order[t]; q != nil {
-			w.advance(t, q)
-		}
-	}
+	w.release()
 	var items []*item
 	for id := range w.adds {
 		k := w.keys[id.key]
@@ -319,6 +416,53 @@ func (w *windower) processAdds(done []addDone, now time.Time) []*item {
 	return items
 }
 
+// release removes the records of the segments whose messages are all in
+// their accumulators, and of the forgotten windows no segment left can
+// hold a message of.
+func (w *windower) release() {
+	gone := w.segGone
+	w.segGone = nil
+	for _, s := range gone {
+		s.gone = true
+	}
+	n := 0
+	for n < len(w.segs) && w.segs[n].gone {
+		n++
+	}
+	clear(w.segs[:n])
+	w.segs = w.segs[n:]
+	oldest := uint64(math.MaxUint64)
+	if len(w.segs) > 0 {
+		oldest = w.segs[0].seq
+	}
+	d := 0
+	for d < len(w.deferred) && w.deferred[d].seq < oldest {
+		d++
+	}
+	if len(gone) == 0 && d == 0 {
+		return
+	}
+	p := w.p
+	// The watermarks first: a restart that finds the records gone finds
+	// the watermark that let them go.
+	for t, pt := range w.placed.parts {
+		if pt.max != math.MinInt64 {
+			p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: recWatermark + t, Payload: []byte(strconv.FormatInt(pt.max, 10))},
+				func(pulsarwire.MessageID, error) {})
+		}
+	}
+	for _, s := range gone {
+		p.client.PublishAsync(p.hard, w.topic, tombstone(s.rec), func(pulsarwire.MessageID, error) {})
+	}
+	for _, dg := range w.deferred[:d] {
+		for _, rec := range dg.recs {
+			p.client.PublishAsync(p.hard, w.topic, tombstone(rec), func(pulsarwire.MessageID, error) {})
+		}
+	}
+	clear(w.deferred[:d])
+	w.deferred = w.deferred[d:]
+}
+
 // addItem makes the item that hands the pending messages of window
 // start of key to the handler's add step.
 func (w *windower) addItem(key string, start int64, a *winAcc) *item {
@@ -326,6 +470,9 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 	msgs := a.pending[:n:n]
 	a.pending = a.pending[n:]
 	a.adding = true
+	for _, pm := range msgs {
+		w.pendingBytes -= pm.size
+	}
 	wms := make([]*winMsg, n)
 	for i, pm := range msgs {
 		wms[i] = pm.wm
@@ -366,9 +513,10 @@ func windowAddEntries(items []*item) []plugin.StateEntry {
 	return es
 }
 
-// scanKeyIncr is scanKey for accumulators: a window fires once the
-// watermark passes its end and nothing waits to join it; it goes, with
-// its records, once it is past its lateness.
+// scanKeyIncr is scanKey for accumulators: a window the watermark
+// passed has its waiting messages added, then fires; it goes once it is
+// past its lateness, its records once no segment left can hold a message
+// of it (release).
 func (w *windower) scanKeyIncr(key string, k *winKey, wm int64, now time.Time, fires []*item, gone []string) ([]*item, []string) {
 	for start, a := range k.accs {
 		end := start + w.a.size
@@ -376,8 +524,16 @@ func (w *windower) scanKeyIncr(key string, k *winKey, wm int64, now time.Time, f
 		if ws != nil && ws.inflight {
 			continue // looked at again once answered (dirty)
 		}
-		if a.adding || len(a.pending) > 0 {
+		if a.adding {
 			continue // looked at again once added (dirty)
+		}
+		if len(a.pending) > 0 {
+			if end <= wm {
+				w.adds[winID2{key, start}] = true
+			} else {
+				w.nextCheck = min(w.nextCheck, end)
+			}
+			continue
 		}
 		fired := ws != nil && ws.fires > 0
 		dirty := fired && ws.n != a.n

@@ -204,3 +204,72 @@ func TestIncrementalWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// An incremental window's messages wait, durable in the changelog and
+// acknowledged, until the window closes, and then go to one add step
+// together: one accumulator record a window, not one an add of whatever
+// had come meanwhile (BenchmarkWindowCount's cost). Once they are in
+// their accumulators the records holding them are removed, and the
+// counts equal the reference's.
+func TestIncrementalWindowAddsItsMessagesAtOnceWhenItCloses(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	w := pipelines.Window{Type: pipelines.Tumbling, Size: time.Minute, OutOfOrder: 5 * time.Second, Time: pipelines.TimeEvent,
+		Mode: pipelines.ModeIncremental}
+	const keys, perKey = 3, 60
+	var msgs []genMsg
+	for i := range keys * perKey {
+		msgs = append(msgs, genMsg{key: fmt.Sprintf("k%d", i%keys), t: windowBase + int64(i)*300, payload: fmt.Sprintf("m-%d", i)})
+	}
+	msgs = append(msgs, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
+	ref, _ := referenceWindows(w, msgs)
+	want := accSums(ref)
+	outs := collect(t, cl, out)
+	publishGenerated(t, cl, in, msgs, false)
+	p := windowPipeline(in, out, w, windowConfig{Incremental: true})
+	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+	waitFor(t, "the windows equal the reference", func() bool { return accAgree(accResults(t, outs), want) == "" })
+
+	log := collect(t, cl, p.Window.Changelog)
+	accs := map[string]int{}
+	waitFor(t, "the accumulators in the changelog", func() bool {
+		clear(accs)
+		for _, m := range log.all() {
+			if strings.HasPrefix(m.Key, "a|") && len(m.Payload) > 0 {
+				accs[m.Key]++
+			}
+		}
+		for k := range keys {
+			if accs[fmt.Sprintf("a|%d|k%d", windowBase, k)] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for k := range keys {
+		rec := fmt.Sprintf("a|%d|k%d", windowBase, k)
+		if accs[rec] != 1 {
+			t.Errorf("%s was written %d times, want once (its %d messages in one add)", rec, accs[rec], perKey)
+		}
+	}
+	last := map[string][]byte{}
+	// The last segment holds the flush message, whose window stays open.
+	waitFor(t, "every other segment removed from the changelog", func() bool {
+		clear(last)
+		for _, m := range log.all() {
+			last[m.Key] = m.Payload
+		}
+		segs, live := 0, 0
+		for k, v := range last {
+			if strings.HasPrefix(k, "s|") {
+				segs++
+				if len(v) > 0 {
+					live++
+				}
+			}
+		}
+		return segs > 1 && live <= 1
+	})
+}

@@ -18,6 +18,8 @@ import (
 //	                    any removal so that a restart knows it
 //	f|<start>|<key>     a window that fired, and how often
 //	a|<start>|<key>     an incremental window's accumulator (accRecord, JSON)
+//	s|<topic>|<id>      messages an incremental pipeline took together, until
+//	                    each is in its accumulators (window_segment.go)
 const (
 	recMessage   = "m|"
 	recWatermark = "w|"
@@ -43,6 +45,12 @@ type winMsg struct {
 }
 
 func (m *winMsg) record() string { return recMessage + m.Topic + "|" + m.ID }
+
+// heldKey names a message in hand (windower.held): its record without
+// the string made for every message.
+type heldKey struct{ topic, id string }
+
+func (m *winMsg) held() heldKey { return heldKey{m.Topic, m.ID} }
 
 func firedRecord(key string, start int64) string {
 	return recFired + strconv.FormatInt(start, 10) + "|" + key
@@ -72,6 +80,9 @@ type restored struct {
 	marks map[string]int64 // partition → newest time
 	fired map[string]map[int64]firedMark
 	accs  map[string]map[int64]accRecord // key → start → accumulator
+	segs  []restoredSeg
+	// bad counts the records that could not be read.
+	bad int
 }
 
 // firedMark is a fired window's record: how often it fired, with how
@@ -109,6 +120,12 @@ func parseRecords(vals iter.Seq2[string, stateValue]) restored {
 			var m winMsg
 			if json.Unmarshal(v.v, &m) == nil {
 				r.msgs = append(r.msgs, &m)
+			}
+		case strings.HasPrefix(k, recSegment):
+			if ms, err := decodeSegment(v.v); err == nil {
+				r.segs = append(r.segs, restoredSeg{rec: k, msgs: ms})
+			} else {
+				r.bad++
 			}
 		case strings.HasPrefix(k, recWatermark):
 			if t, err := strconv.ParseInt(string(v.v), 10, 64); err == nil {

@@ -28,14 +28,14 @@ func (w *windower) letGo(at uint64) {
 	p := w.p
 	w.mu.Lock()
 	w.sub = at
-	durable := w.durable
-	w.durable, w.done, w.addsDone = nil, nil, nil
+	durable, segs := w.durable, w.segsDone
+	w.durable, w.done, w.addsDone, w.segsDone = nil, nil, nil, nil
 	w.mu.Unlock()
 	for _, d := range durable {
 		p.handBack(&item{m: d.m})
 	}
-	for _, q := range w.order {
-		for _, pm := range q.q {
+	for _, d := range segs {
+		for _, pm := range d.seg.msgs {
 			p.handBack(&item{m: pm.m})
 		}
 	}
