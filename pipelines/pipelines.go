@@ -269,8 +269,8 @@ type State struct {
 	// host's bookkeeping); past it, values go to a file under the host's
 	// state directory and are read from there when their keys come.
 	// The changelog stays the source of truth: the file is rebuilt from
-	// it at every start. Default 268435456 (256 MiB: about 980 000 keys
-	// of 100-byte values in memory).
+	// it at every start. Default 536870912 (512 MiB: about 1 970 000
+	// keys of 100-byte values in memory).
 	CacheBytes int `yaml:"cache_bytes,omitempty" json:"cache_bytes,omitempty" reload:"source"`
 }
 
@@ -316,8 +316,8 @@ const (
 	DefaultTransactionTimeout = 10 * time.Second
 )
 
-// DefaultStateCacheBytes is State.CacheBytes' default: 256 MiB.
-const DefaultStateCacheBytes = 256 << 20
+// DefaultStateCacheBytes is State.CacheBytes' default: 512 MiB.
+const DefaultStateCacheBytes = 512 << 20
 
 // SubscriptionType is how the consumers of a subscription share it: the
 // one definition, pulsarwire.SubscriptionType (subscribe.Type too). A file

@@ -7,7 +7,7 @@ import (
 	"github.com/streamrun/streamrun/pipelines"
 )
 
-// The state's cache bound defaults to 256 MiB; a negative one, or one
+// The state's cache bound defaults to 512 MiB; a negative one, or one
 // without state enabled, is refused at its place in the file.
 func TestStateCacheBytes(t *testing.T) {
 	head := "pipelines:\n  - name: p\n    source: {topics: [in], subscription: s, type: exclusive}\n    handler: {plugin: /p}\n"
@@ -15,8 +15,8 @@ func TestStateCacheBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Pipelines[0].WithDefaults().State.CacheBytes; got != 256<<20 {
-		t.Errorf("default cache_bytes %d, want %d", got, 256<<20)
+	if got := f.Pipelines[0].WithDefaults().State.CacheBytes; got != 512<<20 {
+		t.Errorf("default cache_bytes %d, want %d", got, 512<<20)
 	}
 	f, err = pipelines.Parse("s.yaml", []byte(head+"    state: {enabled: true, cache_bytes: 1000000}\n"), env(nil))
 	if err != nil {

@@ -332,6 +332,6 @@ func (c *checker) state(p *Pipeline) {
 		c.topic("state.changelog", st.Changelog)
 	}
 	if st.CacheBytes < 0 {
-		c.bad("state.cache_bytes", "is %d: the memory for the state's values is a number of bytes, at least 1 (default %d, 256 MiB)", st.CacheBytes, DefaultStateCacheBytes)
+		c.bad("state.cache_bytes", "is %d: the memory for the state's values is a number of bytes, at least 1 (default %d, 512 MiB)", st.CacheBytes, DefaultStateCacheBytes)
 	}
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // keyedState is a pipeline's keyed state (pipelines.State): the value of
-// every key, held in memory, read back from the changelog topic when the
+// every key, held in memory up to a bound and spilled to disk past it
+// (state_store.go), read back from the changelog topic when the
 // pipeline opens, sent with each batch for the batch's keys, changed by
 // the handler's answers and written to the changelog with the message
 // that changed it (settle), before that message is acknowledged.

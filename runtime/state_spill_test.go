@@ -90,7 +90,7 @@ func TestKeyedStateSpillsPastItsCacheBound(t *testing.T) {
 
 // BenchmarkKeyedStateCounterSpill is BenchmarkKeyedStateCounter's
 // counter (10 000 keys, batches of 100, at least once, the handler in a
-// plugin process) with every value in memory (the default cache of 256
+// plugin process) with every value in memory (the default cache of 512
 // MiB) and with a cache of about 1 000 keys' worth, the rest of the
 // values spilled to disk, in turn in one run.
 //
