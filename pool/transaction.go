@@ -195,6 +195,6 @@ func (s *TransactionSeries) Begin(ctx context.Context) (*Transaction, error) {
 // transactions Begin returned are not touched.
 func (s *TransactionSeries) Close(ctx context.Context) error { return s.s.Close(ctx) }
 
-// ErrTransactionSeriesClosed: Begin on a TransactionSeries after its
-// Close.
+// ErrTransactionSeriesClosed is what Begin on a TransactionSeries returns
+// after its Close.
 var ErrTransactionSeriesClosed = txn.ErrSeriesClosed
