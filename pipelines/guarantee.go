@@ -76,6 +76,16 @@ func (c *checker) guarantee(p *Pipeline) {
 			c.bad(fmt.Sprintf("outputs[%d]", i), "%q is non-persistent: %s", t, why)
 		}
 	}
+	if p.Window.Type != "" {
+		// A fire's record commits with its outputs; a late message goes
+		// to the late topic with its acknowledgement.
+		if t := p.Window.Changelog; nonPersistent(t) {
+			c.bad("window.changelog", "%q is non-persistent: %s", t, why)
+		}
+		if t := p.Window.LateTopic; nonPersistent(t) {
+			c.bad("window.late_topic", "%q is non-persistent: %s", t, why)
+		}
+	}
 	if t := p.ErrorPolicy.DeadLetterTopic; nonPersistent(t) {
 		c.bad("error_policy.dead_letter_topic", "%q is non-persistent: %s", t, why)
 	}

@@ -171,14 +171,6 @@ func (c *checker) window(p *Pipeline) {
 	if p.State.Enabled {
 		c.bad("window", "a pipeline keeps windows or keyed state, not both")
 	}
-	if p.Guarantee == ExactlyOnce {
-		// A window's messages are acknowledged when they are durable in
-		// the changelog, long before the window fires; under exactly_once
-		// those acks, the changelog records and the fire's outputs would
-		// have to commit in transactions that span the window's life, which
-		// the host does not build yet (docs/pipelines.md, "Windows").
-		c.bad("window", "windows do not work with guarantee exactly_once yet (a window's messages are acknowledged long before its outputs, and the two are not in one transaction): use at_least_once, whose fires carry key, start and end for an idempotent consumer")
-	}
 	if t, ok := p.Source.Type.Canonical(); ok && t != Exclusive {
 		c.bad("source.type", "windows need an Exclusive subscription: a key's window must see every message of the key, at one host")
 	}

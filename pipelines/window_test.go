@@ -39,6 +39,22 @@ func TestWindowIsValidatedWithPositions(t *testing.T) {
 	if p.Window.Type != pipelines.Sliding || p.Window.IdleTimeout != pipelines.DefaultWindowIdleTimeout {
 		t.Errorf("defaults: %+v", p.Window)
 	}
+	// Under exactly_once too, each kind in each mode its kind takes; but
+	// not with topics that take no part in a transaction.
+	for _, w := range []string{"{type: tumbling, size: 1m}", "{type: sliding, size: 1m, slide: 10s, mode: incremental}", "{type: session, gap: 30s}"} {
+		eo := func(w string) string {
+			return "pipelines:\n  - name: w\n    source: {topics: [in], subscription: s, type: exclusive}\n    handler: {plugin: ./h}\n" +
+				"    guarantee: exactly_once\n    window: " + w + "\n"
+		}
+		if _, err := pipelines.Parse("w.yaml", []byte(eo(w)), nil); err != nil {
+			t.Errorf("%s under exactly_once: %v", w, err)
+		}
+		np := eo(strings.TrimSuffix(w, "}") + ", late_topic: non-persistent://public/default/late}")
+		want := "pipelines[0].window.late_topic: \"non-persistent://public/default/late\" is non-persistent"
+		if _, err := pipelines.Parse("w.yaml", []byte(np), nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s under exactly_once with a non-persistent late topic: %v, want %q", w, err, want)
+		}
+	}
 	shared := strings.Replace(good, "exclusive", "shared", 1)
 	if _, err := pipelines.Parse("w.yaml", []byte(shared), nil); err == nil || !strings.Contains(err.Error(), "window") {
 		t.Errorf("a window on a shared subscription: %v", err)

@@ -220,6 +220,10 @@ func (c *committer) join(items []*item) bool {
 	defer c.mu.Unlock()
 	joined := false
 	for i, it := range items {
+		if it.win != nil && p.win.lapsed(it.win) {
+			p.handBack(it) // made before the windows were read back
+			continue
+		}
 		if it.m.Superseded() {
 			p.handBack(it)
 			continue
@@ -228,10 +232,17 @@ func (c *committer) join(items []*item) bool {
 		if err != nil {
 			p.log.Warn("no transaction: the messages come again", "messages", len(items)-i, "err", err)
 			for _, it := range items[i:] {
-				_ = p.cons.NackAfter(it.m, p.cfg.ErrorPolicy.Backoff.Delay(1))
+				p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
 				p.settled(it, Retried, "no transaction: "+err.Error())
 			}
 			return joined
+		}
+		if it.win != nil {
+			// A window's fire or add, made by the host: one in flight a
+			// window, and nothing of the broker's to acknowledge
+			// (window_exactly.go).
+			it.ep, joined = e, true
+			continue
 		}
 		k := retryKeyOf(it.m)
 		if _, dup := e.joined[k]; dup {
@@ -300,7 +311,9 @@ func (c *committer) begin() (*epoch, error) {
 func (c *committer) ackIn(it *item, o Outcome, reason string) {
 	e := it.ep
 	s := settlement{it: it, o: o, reason: reason}
-	if err := c.p.cons.AckWithTxn(c.p.hard, it.m, e.txn); err != nil {
+	if it.win != nil {
+		c.p.win.settleIn(it, e.txn)
+	} else if err := c.p.cons.AckWithTxn(c.p.hard, it.m, e.txn); err != nil {
 		s.nack = true
 		e.fail(fmt.Errorf("acknowledge %s in transaction %s: %w", it.id(), e.txn, err))
 	}
@@ -354,6 +367,12 @@ func (c *committer) commit(final bool) {
 	c.mu.Unlock()
 	if c.stale() {
 		e.fail(errStateUnknown)
+	}
+	if p.win != nil && p.win.resubscribed() {
+		// Another host may hold the subscription and have fired the same
+		// windows: nothing of this one's commits until they are read
+		// back (window_exactly.go).
+		e.fail(errors.New("the subscription was lost and made again: the windows are read back first"))
 	}
 	err := c.end(e)
 	if err != nil && p.cfg.Source.Type.SingleActive() && c.cur != nil {
@@ -436,6 +455,9 @@ func (c *committer) finish(e *epoch, err error) {
 		}
 		for _, s := range e.settles {
 			s.it.ep = nil
+			if s.it.win != nil {
+				p.win.answered(s.it.win, true, 0)
+			}
 			p.counted(s.it, s.o, s.reason)
 		}
 		return
@@ -446,6 +468,9 @@ func (c *committer) finish(e *epoch, err error) {
 	single := p.cfg.Source.Type.SingleActive()
 	for _, s := range e.settles {
 		s.it.ep = nil
+		if s.it.win != nil {
+			p.win.answered(s.it.win, false, 0) // made again
+		}
 		if s.nack && !single && !s.it.m.Superseded() {
 			// Never acknowledged in the transaction, nor asked for
 			// again: nobody else sends it again.
@@ -459,6 +484,11 @@ func (c *committer) finish(e *epoch, err error) {
 		if rerr := p.cons.RedeliverUnacknowledged(); rerr != nil {
 			p.log.Debug("redeliver", "err", rerr)
 		}
+	}
+	if p.win != nil && errors.Is(err, pool.ErrTransactionOutcomeUnknown) {
+		// A fire's outputs and its record may have committed: the
+		// windows are read back before the next message (unknown.go).
+		c.unknownEnd(e, err)
 	}
 	switch {
 	case p.keyed != nil:
@@ -478,13 +508,15 @@ func (c *committer) finish(e *epoch, err error) {
 // the outputs published in it's transaction, it acknowledged there at
 // once (the commit waits for the receipts).
 func (p *pipeline) publishTxn(it *item, r *plugin.Result) {
+	e := it.ep
 	if it.changed {
 		// The change's changelog record commits or aborts with the rest.
 		m := changelogMessage(r.State)
-		m.Txn = it.ep.txn
+		m.Txn = e.txn
 		parent, traced := p.tr.batchContext(it)
 		p.publish(parent, traced, p.keyed.topic, m, func(_ pulsarwire.MessageID, err error) {
 			if err != nil {
+				e.fail(err)
 				p.log.Warn("writing a state change to the changelog failed; the transaction aborts", "id", it.id(), "changelog", p.keyed.topic, "err", err)
 			}
 		})
@@ -492,11 +524,19 @@ func (p *pipeline) publishTxn(it *item, r *plugin.Result) {
 	for j := range r.Outputs {
 		o := &r.Outputs[j]
 		m := p.outputMessage(it, o)
-		m.Txn = it.ep.txn
+		m.Txn = e.txn
 		topic := o.Topic
-		cb := func(_ pulsarwire.MessageID, err error) {}
-		if f := p.h.opts.Hooks.Output; f != nil {
-			cb = func(_ pulsarwire.MessageID, err error) { f(p.name, topic, err) }
+		hook := p.h.opts.Hooks.Output
+		cb := func(_ pulsarwire.MessageID, err error) {
+			if err != nil {
+				// Most failures fail the transaction too; one that came
+				// before the publish joined it (its producer could not be
+				// opened) would not.
+				e.fail(fmt.Errorf("publish an output of %s to %s: %w", it.id(), topic, err))
+			}
+			if hook != nil {
+				hook(p.name, topic, err)
+			}
 		}
 		parent, traced := p.tr.parentOf(it, o)
 		p.publish(parent, traced, topic, m, cb)

@@ -242,9 +242,11 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 		// In the transaction, with its acknowledgement: the commit
 		// waits for the receipt, and a failure aborts both.
 		dl := subscribe.DeadLetter(m, map[string]string{PropertyDeadLetterReason: reason})
-		dl.Txn = it.ep.txn
+		e := it.ep
+		dl.Txn = e.txn
 		p.publish(parent, traced, topic, dl, func(_ pulsarwire.MessageID, err error) {
 			if err != nil {
+				e.fail(err)
 				p.log.Warn("publishing to the dead-letter topic failed; the transaction aborts", "id", it.id(), "topic", topic, "err", err)
 			}
 		})

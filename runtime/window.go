@@ -62,7 +62,11 @@ type windower struct {
 	// sub is the consumer's Resubscribed count when the windows were
 	// last read back: what was received or handed out before another
 	// count is let go (window_regain.go). Written under mu.
-	sub  uint64
+	sub uint64
+	// gen counts the times the windows were read back (letGo): what was
+	// handed out or written before is let go when it comes back. Written
+	// under mu, on the receive goroutine.
+	gen  uint64
 	done []fireDone
 	// addsDone are the incremental adds answered, segsDone the
 	// receipts of their segments (window_incr.go).
@@ -102,6 +106,10 @@ type windower struct {
 	// partsAt is when the consumer's partitions were last told to the
 	// watermarks (expectPartitions).
 	partsAt time.Time
+	// copies: under exactly_once, the newest copy of a message whose
+	// record is being written, to acknowledge in its place
+	// (window_exactly.go).
+	copies map[heldKey]*subscribe.Message
 }
 
 type durableMsg struct {
@@ -150,8 +158,8 @@ type windowFire struct {
 	acc []byte
 	// replaces are the fired sessions this one took in (sessionFire).
 	replaces []int64
-	// sub is windower.sub when it was handed out: an answer after the
-	// consumer subscribed again is let go (window_regain.go).
+	// sub is windower.gen when it was handed out: an answer after the
+	// windows were read back is let go (window_regain.go).
 	sub uint64
 }
 
@@ -173,6 +181,7 @@ func (w *windower) reset() {
 	w.adds, w.writing = map[winID2]bool{}, map[string]int{}
 	w.cur, w.segBuf, w.segs, w.segGone, w.deferred, w.pendingBytes = nil, nil, nil, nil, nil, 0
 	w.nextCheck, w.rescan, w.partsAt = math.MinInt64, false, time.Time{}
+	w.copies = nil
 	wc := &w.cfg
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -263,8 +272,14 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		if durable, dup := w.held[hk]; dup {
 			// A copy of a message in hand (a redelivery): the original's
 			// acknowledgement is the copy's too.
-			if durable {
+			switch {
+			case durable && p.eo != nil:
+				p.ack(&item{m: m}, Acked, "") // in a transaction, which gives its credit back
+				continue
+			case durable:
 				_ = p.cons.Ack(context.Background(), m)
+			default:
+				w.keepCopy(hk, m)
 			}
 			p.credits.release(1)
 			continue
@@ -286,7 +301,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		w.held[hk] = false
 		w.writing[wm.Key]++
 		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
-		sub := p.readAt
+		sub := w.gen
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
 			if w.stale(sub) {
@@ -373,7 +388,7 @@ func (w *windower) process(now time.Time) []*item {
 	}
 	for _, d := range durable {
 		hk := d.wm.held()
-		it := &item{m: d.m}
+		it := &item{m: w.latest(hk, d.m)}
 		if w.writing[d.wm.Key]--; w.writing[d.wm.Key] <= 0 {
 			delete(w.writing, d.wm.Key)
 		}
@@ -418,7 +433,9 @@ func (w *windower) process(now time.Time) []*item {
 			continue
 		}
 		ws.fires, ws.n = d.fire, d.n
-		w.mark(d.key, d.start, ws)
+		if w.p.eo == nil {
+			w.mark(d.key, d.start, ws) // under exactly_once, in the fire's transaction (settleIn)
+		}
 		// The sessions it took in are its own now: their records go
 		// after its own is written.
 		var gone []string
@@ -477,6 +494,10 @@ func (w *windower) isLate(it *item, wm int64) {
 	w.late.Add(1)
 	if w.cfg.LateTopic == "" {
 		p.ack(it, Dropped, "late")
+		return
+	}
+	if p.eo != nil {
+		w.lateTxn(it, wm)
 		return
 	}
 	m := subscribe.DeadLetter(it.m, map[string]string{PropertyLate: strconv.FormatInt(wm, 10)})
@@ -720,5 +741,5 @@ func (w *windower) fireItem(key string, sp *span, ws *winState, base int, replac
 		},
 		PublishTime: time.UnixMilli(sp.end), EventTime: time.UnixMilli(sp.end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs), replaces: replaces, sub: w.p.readAt}}
+	return &item{m: m, win: &windowFire{key: key, start: sp.start, fire: fire, n: len(sp.msgs), replaces: replaces, sub: w.gen}}
 }

@@ -189,7 +189,7 @@ func (w *windower) sendSegment() {
 	w.cur, w.segBuf = nil, nil
 	w.segs = append(w.segs, seg)
 	p := w.p
-	sub := p.readAt
+	sub := w.gen
 	p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: seg.rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
 		w.mu.Lock()
 		if w.stale(sub) {
@@ -228,7 +228,7 @@ func (w *windower) placeSegment(d segDone, now time.Time) {
 	seg.durable = true
 	for _, pm := range msgs {
 		w.placeIncr(pm, now)
-		p.ack(&item{m: pm.m}, Acked, "")
+		p.ack(&item{m: w.latest(pm.wm.held(), pm.m)}, Acked, "")
 	}
 	if seg.live == 0 {
 		w.segGone = append(w.segGone, seg)
@@ -494,7 +494,7 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
 	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs,
-		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw}}, acc: a.acc, sub: w.p.readAt}}
+		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw}}, acc: a.acc, sub: w.gen}}
 }
 
 // accStateKey is the key an add's message has, under which its
@@ -584,7 +584,7 @@ func (w *windower) fireIncr(key string, start int64, a *winAcc, ws *winState) *i
 		},
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, sub: w.p.readAt}}
+	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, sub: w.gen}}
 }
 
 // restoreAccs puts the accumulators read back in their windows.

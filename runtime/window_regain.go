@@ -13,10 +13,11 @@ package runtime
 // for it would write over the other host's (docs/pipelines.md,
 // "Windows").
 
-// stale says whether what was made when the windows were read back at
-// count sub is of before the consumer subscribed again. Called under mu.
+// stale says whether what was made at generation sub (windower.gen) is
+// of before the windows were last read back, or before the consumer
+// subscribed again since. Called under mu.
 func (w *windower) stale(sub uint64) bool {
-	return sub != w.sub || w.p.cons.Resubscribed() != sub
+	return sub != w.gen || w.p.cons.Resubscribed() != w.sub
 }
 
 // letGo empties the windows in memory before they are read back at the
@@ -28,6 +29,7 @@ func (w *windower) letGo(at uint64) {
 	p := w.p
 	w.mu.Lock()
 	w.sub = at
+	w.gen++
 	durable, segs := w.durable, w.segsDone
 	w.durable, w.done, w.addsDone, w.segsDone = nil, nil, nil, nil
 	w.mu.Unlock()

@@ -400,6 +400,7 @@ func windowChildHost() {
 	p := windowPipeline(os.Getenv("STREAMRUN_TEST_IN"), os.Getenv("STREAMRUN_TEST_OUT"), w,
 		windowConfig{BatchDelay: 40 * time.Millisecond, Incremental: incr})
 	p.Handler.BatchSize = 1
+	exactlyFromEnv(&p)
 	go func() {
 		err := h.Run(ctx, p)
 		fmt.Println("error: Run returned:", err)
