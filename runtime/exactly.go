@@ -231,8 +231,26 @@ func (c *committer) join(items []*item) bool {
 		e, err := c.epochFor(it)
 		if err != nil {
 			p.log.Warn("no transaction: the messages come again", "messages", len(items)-i, "err", err)
+			redelivered := false
+			if p.keyed != nil && p.keyed.eo {
+				// Their state changes are in memory, and the messages
+				// after them, answered or on their way, were handled on
+				// those values: left for the nack's redelivery, later, those
+				// would commit a count that includes them, and the copies
+				// count them again, or take them back under the committed
+				// ones (a key's count going back). Taken back now, with
+				// everything in hand asked for again, as after an abort.
+				p.keyed.rollbackUnjoined(func() {
+					if rerr := p.cons.RedeliverUnacknowledged(); rerr != nil {
+						p.log.Debug("redeliver", "err", rerr)
+					}
+				})
+				redelivered = true
+			}
 			for _, it := range items[i:] {
-				p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
+				if !redelivered || it.win != nil {
+					p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
+				}
 				p.settled(it, Retried, "no transaction: "+err.Error())
 			}
 			return joined

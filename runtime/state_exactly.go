@@ -12,6 +12,10 @@ import "github.com/streamrun/streamrun/subscribe"
 //   - the transaction aborts: every pending change is taken back, at
 //     once with the consumer's request for every unacknowledged message
 //     again (rollback), so that nothing handled after sees them;
+//   - no transaction could begin for its message: every change in no
+//     transaction is taken back, at once with the consumer's request for
+//     every unacknowledged message again (rollbackUnjoined), since the
+//     messages after it were handled on its value;
 //   - its message was delivered again before it went into a transaction
 //     (superseded: a lost connection, or the request after a retry or an
 //     abort): its change, and those made after it on its key, which all
@@ -166,5 +170,27 @@ func (s *keyedState) rollback(redeliver func()) {
 	for k, cs := range s.pending {
 		s.undo(k, cs)
 		delete(s.pending, k)
+	}
+}
+
+// rollbackUnjoined takes back every pending change that is in no
+// transaction, having run redeliver under mu, as rollback does; those in
+// a transaction (one committing while the next could not begin) keep
+// their fate. A key's changes in a transaction come first, so from its
+// first one in none on, the key's changes are taken back.
+func (s *keyedState) rollbackUnjoined(redeliver func()) {
+	s.retried(0)
+	s.mu.Lock()
+	defer s.unlock()
+	redeliver()
+	for k, cs := range s.pending {
+		for i, c := range cs {
+			if !c.joined {
+				s.undo(k, cs[i:])
+				clear(cs[i:])
+				s.trim(k, cs[:i])
+				break
+			}
+		}
 	}
 }
