@@ -185,7 +185,7 @@ func TestAKeyMappedBeforeKeyedStateOnSeveralInstancesIsRefused(t *testing.T) {
 		"one instance":          file("true", 1, keyFirst),
 		"no keyed state":        file("false", 2, keyFirst),
 		"the key after handler": file("true", 2, "      - handler\n"+keyFirst),
-		"the ordering key":      file("true", 2, `      - map: {ordering_key: '"all"'}
+		"the ordering key": file("true", 2, `      - map: {ordering_key: '"all"'}
 `),
 	} {
 		if _, err := pipelines.Parse("f.yaml", []byte(f), nil); err != nil {

@@ -87,7 +87,6 @@ func TestKeyedStateSpillsPastItsCacheBound(t *testing.T) {
 	}
 }
 
-
 // BenchmarkKeyedStateCounterSpill is BenchmarkKeyedStateCounter's
 // counter (10 000 keys, batches of 100, at least once, the handler in a
 // plugin process) with every value in memory (the default cache of 512

@@ -82,9 +82,9 @@ type windower struct {
 	arrived, placed *watermarks
 	held            map[heldKey]bool // messages in hand: true once durable
 	nextCheck       int64
-	rescan          bool                // look at every key
-	dirty           map[string]bool     // keys to look at: answered, retried, or grown behind the watermark
-	adds            map[winID2]bool     // incremental windows to make an add of
+	rescan          bool            // look at every key
+	dirty           map[string]bool // keys to look at: answered, retried, or grown behind the watermark
+	adds            map[winID2]bool // incremental windows to make an add of
 	seq             uint64
 	// Incremental mode (window_incr.go): the segment being made, the
 	// segments written in order until they are gone, those just done

@@ -222,8 +222,8 @@ type Registration struct {
 	done   chan struct{}
 	err    error
 	joined bool // a caller joined it (Join, JoinSubscription); under the Txn's mu
-	mu    sync.Mutex
-	after []func(error) // run once done
+	mu     sync.Mutex
+	after  []func(error) // run once done
 }
 
 // finish records the registration's outcome and runs what waits for it.
