@@ -120,16 +120,7 @@ func TestKeyedStateExactlyOnceCountsThroughFaults(t *testing.T) {
 			outs.waitLen(t, n)
 			time.Sleep(500 * time.Millisecond) // for a late duplicate to show
 			checkCounts(t, outs.payloads(), keys, n/keys)
-			ctx := testContext(t)
-			st, err := streamrun.ReadState(ctx, cl, p.ChangelogTopic())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range keys {
-				if k := key(i); string(st[k]) != strconv.Itoa(n/keys) {
-					t.Errorf("key %s: count %q read back from the changelog, want %d", k, st[k], n/keys)
-				}
-			}
+			checkChangelogCounts(t, cl, p.ChangelogTopic(), keys, n/keys, key)
 		})
 	}
 }
@@ -157,6 +148,22 @@ func checkCounts(t *testing.T, payloads []string, keys, want int) {
 		if bad < 20 {
 			t.Errorf("unexpected output %q (%d times)", pl, k)
 			bad++
+		}
+	}
+}
+
+// checkChangelogCounts checks that each of keys keys (named by key) has
+// the count want in the changelog topic, read back as a starting host
+// reads it.
+func checkChangelogCounts(t *testing.T, cl *pool.Client, topic string, keys, want int, key func(int) string) {
+	t.Helper()
+	st, err := streamrun.ReadState(testContext(t), cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if k := key(i); string(st[k]) != strconv.Itoa(want) {
+			t.Errorf("key %s: count %q read back from the changelog, want %d", k, st[k], want)
 		}
 	}
 }

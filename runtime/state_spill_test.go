@@ -5,15 +5,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
-	"github.com/streamrun/streamrun/pulsarwire"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
 
@@ -105,19 +102,7 @@ func BenchmarkKeyedStateCounterSpill(b *testing.B) {
 			in, out := "persistent://public/default/bench-spill-in-"+run, "persistent://public/default/bench-spill-out-"+run
 			pub := clientURL(b, url)
 			ctx := testContext(b)
-			payload := strings.Repeat("x", 100)
-			var wg sync.WaitGroup
-			for i := range b.N {
-				wg.Add(1)
-				pub.PublishAsync(ctx, in, pool.Message{Key: fmt.Sprintf("key-%05d", i%10_000), Payload: []byte(payload)},
-					func(_ pulsarwire.MessageID, err error) {
-						if err != nil {
-							b.Errorf("publish: %v", err)
-						}
-						wg.Done()
-					})
-			}
-			wg.Wait()
+			publishCounterInput(ctx, b, pub, in, b.N)
 			h := self(testConfig{Output: out, Count: true, MarkerDir: b.TempDir()})
 			h.BatchSize = 100
 			p := pipelines.Pipeline{

@@ -337,19 +337,7 @@ func BenchmarkKeyedStateCounter(b *testing.B) {
 			in, out := "persistent://public/default/bench-count-in-"+run, "persistent://public/default/bench-count-out-"+run
 			pub := clientURL(b, url)
 			ctx := testContext(b)
-			payload := strings.Repeat("x", 100)
-			var wg sync.WaitGroup
-			for i := range b.N {
-				wg.Add(1)
-				pub.PublishAsync(ctx, in, pool.Message{Key: fmt.Sprintf("key-%05d", i%10_000), Payload: []byte(payload)},
-					func(_ pulsarwire.MessageID, err error) {
-						if err != nil {
-							b.Errorf("publish: %v", err)
-						}
-						wg.Done()
-					})
-			}
-			wg.Wait()
+			publishCounterInput(ctx, b, pub, in, b.N)
 			cfg := testConfig{Output: out, Count: state, MarkerDir: b.TempDir()}
 			h := self(cfg)
 			h.BatchSize = 100
@@ -375,4 +363,23 @@ func BenchmarkKeyedStateCounter(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// publishCounterInput publishes the keyed-state counter benchmarks'
+// input: n messages of 100 B over 10 000 keys, every receipt waited for.
+func publishCounterInput(ctx context.Context, b *testing.B, pub *pool.Client, topic string, n int) {
+	b.Helper()
+	payload := []byte(strings.Repeat("x", 100))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		pub.PublishAsync(ctx, topic, pool.Message{Key: fmt.Sprintf("key-%05d", i%10_000), Payload: payload},
+			func(_ pulsarwire.MessageID, err error) {
+				if err != nil {
+					b.Errorf("publish: %v", err)
+				}
+				wg.Done()
+			})
+	}
+	wg.Wait()
 }

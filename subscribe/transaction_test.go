@@ -308,8 +308,18 @@ func TestTxnAckBatch(t *testing.T) {
 // again. The outputs are every input once, in order.
 func TestTxnConsumeTransformProduce(t *testing.T) {
 	ctx := testContext(t)
-	tg := newTxnTarget(t)
-	c := tg.newClient(t, clientConfig{})
+	c := newTxnTarget(t).newClient(t, clientConfig{})
+	consumeTransformProduce(ctx, t, c, func(int) *pool.Transaction { return begin(ctx, t, c, time.Minute) }, nil)
+}
+
+// consumeTransformProduce runs rounds of read, transform, write: each
+// takes a transaction from next, consumes ten or so inputs (whole batches:
+// a batch is acknowledged in one transaction), hands them to look (when
+// not nil), publishes one output per input and acknowledges the input in
+// the transaction, and aborts every third round. It checks that the
+// outputs are every input once, in order.
+func consumeTransformProduce(ctx context.Context, t *testing.T, c *pool.Client, next func(round int) *pool.Transaction, look func(round int, tx *pool.Transaction, got []*subscribe.Message)) {
+	t.Helper()
 	in, out := brokertest.TopicName(t)+"-in", brokertest.TopicName(t)+"-out"
 	inCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{in}, Subscription: "work", Type: subscribe.Failover, InitialPosition: subscribe.Earliest})
 	outCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{out}, Subscription: "check", InitialPosition: subscribe.Earliest})
@@ -320,9 +330,7 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	done, round := 0, 0
 	for done < n {
 		round++
-		tx := begin(ctx, t, c, time.Minute)
-		// Ten or so inputs, whole batches: a batch is acknowledged in one
-		// transaction.
+		tx := next(round)
 		var got []*subscribe.Message
 		for len(got) < 10 || !endsBatch(got[len(got)-1]) {
 			m, err := inCons.Receive(ctx)
@@ -330,6 +338,9 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, m)
+		}
+		if look != nil {
+			look(round, tx, got)
 		}
 		for _, m := range got {
 			if _, err := c.Publish(ctx, out, pool.Message{Payload: m.Payload, Txn: tx}); err != nil {
@@ -354,10 +365,6 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	expectNothing(ctx, t, outCons, time.Second)
 }
 
-// What a caller that settles a batch's messages one by one needs to know
-// before it commits: whether a message's entry is begun in a transaction
-// (InTxn), and how many entries a transaction holds in part
-// (PartialInTxn).
 func TestTxnEntryMembership(t *testing.T) {
 	ctx := testContext(t)
 	tg := newTxnTarget(t)
@@ -551,59 +558,24 @@ func TestTxnRefusedSubscriptionRegistrationAbortsTheCommit(t *testing.T) {
 // are every input once, in order.
 func TestTxnSeriesConsumeTransformProduce(t *testing.T) {
 	ctx := testContext(t)
-	tg := newTxnTarget(t)
-	c := tg.newClient(t, clientConfig{})
-	in, out := brokertest.TopicName(t)+"-in", brokertest.TopicName(t)+"-out"
-	inCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{in}, Subscription: "work", Type: subscribe.Failover, InitialPosition: subscribe.Earliest})
-	outCons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{out}, Subscription: "check", InitialPosition: subscribe.Earliest})
-	const n = 60
-	for i := 0; i < n; i += 10 {
-		publish(ctx, t, c, in, i, 10, nil)
-	}
+	c := newTxnTarget(t).newClient(t, clientConfig{})
 	series, err := c.NewTransactionSeries(time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer series.Close(ctx)
-	done, round := 0, 0
-	for done < n {
-		round++
+	next := func(int) *pool.Transaction {
 		tx, err := series.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []*subscribe.Message
-		for len(got) < 10 || !endsBatch(got[len(got)-1]) {
-			m, err := inCons.Receive(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, m)
-		}
+		return tx
+	}
+	consumeTransformProduce(ctx, t, c, next, func(round int, tx *pool.Transaction, got []*subscribe.Message) {
 		if round > 1 {
 			if r := (*txn.Txn)(tx).Subscription(got[0].Topic, "work"); r == nil {
 				t.Fatalf("round %d: the subscription of %s is not registered ahead", round, got[0].Topic)
 			}
 		}
-		for _, m := range got {
-			if _, err := c.Publish(ctx, out, pool.Message{Payload: m.Payload, Txn: tx}); err != nil {
-				t.Fatal(err)
-			}
-			if err := inCons.AckWithTxn(ctx, m, tx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if round%3 == 0 {
-			if err := tx.Abort(ctx); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		done += len(got)
-	}
-	checkSequence(t, receiveN(ctx, t, outCons, n, true), 0)
-	expectNothing(ctx, t, outCons, time.Second)
+	})
 }
