@@ -39,7 +39,11 @@ func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plug
 				return w.callLive(ctx, inst, items, live)
 			}
 		}
-		res, err := w.callWith(ctx, inst, items, w.keyed.entries(items))
+		es, err := w.keyed.entries(items)
+		if err != nil {
+			return stateFailed(items, err), nil
+		}
+		res, err := w.callWith(ctx, inst, items, es)
 		if err == nil {
 			w.keyed.apply(items, res)
 		}
@@ -117,11 +121,14 @@ func (w *worker) callLive(ctx context.Context, inst instance, items, live []*ite
 	res := make([]plugin.Result, len(items))
 	var got []plugin.Result
 	if len(live) > 0 {
-		var err error
-		if got, err = w.callWith(ctx, inst, live, w.keyed.entries(live)); err != nil {
+		es, err := w.keyed.entries(live)
+		if err != nil {
+			got = stateFailed(live, err)
+		} else if got, err = w.callWith(ctx, inst, live, es); err != nil {
 			return nil, err
+		} else {
+			w.keyed.apply(live, got)
 		}
-		w.keyed.apply(live, got)
 	}
 	j := 0
 	for i, it := range items {

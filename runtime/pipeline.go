@@ -174,7 +174,7 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 	p.state.Store(StateStarting)
 	p.tr = newTracing(h.opts.TracerProvider, cfg.Name, cfg.Source.Subscription)
 	if cfg.State.Enabled {
-		p.keyed = newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, cfg.ExactlyOnce(), int64(cfg.State.CacheBytes), h.opts.StateDir, p.log)
+		p.keyed = p.newKeyedState(cfg)
 	}
 	if cfg.Window.Type != "" {
 		p.win = newWindower(p)
@@ -188,6 +188,15 @@ func newPipeline(h *Host, cfg pipelines.Pipeline) *pipeline {
 		p.sups = append(p.sups, p.newSupervisor(i))
 	}
 	return p
+}
+
+// newKeyedState makes the keyed state cfg asks for.
+func (p *pipeline) newKeyedState(cfg pipelines.Pipeline) *keyedState {
+	s := newKeyedState(cfg.ChangelogTopic(), cfg.State.TTL, cfg.ExactlyOnce(), int64(cfg.State.CacheBytes), p.h.opts.StateDir, p.log)
+	s.lost = func(err error) {
+		p.fail(fmt.Errorf("%w; a restart reads the state back from the changelog", err))
+	}
+	return s
 }
 
 // layout makes what the batching of p.cfg needs: the lanes, the queues to

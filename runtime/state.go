@@ -47,6 +47,11 @@ type keyedState struct {
 	// (state_exactly.go). Nil otherwise.
 	eo      bool
 	pending map[string][]*pendingChange
+	// lost is told that the memory holds a change the changelog will
+	// not have and that cannot be taken back (broken); the pipeline
+	// fails then, and a restart reads the changelog back. Nil: logged
+	// only.
+	lost func(error)
 
 	// held are the messages in the host's hands, and those acknowledged
 	// in the last heldAfterAck, by id (see admit).
@@ -194,8 +199,10 @@ func keyOf(it *item) string {
 	return it.m.Key
 }
 
-// entries are the values of the distinct keys of items that have one.
-func (s *keyedState) entries(items []*item) []plugin.StateEntry {
+// entries are the values of the distinct keys of items that have one. It
+// fails when a value cannot be read from the spill: the batch then
+// fails (stateFailed), its handler not called.
+func (s *keyedState) entries(items []*item) ([]plugin.StateEntry, error) {
 	s.mu.Lock()
 	defer s.unlock()
 	out := make([]plugin.StateEntry, 0, len(items))
@@ -219,16 +226,31 @@ func (s *keyedState) entries(items []*item) []plugin.StateEntry {
 		if s.eo {
 			s.dropSuperseded(k)
 		}
-		sv, ok := s.vals.get(k)
+		sv, ok, err := s.vals.get(k)
+		if err != nil {
+			return nil, err
+		}
 		if !ok || s.expired(sv, now) {
 			continue
 		}
 		out = append(out, plugin.StateEntry{Key: k, Value: sv.v})
 	}
 	if len(out) == 0 {
-		return nil
+		return nil, nil
 	}
-	return out
+	return out, nil
+}
+
+// stateFailed is the answer to items whose keys' values could not be
+// read (err): every message is retried, with err as the reason, and the
+// handler is not called. The failure is the host's, not the handler's:
+// its instance is not counted as crashed.
+func stateFailed(items []*item, err error) []plugin.Result {
+	res := make([]plugin.Result, len(items))
+	for i := range res {
+		res[i] = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: err.Error()}
+	}
+	return res
 }
 
 func (s *keyedState) expired(sv stateValue, now time.Time) bool {
@@ -236,44 +258,68 @@ func (s *keyedState) expired(sv stateValue, now time.Time) bool {
 }
 
 // apply keeps the changes of the acknowledged answers in res (those of
-// items), copied: the answer's bytes are the plugin's frame.
+// items), copied: the answer's bytes are the plugin's frame. An answer
+// whose change cannot be kept (the spill cannot be read) is turned into
+// a retry with the reason, and so are the later answers of its key in
+// the batch, made on that change.
 func (s *keyedState) apply(items []*item, res []plugin.Result) {
 	s.mu.Lock()
 	defer s.unlock()
 	now := time.Now()
 	// refused are the keys of this batch with a change not applied (its
-	// message was superseded): the handler saw that change when it
-	// answered the key's later messages, so they are retried rather
-	// than acknowledged on a value that does not exist.
-	var refused map[string]bool
+	// message was superseded, or the spill could not be read), with why:
+	// the handler saw that change when it answered the key's later
+	// messages, so they are retried rather than acknowledged on a value
+	// that does not exist.
+	var refused map[string]string
+	refuse := func(k, why string) {
+		if refused == nil {
+			refused = map[string]string{}
+		}
+		refused[k] = why
+	}
 	for i := range res {
 		r := &res[i]
-		if s.eo && r.Outcome == plugin.OutcomeAck && refused[keyOf(items[i])] {
-			if !items[i].m.Superseded() {
-				*r = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: fmt.Sprintf("state: an earlier message of key %q in the batch "+
-					"was delivered again, so its change was not kept", keyOf(items[i]))}
+		if r.Outcome == plugin.OutcomeAck && refused != nil {
+			if why, ok := refused[keyOf(items[i])]; ok {
+				if !items[i].m.Superseded() {
+					*r = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: fmt.Sprintf("state: an earlier message of key %q in the batch "+
+						"%s", keyOf(items[i]), why)}
+				}
+				continue
 			}
-			continue
 		}
 		if r.Outcome != plugin.OutcomeAck || r.State == nil {
 			continue
 		}
-		if s.eo && !s.track(items[i], r.State.Key) {
-			if refused == nil {
-				refused = map[string]bool{}
+		k := r.State.Key
+		if s.eo {
+			ok, err := s.track(items[i], k)
+			if err != nil {
+				*r = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: err.Error()}
+				refuse(k, "could not have its change kept ("+err.Error()+")")
+				continue
 			}
-			refused[r.State.Key] = true
-			continue
+			if !ok {
+				refuse(k, "was delivered again, so its change was not kept")
+				continue
+			}
 		}
-		s.set(r.State.Key, r.State.Value, r.State.Delete, now)
+		if err := s.set(k, r.State.Value, r.State.Delete, now); err != nil {
+			if s.eo {
+				s.untrack(items[i])
+			}
+			*r = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: err.Error()}
+			refuse(k, "could not have its change kept ("+err.Error()+")")
+		}
 	}
 }
 
-// set changes key k's value (the caller holds mu); v is copied.
-func (s *keyedState) set(k string, v []byte, del bool, at time.Time) {
+// set changes key k's value (the caller holds mu); v is copied. It fails,
+// changing nothing, when the key's value on disk cannot be read.
+func (s *keyedState) set(k string, v []byte, del bool, at time.Time) error {
 	if del || len(v) == 0 {
-		s.vals.del(k)
-		return
+		return s.vals.del(k)
 	}
 	// Into the old value's array, but for exactly_once: nothing else
 	// holds it once the batch that read it has its answer (a handler
@@ -281,7 +327,16 @@ func (s *keyedState) set(k string, v []byte, del bool, at time.Time) {
 	// the host's largest allocation in BenchmarkKeyedStateCounter. Under
 	// exactly_once the old value is what a rollback puts back
 	// (pendingChange), so it stays as it is.
-	s.vals.put(k, v, at, !s.eo)
+	return s.vals.put(k, v, at, !s.eo)
+}
+
+// broken says that the values in memory are no longer those of the
+// changelog, for err (the caller holds mu).
+func (s *keyedState) broken(err error) {
+	s.log.Error("state: the values in memory differ from the changelog's", "changelog", s.topic, "err", err)
+	if s.lost != nil {
+		s.lost(err)
+	}
 }
 
 // unlock releases mu, and the spill's read transaction with it.
@@ -381,7 +436,10 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 			if m.Key == "" {
 				continue // another restore's fence
 			}
-			s.set(m.Key, m.Payload, false, m.PublishTime)
+			if err := s.set(m.Key, m.Payload, false, m.PublishTime); err != nil {
+				s.unlock()
+				return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+			}
 			n++
 		}
 		s.unlock()

@@ -1,6 +1,10 @@
 package runtime
 
-import "github.com/streamrun/streamrun/subscribe"
+import (
+	"fmt"
+
+	"github.com/streamrun/streamrun/subscribe"
+)
 
 // Keyed state under guarantee exactly_once. A change is applied to the
 // memory when its answer comes, so that the next batch of its key sees
@@ -41,16 +45,35 @@ type pendingChange struct {
 
 // track records the change to key k that it's answer makes, before it is
 // applied (the caller holds mu), and says whether to apply it: not when
-// it was superseded already, since it will be handed back.
-func (s *keyedState) track(it *item, k string) bool {
+// it was superseded already, since it will be handed back. It fails,
+// recording nothing, when the value it replaces cannot be read.
+func (s *keyedState) track(it *item, k string) (bool, error) {
 	if it.m.Superseded() {
-		return false
+		return false, nil
 	}
-	prev, had := s.vals.get(k)
+	prev, had, err := s.vals.get(k)
+	if err != nil {
+		return false, err
+	}
 	c := &pendingChange{m: it.m, key: k, prev: prev, had: had}
 	s.pending[k] = append(s.pending[k], c)
 	it.pendingChange = c
-	return true
+	return true, nil
+}
+
+// untrack forgets it's change, just tracked and not applied (the caller
+// holds mu).
+func (s *keyedState) untrack(it *item) {
+	c := it.pendingChange
+	if c == nil {
+		return
+	}
+	it.pendingChange = nil
+	cs := s.pending[c.key]
+	if n := len(cs); n > 0 && cs[n-1] == c {
+		cs[n-1] = nil
+		s.trim(c.key, cs[:n-1])
+	}
 }
 
 // undo takes back the changes cs of key k, newest first (the caller
@@ -58,7 +81,12 @@ func (s *keyedState) track(it *item, k string) bool {
 func (s *keyedState) undo(k string, cs []*pendingChange) {
 	for i := len(cs) - 1; i >= 0; i-- {
 		c := cs[i]
-		s.set(k, c.prev.v, !c.had, c.prev.at)
+		if err := s.set(k, c.prev.v, !c.had, c.prev.at); err != nil {
+			// The memory holds a change whose message will not commit
+			// and cannot put the value before it back: only reading the
+			// changelog back makes it right (broken).
+			s.broken(fmt.Errorf("take back a change of key %q not committed: %w", k, err))
+		}
 	}
 }
 

@@ -22,7 +22,7 @@ func TestKeyedStateEntriesTTLAndChanges(t *testing.T) {
 		{m: &subscribe.Message{Key: "fresh"}}, {m: &subscribe.Message{Key: "old"}},
 		{m: &subscribe.Message{Key: "fresh"}}, {m: &subscribe.Message{Key: "none"}}, {m: &subscribe.Message{}},
 	}
-	got := s.entries(items)
+	got := mustEntries(t, s, items)
 	if len(got) != 1 || got[0].Key != "fresh" || string(got[0].Value) != "1" {
 		t.Errorf("entries: %+v, want fresh=1 alone", got)
 	}
@@ -76,7 +76,21 @@ func TestKeyedStateChangesKeepTheValueARollbackNeeds(t *testing.T) {
 func (s *keyedState) lookup(k string) (stateValue, bool) {
 	s.mu.Lock()
 	defer s.unlock()
-	return s.vals.get(k)
+	sv, ok, err := s.vals.get(k)
+	if err != nil {
+		panic(err)
+	}
+	return sv, ok
+}
+
+// mustEntries is s.entries(items), which must not fail.
+func mustEntries(t testing.TB, s *keyedState, items []*item) []plugin.StateEntry {
+	t.Helper()
+	es, err := s.entries(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
 }
 
 // value is key k's value's bytes, for tests.

@@ -82,40 +82,40 @@ func newStateStore(limit int64, dir string, log *slog.Logger) *stateStore {
 
 // get is key k's value, from memory or the spill; one read from the
 // spill is kept in memory.
-func (st *stateStore) get(k string) (stateValue, bool) {
+func (st *stateStore) get(k string) (stateValue, bool, error) {
 	if c, ok := st.mem[k]; ok {
-		return c.stateValue, !c.gone
+		return c.stateValue, !c.gone, nil
 	}
-	sv, ok := st.read(k)
+	sv, ok, err := st.read(k)
 	if !ok {
-		return stateValue{}, false
+		return stateValue{}, false, err
 	}
 	st.mem[sv.key] = cachedValue{stateValue: sv, disk: true}
 	st.used += cachedSize(sv.key, sv.v)
 	st.bound()
-	return sv, true
+	return sv, true, nil
 }
 
-// read looks key k up in the spill; the value is copied out of it.
-func (st *stateStore) read(k string) (stateValue, bool) {
+// read looks key k up in the spill; the value is copied out of it. It
+// fails when the spill cannot be read (its read transaction cannot
+// begin: the file closed, or its mapping lost); nothing is changed then.
+func (st *stateStore) read(k string) (stateValue, bool, error) {
 	if st.db == nil {
-		return stateValue{}, false
+		return stateValue{}, false, nil
 	}
 	if st.rtx == nil {
 		tx, err := st.db.Begin(false)
 		if err != nil {
-			// Only when the file is closed, which it is not while the
-			// state is in use.
-			panic(fmt.Sprintf("state: read spill %s: %v", st.path, err))
+			return stateValue{}, false, fmt.Errorf("state: read key %q from the spill %s: %w", k, st.path, err)
 		}
 		st.rtx = tx
 	}
 	st.keyBuf = append(st.keyBuf[:0], k...)
 	raw := st.rtx.Bucket(stateBucket).Get(st.keyBuf)
 	if raw == nil {
-		return stateValue{}, false
+		return stateValue{}, false, nil
 	}
-	return decodeSpilled(k, raw), true
+	return decodeSpilled(k, raw), true, nil
 }
 
 // release ends the read transaction of a call's lookups: a write to the
@@ -128,20 +128,28 @@ func (st *stateStore) release() {
 }
 
 // old is key k's entry before a change: in memory, or looked up on disk.
-func (st *stateStore) old(k string) (c cachedValue, inMem bool) {
+func (st *stateStore) old(k string) (c cachedValue, inMem bool, err error) {
 	if c, ok := st.mem[k]; ok {
-		return c, true
+		return c, true, nil
 	}
-	if sv, ok := st.read(k); ok {
-		return cachedValue{stateValue: sv, disk: true}, false
+	sv, ok, err := st.read(k)
+	if err != nil {
+		return cachedValue{}, false, err
 	}
-	return cachedValue{gone: true}, false
+	if ok {
+		return cachedValue{stateValue: sv, disk: true}, false, nil
+	}
+	return cachedValue{gone: true}, false, nil
 }
 
 // put sets key k's value to a copy of v (with inPlace, into the old
-// value's array when it fits).
-func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) {
-	c, inMem := st.old(k)
+// value's array when it fits). When the spill cannot be read, nothing
+// is changed.
+func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) error {
+	c, inMem, err := st.old(k)
+	if err != nil {
+		return err
+	}
 	if c.gone {
 		st.n++
 	}
@@ -161,11 +169,16 @@ func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) {
 	st.mem[key] = cachedValue{stateValue: stateValue{key: key, v: nv, at: at}, disk: c.disk, dirty: true}
 	st.used += cachedSize(key, nv)
 	st.bound()
+	return nil
 }
 
-// del removes key k's value.
-func (st *stateStore) del(k string) {
-	c, inMem := st.old(k)
+// del removes key k's value; as put, it changes nothing when the spill
+// cannot be read.
+func (st *stateStore) del(k string) error {
+	c, inMem, err := st.old(k)
+	if err != nil {
+		return err
+	}
 	if !c.gone {
 		st.n--
 	}
@@ -176,7 +189,7 @@ func (st *stateStore) del(k string) {
 		if inMem {
 			delete(st.mem, k)
 		}
-		return
+		return nil
 	}
 	key := c.key
 	if key == "" {
@@ -185,6 +198,7 @@ func (st *stateStore) del(k string) {
 	st.mem[key] = cachedValue{stateValue: stateValue{key: key}, disk: true, dirty: true, gone: true}
 	st.used += cachedSize(key, nil)
 	st.bound()
+	return nil
 }
 
 // bound evicts down to half the limit once used is past it.

@@ -32,7 +32,7 @@ func counter(t *testing.T, s *keyedState, keys []string, commit bool) {
 			items = append(items, &item{m: &subscribe.Message{Key: k}})
 		}
 		vals := map[string]int{}
-		for _, e := range s.entries(items) {
+		for _, e := range mustEntries(t, s, items) {
 			n, err := strconv.Atoi(string(e.Value))
 			if err != nil {
 				t.Fatalf("%s: %q", e.Key, e.Value)
@@ -106,7 +106,7 @@ func TestKeyedStateSpillsPastItsBound(t *testing.T) {
 				items[i] = &item{m: &subscribe.Message{Key: keys[i]}}
 				res[i] = plugin.Result{Outcome: plugin.OutcomeAck, State: &plugin.StateChange{Key: keys[i], Delete: true}}
 			}
-			s.entries(items)
+			mustEntries(t, s, items)
 			s.apply(items, res)
 			if eo {
 				s.committed(items)
@@ -179,7 +179,7 @@ func TestKeyedStateTTLOfSpilledValues(t *testing.T) {
 		items[i] = &item{m: &subscribe.Message{Key: k}}
 	}
 	got := map[string]bool{}
-	for _, e := range s.entries(items) {
+	for _, e := range mustEntries(t, s, items) {
 		got[e.Key] = true
 	}
 	for i, k := range keys {
