@@ -22,6 +22,13 @@ type producer struct {
 	access pb.ProducerAccessMode
 	since  time.Time
 
+	// ready is false while a WaitForExclusive producer waits its turn
+	// (topic_access.go); rid, version and wantEpoch answer it then.
+	ready     atomic.Bool
+	rid       uint64
+	version   []byte
+	wantEpoch int64
+
 	msgs, bytes atomic.Int64
 	rate        meter // of msgs and bytes, for the admin API
 	closed      atomic.Bool
@@ -51,7 +58,7 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 	name := t.String()
 	if p := cn.producer(m.GetProducerId()); p != nil {
 		if p.topic.name == name {
-			cn.send(&pb.CommandProducerSuccess{RequestId: proto.Uint64(rid), ProducerName: proto.String(p.name), LastSequenceId: proto.Int64(-1), SchemaVersion: []byte{}, ProducerReady: proto.Bool(true)})
+			cn.send(&pb.CommandProducerSuccess{RequestId: proto.Uint64(rid), ProducerName: proto.String(p.name), LastSequenceId: proto.Int64(-1), SchemaVersion: []byte{}, ProducerReady: proto.Bool(p.ready.Load())})
 			return
 		}
 		fail(pb.ServerError_ServiceNotReady, "Producer is already present on the connection")
@@ -68,6 +75,7 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 		conn:   cn,
 		access: m.GetProducerAccessMode(),
 		since:  time.Now(),
+		rid:    rid,
 	}
 	userName := m.GetProducerName() != "" && m.GetUserProvidedProducerName()
 	if m.GetProducerName() != "" {
@@ -85,54 +93,88 @@ func (cn *conn) handleProducer(m *pb.CommandProducer) {
 			return
 		}
 	}
-	if err := tp.addProducer(p, userName); err != nil {
+	p.version = version
+	want := int64(-1)
+	if m.TopicEpoch != nil {
+		want = int64(min(m.GetTopicEpoch(), uint64(1)<<62))
+	}
+	adm, err := tp.addProducer(p, userName, want)
+	for _, o := range adm.fenced {
+		o.fenceOut()
+		cn.log.Info("producer fenced", "topic", name, "producer", o.name, "by", p.name)
+	}
+	for _, o := range adm.failed {
+		o.failWaiting()
+	}
+	if err != nil {
 		fail(errorCode(err), errorText(err))
 		return
 	}
 	if name := m.GetInitialSubscriptionName(); name != "" {
 		tp.ensureSubscription(name)
 	}
+	p.ready.Store(!adm.queued)
 	cn.mu.Lock()
 	cn.producers[p.id] = p
 	delete(cn.closedProducers, p.id)
 	cn.mu.Unlock()
+	if adm.queued {
+		// Apache Pulsar answers at once that the producer exists but is
+		// not ready, and again with the same request id once it is.
+		cn.log.Debug("producer waiting for exclusive access", "topic", name, "producer", p.name, "producer_id", p.id)
+		cn.send(producerSuccess(rid, p.name, version, -1, false))
+		return
+	}
 	cn.log.Debug("producer created", "topic", name, "producer", p.name, "producer_id", p.id)
-	cn.send(&pb.CommandProducerSuccess{
+	cn.send(producerSuccess(rid, p.name, version, adm.epoch, true))
+}
+
+func producerSuccess(rid uint64, name string, version []byte, epoch int64, ready bool) *pb.CommandProducerSuccess {
+	m := &pb.CommandProducerSuccess{
 		RequestId:      proto.Uint64(rid),
-		ProducerName:   proto.String(p.name),
+		ProducerName:   proto.String(name),
 		LastSequenceId: proto.Int64(-1),
 		SchemaVersion:  version,
-		ProducerReady:  proto.Bool(true),
-	})
+		ProducerReady:  proto.Bool(ready),
+	}
+	if epoch >= 0 {
+		m.TopicEpoch = proto.Uint64(uint64(epoch))
+	}
+	return m
 }
 
 // addProducer registers a producer, enforcing unique names and the access
-// modes (an exclusive producer keeps every other out).
-func (t *topic) addProducer(p *producer, userName bool) error {
+// modes (topic_access.go). want is the topic epoch the producer names, -1
+// for none.
+func (t *topic) addProducer(p *producer, userName bool, want int64) (admitted, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.unloaded {
-		return pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "topic is being unloaded")
+		return admitted{}, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, "topic is being unloaded")
 	}
-	for o := range t.producers {
-		if userName && o.name == p.name {
-			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Producer with name '%s' is already connected to topic '%s'", p.name, t.name))
+	// ExclusiveWithFencing takes every producer off the topic: none
+	// keeps the name then.
+	if userName && p.access != pb.ProducerAccessMode_ExclusiveWithFencing {
+		for o := range t.producers {
+			if o.name == p.name {
+				return admitted{}, pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Producer with name '%s' is already connected to topic '%s'", p.name, t.name))
+			}
 		}
-		if o.access != pb.ProducerAccessMode_Shared {
-			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, fmt.Sprintf("Topic has an existing exclusive producer: %s", o.name))
-		}
-		if p.access != pb.ProducerAccessMode_Shared {
-			return pulsarwire.NewServerError(pb.ServerError_ProducerBusy, "Topic has existing shared producers, an exclusive one cannot join")
-		}
+	}
+	adm, err := t.admit(p, want)
+	if err != nil || adm.queued {
+		return adm, err
 	}
 	t.producers[p] = struct{}{}
-	return nil
+	return adm, nil
 }
 
 func (t *topic) removeProducer(p *producer) {
 	t.mu.Lock()
 	delete(t.producers, p)
+	next, epoch, err := t.leave(p)
 	t.mu.Unlock()
+	promoted(next, epoch, err)
 }
 
 // detach takes the producer off its topic and connection without telling
@@ -171,9 +213,10 @@ func (cn *conn) handleSend(f pulsarwire.Frame) bool {
 		cn.log.Debug("message for a producer the broker closed; ignored", "producer_id", s.GetProducerId())
 		return true
 	}
-	if p == nil {
+	if p == nil || !p.ready.Load() {
 		// Apache Pulsar closes the connection too: the client's producer
-		// state no longer matches ours.
+		// state no longer matches ours (or, waiting for exclusive access,
+		// the producer may not send yet; or ExclusiveWithFencing fenced it).
 		cn.log.Warn("closing connection: message for an unknown producer", "producer_id", s.GetProducerId())
 		cn.finish()
 		return false

@@ -32,7 +32,8 @@ type topic struct {
 	mu        sync.Mutex
 	producers map[*producer]struct{}
 	subs      map[string]*subscription
-	schemas   [][]byte // registered schema definitions (encoded pb.Schema), version = index
+	access    producerAccess // exclusive producers and the topic epoch (topic_access.go)
+	schemas   [][]byte       // registered schema definitions (encoded pb.Schema), version = index
 	unloaded  bool
 	subList   atomic.Pointer[[]*subscription] // read by publish without the lock
 
@@ -123,6 +124,9 @@ func (c *Cluster) topicFor(t pulsarwire.Topic, create bool) (*topic, error) {
 		ledger:    lg.LedgerID(),
 		producers: make(map[*producer]struct{}),
 		subs:      make(map[string]*subscription),
+	}
+	if tp.access.epoch, err = c.loadEpoch(name); err != nil {
+		return nil, err
 	}
 	tp.txns.init(tp)
 	tp.txns.loadAborted()
@@ -259,10 +263,11 @@ func (t *topic) unload(detached func()) {
 		return
 	}
 	t.unloaded = true
-	ps := make([]*producer, 0, len(t.producers))
+	ps := make([]*producer, 0, len(t.producers)+len(t.access.waiting))
 	for p := range t.producers {
 		ps = append(ps, p)
 	}
+	ps = append(ps, t.access.waiting...)
 	subs := make([]*subscription, 0, len(t.subs))
 	for _, s := range t.subs {
 		subs = append(subs, s)
@@ -366,6 +371,7 @@ func (c *Cluster) deleteTopic(name string, force bool) error {
 		return err
 	}
 	c.freed(held)
+	c.store.DeleteMeta(epochKey + name)
 	if ks, err := c.store.ListMeta(schemaKey(name)); err == nil {
 		for k := range ks {
 			c.store.DeleteMeta(k)

@@ -144,3 +144,59 @@ func TestJSONSchemaRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// pulsar-client-go's access modes: a second Exclusive producer is
+// refused as fenced (the client gives up on it at once); a
+// WaitForExclusive one is created only once the exclusive one has left,
+// and then publishes; a Shared one is refused while it holds the topic.
+func TestProducerAccessModes(t *testing.T) {
+	ctx := testContext(t)
+	c := newClient(t)
+	topic := brokertest.TopicName(t)
+	cons := subscribe(t, c, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	first, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(ctx, t, first, 1, func(int) *pulsar.ProducerMessage { return &pulsar.ProducerMessage{Payload: []byte("first")} })
+	_, err = newClient(t).CreateProducer(pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive})
+	if err == nil || !strings.Contains(err.Error(), "ProducerFenced") || !strings.Contains(err.Error(), "Topic has an existing exclusive producer: "+first.Name()) {
+		t.Fatalf("second Exclusive producer: %v, want ProducerFenced naming %s", err, first.Name())
+	}
+	_, err = newClient(t).CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err == nil || !strings.Contains(err.Error(), "ProducerBusy") {
+		t.Fatalf("Shared producer beside an exclusive one: %v, want ProducerBusy", err)
+	}
+	type made struct {
+		p   pulsar.Producer
+		err error
+	}
+	waited := make(chan made, 1)
+	second := newClient(t)
+	go func() {
+		p, err := second.CreateProducer(pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeWaitForExclusive})
+		waited <- made{p, err}
+	}()
+	select {
+	case m := <-waited:
+		t.Fatalf("WaitForExclusive producer created beside the exclusive one: %v", m.err)
+	case <-time.After(time.Second): // the absence under test
+	}
+	first.Close()
+	var m made
+	select {
+	case m = <-waited:
+	case <-ctx.Done():
+		t.Fatal("WaitForExclusive producer not created after the exclusive one left")
+	}
+	if m.err != nil {
+		t.Fatalf("WaitForExclusive producer: %v", m.err)
+	}
+	defer m.p.Close()
+	sendAll(ctx, t, m.p, 1, func(int) *pulsar.ProducerMessage { return &pulsar.ProducerMessage{Payload: []byte("second")} })
+	for i, want := range []string{"first", "second"} {
+		if got := string(receiveN(ctx, t, cons, 1, true)[0].Payload()); got != want {
+			t.Fatalf("message %d: %q, want %q", i, got, want)
+		}
+	}
+}
