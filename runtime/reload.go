@@ -373,11 +373,8 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 		if srcErr != nil {
 			to.cfg.Source = p.cfg.Source // subscribed as before
 		}
-		if p.keyed != nil {
-			// Between closing and subscribing again another host may
-			// have held the subscription and changed the state.
-			p.readAt = p.cons.Resubscribed()
-			if err := p.keyed.restore(ctx, p.client, to.cfg.Source.Subscription); err != nil {
+		if p.keyed != nil || to.cfg.State.Enabled {
+			if err := p.rekey(ctx, to); err != nil {
 				for _, inst := range c.fresh {
 					inst.Kill()
 				}
@@ -434,6 +431,34 @@ func (p *pipeline) rebuild(ctx context.Context, c changed) error {
 	p.layout()
 	p.flow()
 	return srcErr
+}
+
+// rekey makes the keyed state of p, drained and subscribed as to's
+// source says, that of to's configuration, read back from the changelog
+// it names, as a restart with the new file would: a changed changelog
+// (by default named after the subscription), TTL, cache bound or
+// guarantee takes effect, state turned on is read back, and state turned
+// off is dropped. The state in memory, which may be of another
+// changelog, is let go with its spill: every change of it is in its
+// changelog, and the drain left nothing in flight. Read back even when
+// nothing of it changed: between closing and subscribing again another
+// host may have held the subscription and changed the state.
+func (p *pipeline) rekey(ctx context.Context, to *pipeline) error {
+	if p.keyed != nil {
+		p.keyed.close()
+		p.keyed = nil
+	}
+	if !to.cfg.State.Enabled {
+		return nil
+	}
+	s := p.newKeyedState(to.cfg)
+	p.readAt = p.cons.Resubscribed()
+	if err := s.restore(ctx, p.client, to.cfg.Source.Subscription); err != nil {
+		s.close()
+		return err
+	}
+	p.keyed = s
+	return nil
 }
 
 // rewindow makes the windows of p, drained and subscribed as to's source
