@@ -61,6 +61,9 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if _, err := opts.Producer.Compression.wire(); err != nil {
 		return nil, err
 	}
+	if err := opts.Producer.AccessMode.check(); err != nil {
+		return nil, fmt.Errorf("pool: Producer.AccessMode: %w", err)
+	}
 	cfg := connpool.Config{
 		Service:           svc,
 		Dial:              opts.Dial,

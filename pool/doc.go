@@ -21,6 +21,11 @@
 // (ProducerOptions.MaxPendingMessages) or the client's pending bytes
 // (Options.MemoryLimit) are at their limit; nothing is dropped.
 //
+// ProducerOptions.AccessMode and (*Client).OpenProducer make producers
+// exclusive (Apache Pulsar's access modes, with the topic epoch named on
+// reconnect); a producer refused ProducerFenced fails for good and stays
+// failed until it is opened again (AccessMode).
+//
 // A batch's entry carries its first message's key, and a KeyShared
 // subscription dispatches the whole entry by it. For topics consumed
 // with KeyShared, set BatchingOptions.ByKey: each key (ordering key, else

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -123,11 +124,76 @@ type ProducerOptions struct {
 	// topic, so set it only with one client per topic.
 	Name string
 
+	// AccessMode is how the client's producers share their topics with
+	// other producers (Apache Pulsar's ProducerAccessMode): AccessShared
+	// (the default), AccessExclusive, AccessWaitForExclusive or
+	// AccessExclusiveWithFencing. (*Client).OpenProducer opens one
+	// topic's producer with a mode of its own.
+	AccessMode AccessMode
+
 	// PartitionRefresh is how often the producers of partitioned topics
 	// ask for the partition count and add producers for partitions that
 	// were added. Default 60 s (Apache Pulsar's clients' default);
 	// negative: never.
 	PartitionRefresh time.Duration
+}
+
+// AccessMode is how a producer shares its topic with other producers.
+//
+// An exclusive producer (every mode but AccessShared) is given the
+// topic's epoch by the broker; each one that takes the topic afresh
+// moves the epoch on. It names that epoch when it reconnects, and the
+// broker refuses it ProducerFenced when another exclusive producer took
+// the topic meanwhile (or still holds it). ProducerFenced is final: the
+// producer fails every pending and later message with an error matching
+// pulsarwire.ErrProducerFenced, it is not reconnected, and the client
+// keeps it in place, so that publishing to the topic goes on failing
+// until (*Client).OpenProducer opens the topic's producer again. Only the
+// one that opens it knows whether it may take the topic back.
+type AccessMode int
+
+const (
+	// AccessShared: any number of shared producers publish together;
+	// refused (ProducerBusy, retried) while an exclusive one holds the
+	// topic.
+	AccessShared AccessMode = iota
+	// AccessExclusive: the only producer of the topic; refused
+	// ProducerFenced when another producer is there.
+	AccessExclusive
+	// AccessWaitForExclusive: like AccessExclusive, but opening waits,
+	// while the opening call's context and OperationRetries allow,
+	// until the other producers have left.
+	AccessWaitForExclusive
+	// AccessExclusiveWithFencing: takes the topic from whatever
+	// producers hold it, which the broker fences (their next message
+	// fails, and so does their reconnect). It reconnects as
+	// AccessExclusive naming its epoch, so that once fenced itself it
+	// never takes the topic back from the producer that fenced it
+	// (Apache Pulsar 4.0.8 lets a fencing producer that names an old
+	// epoch close the current one's before refusing it:
+	// broker/producer_access_test.go).
+	AccessExclusiveWithFencing
+)
+
+func (m AccessMode) check() error {
+	if m < AccessShared || m > AccessExclusiveWithFencing {
+		return fmt.Errorf("unknown access mode %d (AccessShared, AccessExclusive, AccessWaitForExclusive, AccessExclusiveWithFencing)", int(m))
+	}
+	return nil
+}
+
+func (m AccessMode) String() string {
+	switch m {
+	case AccessShared:
+		return "Shared"
+	case AccessExclusive:
+		return "Exclusive"
+	case AccessWaitForExclusive:
+		return "WaitForExclusive"
+	case AccessExclusiveWithFencing:
+		return "ExclusiveWithFencing"
+	}
+	return fmt.Sprintf("AccessMode(%d)", int(m))
 }
 
 // BatchingOptions say when a batch is closed and sent. A message never

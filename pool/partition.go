@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ type partProducer struct {
 	userName       bool
 	created        bool
 	epoch          uint64
+	topicEpoch     *uint64 // given by the broker to an exclusive producer; named when it reconnects
 	nextSeq        uint64
 	maxMessageSize int
 	cur            *batch       // the open batch, nil when none
@@ -615,6 +617,15 @@ func (pp *partProducer) connect(ctx context.Context) error {
 		Epoch:                    proto.Uint64(pp.epoch),
 		UserProvidedProducerName: proto.Bool(pp.userName),
 	}
+	if mode := pp.p.opts.AccessMode; mode != AccessShared {
+		if pp.topicEpoch != nil {
+			cmd.TopicEpoch = proto.Uint64(*pp.topicEpoch)
+			if mode == AccessExclusiveWithFencing {
+				mode = AccessExclusive // see AccessExclusiveWithFencing
+			}
+		}
+		cmd.ProducerAccessMode = pb.ProducerAccessMode(mode).Enum()
+	}
 	if pp.name != "" {
 		cmd.ProducerName = proto.String(pp.name)
 	}
@@ -623,6 +634,9 @@ func (pp *partProducer) connect(ctx context.Context) error {
 	resp, err := conn.Request(ctx, pulsarwire.Wrap(cmd))
 	if err != nil {
 		conn.UnregisterProducer(pp.id, pp)
+		if own := pp.ownGhost(err); own != nil {
+			return own
+		}
 		if _, isServer := pulsarwire.ServerCode(err); !isServer && !conn.Closed() {
 			// No answer in time: the broker may still create it; tell it
 			// to drop that one before we try again.
@@ -645,6 +659,10 @@ func (pp *partProducer) connect(ctx context.Context) error {
 	}
 	if pp.name == "" {
 		pp.name = ps.GetProducerName()
+	}
+	if ps.TopicEpoch != nil && pp.p.opts.AccessMode != AccessShared {
+		e := ps.GetTopicEpoch()
+		pp.topicEpoch = &e
 	}
 	if !pp.created {
 		pp.created = true
@@ -686,6 +704,26 @@ func (pp *partProducer) connect(ctx context.Context) error {
 		pp.log.Info("producer re-created; resent pending entries", "broker", conn.Host(), "entries", n, "transactional_entries_failed", len(lost))
 	}
 	return nil
+}
+
+// ownGhost turns a reconnect's refusal naming this very producer as the
+// topic's exclusive one into a retryable error: the broker has not yet
+// seen our previous connection go, and drops it in time. Only a producer
+// that reconnects is concerned; the name is the broker's answer to our
+// first PRODUCER, which we name again.
+func (pp *partProducer) ownGhost(err error) error {
+	var se *pulsarwire.ServerError
+	if !errors.As(err, &se) || se.Code != pb.ServerError_ProducerFenced {
+		return nil
+	}
+	pp.mu.Lock()
+	name, again := pp.name, pp.topicEpoch != nil
+	pp.mu.Unlock()
+	if !again || name == "" || !strings.HasSuffix(se.Message, "Topic has an existing exclusive producer: "+name) {
+		return nil
+	}
+	return fmt.Errorf("create producer for %s: the broker still holds this producer's previous connection: %w",
+		pp.topic, pulsarwire.NewServerError(pb.ServerError_ServiceNotReady, se.Message))
 }
 
 // dropTxnEntriesLocked takes the entries published in a transaction out

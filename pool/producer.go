@@ -40,7 +40,8 @@ type Message struct {
 //
 // A Producer that failed for good (OperationRetries ran out while
 // reconnecting, the topic was terminated) fails every send with that
-// error; (*Client).Producer and Publish then open a new one.
+// error; (*Client).Producer and Publish then open a new one, except
+// after ProducerFenced (see AccessMode).
 type Producer struct {
 	c       *state
 	topic   string
@@ -105,7 +106,7 @@ func (c *state) producer(ctx context.Context, topic string) (*Producer, error) {
 			s = &producerSlot{ready: make(chan struct{})}
 			c.producers[name] = s
 			c.mu.Unlock()
-			p, err := c.newProducer(ctx, name)
+			p, err := c.newProducer(ctx, name, &c.opts.Producer)
 			c.mu.Lock()
 			s.p, s.err = p, err
 			if err != nil {
@@ -142,7 +143,85 @@ func (c *state) producer(ctx context.Context, topic string) (*Producer, error) {
 	}
 }
 
-func (c *state) newProducer(ctx context.Context, name string) (*Producer, error) {
+// OpenProducer opens topic's producer afresh with access mode mode, in
+// place of the one the client had: that one is closed first (its
+// messages still pending fail with ErrClosed; Flush before to avoid it).
+// Publish and PublishAsync to topic then use the new one. Opening it with
+// AccessExclusiveWithFencing is how a process that has just become the
+// topic's only writer (it gained an Exclusive subscription, say) fences
+// the one that wrote before it; see AccessMode. If the new producer later
+// fails for good other than fenced, Publish opens a new one with
+// ProducerOptions.AccessMode.
+func (c *Client) OpenProducer(ctx context.Context, topic string, mode AccessMode) (*Producer, error) {
+	if err := mode.check(); err != nil {
+		return nil, fmt.Errorf("open producer for %s: %w", topic, err)
+	}
+	return c.own().openProducer(ctx, topic, mode)
+}
+
+func (c *state) openProducer(ctx context.Context, topic string, mode AccessMode) (*Producer, error) {
+	if c.closing.Load() {
+		return nil, ErrClosed
+	}
+	t, err := pulsarwire.ParseTopic(topic)
+	if err != nil {
+		return nil, err
+	}
+	name := t.String()
+	opts := c.opts.Producer
+	opts.AccessMode = mode
+	for {
+		c.mu.Lock()
+		if c.pool.Context().Err() != nil {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		old := c.producers[name]
+		if old != nil {
+			select {
+			case <-old.ready:
+			default:
+				// Being opened by another caller: wait for it, then
+				// replace it.
+				c.mu.Unlock()
+				select {
+				case <-old.ready:
+				case <-ctx.Done():
+					return nil, fmt.Errorf("open producer for %s: %w", name, ctx.Err())
+				}
+				continue
+			}
+		}
+		s := &producerSlot{ready: make(chan struct{})}
+		c.producers[name] = s
+		c.mu.Unlock()
+		if old != nil && old.p != nil {
+			c.forget(old.p)
+			old.p.closeOnBroker(ctx)
+			old.p.shutdown(ErrClosed)
+		}
+		p, err := c.newProducer(ctx, name, &opts)
+		c.mu.Lock()
+		s.p, s.err = p, err
+		if err != nil {
+			delete(c.producers, name)
+		}
+		close(s.ready)
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if c.closing.Load() {
+			p.closeOnBroker(ctx)
+			p.shutdown(ErrClosed)
+			return nil, ErrClosed
+		}
+		c.byName.Store(topic, p)
+		return p, nil
+	}
+}
+
+func (c *state) newProducer(ctx context.Context, name string, opts *ProducerOptions) (*Producer, error) {
 	var n int
 	err := c.retry(ctx, "partitioned metadata of "+name, func(ctx context.Context) error {
 		var err error
@@ -152,7 +231,6 @@ func (c *state) newProducer(ctx context.Context, name string) (*Producer, error)
 	if err != nil {
 		return nil, err
 	}
-	opts := &c.opts.Producer
 	p := &Producer{
 		c:       c,
 		topic:   name,
@@ -279,6 +357,11 @@ func (c *state) dropProducer(p *Producer) {
 		delete(c.producers, p.topic)
 	}
 	c.mu.Unlock()
+	c.forget(p)
+}
+
+// forget takes p out of the topics as callers spelled them.
+func (c *state) forget(p *Producer) {
 	c.byName.Range(func(k, v any) bool {
 		if v == p {
 			c.byName.CompareAndDelete(k, v)
@@ -538,7 +621,11 @@ func (p *Producer) shutdown(err error) {
 func (p *Producer) fail(err error) {
 	p.failOnce.Do(func() {
 		p.c.log.Warn("producer failed", "topic", p.topic, "err", err)
-		p.c.dropProducer(p)
+		if !errors.Is(err, pulsarwire.ErrProducerFenced) {
+			// A fenced one stays: publishing goes on failing until its
+			// owner opens it again (AccessMode).
+			p.c.dropProducer(p)
+		}
 		for _, pp := range p.partList() {
 			pp.setFailed(err)
 		}
