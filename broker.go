@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -33,7 +34,9 @@ type BrokerOptions struct {
 	// DataDir is the data directory, made if missing (by the broker).
 	// Default
 	// DefaultDataDir (relative to the working directory). Not with
-	// Memory.
+	// Memory. When set, keyed state's spill files go to StateSpillDir
+	// under it (whichever broker the run uses) instead of the system's
+	// temporary directory (runtime.Options.StateDir).
 	DataDir string
 	// Listen is the address of its Pulsar port; port 0 is a free one.
 	// Default "": DefaultBrokerListen, or a free port when that is taken
@@ -44,6 +47,22 @@ type BrokerOptions struct {
 	// DefaultBrokerHTTP, or a free port when that is taken.
 	HTTP string
 }
+
+// stateDir is where keyed state spills the values its cache leaves out
+// (runtime.Options.StateDir): StateSpillDir under DataDir when one is
+// given, so that what a run writes stays in the directory it was told;
+// "" otherwise, the runtime's default in the system's temporary
+// directory.
+func (bo BrokerOptions) stateDir() string {
+	if bo.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(bo.DataDir, StateSpillDir)
+}
+
+// StateSpillDir is the directory under BrokerOptions.DataDir, when set,
+// that holds keyed state's spill files.
+const StateSpillDir = "state-spill"
 
 // startBroker starts the embedded broker in this process and says so.
 func (r *Run) startBroker(ctx context.Context) (*broker.Cluster, error) {

@@ -120,6 +120,7 @@ func Start(ctx context.Context, o Options) (_ *Run, err error) {
 		Logger:          r.log.With("component", "runtime"),
 		ShutdownTimeout: o.ShutdownTimeout,
 		Build:           runtime.BuildOptions{CacheDir: o.HandlerCache},
+		StateDir:        o.Broker.stateDir(),
 		LocalHandlers:   o.LocalHandlers,
 		Hooks:           hooks,
 		Intercept:       o.Intercept,

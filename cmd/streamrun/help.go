@@ -27,6 +27,7 @@ func helpValues() map[string]string {
 	return map[string]string{
 		"ServiceURL":    pool.DefaultServiceURL,
 		"RunDataDir":    streamrun.DefaultDataDir,
+		"StateSpillDir": streamrun.StateSpillDir,
 		"BrokerDataDir": broker.DefaultDataDir(),
 		"URLCap":        strconv.Itoa(benchURLCap),
 	}

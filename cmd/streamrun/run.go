@@ -96,7 +96,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newRunFlags(c *runConfig) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("streamrun run", pflag.ContinueOnError)
 	fs.BoolVar(&c.o.Broker.Memory, "memory", false, "embedded broker: keep everything in memory (nothing survives the run)")
-	fs.StringVar(&c.o.Broker.DataDir, "data", "", "embedded broker: data directory (default "+streamrun.DefaultDataDir+")")
+	fs.StringVar(&c.o.Broker.DataDir, "data", "", "embedded broker: data directory (default "+streamrun.DefaultDataDir+"); when given, keyed state's spill files go under it, in "+streamrun.StateSpillDir+", whichever broker runs (else the system's temporary directory)")
 	fs.StringVar(&c.o.ServiceURL, "url", "", "service URL of the cluster, instead of the files' service_url (their TLS, auth and retry settings still apply)")
 	fs.StringVar(&c.listen, "broker-listen", streamrun.DefaultBrokerListen, "embedded broker: address of its Pulsar port (a free port when the default one is taken; port 0: always a free one)")
 	fs.StringVar(&c.httpAddr, "broker-http", streamrun.DefaultBrokerHTTP, `embedded broker: address of its admin API (a free port when the default one is taken; "-": off)`)
