@@ -109,8 +109,10 @@ type env struct {
 	// txn: the broker has transactions on, so exactly_once pipelines run
 	// beside the others.
 	txn bool
-	// counts: the final check of each counting pipeline.
-	counts []countCheck
+	// counts: the final check of each counting pipeline; windows: of
+	// each window pipeline.
+	counts  []countCheck
+	windows []windowCheck
 
 	errMu sync.Mutex
 	errs  []string // collector trouble, logged in the report
@@ -257,10 +259,15 @@ func (e *env) run(t *testing.T, target string) {
 		// when it is killed (killHost aims at the holder).
 		counter := newPipe("eo-counter", "exclusive", 0, topic("eoct-in"), topic("eoct-out"))
 		counter.changelog = topic("eoct-state")
+		// eo-window counts each key's messages in tumbling windows of
+		// event time (windows_test.go); windows need an Exclusive
+		// subscription too.
+		window := newWinPipe("eo-window", topic("eowin-in"), topic("eowin-out"), topic("eowin-late"), topic("eowin-windows"))
 		for _, p := range []*pipe{
 			newPipe("eo-shared", "shared", 3, topic("eosh-in"), topic("eosh-out")),
 			newPipe("eo-failover", "failover", 2, topic("eofo-in"), topic("eofo-out")),
 			counter,
+			window,
 		} {
 			p.exactly = true
 			e.pipes = append(e.pipes, p)
@@ -294,6 +301,25 @@ func (e *env) run(t *testing.T, target string) {
 	for _, p := range e.pipes {
 		bg.Add(1)
 		go func() { defer bg.Done(); p.collect(collectCtx, cl, e.logErr) }()
+		if p.win == nil {
+			continue
+		}
+		// A window pipeline's late topic, and its input topic: what the
+		// broker stored, in its order, is what its windows must hold. The
+		// input's subscription is there before the first publish.
+		sub := make(chan struct{})
+		var once sync.Once
+		bg.Add(2)
+		go func() { defer bg.Done(); collectTopic(collectCtx, cl, p.name, p.win.late, p.recordLate, e.logErr, nil) }()
+		go func() {
+			defer bg.Done()
+			collectTopic(collectCtx, cl, p.name, p.in, p.recordInput, e.logErr, func() { once.Do(func() { close(sub) }) })
+		}()
+		select {
+		case <-sub:
+		case <-time.After(time.Minute):
+			t.Fatalf("the reader of %s's input did not subscribe within 1m (collector notes in the log)", p.name)
+		}
 	}
 	bg.Add(1)
 	go func() { defer bg.Done(); e.sampleMemory(collectCtx) }()
@@ -322,9 +348,19 @@ func (e *env) run(t *testing.T, target string) {
 	for _, p := range e.pipes {
 		waitGroup(&p.wg, 2*time.Minute)
 	}
+	for _, p := range e.pipes {
+		if p.win != nil {
+			if err := p.flush(ctx, cl); err != nil {
+				t.Error(err)
+			}
+		}
+	}
 	e.drain(t)
 	for _, p := range e.pipes {
-		if p.changelog != "" {
+		switch {
+		case p.win != nil:
+			e.windows = append(e.windows, e.checkWindows(ctx, p))
+		case p.changelog != "":
 			e.counts = append(e.counts, e.checkCounts(ctx, p))
 		}
 	}
@@ -348,13 +384,19 @@ func (e *env) writePipelines(t *testing.T) string {
     handler:
       plugin: %q
       env: {%s: chaos}
-      config: {output: %q, control: %q, pipeline: %s, count: %t}
+      config: {output: %q, control: %q, pipeline: %s, count: %t, window: %t}
       instances: 2
       batch_size: 50
       timeout: %s
     outputs: [%q]
-`, p.name, p.in, p.typ, receiverQueue, exe, roleEnv, p.out, e.control, p.name, p.changelog != "", batchTimeout, p.out)
-		if p.changelog != "" {
+`, p.name, p.in, p.typ, receiverQueue, exe, roleEnv, p.out, e.control, p.name, p.changelog != "" && p.win == nil, p.win != nil, batchTimeout, p.out)
+		if p.win != nil {
+			// idle_timeout: the input is never idle for the clock to
+			// move the watermark; the flush message closes the last
+			// windows.
+			fmt.Fprintf(&b, "    window: {type: tumbling, size: %s, time: event, out_of_order: %s, allowed_lateness: %s, late_topic: %q, idle_timeout: 1h, changelog: %q, mode: incremental}\n",
+				winSize, winOutOfOrder, winLateness, p.win.late, p.changelog)
+		} else if p.changelog != "" {
 			fmt.Fprintf(&b, "    state: {enabled: true, changelog: %q}\n", p.changelog)
 		}
 		if p.exactly {

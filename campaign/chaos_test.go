@@ -29,12 +29,15 @@ import (
 //
 // With count set (a pipeline with keyed state), it also counts the
 // messages of each key in the key's state and appends the new count to
-// the output's payload: "<pipeline>:<seq>|<key>=<count>".
+// the output's payload: "<pipeline>:<seq>|<key>=<count>". With window set
+// (a pipeline with incremental windows), it counts each window's messages
+// instead and puts out the count when the window fires (windows_test.go).
 type chaosConfig struct {
 	Output   string `json:"output"`
 	Control  string `json:"control"`
 	Pipeline string `json:"pipeline"`
 	Count    bool   `json:"count"`
+	Window   bool   `json:"window"`
 }
 
 // slowSleep is the slow consumer's pause per message: an instance then
@@ -81,6 +84,9 @@ func (c *chaos) Process(ctx context.Context, w plugin.ResultWriter, batch []*plu
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	if c.cfg.Window {
+		return c.windowHandler().Process(ctx, w, batch)
 	}
 	for _, m := range batch {
 		if !c.cfg.Count {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,14 +110,26 @@ func slowConsumer(ctx context.Context, e *env) (string, error) {
 	return fmt.Sprintf("all pipelines for %s, %d×%d B burst each", e.slowFor, e.burst, burstSize), nil
 }
 
+// rankAim orders the Exclusive pipelines whose holder killHost aims at.
+func rankAim(p *pipe) int {
+	switch {
+	case p.win != nil:
+		return 0
+	case p.exactly:
+		return 1
+	}
+	return 2
+}
+
 // killHost is kill -9 of one host process: the other host on the same
 // subscriptions must finish its work (an Exclusive consumer waiting takes
 // over). It is started again once the campaign saw recovery.
 //
 // Every other time, the first included, it kills the host whose consumer
 // holds an Exclusive subscription, so that the waiting one must take over:
-// that of each Exclusive pipeline in turn (the exclusive one, the
-// eo-counter one whose keyed state the other host must read back).
+// that of each Exclusive pipeline in turn (eo-window's and eo-counter's,
+// whose windows and keyed state the other host must read back, then the
+// exclusive one's).
 func killHost(_ context.Context, e *env) (string, error) {
 	h := e.hosts[e.rng.IntN(len(e.hosts))]
 	why := ""
@@ -126,6 +139,9 @@ func killHost(_ context.Context, e *env) (string, error) {
 			excl = append(excl, p)
 		}
 	}
+	// The exactly_once ones first, the window pipeline first of them: a
+	// short run kills a host two or three times.
+	slices.SortStableFunc(excl, func(a, b *pipe) int { return rankAim(a) - rankAim(b) })
 	if e.hostKills%2 == 0 && len(excl) > 0 {
 		p := excl[e.hostKills/2%len(excl)]
 		why = fmt.Sprintf(" (the holder of %s's Exclusive subscription not found)", p.name)

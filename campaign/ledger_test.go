@@ -25,7 +25,11 @@ type pipe struct {
 	exactly bool   // guarantee: exactly_once (no duplicate allowed)
 	// changelog is the keyed state's topic of a counting pipeline (the
 	// chaos handler counts each key's messages); "" for the others.
-	changelog  string
+	changelog string
+	// win is the ledger of a window pipeline (windows_test.go): its
+	// inputs as the broker stored them, its windows' fires and its late
+	// messages; nil for the others.
+	win        *winLedger
 	partitions int // of the input topic; 0: not partitioned
 	in, out    string
 
@@ -118,7 +122,11 @@ func (p *pipe) send(ctx context.Context, cl *pool.Client, size int) {
 		payload = append(append(payload, '|'), bytes.Repeat([]byte{'x'}, pad)...)
 	}
 	p.wg.Add(1)
-	cl.PublishAsync(ctx, p.in, pool.Message{Key: keyOf(seq), Payload: payload},
+	m := pool.Message{Key: keyOf(seq), Payload: payload}
+	if p.win != nil {
+		m.Key, m.EventTime = winKeyOf(seq), time.UnixMilli(eventTimeOf(seq))
+	}
+	cl.PublishAsync(ctx, p.in, m,
 		func(_ pulsarwire.MessageID, err error) {
 			p.mu.Lock()
 			if err != nil {
@@ -145,6 +153,10 @@ func keyOf(seq int) string { return "k" + strconv.Itoa(seq%keys) }
 // same input message under a new message id is; the same seq from
 // another input message is a copy of the publish (inputs).
 func (p *pipe) record(m *subscribe.Message, at time.Time) {
+	if p.win != nil {
+		p.recordWindow(m, at)
+		return
+	}
 	id, rest, _ := strings.Cut(string(m.Payload), "|")
 	name, s, ok := strings.Cut(id, ":")
 	seq, err := strconv.Atoi(s)
@@ -274,36 +286,52 @@ func (p *pipe) counts() pipeCounts {
 	}
 	c.InputCopies = p.copies
 	c.Duplicated = c.Processed - int64(c.Output) - p.copies
+	if p.win != nil {
+		// Processed counts window results; a seq is out once it is in a
+		// window or the late topic (windows_test.go).
+		c.InputCopies, c.Duplicated = p.win.copies(), p.win.duplicated()
+	}
 	return c
 }
 
 // collect reads p's output topic from its start into the ledger until ctx
-// ends. A consumer that fails is replaced: the collector must outlive
-// every fault, or the ledger would call messages lost that are not.
+// ends.
 func (p *pipe) collect(ctx context.Context, cl *pool.Client, errs func(string)) {
+	collectTopic(ctx, cl, p.name, p.out, p.record, errs, nil)
+}
+
+// collectTopic reads topic from its start on the subscription "ledger"
+// and hands each message to record until ctx ends. A consumer that fails
+// is replaced: the collector must outlive every fault, or the ledger
+// would call messages lost that are not. subscribed, when set, is called
+// after each subscribe.
+func collectTopic(ctx context.Context, cl *pool.Client, name, topic string, record func(*subscribe.Message, time.Time), errs func(string), subscribed func()) {
 	buf := make([]*subscribe.Message, 500)
 	for ctx.Err() == nil {
 		cons, err := subscribe.New(ctx, cl, subscribe.Options{
-			Topics: []string{p.out}, Subscription: "ledger", InitialPosition: subscribe.Earliest, ReceiverQueue: 2000,
+			Topics: []string{topic}, Subscription: "ledger", InitialPosition: subscribe.Earliest, ReceiverQueue: 2000,
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				errs(fmt.Sprintf("collector %s: subscribe: %v", p.name, err))
+				errs(fmt.Sprintf("collector %s: subscribe %s: %v", name, topic, err))
 				sleepCtx(ctx, time.Second)
 			}
 			continue
+		}
+		if subscribed != nil {
+			subscribed()
 		}
 		for {
 			n, err := cons.ReceiveBatch(ctx, buf)
 			if err != nil {
 				if ctx.Err() == nil {
-					errs(fmt.Sprintf("collector %s: receive: %v", p.name, err))
+					errs(fmt.Sprintf("collector %s: receive %s: %v", name, topic, err))
 				}
 				break
 			}
 			now := time.Now()
 			for _, m := range buf[:n] {
-				p.record(m, now)
+				record(m, now)
 				cons.Ack(ctx, m)
 			}
 		}

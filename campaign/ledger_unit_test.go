@@ -1,6 +1,9 @@
 package campaign_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,5 +124,108 @@ func TestLedgerCopiesOfAPublishAreNotDuplicates(t *testing.T) {
 	if c := p.counts(); c.Duplicated != 1 || c.InputCopies != 1 || len(p.dupAt) != 1 {
 		t.Errorf("a second output of one input: duplicated %d, input copies %d, %d duplicate times; want 1, 1, 1",
 			c.Duplicated, c.InputCopies, len(p.dupAt))
+	}
+}
+
+// The window pipeline's check, without a broker: the reference follows
+// the stored order (a copy of a publish stored twice counts twice, a
+// message a minute behind is late), a window whose last fire holds its
+// inputs agrees, and an input left out, one counted twice, a fire put
+// out twice and a late message in a window are each found.
+func TestWindowLedgerAgainstTheReference(t *testing.T) {
+	p := newWinPipe("w", "in", "out", "late", "windows")
+	const n = 120
+	for range n {
+		p.mu.Lock()
+		p.pubAt = append(p.pubAt, time.Now().UnixNano())
+		p.receipt = append(p.receipt, receiptOK)
+		p.outs = append(p.outs, 0)
+		p.mu.Unlock()
+	}
+	now := time.Now()
+	entry := uint64(0)
+	stored := map[int][]string{} // seq → its input ids
+	store := func(seq int) {
+		entry++
+		id := pulsarwire.MessageID{Ledger: 3, Entry: entry, Partition: -1, BatchIndex: -1}
+		key, payload, at := winFlushKey, "w:flush", winBase+1e10
+		if seq >= 0 {
+			key, payload, at = winKeyOf(seq), fmt.Sprintf("w:%d", seq), eventTimeOf(seq)
+			stored[seq] = append(stored[seq], id.String())
+		}
+		p.recordInput(&subscribe.Message{ID: id, Key: key, Payload: []byte(payload), EventTime: time.UnixMilli(at)}, now)
+	}
+	for seq := range n {
+		store(seq)
+		if seq == 40 {
+			store(40) // stored twice: its receipt was lost and it was sent again
+		}
+	}
+	store(-1)
+	ref, late := p.win.referenceWindows()
+	if len(late) == 0 {
+		t.Fatalf("no late input in %d: eventTimeOf makes one in a hundred late", n)
+	}
+	if len(ref) < n/winKeys {
+		t.Fatalf("%d windows for %d inputs", len(ref), n)
+	}
+	seqOf := func(id string) int { return p.win.stored[id].seq }
+	out := uint64(0)
+	fire := func(w winID, ids []string, fire int) {
+		r := winResult{Key: w.Key, Start: w.Start, End: w.Start + winSize.Milliseconds(), Fire: fire, Count: len(ids)}
+		for _, id := range ids {
+			r.IDs = append(r.IDs, fmt.Sprintf("%d@%s", seqOf(id), id))
+		}
+		b, _ := json.Marshal(r)
+		out++
+		p.record(&subscribe.Message{ID: pulsarwire.MessageID{Ledger: 9, Entry: out}, Payload: b}, now)
+	}
+	for w, ids := range ref {
+		if len(ids) > 1 {
+			fire(w, ids[:1], 1) // an early fire; the last one counts
+		}
+		fire(w, ids, 2)
+	}
+	for id := range late {
+		out++
+		p.recordLate(&subscribe.Message{ID: pulsarwire.MessageID{Ledger: 10, Entry: out}, Payload: fmt.Appendf(nil, "w:%d", seqOf(id)),
+			Properties: map[string]string{subscribe.PropertyOriginMessageID: id}}, now)
+	}
+	if c := p.checkWindowsOnce(); c.wrong() != 0 || c.Inputs != n+1 || c.Late != len(late) {
+		t.Fatalf("windows equal to the reference: %+v; want nothing wrong, %d inputs, %d late", c, n+1, len(late))
+	}
+	if c := p.counts(); c.Lost != 0 || c.Duplicated != 0 || c.InputCopies != 1 || c.Output != n {
+		t.Errorf("counts %+v: want 0 lost, 0 duplicated, 1 input copy, %d out", c, n)
+	}
+	var some winID
+	for w, ids := range ref {
+		if len(ids) > 2 && !slices.Contains(ids, stored[40][0]) {
+			some = w
+		}
+	}
+	ids := ref[some]
+	fire(some, ids[1:], 3) // the first input left out
+	if c := p.checkWindowsOnce(); c.WindowsWrong != 1 || c.Lost != 1 {
+		t.Errorf("an input left out: %+v; want 1 window wrong, 1 lost", c)
+	}
+	fire(some, append(slices.Clone(ids), ids[0]), 4) // one counted twice
+	if c := p.checkWindowsOnce(); c.WindowsWrong != 1 || c.Twice != 1 || c.Lost != 0 {
+		t.Errorf("an input counted twice: %+v; want 1 window wrong, 1 counted twice", c)
+	}
+	fire(some, ids, 5)
+	fire(some, ids, 5) // a fire put out twice
+	if c := p.checkWindowsOnce(); c.wrong() != 1 || c.FiresTwice != 1 {
+		t.Errorf("a fire put out twice: %+v; want that only", c)
+	}
+	if c := p.counts(); c.Duplicated != 1 {
+		t.Errorf("a fire put out twice: duplicated %d, want 1", c.Duplicated)
+	}
+	for id := range late {
+		w := winID{winKeyOf(seqOf(id)), eventTimeOf(seqOf(id)) / winSize.Milliseconds() * winSize.Milliseconds()}
+		fire(w, []string{id}, 9) // a late input in a window too
+		break
+	}
+	if c := p.checkWindowsOnce(); c.Twice != 1 || c.WindowsWrong == 0 {
+		t.Errorf("a late input in a window: %+v; want it counted twice and its window wrong", c)
 	}
 }

@@ -35,6 +35,7 @@ type report struct {
 	Notes         []string       `json:"collector_notes,omitempty"`
 	Unknown       []string       `json:"unknown_outputs,omitempty"`
 	Counts        []countCheck   `json:"counting_pipelines,omitempty"`
+	Windows       []windowCheck  `json:"window_pipelines,omitempty"`
 	Records       []faultRecord  `json:"fault_log"`
 	Totals        map[string]int `json:"totals"`
 }
@@ -163,6 +164,7 @@ func (e *env) report(target string, took time.Duration, recs []faultRecord) repo
 		r.SelfExits = append(r.SelfExits, h.exitsByItself()...)
 	}
 	r.Counts = e.counts
+	r.Windows = e.windows
 	e.errMu.Lock()
 	r.Notes = append(r.Notes, e.errs...)
 	e.errMu.Unlock()
@@ -217,6 +219,18 @@ func (e *env) checkAndWrite(t *testing.T, r report, target string) {
 		}
 		if c.Keys == 0 {
 			t.Errorf("pipeline %s: no key counted", c.Pipeline)
+		}
+	}
+	for _, c := range r.Windows {
+		if c.Err != "" {
+			t.Errorf("pipeline %s: %s", c.Pipeline, c.Err)
+		}
+		if c.wrong() != 0 {
+			t.Errorf("pipeline %s: windows wrong: %d windows, %d late messages, %d inputs lost, %d counted twice, %d fires twice, such as %v",
+				c.Pipeline, c.WindowsWrong, c.LateWrong, c.Lost, c.Twice, c.FiresTwice, c.Examples)
+		}
+		if c.Windows == 0 {
+			t.Errorf("pipeline %s: no window", c.Pipeline)
 		}
 	}
 	if len(r.Unknown) > 0 {
@@ -277,6 +291,22 @@ func (r report) markdown() string {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", c.Pipeline, c.Messages, c.Keys, c.ChangelogWrong, c.OutputsWrong)
 		}
 		for _, c := range r.Counts {
+			for _, x := range c.Examples {
+				fmt.Fprintf(&b, "\n- %s: %s", c.Pipeline, x)
+			}
+			if c.Err != "" {
+				fmt.Fprintf(&b, "\n- %s: %s", c.Pipeline, c.Err)
+			}
+		}
+		b.WriteString("\n\n")
+	}
+	if len(r.Windows) > 0 {
+		b.WriteString("Window pipelines (tumbling windows of event time, incremental, exactly_once; each window's last fire against the reference computed from the inputs the broker stored, in its order):\n\n" +
+			"| pipeline | inputs | windows | fired again | late | windows wrong | late wrong | lost | counted twice | fires twice |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, c := range r.Windows {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", c.Pipeline, c.Inputs, c.Windows, c.Refired, c.Late, c.WindowsWrong, c.LateWrong, c.Lost, c.Twice, c.FiresTwice)
+		}
+		for _, c := range r.Windows {
 			for _, x := range c.Examples {
 				fmt.Fprintf(&b, "\n- %s: %s", c.Pipeline, x)
 			}
