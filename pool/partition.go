@@ -492,11 +492,20 @@ func (pp *partProducer) Receipt(conn *connpool.Conn, r *pb.CommandSendReceipt) {
 		return
 	}
 	if seq > b.firstSeq {
+		// Apache Pulsar holds a topic's transactional entries while it
+		// takes the topic's first transaction buffer snapshot, and
+		// stores entries outside a transaction meanwhile: a receipt may
+		// pass pending transactional entries, and takes its own.
+		if b = pp.pending.takePastTxns(seq); b == nil {
+			pp.mu.Unlock()
+			// The broker skipped something: resend everything on a new
+			// connection, as Apache Pulsar's clients do.
+			conn.Close(fmt.Errorf("%w: receipt for sequence id %d of %s while %d is the oldest pending",
+				pulsarwire.ErrCorrupt, seq, pp.topic, pp.pending.peek().firstSeq))
+			return
+		}
 		pp.mu.Unlock()
-		// The broker skipped something: resend everything on a new
-		// connection, as Apache Pulsar's clients do.
-		conn.Close(fmt.Errorf("%w: receipt for sequence id %d of %s while %d is the oldest pending",
-			pulsarwire.ErrCorrupt, seq, pp.topic, b.firstSeq))
+		pp.finish(b, pulsarwire.MessageIDFromProto(r.GetMessageId()), nil)
 		return
 	}
 	pp.pending.pop()
@@ -526,6 +535,8 @@ func (pp *partProducer) SendError(conn *connpool.Conn, e *pb.CommandSendError) {
 		var failed *batch
 		if b := pp.pending.peek(); b != nil && b.firstSeq == e.GetSequenceId() {
 			failed = pp.pending.pop()
+		} else if b != nil {
+			failed = pp.pending.takePastTxns(e.GetSequenceId()) // see Receipt
 		}
 		pp.mu.Unlock()
 		if failed != nil {
@@ -852,6 +863,26 @@ func (q *batchQueue) pop() *batch {
 	q.items[q.head] = nil
 	q.head++
 	return b
+}
+
+// takePastTxns takes out the batch whose first sequence id is seq when
+// every batch before it is transactional (nil, taking nothing, when there
+// is none such): a broker may store entries outside a transaction before
+// transactional ones sent earlier (Receipt).
+func (q *batchQueue) takePastTxns(seq uint64) *batch {
+	for i := q.head; i < len(q.items); i++ {
+		b := q.items[i]
+		if b.firstSeq == seq {
+			copy(q.items[q.head+1:i+1], q.items[q.head:i])
+			q.items[q.head] = nil
+			q.head++
+			return b
+		}
+		if b.txn == nil || b.firstSeq > seq {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (q *batchQueue) back() *batch {

@@ -210,3 +210,55 @@ func TestTransactionSeriesDropsAStaleSpare(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Apache Pulsar holds a topic's first transactional entries while it
+// takes the topic's first transaction buffer snapshot, and stores the
+// producer's entries outside a transaction sent after them meanwhile:
+// their receipts come first. That is no entry skipped; the producer
+// takes each receipt for its own entry and keeps its connection, so the
+// transaction commits and everything is delivered. (Closing the
+// connection, as for a skip, failed the transaction's entries and
+// aborted it: the campaign's window pipeline, whose changelog takes
+// both, at 6a6a714.)
+func TestReceiptsOfEntriesOutsideATransactionMayComeFirst(t *testing.T) {
+	peer := brokertest.TxnTarget(t)
+	tg := &target{Peer: peer, cluster: peer.Cluster}
+	c := newClient(t, tg, Options{OperationRetries: fastRetries})
+	ctx := brokertest.Context(t, time.Minute)
+	for round := range 3 {
+		topic := brokertest.TopicName(t) + fmt.Sprint(round) // never written in a transaction before
+		if _, err := c.Producer(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Publish(ctx, topic, Message{Payload: []byte("before")}); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := c.BeginTransaction(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reconnects := c.Stats().Reconnects
+		const n = 20
+		col := newCollector(2 * n)
+		for i := range n {
+			c.PublishAsync(ctx, topic, Message{Payload: fmt.Appendf(nil, "txn-%d", i), Txn: tx}, col.cb(i))
+			c.PublishAsync(ctx, topic, Message{Payload: fmt.Appendf(nil, "out-%d", i)}, col.cb(n+i))
+		}
+		col.wait(t, 30*time.Second)
+		for i, err := range col.errs {
+			t.Errorf("round %d: send %d failed: %v", round, i, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("round %d: commit: %v", round, err)
+		}
+		if r := c.Stats().Reconnects; r != reconnects {
+			t.Errorf("round %d: %d reconnects while publishing", round, r-reconnects)
+		}
+		rc := subscribeRaw(t, c, topic) // from the earliest message
+		brokertest.Eventually(t, 10*time.Second, "every message", func() bool { return len(rc.all()) >= 2*n+1 })
+		time.Sleep(200 * time.Millisecond)
+		if got := rc.all(); len(got) != 2*n+1 {
+			t.Fatalf("round %d: %d messages delivered, want %d", round, len(got), 2*n+1)
+		}
+	}
+}
