@@ -1,6 +1,7 @@
 package campaign_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -37,6 +38,10 @@ const exactlyEnv = "STREAMRUN_CAMPAIGN_EXACTLY"
 // names ("plugin-sigkill,host-kill-9"), to look at some alone; default:
 // every kind the broker allows.
 const faultsEnv = "STREAMRUN_CAMPAIGN_FAULTS"
+
+// logLevelEnv is the hosts' log level (default warn): info logs, among
+// others, each time a window pipeline reads its windows back.
+const logLevelEnv = "STREAMRUN_CAMPAIGN_LOG_LEVEL"
 
 // seedEnv fixes the random choices (default: the time), so that a run can
 // be replayed as far as timing allows.
@@ -324,9 +329,10 @@ func (e *env) run(t *testing.T, target string) {
 	bg.Add(1)
 	go func() { defer bg.Done(); e.sampleMemory(collectCtx) }()
 
+	level := cmp.Or(os.Getenv(logLevelEnv), "warn")
 	for i := range 2 {
 		h := &proc{name: fmt.Sprintf("host-%d", i), log: filepath.Join(e.dir, fmt.Sprintf("host-%d.log", i)),
-			args: []string{"run", "--log-level", "warn", "--status-interval", "0", file}}
+			args: []string{"run", "--log-level", level, "--status-interval", "0", file}}
 		if err := h.start(""); err != nil {
 			t.Fatal(err)
 		}

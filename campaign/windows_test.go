@@ -451,7 +451,7 @@ func (p *pipe) checkWindowsOnce() windowCheck {
 					extra = append(extra, fmt.Sprintf("%d@%s", seqOf(x), x))
 				}
 			}
-			example("window %s@%d: count %d (fire %d), reference %d; missing %.5v, not in the reference %.5v", id.Key, id.Start, r.Count, r.Fire, len(want), miss, extra)
+			example("window %s@%d: count %d (fire %d), reference %d; missing %v, not in the reference %v", id.Key, id.Start, r.Count, r.Fire, len(want), miss[:min(len(miss), 5)], extra[:min(len(extra), 5)])
 		}
 		for f, n := range w.fires[id] {
 			if n > 1 {
