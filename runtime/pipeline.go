@@ -133,6 +133,11 @@ type item struct {
 	// pendingChange is its state change while its transaction has not
 	// committed (exactly_once), under the keyed state's mu.
 	pendingChange *pendingChange
+	// entry is its key's value in the keyed state's memory as the last
+	// call's keyedState.entries found it, valid while the store's gen is
+	// entryGen: where apply puts its change.
+	entry    *cachedValue
+	entryGen uint64
 }
 
 // batch is a group of messages sent to a handler together.

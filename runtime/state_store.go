@@ -40,7 +40,10 @@ import (
 //
 // All under the keyed state's mu.
 type stateStore struct {
-	mem  map[string]cachedValue
+	// mem holds pointers, so that a batch's lookup (keyedState.entries)
+	// is also where its answer's change goes (update), without a second
+	// lookup of a key that is cold in the cache by then.
+	mem  map[string]*cachedValue
 	used int64 // accounted bytes in mem (cachedSize)
 	n    int   // keys with a value, in memory or on disk
 	// limit is the bound of used, 0 for none.
@@ -55,6 +58,10 @@ type stateStore struct {
 	evicted int64    // evictions, for the stats
 	broken  bool     // the spill could not be made or written: memory only
 	keyBuf  []byte
+
+	// gen counts the entries taken out of mem: an entry's pointer is
+	// still mem's while gen is what it was when the pointer was had.
+	gen uint64
 }
 
 // cachedValue is a key's entry in memory.
@@ -63,6 +70,9 @@ type cachedValue struct {
 	disk  bool // the spill holds a value for the key (maybe an older one)
 	dirty bool // memory's value (or tombstone) is not the spill's
 	gone  bool // a tombstone: the key has no value
+	// stamp is the last keyedState.entries call that sent its value, so
+	// that a key twice in a batch is sent once.
+	stamp uint64
 }
 
 // cachedOverhead is what an entry costs in memory besides its key's and
@@ -77,23 +87,37 @@ func cachedSize(k string, v []byte) int64 { return int64(len(k)+len(v)) + cached
 var stateBucket = []byte("state")
 
 func newStateStore(limit int64, dir string, log *slog.Logger) *stateStore {
-	return &stateStore{mem: map[string]cachedValue{}, limit: limit, dir: dir, log: log}
+	return &stateStore{mem: map[string]*cachedValue{}, limit: limit, dir: dir, log: log}
 }
 
 // get is key k's value, from memory or the spill; one read from the
 // spill is kept in memory.
 func (st *stateStore) get(k string) (stateValue, bool, error) {
+	c, _, err := st.entry(k)
+	if c == nil || c.gone {
+		return stateValue{}, false, err
+	}
+	return c.stateValue, true, nil
+}
+
+// entry is key k's entry, read from the spill into memory when only the
+// spill has it; nil when neither has it. With mem, the pointer is
+// memory's until gen moves; without, the entry read from the spill was
+// evicted at once, making room. It fails as read does.
+func (st *stateStore) entry(k string) (c *cachedValue, mem bool, err error) {
 	if c, ok := st.mem[k]; ok {
-		return c.stateValue, !c.gone, nil
+		return c, true, nil
 	}
 	sv, ok, err := st.read(k)
 	if !ok {
-		return stateValue{}, false, err
+		return nil, false, err
 	}
-	st.mem[sv.key] = cachedValue{stateValue: sv, disk: true}
+	c = &cachedValue{stateValue: sv, disk: true}
+	st.mem[sv.key] = c
 	st.used += cachedSize(sv.key, sv.v)
+	gen := st.gen
 	st.bound()
-	return sv, true, nil
+	return c, st.gen == gen || st.mem[sv.key] == c, nil
 }
 
 // read looks key k up in the spill; the value is copied out of it. It
@@ -130,7 +154,7 @@ func (st *stateStore) release() {
 // old is key k's entry before a change: in memory, or looked up on disk.
 func (st *stateStore) old(k string) (c cachedValue, inMem bool, err error) {
 	if c, ok := st.mem[k]; ok {
-		return c, true, nil
+		return *c, true, nil
 	}
 	sv, ok, err := st.read(k)
 	if err != nil {
@@ -146,15 +170,16 @@ func (st *stateStore) old(k string) (c cachedValue, inMem bool, err error) {
 // value's array when it fits). When the spill cannot be read, nothing
 // is changed.
 func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) error {
-	c, inMem, err := st.old(k)
+	if c, ok := st.mem[k]; ok {
+		st.update(c, v, at, inPlace)
+		return nil
+	}
+	c, _, err := st.old(k)
 	if err != nil {
 		return err
 	}
 	if c.gone {
 		st.n++
-	}
-	if inMem {
-		st.used -= cachedSize(c.key, c.v)
 	}
 	var nv []byte
 	if inPlace && !c.gone && cap(c.v) >= len(v) {
@@ -166,10 +191,27 @@ func (st *stateStore) put(k string, v []byte, at time.Time, inPlace bool) error 
 	if key == "" {
 		key = strings.Clone(k)
 	}
-	st.mem[key] = cachedValue{stateValue: stateValue{key: key, v: nv, at: at}, disk: c.disk, dirty: true}
+	st.mem[key] = &cachedValue{stateValue: stateValue{key: key, v: nv, at: at}, disk: c.disk, dirty: true}
 	st.used += cachedSize(key, nv)
 	st.bound()
 	return nil
+}
+
+// update sets the value of c, an entry of mem, to a copy of v (with
+// inPlace, into the old value's array when it fits).
+func (st *stateStore) update(c *cachedValue, v []byte, at time.Time, inPlace bool) {
+	if c.gone {
+		st.n++
+	}
+	st.used -= cachedSize(c.key, c.v)
+	if inPlace && !c.gone && cap(c.v) >= len(v) {
+		c.v = append(c.v[:0], v...)
+	} else {
+		c.v = append([]byte(nil), v...)
+	}
+	c.at, c.dirty, c.gone = at, true, false
+	st.used += cachedSize(c.key, c.v)
+	st.bound()
 }
 
 // del removes key k's value; as put, it changes nothing when the spill
@@ -188,6 +230,7 @@ func (st *stateStore) del(k string) error {
 	if !c.disk {
 		if inMem {
 			delete(st.mem, k)
+			st.gen++
 		}
 		return nil
 	}
@@ -195,7 +238,13 @@ func (st *stateStore) del(k string) error {
 	if key == "" {
 		key = strings.Clone(k)
 	}
-	st.mem[key] = cachedValue{stateValue: stateValue{key: key}, disk: true, dirty: true, gone: true}
+	if inMem {
+		// The entry itself: a pointer to it may be held (entry).
+		c := st.mem[k]
+		c.v, c.at, c.dirty, c.gone = nil, time.Time{}, true, true
+	} else {
+		st.mem[key] = &cachedValue{stateValue: stateValue{key: key}, disk: true, dirty: true, gone: true}
+	}
 	st.used += cachedSize(key, nil)
 	st.bound()
 	return nil
@@ -270,6 +319,7 @@ func (st *stateStore) evict(to int64) error {
 		}
 		delete(st.mem, k)
 	}
+	st.gen++
 	st.used -= freed
 	st.evicted += int64(len(out))
 	return nil
@@ -357,6 +407,7 @@ func sweepSpills(dir string) {
 func (st *stateStore) reset() {
 	st.close()
 	clear(st.mem)
+	st.gen++
 	st.used, st.n, st.onDisk = 0, 0, 0
 	st.broken = false
 }

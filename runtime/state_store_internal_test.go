@@ -33,6 +33,9 @@ func counter(t *testing.T, s *keyedState, keys []string, commit bool) {
 		}
 		vals := map[string]int{}
 		for _, e := range mustEntries(t, s, items) {
+			if _, dup := vals[e.Key]; dup {
+				t.Fatalf("key %s sent twice in one batch", e.Key)
+			}
 			n, err := strconv.Atoi(string(e.Value))
 			if err != nil {
 				t.Fatalf("%s: %q", e.Key, e.Value)
@@ -52,6 +55,35 @@ func counter(t *testing.T, s *keyedState, keys []string, commit bool) {
 		if s.vals.limit > 0 && s.vals.used > s.vals.limit {
 			t.Fatalf("the cache holds %d bytes, past its bound of %d", s.vals.used, s.vals.limit)
 		}
+	}
+}
+
+// A batch holding each of its keys twice, its values read back from the
+// spill and evicted again while the batch's values are read, is sent
+// each key's value once, and both changes of each key are kept.
+func TestKeyedStateSpillSendsABatchsKeyOnce(t *testing.T) {
+	for _, eo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("eo=%v", eo), func(t *testing.T) {
+			s := newKeyedState("changelog", 0, eo, spillBound(), t.TempDir(), slog.New(slog.DiscardHandler))
+			defer s.close()
+			names := spillKeyNames()
+			var keys []string
+			for lo := 0; lo < len(names); lo += 50 {
+				half := names[lo:min(lo+50, len(names))]
+				keys = append(append(keys, half...), half...)
+			}
+			for range 3 {
+				counter(t, s, keys, true)
+			}
+			if s.vals.evicted == 0 {
+				t.Fatal("nothing was evicted: the test tests nothing")
+			}
+			for _, k := range names {
+				if got := string(s.value(k)); got != "6" {
+					t.Fatalf("key %s = %q, want 6", k, got)
+				}
+			}
+		})
 	}
 }
 
