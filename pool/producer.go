@@ -53,6 +53,20 @@ type Producer struct {
 	failOnce sync.Once
 }
 
+// Err is the error the producer failed with for good, nil while it
+// works (a fenced producer keeps failing: AccessMode).
+func (p *Producer) Err() error {
+	for _, pp := range p.partList() {
+		pp.mu.Lock()
+		err := pp.err
+		pp.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // partList is the producers of the partitions (one for a plain topic).
 func (p *Producer) partList() []*partProducer { return *p.parts.Load() }
 

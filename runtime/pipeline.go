@@ -67,6 +67,9 @@ type pipeline struct {
 	admitOK, admitAcked []bool
 	// win keeps the pipeline's open windows, nil when it has none.
 	win *windower
+	// changelogProducers are the changelog producers opened with
+	// fencing (state_fence.go), nil until then.
+	changelogProducers atomic.Pointer[[]*pool.Producer]
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 	// eo commits the transactions of an exactly_once pipeline; nil for
@@ -317,14 +320,17 @@ func (p *pipeline) openOutputs(ctx context.Context) error {
 			return fmt.Errorf("open producer for output %s: %w", t, err)
 		}
 	}
-	if p.keyed != nil {
+	// Under exactly_once the changelogs are opened once the subscription
+	// is held (state_fence.go): a Shared producer would wait while
+	// another host holds them.
+	if p.keyed != nil && !p.fences() {
 		if _, err := p.client.Producer(ctx, p.keyed.topic); err != nil {
 			return fmt.Errorf("open producer for the state changelog %s: %w", p.keyed.topic, err)
 		}
 	}
 	if p.win != nil {
 		for _, t := range []string{p.win.topic, cfg.Window.LateTopic} {
-			if t == "" {
+			if t == "" || t == p.win.topic && p.fences() {
 				continue
 			}
 			if _, err := p.client.Producer(ctx, t); err != nil {
@@ -431,6 +437,10 @@ func (p *pipeline) openSource(ctx context.Context) error {
 		return err
 	}
 	p.readAt = p.cons.Resubscribed()
+	if err := p.takeChangelog(ctx); err != nil {
+		_ = p.cons.Close(context.WithoutCancel(ctx))
+		return err
+	}
 	if p.keyed != nil {
 		// After subscribing: on an Exclusive subscription, once any host
 		// before is gone, every change it acknowledged is in the changelog.
@@ -537,6 +547,17 @@ func (p *pipeline) receive() {
 	hc := &p.cfg.Handler
 	buf := make([]*subscribe.Message, max(hc.BatchSize, 64))
 	for {
+		if p.fencedOut() && !p.regained() {
+			// Another host took the changelog (state_fence.go): nothing
+			// is received, placed or fired until the subscription comes
+			// back and the changelog is read back.
+			select {
+			case <-p.recvCtx.Done():
+				return
+			case <-time.After(fencedPoll):
+			}
+			continue
+		}
 		n := p.credits.try(len(buf))
 		if n == 0 {
 			// Nothing more can join the batches being formed: send them.

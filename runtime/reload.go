@@ -453,6 +453,13 @@ func (p *pipeline) rekey(ctx context.Context, to *pipeline) error {
 	}
 	s := p.newKeyedState(to.cfg)
 	p.readAt = p.cons.Resubscribed()
+	if to.cfg.Guarantee == pipelines.ExactlyOnce {
+		// Subscribed anew: take the changelog as at start (state_fence.go).
+		if err := p.fenceTopics(ctx, []string{s.topic}); err != nil {
+			s.close()
+			return err
+		}
+	}
 	if err := s.restore(ctx, p.client, to.cfg.Source.Subscription); err != nil {
 		s.close()
 		return err
@@ -478,6 +485,11 @@ func (p *pipeline) rewindow(ctx context.Context, to *pipeline) error {
 	p.cfg = to.cfg
 	w := newWindower(p)
 	p.readAt = p.cons.Resubscribed()
+	if to.cfg.Guarantee == pipelines.ExactlyOnce {
+		if err := p.fenceTopics(ctx, []string{w.topic}); err != nil {
+			return err
+		}
+	}
 	w.letGo(p.readAt)
 	if err := w.restore(ctx); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/subscribe"
 )
 
@@ -443,7 +444,22 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 		}
 		_ = cons.Close(context.WithoutCancel(ctx))
 	}()
-	if _, err := client.Publish(ctx, s.topic, pool.Message{Properties: map[string]string{PropertyStateFence: id}}); err != nil {
+	// A look (drop) writes nothing: under exactly_once the host holds
+	// the changelog exclusively (state_fence.go). It reads up to the last
+	// message a consumer can be given now, committed changes only.
+	var last pulsarwire.MessageID
+	if drop {
+		var any bool
+		if last, any, err = cons.LastMessageID(ctx); err != nil {
+			return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+		}
+		s.mu.Lock()
+		s.vals.reset()
+		s.mu.Unlock()
+		if !any {
+			return nil
+		}
+	} else if _, err := client.Publish(ctx, s.topic, pool.Message{Properties: map[string]string{PropertyStateFence: id}}); err != nil {
 		return fmt.Errorf("state: write fence to changelog %s: %w", s.topic, err)
 	}
 	s.mu.Lock()
@@ -468,14 +484,17 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 					"took", time.Since(t0).Round(time.Millisecond))
 				return nil
 			}
-			if m.Key == "" {
-				continue // another restore's fence
+			if m.Key != "" { // else another restore's fence
+				if err := s.set(m.Key, m.Payload, false, m.PublishTime); err != nil {
+					s.unlock()
+					return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+				}
+				n++
 			}
-			if err := s.set(m.Key, m.Payload, false, m.PublishTime); err != nil {
+			if drop && m.ID.Compare(last) >= 0 {
 				s.unlock()
-				return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+				return nil
 			}
-			n++
 		}
 		s.unlock()
 		clear(buf[:k])
@@ -488,9 +507,11 @@ var errChangeLost = errors.New("state: a change could not be written to the chan
 
 // ReadState reads the keyed state of a pipeline from its changelog topic
 // as a host does at start (docs/pipelines.md, "Keyed state") and returns
-// every key's value: for looking inside (streamrun state). It writes a
-// marker without a key to the changelog, where reading stops, and reads
-// through a subscription of its own that it removes at the end.
+// every key's value: for looking inside (streamrun state). It reads,
+// through a subscription of its own that it removes at the end, up to
+// the last message the broker can hand out when it starts (committed
+// changes only); it writes nothing, so it also reads a changelog that
+// an exactly_once host holds exclusively.
 func ReadState(ctx context.Context, client *pool.Client, changelog string) (map[string][]byte, error) {
 	s := newKeyedState(changelog, 0, false, 0, "", slog.New(slog.DiscardHandler))
 	var id [6]byte

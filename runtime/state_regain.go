@@ -23,9 +23,16 @@ import (
 
 // regained says whether the consumer subscribed again since the keyed
 // state or the windows were last read back, or a commit's outcome was
-// unknown since (unknown.go).
+// unknown since (unknown.go). Fenced (state_fence.go), only the
+// subscription coming back counts: reading back takes the changelog.
 func (p *pipeline) regained() bool {
-	return (p.keyed != nil || p.win != nil) && (p.cons.Resubscribed() != p.readAt || p.eo != nil && p.eo.stale())
+	if p.keyed == nil && p.win == nil {
+		return false
+	}
+	if p.cons.Resubscribed() != p.readAt {
+		return true
+	}
+	return p.eo != nil && p.eo.stale() && !p.fencedOut()
 }
 
 // regain reads the keyed state or the windows back after the consumer
@@ -68,6 +75,9 @@ func (p *pipeline) regain() error {
 		if unknownAt, err = p.eo.settle(p.recvCtx); err != nil {
 			return err
 		}
+	}
+	if err := p.takeChangelog(p.recvCtx); err != nil {
+		return err
 	}
 	if p.keyed != nil {
 		if err := p.keyed.restore(p.recvCtx, p.client, p.cfg.Source.Subscription); err != nil {

@@ -86,6 +86,16 @@ func testCountsOnWhenTheSubscriptionComesBack(t *testing.T, url string, exactly,
 	if !midway {
 		waitFor(t, "B acknowledged its messages", func() bool { return b.stats("counts").Acked >= second })
 	}
+	if exactly {
+		// A look at the state while B holds the changelog exclusively
+		// writes nothing to it (state_fence.go).
+		lctx, cancel := context.WithTimeout(testContext(t), 20*time.Second)
+		st, err := streamrun.ReadState(lctx, cl, p.ChangelogTopic())
+		cancel()
+		if err != nil || len(st) != keys {
+			t.Errorf("reading the state while B runs: %d keys, %v; want %d keys", len(st), err, keys)
+		}
+	}
 	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}

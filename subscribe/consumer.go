@@ -620,3 +620,37 @@ func (c *Consumer) removePart(pc *partConsumer) {
 	defer cancel()
 	pc.close(ctx)
 }
+
+// LastMessageID asks the broker for the id of the last message its
+// consumers can be given on the consumer's one topic (GET_LAST_MESSAGE_ID):
+// nothing past an open transaction's first message on Apache Pulsar and
+// the embedded broker alike, the compacted view's last message for a
+// ReadCompacted consumer once nothing follows it. ok is false when there
+// is none. A consumer of several topics or partitions gets an error.
+func (c *Consumer) LastMessageID(ctx context.Context) (id pulsarwire.MessageID, ok bool, err error) {
+	parts := c.partList()
+	if len(parts) != 1 {
+		return id, false, fmt.Errorf("subscribe: last message id of %d topics or partitions: ask one consumer per topic", len(parts))
+	}
+	pc := parts[0]
+	err = c.client.RetryWith(ctx, c.opts.Retries, "last message id of "+pc.topic, func(ctx context.Context) error {
+		s := pc.session()
+		if s == nil {
+			return fmt.Errorf("last message id of %s: not connected: %w", pc.topic, pulsarwire.ErrConnectionClosed)
+		}
+		resp, err := s.conn.Request(ctx, pulsarwire.Wrap(&pb.CommandGetLastMessageId{ConsumerId: proto.Uint64(pc.id)}))
+		if err != nil {
+			return fmt.Errorf("last message id of %s: %w", pc.topic, err)
+		}
+		r := resp.GetGetLastMessageIdResponse()
+		if r == nil || r.GetLastMessageId() == nil {
+			return fmt.Errorf("last message id of %s: broker answered %s: %w", pc.topic, resp.GetType(), pulsarwire.ErrCorrupt)
+		}
+		last := r.GetLastMessageId()
+		// -1 (as unsigned) in the ledger or the entry: no message.
+		ok = last.GetLedgerId() != ^uint64(0) && last.GetEntryId() != ^uint64(0)
+		id = pulsarwire.MessageIDFromProto(last)
+		return nil
+	})
+	return id, ok, err
+}

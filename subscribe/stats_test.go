@@ -46,3 +46,21 @@ func TestPermitsAndBacklog(t *testing.T) {
 	}
 	brokertest.Eventually(t, 30*time.Second, "the backlog to fall to 6", func() bool { n, err := cons.Backlog(ctx); return err == nil && n == 6 })
 }
+
+// LastMessageID: none on a topic without messages; then the id of the
+// last message published (its receipt's). Both brokers.
+func TestLastMessageID(t *testing.T) {
+	tg := newTarget(t)
+	ctx := testContext(t)
+	c := tg.newClient(t, clientConfig{noBatching: true})
+	topic := brokertest.TopicName(t)
+	cons := newConsumer(ctx, t, c, subscribe.Options{Topics: []string{topic}, Subscription: "last", InitialPosition: subscribe.Earliest})
+	if _, ok, err := cons.LastMessageID(ctx); ok || err != nil {
+		t.Fatalf("last message id of an empty topic: ok %v, %v; want none", ok, err)
+	}
+	ids := publish(ctx, t, c, topic, 0, 3, nil)
+	id, ok, err := cons.LastMessageID(ctx)
+	if !ok || err != nil || id.Compare(ids[2]) != 0 {
+		t.Fatalf("last message id: %v ok %v, %v; want %v", id, ok, err, ids[2])
+	}
+}
