@@ -95,7 +95,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	cfg.Owner = s
 	s.pool = connpool.New(cfg)
-	s.txns = txn.NewCoordinator(s.pool, s.retry)
+	s.txns = txn.NewCoordinator(s.pool, s.retry, opts.OperationRetries.Timeout)
 	c := (*Client)(s.pool)
 	err = s.retry(ctx, "connect to "+opts.ServiceURL, func(ctx context.Context) error {
 		_, err := s.pool.ServiceConn(ctx)

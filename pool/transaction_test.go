@@ -262,3 +262,102 @@ func TestReceiptsOfEntriesOutsideATransactionMayComeFirst(t *testing.T) {
 		}
 	}
 }
+
+// A transaction's requests to its coordinator are answered on the
+// connection's reader, without a goroutine waiting for each (the series'
+// NEW_TXN and registrations, the commit's END_TXN). Their failures go
+// the way a waiting request's do: "not now" and a lost connection are
+// asked again under the client's retries, so the series still hands out
+// a transaction and the commit commits; a refusal for good ends the
+// commit with ErrTransactionOutcomeUnknown and the refusal.
+func TestTxnCoordinatorRequestsFailAsWaitingOnesDo(t *testing.T) {
+	peer := brokertest.TxnTarget(t)
+	if peer.Pulsar() {
+		t.Skip("needs the embedded broker's fault injection")
+	}
+	tg := &target{Peer: peer, cluster: peer.Cluster}
+	c := newClient(t, tg, Options{OperationRetries: fastRetries, Producer: ProducerOptions{Batching: BatchingOptions{MaxMessages: 1000, MaxDelay: time.Hour}}})
+	topic := brokertest.TopicName(t)
+	ctx := brokertest.Context(t, time.Minute)
+	p, err := c.Producer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewTransactionSeries(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	fs := brokertest.Faults(t, tg.cluster)
+	// Each round's fault hits the request the round's commit makes: the
+	// commit's own END_TXN, or the next transaction's NEW_TXN or topic
+	// registration, which the series makes as the commit begins.
+	rounds := []struct {
+		name    string
+		fault   faults.Fault
+		refused bool // the commit fails: its END_TXN was refused for good
+	}{
+		{"NEW_TXN not now", faults.Fault{Broker: -1, Command: pb.BaseCommand_NEW_TXN, Err: pb.ServerError_ServiceNotReady, Count: 1}, false},
+		{"ADD_PARTITION_TO_TXN not now", faults.Fault{Broker: -1, Command: pb.BaseCommand_ADD_PARTITION_TO_TXN, Err: pb.ServerError_ServiceNotReady, Count: 1}, false},
+		// The connection is the producer's too: its publish in flight
+		// fails, and the commit aborts instead (or commits, if the
+		// receipt came first); the next transaction is still handed out.
+		{"NEW_TXN connection lost", faults.Fault{Broker: -1, Command: pb.BaseCommand_NEW_TXN, Drop: true, Count: 1}, false},
+		{"END_TXN connection lost", faults.Fault{Broker: -1, Command: pb.BaseCommand_END_TXN, Drop: true, Count: 1}, false},
+		{"END_TXN not now", faults.Fault{Broker: -1, Command: pb.BaseCommand_END_TXN, Err: pb.ServerError_ServiceNotReady, Count: 1}, false},
+		// Last: its transaction stays open on the broker until its
+		// timeout, and readers of the topic stop at its first message.
+		{"END_TXN refused", faults.Fault{Broker: -1, Command: pb.BaseCommand_END_TXN, Err: pb.ServerError_NotAllowedError, Message: "commit refused", Count: 1}, true},
+	}
+	committed := 0
+	for _, r := range rounds {
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			t.Fatalf("%s: begin: %v", r.name, err)
+		}
+		col := newCollector(1)
+		p.SendAsync(ctx, Message{Payload: []byte(r.name), Txn: tx}, col.cb(0))
+		var h *faults.Handle
+		if r.fault.Command != 0 {
+			h = fs.Add(r.fault)
+		}
+		err = tx.Commit(ctx)
+		switch {
+		case r.refused:
+			if !errors.Is(err, ErrTransactionOutcomeUnknown) || !strings.Contains(err.Error(), "commit refused") {
+				t.Fatalf("%s: commit: got %v, want ErrTransactionOutcomeUnknown with the refusal", r.name, err)
+			}
+		case r.fault.Drop && r.fault.Command == pb.BaseCommand_NEW_TXN && errors.Is(err, ErrTransactionAborted):
+		case err != nil:
+			t.Fatalf("%s: commit: %v", r.name, err)
+		default:
+			committed++
+			col.wait(t, 10*time.Second)
+			if col.errs[0] != nil {
+				t.Fatalf("%s: publish: %v", r.name, col.errs[0])
+			}
+		}
+		if h != nil {
+			brokertest.Eventually(t, 10*time.Second, r.name+" fired", func() bool { return h.Fired() == 1 })
+		}
+		// After a lost connection, the next round's publish waits for the
+		// producer to be back (one written as the connection closes fails).
+		pp := p.partList()[0]
+		brokertest.Eventually(t, 10*time.Second, "the producer connected", func() bool {
+			pp.mu.Lock()
+			defer pp.mu.Unlock()
+			return pp.conn != nil && !pp.conn.Closed()
+		})
+	}
+	rc := subscribeRaw(t, c, topic)
+	brokertest.Eventually(t, 10*time.Second, "every committed message", func() bool { return len(rc.all()) == committed })
+	time.Sleep(200 * time.Millisecond) // nothing of the refused commit may follow
+	for _, m := range rc.all() {
+		if m.Payload == "END_TXN refused" {
+			t.Fatalf("delivered the message of the transaction whose commit was refused")
+		}
+	}
+	if got := len(rc.all()); got != committed {
+		t.Fatalf("delivered %d messages, want %d", got, committed)
+	}
+}

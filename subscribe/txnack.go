@@ -219,7 +219,11 @@ func (a *txnAcks) flush(ctx context.Context, t *txn.Txn) error {
 			err = r.Wait(ctx)
 		}
 		if err == nil {
-			err = a.send(ctx, t, held[i].pc, held[i:j])
+			var sent bool
+			if sent, err = a.sendAsync(t, s, held[i].pc, held[i:j]); sent {
+				i = j
+				continue
+			}
 		} else {
 			err = fmt.Errorf("ack on %s in transaction %s: %w", held[i].pc.topic, t.ID(), err)
 		}
@@ -291,19 +295,82 @@ func (a *txnAcks) retryAlone(ctx context.Context, t *txn.Txn, pc *partConsumer, 
 	return out
 }
 
+// sendAsync is flush's send of group (entries of pc, held by t's set s)
+// without waiting: the ACK counts as an operation under way in t
+// (Commit waits for it), and its answer is taken on the connection's
+// reader, so that the commit's END_TXN can follow from there (Txn.Commit)
+// without waking the committing goroutine in between. Answered, group
+// joins s.sent; refused for a conflict, its entries are acknowledged
+// alone in a goroutine of the consumer's (retryAlone blocks), as flush
+// does; failed otherwise, it goes back to s.held, to come again when t
+// aborts. false (with the error, nothing sent) when the ACK cannot go
+// out: flush handles that as before.
+func (a *txnAcks) sendAsync(t *txn.Txn, set *txnAckSet, pc *partConsumer, group []ackReq) (bool, error) {
+	s, cmd, err := a.ackCommand(t, pc, group)
+	if err != nil {
+		return false, err
+	}
+	if err := t.StartFlush(); err != nil {
+		return false, fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, t.ID(), err)
+	}
+	// No answer by the transaction's deadline: its coordinator aborted it.
+	wait := max(time.Until(t.Deadline()), time.Second)
+	s.conn.RequestAsync(pulsarwire.Wrap(cmd), wait, func(_ *pb.BaseCommand, err error) {
+		if err != nil {
+			err = fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, t.ID(), err)
+		}
+		if errors.Is(err, pulsarwire.ErrTransactionConflict) && len(group) > 1 {
+			if a.c.spawn(func() {
+				alone := a.retryAlone(a.c.ctx, t, pc, group)
+				a.mu.Lock()
+				set.sent = append(set.sent, alone...)
+				a.mu.Unlock()
+				t.Done(err)
+			}) {
+				return
+			}
+		}
+		a.mu.Lock()
+		switch {
+		case err == nil:
+			set.sent = append(set.sent, group...)
+		case errors.Is(err, pulsarwire.ErrTransactionConflict):
+			// Acknowledged for good or held by another transaction.
+		default:
+			set.held = append(set.held, group...)
+		}
+		a.mu.Unlock()
+		t.Done(err)
+	})
+	return true, nil
+}
+
 // send sends one ACK of group (entries of pc) in transaction t and waits
 // for the broker's answer.
 func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group []ackReq) error {
+	s, cmd, err := a.ackCommand(t, pc, group)
+	if err != nil {
+		return err
+	}
+	if _, err := s.conn.Request(ctx, pulsarwire.Wrap(cmd)); err != nil {
+		return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, t.ID(), err)
+	}
+	return nil
+}
+
+// ackCommand is the ACK of group (entries of pc) in transaction t and the
+// session to send it on; an error when it is not to be sent.
+func (a *txnAcks) ackCommand(t *txn.Txn, pc *partConsumer, group []ackReq) (*session, *pb.CommandAck, error) {
 	if !time.Now().Before(t.Deadline()) {
 		// Its coordinator aborts it, or did. Not sent: Apache Pulsar holds
 		// an acknowledgement in a transaction that already ended as
 		// pending on the subscription (until its coordinator's low-water
 		// mark clears it), so that the entries are never delivered again.
-		return fmt.Errorf("ack on %s in transaction %s: %w", pc.topic, t.ID(), ErrTransactionPastTimeout)
+		return nil, nil, fmt.Errorf("ack on %s in transaction %s: %w", pc.topic, t.ID(), ErrTransactionPastTimeout)
 	}
 	s := pc.session()
 	if s == nil {
-		return fmt.Errorf("ack on %s in transaction %s: not connected: %w", pc.topic, t.ID(), pulsarwire.ErrConnectionClosed)
+		return nil, nil, fmt.Errorf("ack on %s in transaction %s: not connected: %w", pc.topic, t.ID(), pulsarwire.ErrConnectionClosed)
 	}
 	id := t.ID()
 	cmd := &pb.CommandAck{
@@ -323,10 +390,7 @@ func (a *txnAcks) send(ctx context.Context, t *txn.Txn, pc *partConsumer, group 
 		}
 		cmd.MessageId = append(cmd.MessageId, id)
 	}
-	if _, err := s.conn.Request(ctx, pulsarwire.Wrap(cmd)); err != nil {
-		return fmt.Errorf("ack %d entries on %s in transaction %s: %w", len(group), pc.topic, id, err)
-	}
-	return nil
+	return s, cmd, nil
 }
 
 // ended forgets t. When it did not commit, what it acknowledged must come

@@ -86,7 +86,7 @@ type Conn struct {
 	reads atomic.Uint64 // frames received, for keep-alive
 
 	mu        sync.Mutex
-	calls     map[uint64]chan callResult
+	calls     map[uint64]call
 	consumers map[uint64]Handler
 	producers map[uint64]ProducerHandler
 	closeErr  error
@@ -135,6 +135,27 @@ func (q *writeQueue) reset() {
 type callResult struct {
 	cmd *pb.BaseCommand
 	err error
+}
+
+// call is a request waiting for its answer: Request's caller on ch, or
+// RequestAsync's fn (with the timer that gives up on the answer).
+type call struct {
+	ch    chan callResult
+	fn    func(*pb.BaseCommand, error)
+	timer *time.Timer
+}
+
+// answer hands the answer to whoever waits for it. The call must be out
+// of c.calls already, so that it is answered once.
+func (k call) answer(cmd *pb.BaseCommand, err error) {
+	if k.ch != nil {
+		k.ch <- callResult{cmd: cmd, err: err}
+		return
+	}
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.fn(cmd, err)
 }
 
 // Addr is the broker's URL, as lookups name it (pulsar://host:port or
@@ -204,7 +225,7 @@ func (p *Pool) dial(ctx context.Context, key connKey) (*Conn, error) {
 		nc:             nc,
 		log:            p.cfg.Log.With("broker", key.logical),
 		maxMessageSize: pulsarwire.DefaultMaxMessageSize,
-		calls:          map[uint64]chan callResult{},
+		calls:          map[uint64]call{},
 		consumers:      map[uint64]Handler{},
 		producers:      map[uint64]ProducerHandler{},
 		done:           make(chan struct{}),
@@ -432,11 +453,11 @@ func (c *Conn) complete(id uint64, cmd *pb.BaseCommand) bool {
 		return true
 	}
 	c.mu.Lock()
-	ch, ok := c.calls[id]
+	k, ok := c.calls[id]
 	delete(c.calls, id)
 	c.mu.Unlock()
 	if ok {
-		ch <- callResult{cmd: cmd, err: pulsarwire.Refused(cmd)}
+		k.answer(cmd, pulsarwire.Refused(cmd))
 	}
 	return ok
 }
@@ -459,7 +480,7 @@ func (c *Conn) Request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseComman
 		c.mu.Unlock()
 		return nil, err
 	}
-	c.calls[id] = ch
+	c.calls[id] = call{ch: ch}
 	c.mu.Unlock()
 	if err := c.Send(cmd); err != nil {
 		c.forgetCall(id)
@@ -478,6 +499,49 @@ func (c *Conn) forgetCall(id uint64) {
 	c.mu.Lock()
 	delete(c.calls, id)
 	c.mu.Unlock()
+}
+
+// RequestAsync is Request without waiting: done gets the answer or the
+// error, once, on the connection's reader goroutine (or the goroutine
+// that closed the connection, or a timer's when no answer came within
+// timeout: then its error matches pulsarwire.ErrTimeout), and must not
+// block. It saves a goroutine and its wake-up per request where the
+// answer only has to be passed on (internal/txn's transaction requests).
+// Sending fails at once, in done on the caller's goroutine, when the
+// connection is gone or cmd cannot be encoded.
+func (c *Conn) RequestAsync(cmd *pb.BaseCommand, timeout time.Duration, done func(*pb.BaseCommand, error)) {
+	id := c.pool.NewRequestID()
+	if !pulsarwire.SetRequestID(cmd, id) {
+		done(nil, fmt.Errorf("request %s: the command carries no request id", cmd.GetType()))
+		return
+	}
+	c.mu.Lock()
+	if c.closeErr != nil {
+		err := c.closeErr
+		c.mu.Unlock()
+		done(nil, err)
+		return
+	}
+	typ := cmd.GetType()
+	c.calls[id] = call{fn: done, timer: time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		k, ok := c.calls[id]
+		delete(c.calls, id)
+		c.mu.Unlock()
+		if ok {
+			k.fn(nil, fmt.Errorf("%s to %s: %w: no answer in %s", typ, c.key.logical, pulsarwire.ErrTimeout, timeout))
+		}
+	})}
+	c.mu.Unlock()
+	if err := c.Send(cmd); err != nil {
+		c.mu.Lock()
+		k, ok := c.calls[id]
+		delete(c.calls, id)
+		c.mu.Unlock()
+		if ok {
+			k.answer(nil, err)
+		}
+	}
 }
 
 // Send queues cmd for writing, without waiting for an answer (FLOW, ACK,
@@ -635,8 +699,8 @@ func (c *Conn) Close(cause error) {
 	if !c.pool.closedByClient(cause) {
 		c.log.Info("connection closed", "err", cause)
 	}
-	for _, ch := range calls {
-		ch <- callResult{err: err}
+	for _, k := range calls {
+		k.answer(nil, err)
 	}
 	for _, p := range producers {
 		p.ConnClosed(c, err)

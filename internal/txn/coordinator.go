@@ -44,9 +44,10 @@ type Retry func(ctx context.Context, name string, op func(ctx context.Context) e
 // many there are, and a connection to each on which it said
 // TC_CLIENT_CONNECT_REQUEST. Safe for concurrent use.
 type Coordinator struct {
-	pool  *connpool.Pool
-	retry Retry
-	next  atomic.Uint64 // round robin over the coordinators
+	pool    *connpool.Pool
+	retry   Retry
+	attempt time.Duration // bounds one attempt of a request sent without waiting
+	next    atomic.Uint64 // round robin over the coordinators
 
 	mu    sync.Mutex
 	count int              // coordinators; 0 until known
@@ -55,8 +56,14 @@ type Coordinator struct {
 
 // NewCoordinator returns the coordinator link of the client whose
 // connections are p. It connects to nothing until the first Begin.
-func NewCoordinator(p *connpool.Pool, retry Retry) *Coordinator {
-	return &Coordinator{pool: p, retry: retry}
+// attempt bounds one try of a request (the client's retry timeout): a
+// request sent without waiting (requestAsync) that gets no answer in it
+// is left to retry's tries.
+func NewCoordinator(p *connpool.Pool, retry Retry, attempt time.Duration) *Coordinator {
+	if attempt <= 0 {
+		attempt = 30 * time.Second
+	}
+	return &Coordinator{pool: p, retry: retry, attempt: attempt}
 }
 
 // Begin begins a transaction at the next coordinator, round robin. The
@@ -72,17 +79,49 @@ func (c *Coordinator) Begin(ctx context.Context, timeout time.Duration) (*Txn, e
 	}
 	tc := c.next.Add(1) % uint64(n)
 	begun := time.Now()
-	resp, err := c.request(ctx, tc, "begin a transaction", func() proto.Message {
-		return &pb.CommandNewTxn{TxnTtlSeconds: proto.Uint64(uint64(timeout.Milliseconds())), TcId: proto.Uint64(tc)}
-	})
+	resp, err := c.request(ctx, tc, "begin a transaction", newTxnCommand(tc, timeout))
 	if err != nil {
 		return nil, err
 	}
+	return c.newTxn(tc, resp, timeout, begun)
+}
+
+// newTxn is the transaction coordinator tc's answer to NEW_TXN began.
+func (c *Coordinator) newTxn(tc uint64, resp *pb.BaseCommand, timeout time.Duration, begun time.Time) (*Txn, error) {
 	r := resp.GetNewTxnResponse()
 	if r == nil {
 		return nil, fmt.Errorf("begin a transaction: coordinator %d answered %s: %w", tc, resp.GetType(), pulsarwire.ErrCorrupt)
 	}
 	return newTxn(c, pulsarwire.TxnID{Most: r.GetTxnidMostBits(), Least: r.GetTxnidLeastBits()}, timeout, begun), nil
+}
+
+func newTxnCommand(tc uint64, timeout time.Duration) func() proto.Message {
+	return func() proto.Message {
+		return &pb.CommandNewTxn{TxnTtlSeconds: proto.Uint64(uint64(timeout.Milliseconds())), TcId: proto.Uint64(tc)}
+	}
+}
+
+// beginAsync is Begin without waiting, for a Series: done gets the
+// transaction or the error of the one attempt, on the connection's reader
+// goroutine (see requestAsync). false, and nothing sent, when the
+// coordinators are not known or the next one is not connected yet: then
+// Begin, in a goroutine, is the way.
+func (c *Coordinator) beginAsync(timeout time.Duration, done func(*Txn, error)) bool {
+	c.mu.Lock()
+	n := c.count
+	c.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	tc := c.next.Add(1) % uint64(n)
+	begun := time.Now()
+	return c.requestAsync(tc, newTxnCommand(tc, timeout), func(resp *pb.BaseCommand, err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(c.newTxn(tc, resp, timeout, begun))
+	})
 }
 
 // coordinators returns how many coordinators there are, asking the
@@ -174,4 +213,38 @@ func (c *Coordinator) request(ctx context.Context, tc uint64, name string, build
 		return nil
 	})
 	return resp, err
+}
+
+// requestAsync sends the command build makes to coordinator tc, when it
+// is connected, without waiting: done gets the answer or the error of
+// this one attempt, on the connection's reader goroutine (on the
+// caller's when sending failed at once) and must not block. It is
+// request's first attempt without the goroutine that waits for it: a
+// transaction's requests are answered in the reader, with no wake-up of
+// a goroutine of their own. false, and nothing sent, when tc is not
+// connected (request connects).
+func (c *Coordinator) requestAsync(tc uint64, build func() proto.Message, done func(*pb.BaseCommand, error)) bool {
+	c.mu.Lock()
+	var conn *connpool.Conn
+	if tc < uint64(len(c.conns)) {
+		conn = c.conns[tc]
+	}
+	c.mu.Unlock()
+	if conn == nil || conn.Closed() {
+		return false
+	}
+	conn.RequestAsync(pulsarwire.Wrap(build()), c.attempt, func(resp *pb.BaseCommand, err error) {
+		if err != nil && pulsarwire.Retryable(err) {
+			c.forget(tc, conn)
+		}
+		done(resp, err)
+	})
+	return true
+}
+
+// attemptFailed is what request returns when its one attempt failed
+// with err, which is not retryable: the same words, so that a request
+// made without waiting fails as one that waited.
+func attemptFailed(name string, tc uint64, err error) error {
+	return fmt.Errorf("%s: %s at transaction coordinator %d: %w", name, name, tc, err)
 }

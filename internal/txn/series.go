@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -175,24 +176,46 @@ func (s *Series) ahead(prev *Txn) {
 		subs = append(subs, k)
 	}
 	prev.mu.Unlock()
+	// Begun without a goroutine while the coordinator is connected: its
+	// answer, and then the registrations', are taken on the connection's
+	// reader (Coordinator.requestAsync); else, or when that attempt
+	// fails, begin waits for them, under the client's retries.
+	if s.c.beginAsync(s.timeout, func(t *Txn, err error) {
+		if err != nil {
+			s.spawnBegin(sp, parts, subs)
+			return
+		}
+		s.prepare(sp, t, parts, subs)
+	}) {
+		return
+	}
+	s.spawnBegin(sp, parts, subs)
+}
+
+// spawnBegin runs begin in a goroutine of the client's.
+func (s *Series) spawnBegin(sp *spare, parts []string, subs []subscription) {
 	if !s.c.pool.Spawn(func() { s.begin(sp, parts, subs) }) {
 		sp.err = fmt.Errorf("begin a transaction: %w", errClientClosed)
 		close(sp.ready)
 	}
 }
 
-// begin begins sp and registers it with parts and subs, each kind in one
-// request, the two at once. sp is ready as soon as it has its id: a
-// caller's sends and acknowledgements wait for the registrations as they
-// do for their own.
+// begin begins sp and registers it with parts and subs (prepare).
 func (s *Series) begin(sp *spare, parts []string, subs []subscription) {
-	pool := s.c.pool
-	t, err := s.c.Begin(pool.Context(), s.timeout)
+	t, err := s.c.Begin(s.c.pool.Context(), s.timeout)
 	if err != nil {
 		sp.err = err
 		close(sp.ready)
 		return
 	}
+	s.prepare(sp, t, parts, subs)
+}
+
+// prepare makes t, just begun, sp's transaction and registers it with
+// parts and subs, each kind in one request, the two at once. sp is ready
+// as soon as it has t: a caller's sends and acknowledgements wait for
+// the registrations as they do for their own.
+func (s *Series) prepare(sp *spare, t *Txn, parts []string, subs []subscription) {
 	t.series = s
 	pr := make([]*Registration, len(parts))
 	for i, p := range parts {
@@ -206,26 +229,23 @@ func (s *Series) begin(sp *spare, parts []string, subs []subscription) {
 	}
 	sp.t = t
 	close(sp.ready)
-	addSubs := func() {
+	// The names are made only for an error or a retry (Sprintf on every
+	// transaction cost a stack growth of the goroutine that ran it).
+	if len(subs) > 0 {
 		ps := make([]*pb.Subscription, len(subs))
 		for i, k := range subs {
 			ps[i] = &pb.Subscription{Topic: proto.String(k.topic), Subscription: proto.String(k.name)}
 		}
-		t.register(fmt.Sprintf("add %d subscriptions to transaction %s", len(subs), t.id), func() proto.Message {
+		t.registerAsync(func() string {
+			return "add " + strconv.Itoa(len(subs)) + " subscriptions to transaction " + t.id.String()
+		}, func() proto.Message {
 			return &pb.CommandAddSubscriptionToTxn{TxnidMostBits: proto.Uint64(t.id.Most), TxnidLeastBits: proto.Uint64(t.id.Least), Subscription: ps}
 		}, sr...)
 	}
-	if len(subs) > 0 && len(parts) > 0 {
-		if !pool.Spawn(addSubs) {
-			for _, r := range sr {
-				r.finish(fmt.Errorf("add subscriptions to transaction %s: %w", t.id, errClientClosed))
-			}
-		}
-	} else if len(subs) > 0 {
-		addSubs()
-	}
 	if len(parts) > 0 {
-		t.register(fmt.Sprintf("add %d topics to transaction %s", len(parts), t.id), func() proto.Message {
+		t.registerAsync(func() string {
+			return "add " + strconv.Itoa(len(parts)) + " topics to transaction " + t.id.String()
+		}, func() proto.Message {
 			return &pb.CommandAddPartitionToTxn{TxnidMostBits: proto.Uint64(t.id.Most), TxnidLeastBits: proto.Uint64(t.id.Least), Partitions: parts}
 		}, pr...)
 	}

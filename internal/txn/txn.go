@@ -85,6 +85,7 @@ type Txn struct {
 	subs       map[subscription]*Registration
 	ops        int           // sends and acknowledgements under way
 	drained    chan struct{} // closed when ops drops to 0, while Commit waits
+	onDrained  func()        // run by the Done that drops ops to 0, while Commit waits
 	failed     error         // the first failure of an operation inside
 	hooks      []Hooks
 }
@@ -191,11 +192,46 @@ func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string
 	r = &Registration{done: make(chan struct{}), joined: true}
 	m[key] = r
 	t.mu.Unlock()
-	if !t.c.pool.Spawn(func() { t.register(name(), build, r) }) {
-		r.finish(fmt.Errorf("%s: %w", name(), errClientClosed))
+	t.registerAsync(name, build, r)
+	if r.failed() {
 		return nil, false, r.err
 	}
 	return r, true, nil
+}
+
+// registerAsync is register without a goroutine of its own while the
+// coordinator is connected: its first attempt is answered on the
+// connection's reader, which finishes rs; a failure that may pass (a lost
+// connection, no answer in time, "not now") leaves the retries to
+// register, in a goroutine, as when the coordinator is not connected.
+func (t *Txn) registerAsync(name func() string, build func() proto.Message, rs ...*Registration) {
+	tc := t.id.Most
+	if t.c.requestAsync(tc, build, func(_ *pb.BaseCommand, err error) {
+		switch {
+		case err == nil:
+		case pulsarwire.Retryable(err):
+			t.spawnRegister(name, build, rs)
+			return
+		default:
+			err = attemptFailed(name(), tc, err)
+		}
+		for _, r := range rs {
+			r.finish(err)
+		}
+	}) {
+		return
+	}
+	t.spawnRegister(name, build, rs)
+}
+
+// spawnRegister runs register in a goroutine of the client's.
+func (t *Txn) spawnRegister(name func() string, build func() proto.Message, rs []*Registration) {
+	if !t.c.pool.Spawn(func() { t.register(name(), build, rs...) }) {
+		err := fmt.Errorf("%s: %w", name(), errClientClosed)
+		for _, r := range rs {
+			r.finish(err)
+		}
+	}
 }
 
 // register asks the transaction's coordinator what build makes and
@@ -307,18 +343,38 @@ func (t *Txn) Start() error {
 	return nil
 }
 
+// StartFlush is Start for an operation a Flush hook sends, while its
+// Commit runs: the transaction is committing, and Commit waits for it as
+// for the others.
+func (t *Txn) StartFlush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st := t.State(); st != Open && st != Committing {
+		return t.notOpen()
+	}
+	t.ops++
+	return nil
+}
+
 // Done ends one operation Start counted; err is its failure, nil for
 // success. A failure makes Commit abort instead.
 func (t *Txn) Done(err error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if err != nil && t.failed == nil {
 		t.failed = err
 	}
 	t.ops--
-	if t.ops == 0 && t.drained != nil {
-		close(t.drained)
-		t.drained = nil
+	var f func()
+	if t.ops == 0 {
+		if t.drained != nil {
+			close(t.drained)
+			t.drained = nil
+		}
+		f, t.onDrained = t.onDrained, nil
+	}
+	t.mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
@@ -352,6 +408,41 @@ func (t *Txn) Commit(ctx context.Context) error {
 				t.Fail(err)
 			}
 		}
+	}
+	// END_TXN goes out from whichever goroutine answers the last send or
+	// acknowledgement (the connection's reader, mostly), and its answer
+	// comes back there: the caller wakes once, for the outcome, instead of
+	// once for the sends' answers and once for END_TXN's, and no
+	// goroutine has to be scheduled between the two round trips.
+	e := &ending{done: make(chan struct{})}
+	t.mu.Lock()
+	if t.ops > 0 {
+		t.onDrained = func() { t.endAsync(e) }
+		t.mu.Unlock()
+	} else {
+		t.mu.Unlock()
+		t.endAsync(e)
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		t.mu.Lock()
+		waiting := t.onDrained != nil
+		t.onDrained = nil
+		t.mu.Unlock()
+		if waiting {
+			t.state.Store(int32(Open))
+			return fmt.Errorf("commit transaction %s: waiting for its sends and acknowledgements: %w", t.id, ctx.Err())
+		}
+		if !e.abandon() {
+			break // answered meanwhile
+		}
+		// END_TXN is on its way, or about to be: as when ctx ends during
+		// end's request.
+		return t.ended(pb.TxnAction_COMMIT, fmt.Errorf("commit transaction %s: %w", t.id, ctx.Err()))
+	}
+	if !e.slow {
+		return t.ended(pb.TxnAction_COMMIT, e.err)
 	}
 	if err := t.waitOps(ctx); err != nil {
 		t.state.Store(int32(Open))
@@ -402,6 +493,63 @@ func (t *Txn) waitOps(ctx context.Context) error {
 	}
 }
 
+// ending is a commit's END_TXN sent without waiting (endAsync).
+type ending struct {
+	done chan struct{} // closed once err or slow is set
+	err  error         // END_TXN's outcome
+	slow bool          // not sent, or its attempt failed in a way worth retrying: Commit carries on as before
+	once sync.Once
+}
+
+// set records the outcome, once; false when it was set (or abandoned)
+// before.
+func (e *ending) set(err error, slow bool) bool {
+	ok := false
+	e.once.Do(func() {
+		e.err, e.slow, ok = err, slow, true
+		close(e.done)
+	})
+	return ok
+}
+
+// abandon makes a later outcome go unheard; false when it came first.
+func (e *ending) abandon() bool { return e.set(nil, false) }
+
+// endAsync commits with END_TXN once every send and acknowledgement was
+// answered, without waiting: e gets the outcome. Left to Commit's own
+// path (e.slow) when one of them failed (the transaction aborts), when
+// the coordinator is not connected, or when the attempt failed in a way
+// a retry may mend.
+func (t *Txn) endAsync(e *ending) {
+	t.mu.Lock()
+	failed := t.failed
+	t.mu.Unlock()
+	if failed != nil {
+		e.set(nil, true)
+		return
+	}
+	tc := t.id.Most
+	if !t.c.requestAsync(tc, endCommand(t.id, pb.TxnAction_COMMIT), func(_ *pb.BaseCommand, err error) {
+		switch {
+		case err == nil:
+		case pulsarwire.Retryable(err):
+			e.set(nil, true)
+			return
+		default:
+			err = attemptFailed("commit transaction "+t.id.String(), tc, err)
+		}
+		e.set(err, false)
+	}) {
+		e.set(nil, true)
+	}
+}
+
+func endCommand(id pulsarwire.TxnID, action pb.TxnAction) func() proto.Message {
+	return func() proto.Message {
+		return &pb.CommandEndTxn{TxnidMostBits: proto.Uint64(id.Most), TxnidLeastBits: proto.Uint64(id.Least), TxnAction: action.Enum()}
+	}
+}
+
 // end sends END_TXN with action and sets the state from the answer;
 // then the hooks hear how it ended.
 func (t *Txn) end(ctx context.Context, action pb.TxnAction) error {
@@ -409,9 +557,12 @@ func (t *Txn) end(ctx context.Context, action pb.TxnAction) error {
 	if action == pb.TxnAction_ABORT {
 		verb = "abort"
 	}
-	_, err := t.c.request(ctx, t.id.Most, verb+" transaction "+t.id.String(), func() proto.Message {
-		return &pb.CommandEndTxn{TxnidMostBits: proto.Uint64(t.id.Most), TxnidLeastBits: proto.Uint64(t.id.Least), TxnAction: action.Enum()}
-	})
+	_, err := t.c.request(ctx, t.id.Most, verb+" transaction "+t.id.String(), endCommand(t.id, action))
+	return t.ended(action, err)
+}
+
+// ended sets the state from END_TXN's outcome err and tells the hooks.
+func (t *Txn) ended(action pb.TxnAction, err error) error {
 	switch {
 	case err != nil:
 		t.state.Store(int32(Failed))
