@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/streamrun/streamrun/internal/rawsock"
 	"github.com/streamrun/streamrun/pulsarwire"
 	"github.com/streamrun/streamrun/pulsarwire/pb"
 )
@@ -234,7 +235,11 @@ func (p *Pool) dial(ctx context.Context, key connKey) (*Conn, error) {
 	// Frames are read straight into shared, recycled buffers: no copy
 	// from a read buffer, and payloads that cost no allocation once the
 	// buffers are recycled (see pulsarwire.Reader.ShareMessageBuffers).
-	rd := pulsarwire.NewReader(nc, pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
+	// Read by raw system calls on a TCP socket (internal/rawsock): the
+	// runtime's entry and exit around each read, and its monitor thread
+	// woken by them, were a good part of a transaction's CPU
+	// (docs/benchmarks/exactly-once.md, "Client transactions").
+	rd := pulsarwire.NewReader(rawsock.Wrap(nc), pulsarwire.MaxFrameSize(pulsarwire.DefaultMaxMessageSize))
 	rd.ShareMessageBuffers()
 	if err := c.handshake(ctx, rd); err != nil {
 		nc.Close()
@@ -623,9 +628,14 @@ func (c *Conn) writeLoop() {
 	var out writeQueue
 	// A TCP connection takes the frames as they lie (writev); others (TLS)
 	// get them gathered into records of up to 64 KiB.
+	// On Linux a TCP connection is written by raw writev(2)
+	// (internal/rawsock), as it is read.
 	var bw *bufio.Writer
+	var rw *rawsock.BuffersWriter
 	if _, ok := c.nc.(*net.TCPConn); !ok {
 		bw = bufio.NewWriterSize(c.nc, 64<<10)
+	} else {
+		rw = rawsock.NewBuffersWriter(c.nc)
 	}
 	var seen uint64
 	pinged := false
@@ -652,7 +662,9 @@ func (c *Conn) writeLoop() {
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(2 * interval))
 		var err error
-		if bw == nil {
+		if rw != nil {
+			err = rw.WriteBuffers(out.segs)
+		} else if bw == nil {
 			bufs := out.segs
 			_, err = bufs.WriteTo(c.nc)
 		} else {

@@ -129,3 +129,88 @@ func Writev2(fd uintptr, a, b []byte) (int, syscall.Errno) {
 	}
 	return int(k), 0
 }
+
+// BuffersWriter writes gathered buffers to a socket by raw writev(2).
+type BuffersWriter struct {
+	c   *conn
+	vec []syscall.Iovec
+}
+
+// NewBuffersWriter returns a writer of nc's socket, or nil when nc has no
+// descriptor (a TLS conn, a pipe): then write to nc itself.
+func NewBuffersWriter(nc net.Conn) *BuffersWriter {
+	c, ok := Wrap(nc).(*conn)
+	if !ok {
+		return nil
+	}
+	return &BuffersWriter{c: c}
+}
+
+// maxIovecs is how many buffers one writev(2) takes (Linux's IOV_MAX).
+const maxIovecs = 1024
+
+// WriteBuffers writes all of bufs, in order, as few writev(2)s as the
+// socket takes; a full socket buffer waits on the poller (the conn's
+// write deadline applies).
+func (w *BuffersWriter) WriteBuffers(bufs [][]byte) error {
+	var werr syscall.Errno
+	off := 0 // bytes of bufs[0] written
+	err := w.c.rc.Write(func(fd uintptr) bool {
+		for len(bufs) > 0 {
+			w.vec = w.vec[:0]
+			for i, b := range bufs {
+				if i == maxIovecs {
+					break
+				}
+				if i == 0 {
+					b = b[off:]
+				}
+				if len(b) == 0 {
+					continue
+				}
+				v := syscall.Iovec{Base: &b[0]}
+				v.SetLen(len(b))
+				w.vec = append(w.vec, v)
+			}
+			if len(w.vec) == 0 {
+				bufs = nil
+				break
+			}
+			k, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.vec[0])), uintptr(len(w.vec)))
+			switch e {
+			case 0:
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false // the socket's buffer is full: wait for the poller
+			default:
+				werr = e
+				return true
+			}
+			n := int(k)
+			for n > 0 && len(bufs) > 0 {
+				left := len(bufs[0]) - off
+				if n < left {
+					off += n
+					n = 0
+					break
+				}
+				n -= left
+				bufs, off = bufs[1:], 0
+			}
+			for len(bufs) > 0 && len(bufs[0]) == off {
+				bufs, off = bufs[1:], 0
+			}
+		}
+		return true
+	})
+	clear(w.vec)
+	w.vec = w.vec[:0]
+	switch {
+	case err != nil:
+		return err
+	case werr != 0:
+		return w.c.opError("write", werr)
+	}
+	return nil
+}

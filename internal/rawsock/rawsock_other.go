@@ -37,3 +37,12 @@ func Writev2(fd uintptr, a, b []byte) (int, syscall.Errno) {
 	}
 	return n + k, 0
 }
+
+// BuffersWriter writes gathered buffers by raw writev(2) on Linux.
+type BuffersWriter struct{}
+
+// NewBuffersWriter returns nil: write to the conn itself.
+func NewBuffersWriter(net.Conn) *BuffersWriter { return nil }
+
+// WriteBuffers is never called: NewBuffersWriter returns nil.
+func (*BuffersWriter) WriteBuffers([][]byte) error { return nil }
