@@ -80,7 +80,13 @@ type windower struct {
 	// that of the messages placed in their windows (durable), which
 	// fires them. A restart reads both back from the records.
 	arrived, placed *watermarks
-	held            map[heldKey]bool // messages in hand: true once durable
+	held            map[heldKey]*winMsg // messages in hand (winMsg.durable once written)
+	// heldTop is, per topic, the newest id ever put in held (since
+	// reset), heldRaw whether one had an id that is not a number: a
+	// message after heldTop cannot be a copy of one in hand, so the
+	// (large, cold) held map is not looked up for it (hold, holding).
+	heldTop map[string]pulsarwire.MessageID
+	heldRaw bool
 	nextCheck       int64
 	rescan          bool            // look at every key
 	dirty           map[string]bool // keys to look at: answered, retried, or grown behind the watermark
@@ -177,8 +183,9 @@ func newWindower(p *pipeline) *windower {
 // reset empties what the receive goroutine keeps of the windows, for
 // restore to fill.
 func (w *windower) reset() {
-	w.keys, w.held, w.dirty = map[string]*winKey{}, map[heldKey]bool{}, map[string]bool{}
+	w.keys, w.held, w.dirty = map[string]*winKey{}, map[heldKey]*winMsg{}, map[string]bool{}
 	w.adds, w.writing = map[winID2]bool{}, map[string]int{}
+	w.heldTop, w.heldRaw = map[string]pulsarwire.MessageID{}, false
 	w.cur, w.segBuf, w.segs, w.segGone, w.deferred, w.pendingBytes = nil, nil, nil, nil, nil, 0
 	w.nextCheck, w.rescan, w.partsAt = math.MinInt64, false, time.Time{}
 	w.copies = nil
@@ -217,7 +224,8 @@ func (w *windower) restore(ctx context.Context) error {
 		w.insert(m)
 		w.arrived.observe(m.Topic, m.Time, now)
 		w.placed.observe(m.Topic, m.Time, now)
-		w.held[m.held()] = true
+		m.durable = true
+		w.hold(m)
 	}
 	w.restoreAccs(r.accs, now)
 	for key, fs := range r.fired {
@@ -237,6 +245,32 @@ func (w *windower) restore(ctx context.Context) error {
 	w.open.Store(int64(len(r.msgs)))
 	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "segments", len(r.segs), "keys", len(w.keys))
 	return nil
+}
+
+// hold puts m in held.
+func (w *windower) hold(m *winMsg) {
+	hk := m.held()
+	w.held[hk] = m
+	if hk.raw != "" {
+		w.heldRaw = true
+		return
+	}
+	if top, ok := w.heldTop[hk.topic]; !ok || hk.id.Compare(top) > 0 {
+		w.heldTop[hk.topic] = hk.id
+	}
+}
+
+// holding is the message in hand that hk names, or nil. On the
+// Exclusive subscription windows read, a partition's messages come in
+// order, so a new one is after every one in hand and its lookup is
+// left out; a redelivery is not, and is looked up.
+func (w *windower) holding(hk heldKey) *winMsg {
+	if hk.raw == "" && !w.heldRaw {
+		if top, ok := w.heldTop[hk.topic]; !ok || hk.id.Compare(top) > 0 {
+			return nil
+		}
+	}
+	return w.held[hk]
 }
 
 func (w *windower) key(k string) *winKey {
@@ -268,8 +302,10 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		}
 		wm := &winMsg{ID: m.ID.String(), Topic: m.Topic, Key: m.Key, Time: t, Payload: m.Payload, Properties: m.Properties,
 			EventTime: unixMilli(m.EventTime), PublishTime: unixMilli(m.PublishTime)}
+		wm.setID(m.ID)
 		hk := wm.held()
-		if durable, dup := w.held[hk]; dup {
+		if h := w.holding(hk); h != nil {
+			durable := h.durable
 			// A copy of a message in hand (a redelivery): the original's
 			// acknowledgement is the copy's too.
 			switch {
@@ -298,7 +334,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			continue
 		}
 		rec := wm.record()
-		w.held[hk] = false
+		w.hold(wm)
 		w.writing[wm.Key]++
 		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
 		sub := w.gen
@@ -409,7 +445,7 @@ func (w *windower) process(now time.Time) []*item {
 		}
 		w.insert(d.wm)
 		w.open.Add(1)
-		w.held[hk] = true
+		d.wm.durable = true // in held since take
 		w.placed.observe(d.wm.Topic, d.wm.Time, now)
 		w.nextCheck = min(w.nextCheck, w.a.firstEnd(d.wm.Time))
 		if w.a.late > 0 && d.wm.Time < placed {

@@ -36,7 +36,8 @@ func BenchmarkWindowHeldMemory(b *testing.B) {
 			m := &winMsg{ID: fmt.Sprintf("%d:%d:-1:-1", 10+i/1000, i%1000), Topic: "persistent://public/default/in",
 				Key: fmt.Sprintf("key-%05d", i%10_000), Time: int64(i), Payload: []byte(payload)}
 			w.insert(m)
-			w.held[m.held()] = true
+			m.durable = true
+			w.hold(m)
 		}
 		goruntime.GC()
 		goruntime.ReadMemStats(&after)

@@ -177,7 +177,7 @@ func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
 	}
 	w.segBuf = appendSegMsg(w.segBuf, wm, posOf(m.ID))
 	w.cur.msgs = append(w.cur.msgs, &pendMsg{wm: wm, m: m, pos: posOf(m.ID), seg: w.cur})
-	w.held[wm.held()] = false
+	w.hold(wm)
 }
 
 // sendSegment writes the segment being made to the changelog.
@@ -268,7 +268,10 @@ func (w *windower) placeIncr(pm *pendMsg, now time.Time) {
 		delete(w.held, wm.held())
 		return
 	}
-	w.held[wm.held()] = true
+	if pm.m == nil {
+		w.hold(wm) // read back: not taken by this host
+	}
+	wm.durable = true
 	pm.seg.live++
 	w.open.Add(1)
 }

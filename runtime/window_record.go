@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // The window changelog's records (docs/pipelines.md, "Windows"), keyed so
@@ -42,15 +43,46 @@ type winMsg struct {
 	// by then), so that where it lands does not hang on when the host
 	// got round to forgetting.
 	Horizon int64 `json:"horizon"`
+
+	// hk is held()'s answer, made once: the held map is looked up
+	// about four times a message, and hashing or comparing the id's
+	// string (cold by then) was most of its cost (BenchmarkWindowCount).
+	hk    heldKey
+	hkSet bool
+	// durable: its changelog write has its receipt (windower.held).
+	durable bool
 }
 
 func (m *winMsg) record() string { return recMessage + m.Topic + "|" + m.ID }
 
-// heldKey names a message in hand (windower.held): its record without
-// the string made for every message.
-type heldKey struct{ topic, id string }
+// heldKey names a message in hand (windower.held): its topic and its id
+// as numbers; raw is the id's text only when it is not one (a record
+// read back that this host did not write).
+type heldKey struct {
+	topic string
+	id    pulsarwire.MessageID
+	raw   string
+}
 
-func (m *winMsg) held() heldKey { return heldKey{m.Topic, m.ID} }
+func (m *winMsg) held() heldKey {
+	if !m.hkSet {
+		m.hk = heldKey{topic: m.Topic}
+		if id, err := pulsarwire.ParseMessageID(m.ID); err == nil {
+			id.BatchSize = 0 // not part of the identity
+			m.hk.id = id
+		} else {
+			m.hk.raw = m.ID
+		}
+		m.hkSet = true
+	}
+	return m.hk
+}
+
+// setID names m by id, as it came (its ID is id's text).
+func (m *winMsg) setID(id pulsarwire.MessageID) {
+	id.BatchSize = 0
+	m.hk, m.hkSet = heldKey{topic: m.Topic, id: id}, true
+}
 
 func firedRecord(key string, start int64) string {
 	return recFired + strconv.FormatInt(start, 10) + "|" + key
