@@ -80,13 +80,7 @@ type windower struct {
 	// that of the messages placed in their windows (durable), which
 	// fires them. A restart reads both back from the records.
 	arrived, placed *watermarks
-	held            map[heldKey]*winMsg // messages in hand (winMsg.durable once written)
-	// heldTop is, per topic, the newest id ever put in held (since
-	// reset), heldRaw whether one had an id that is not a number: a
-	// message after heldTop cannot be a copy of one in hand, so the
-	// (large, cold) held map is not looked up for it (hold, holding).
-	heldTop map[string]pulsarwire.MessageID
-	heldRaw bool
+	held            *heldSet // messages in hand (winMsg.durable once written)
 	nextCheck       int64
 	rescan          bool            // look at every key
 	dirty           map[string]bool // keys to look at: answered, retried, or grown behind the watermark
@@ -98,6 +92,7 @@ type windower struct {
 	// to go, and the size of the messages waiting for their adds.
 	cur          *segment
 	segBuf       []byte
+	segLeft      int // messages of the receive not yet taken, the segment's first included
 	segSeq       uint64
 	segs         []*segment
 	segGone      []*segment
@@ -183,9 +178,8 @@ func newWindower(p *pipeline) *windower {
 // reset empties what the receive goroutine keeps of the windows, for
 // restore to fill.
 func (w *windower) reset() {
-	w.keys, w.held, w.dirty = map[string]*winKey{}, map[heldKey]*winMsg{}, map[string]bool{}
+	w.keys, w.held, w.dirty = map[string]*winKey{}, newHeldSet(), map[string]bool{}
 	w.adds, w.writing = map[winID2]bool{}, map[string]int{}
-	w.heldTop, w.heldRaw = map[string]pulsarwire.MessageID{}, false
 	w.cur, w.segBuf, w.segs, w.segGone, w.deferred, w.pendingBytes = nil, nil, nil, nil, nil, 0
 	w.nextCheck, w.rescan, w.partsAt = math.MinInt64, false, time.Time{}
 	w.copies = nil
@@ -225,7 +219,7 @@ func (w *windower) restore(ctx context.Context) error {
 		w.arrived.observe(m.Topic, m.Time, now)
 		w.placed.observe(m.Topic, m.Time, now)
 		m.durable = true
-		w.hold(m)
+		w.held.hold(m)
 	}
 	w.restoreAccs(r.accs, now)
 	for key, fs := range r.fired {
@@ -245,32 +239,6 @@ func (w *windower) restore(ctx context.Context) error {
 	w.open.Store(int64(len(r.msgs)))
 	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "segments", len(r.segs), "keys", len(w.keys))
 	return nil
-}
-
-// hold puts m in held.
-func (w *windower) hold(m *winMsg) {
-	hk := m.held()
-	w.held[hk] = m
-	if hk.raw != "" {
-		w.heldRaw = true
-		return
-	}
-	if top, ok := w.heldTop[hk.topic]; !ok || hk.id.Compare(top) > 0 {
-		w.heldTop[hk.topic] = hk.id
-	}
-}
-
-// holding is the message in hand that hk names, or nil. On the
-// Exclusive subscription windows read, a partition's messages come in
-// order, so a new one is after every one in hand and its lookup is
-// left out; a redelivery is not, and is looked up.
-func (w *windower) holding(hk heldKey) *winMsg {
-	if hk.raw == "" && !w.heldRaw {
-		if top, ok := w.heldTop[hk.topic]; !ok || hk.id.Compare(top) > 0 {
-			return nil
-		}
-	}
-	return w.held[hk]
 }
 
 func (w *windower) key(k string) *winKey {
@@ -294,7 +262,8 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 	if now.Sub(w.partsAt) >= time.Second {
 		w.expectPartitions(now)
 	}
-	for _, m := range ms {
+	for i, m := range ms {
+		w.segLeft = len(ms) - i
 		t, err := timeOf(&w.cfg, m, now)
 		if err != nil {
 			p.deadLetter(&item{m: m}, err.Error())
@@ -304,7 +273,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			EventTime: unixMilli(m.EventTime), PublishTime: unixMilli(m.PublishTime)}
 		wm.setID(m.ID)
 		hk := wm.held()
-		if h := w.holding(hk); h != nil {
+		if h := w.held.holding(hk); h != nil {
 			durable := h.durable
 			// A copy of a message in hand (a redelivery): the original's
 			// acknowledgement is the copy's too.
@@ -334,7 +303,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			continue
 		}
 		rec := wm.record()
-		w.hold(wm)
+		w.held.hold(wm)
 		w.writing[wm.Key]++
 		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
 		sub := w.gen
@@ -430,7 +399,7 @@ func (w *windower) process(now time.Time) []*item {
 		}
 		if d.err != nil {
 			// Not durable: it comes again.
-			delete(w.held, hk)
+			w.held.unhold(d.wm)
 			p.log.Warn("windows: a message could not be written to the changelog; it comes again", "id", d.wm.ID, "err", d.err)
 			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
 			p.settled(it, Retried, "window changelog: "+d.err.Error())
@@ -438,7 +407,7 @@ func (w *windower) process(now time.Time) []*item {
 		}
 		placed := w.placed.at(now)
 		if w.sessionLate(d.wm) {
-			delete(w.held, hk)
+			w.held.unhold(d.wm)
 			w.p.client.PublishAsync(p.hard, w.topic, tombstone(d.wm.record()), func(pulsarwire.MessageID, error) {})
 			w.isLate(it, satAdd(d.wm.Horizon, w.a.late))
 			continue
@@ -708,7 +677,7 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 	for _, m := range k.msgs {
 		if w.spent(k, m, drop) {
 			gone = append(gone, m.record())
-			delete(w.held, m.held())
+			w.held.unhold(m)
 			w.open.Add(-1)
 			continue
 		}

@@ -37,7 +37,7 @@ func BenchmarkWindowHeldMemory(b *testing.B) {
 				Key: fmt.Sprintf("key-%05d", i%10_000), Time: int64(i), Payload: []byte(payload)}
 			w.insert(m)
 			m.durable = true
-			w.hold(m)
+			w.held.hold(m)
 		}
 		goruntime.GC()
 		goruntime.ReadMemStats(&after)

@@ -130,7 +130,9 @@ func accRecordKey(key string, start int64) string {
 }
 
 // addCall is what an add item carries: its messages, and the window's
-// accumulator record as it was when the add was made.
+// accumulator record as it was when the add was made, but for its newest
+// ids (hw), those of the add's messages already: worked out while
+// they are in the cache, as the add is made, not once it is answered.
 type addCall struct {
 	msgs []*pendMsg
 	base accRecord
@@ -173,11 +175,13 @@ func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
 	if w.segBuf == nil {
 		w.segSeq++
 		w.cur = &segment{rec: recSegment + wm.Topic + "|" + wm.ID, seq: w.segSeq}
-		w.segBuf = append(make([]byte, 0, min(maxSegmentBytes, 16*n)), segmentVersion)
+		// Room for the rest of the receive's messages if they are like
+		// this one: a buffer grown by doubling cost more than its bytes.
+		w.segBuf = append(make([]byte, 0, min(maxSegmentBytes, max(w.segLeft, 1)*n+n/4+1)), segmentVersion)
 	}
 	w.segBuf = appendSegMsg(w.segBuf, wm, posOf(m.ID))
 	w.cur.msgs = append(w.cur.msgs, &pendMsg{wm: wm, m: m, pos: posOf(m.ID), seg: w.cur})
-	w.hold(wm)
+	w.held.hold(wm)
 }
 
 // sendSegment writes the segment being made to the changelog.
@@ -216,7 +220,7 @@ func (w *windower) placeSegment(d segDone, now time.Time) {
 		// written after all, so that a restart does not find it.
 		p.log.Warn("windows: messages could not be written to the changelog; they come again", "segment", seg.rec, "err", d.err)
 		for _, pm := range msgs {
-			delete(w.held, pm.wm.held())
+			w.held.unhold(pm.wm)
 			it := &item{m: pm.m}
 			p.nackAfter(it, p.cfg.ErrorPolicy.Backoff.Delay(1))
 			p.settled(it, Retried, "window changelog: "+d.err.Error())
@@ -265,11 +269,11 @@ func (w *windower) placeIncr(pm *pendMsg, now time.Time) {
 		}
 	}
 	if pm.refs == 0 {
-		delete(w.held, wm.held())
+		w.held.unhold(wm)
 		return
 	}
 	if pm.m == nil {
-		w.hold(wm) // read back: not taken by this host
+		w.held.hold(wm) // read back: not taken by this host
 	}
 	wm.durable = true
 	pm.seg.live++
@@ -298,15 +302,6 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 		}
 	}
 	rec.N += len(f.add.msgs)
-	rec.HW = maps.Clone(rec.HW)
-	if rec.HW == nil {
-		rec.HW = map[string]msgPos{}
-	}
-	for _, pm := range f.add.msgs {
-		if hw, ok := rec.HW[pm.wm.Topic]; !ok || pm.pos.after(hw) {
-			rec.HW[pm.wm.Topic] = pm.pos
-		}
-	}
 	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
 		func(_ pulsarwire.MessageID, err error) {
@@ -362,7 +357,7 @@ func (w *windower) processAdds(done []addDone, now time.Time) {
 		}
 		for _, pm := range f.add.msgs {
 			if pm.refs--; pm.refs == 0 {
-				delete(w.held, pm.wm.held())
+				w.held.unhold(pm.wm)
 				w.open.Add(-1)
 				if s := pm.seg; s != nil {
 					if s.live--; s.live == 0 && s.durable {
@@ -477,8 +472,20 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		w.pendingBytes -= pm.size
 	}
 	wms := make([]*winMsg, n)
+	hw := maps.Clone(a.hw)
+	if hw == nil {
+		hw = map[string]msgPos{}
+	}
+	var last string // a window's messages are mostly of one topic
+	var lastPos msgPos
 	for i, pm := range msgs {
 		wms[i] = pm.wm
+		if t := pm.wm.Topic; t != last || pm.pos.after(lastPos) {
+			if cur, ok := hw[t]; !ok || pm.pos.after(cur) {
+				hw[t] = pm.pos
+			}
+			last, lastPos = t, hw[t]
+		}
 	}
 	end := start + w.a.size
 	size := 128 + len(a.acc)*4/3
@@ -497,7 +504,7 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
 	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs,
-		base: accRecord{Acc: a.acc, N: a.n, HW: a.hw}}, acc: a.acc, sub: w.gen}}
+		base: accRecord{Acc: a.acc, N: a.n, HW: hw}}, acc: a.acc, sub: w.gen}}
 }
 
 // accStateKey is the key an add's message has, under which its

@@ -15,11 +15,19 @@ import (
 // (TestWindowJSONIsJSONMarshals), field by field.
 
 // appendWinMsg appends m as json.Marshal encodes it.
-func appendWinMsg(b []byte, m *winMsg) []byte {
+func appendWinMsg(b []byte, m *winMsg) []byte { return appendWinMsgQ(b, m, nil) }
+
+// appendWinMsgQ is appendWinMsg with m's topic already quoted (unless
+// nil): a window's messages mostly share theirs.
+func appendWinMsgQ(b []byte, m *winMsg, topic []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, m.ID)
 	b = append(b, `,"topic":`...)
-	b = appendJSONString(b, m.Topic)
+	if topic != nil {
+		b = append(b, topic...)
+	} else {
+		b = appendJSONString(b, m.Topic)
+	}
 	b = append(b, `,"key":`...)
 	b = appendJSONString(b, m.Key)
 	b = append(b, `,"time":`...)
@@ -80,6 +88,8 @@ func appendWindowPayload(b []byte, p *windowPayload) []byte {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '[')
+		var topic string
+		var quoted []byte
 		for i, m := range p.Messages {
 			if i > 0 {
 				b = append(b, ',')
@@ -88,7 +98,10 @@ func appendWindowPayload(b []byte, p *windowPayload) []byte {
 				b = append(b, "null"...)
 				continue
 			}
-			b = appendWinMsg(b, m)
+			if quoted == nil || m.Topic != topic {
+				topic, quoted = m.Topic, appendJSONString(quoted[:0], m.Topic)
+			}
+			b = appendWinMsgQ(b, m, quoted)
 		}
 		b = append(b, ']')
 	}
@@ -123,14 +136,22 @@ func appendJSONBytes(b, v []byte) []byte {
 	return append(b, '"')
 }
 
+// jsonEscaped are the bytes appendJSONString leaves to json.Marshal: a
+// table, as every id, topic and key of a window's JSON is looked at.
+var jsonEscaped = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s quoted. Keys, ids and topics are plain
 // ASCII nearly always; anything encoding/json would escape (quotes,
 // backslashes, control characters, <, >, &, non-ASCII) goes through
 // json.Marshal, so that the bytes are its own.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if jsonEscaped[s[i]] {
 			q, _ := json.Marshal(s) // a string always encodes
 			return append(b, q...)
 		}

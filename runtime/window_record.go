@@ -51,6 +51,7 @@ type winMsg struct {
 	hkSet bool
 	// durable: its changelog write has its receipt (windower.held).
 	durable bool
+	slot    int64 // its place in windower.held (heldSet)
 }
 
 func (m *winMsg) record() string { return recMessage + m.Topic + "|" + m.ID }
