@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
@@ -478,13 +479,20 @@ func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 // the output's consumer), plugin-cpu-µs/msg the handler process's: on a
 // shared machine they vary less than the rate. The incremental answers
 // are then checked against the reference. The broker is an embedded one
-// in the test process, or Apache Pulsar with STREAMRUN_PULSAR_URL.
+// in the test process, or Apache Pulsar with STREAMRUN_PULSAR_URL. With
+// STREAMRUN_TEST_EXACTLY set, every pipeline (the stateless one too) is
+// exactly_once, committing every 100 ms (on Apache Pulsar, the one at
+// STREAMRUN_PULSAR_TXN_URL).
 //
 //	go test ./runtime -run '^$' -bench WindowCount -benchtime 200000x
 func BenchmarkWindowCount(b *testing.B) {
 	for _, mode := range []string{"none", "messages", "incremental"} {
 		b.Run("mode="+mode, func(b *testing.B) {
-			url := brokertest.TargetB(b)
+			eo := os.Getenv("STREAMRUN_TEST_EXACTLY") != ""
+			url := brokertest.TargetB(b, func(o *broker.Options) { o.Transactions = eo })
+			if u := os.Getenv("STREAMRUN_PULSAR_TXN_URL"); eo && u != "" && brokertest.PulsarURL() != "" {
+				url = u
+			}
 			run := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 			in, out := "persistent://public/default/bench-window-in-"+run, "persistent://public/default/bench-window-out-"+run
 			pub := clientURL(b, url)
@@ -516,6 +524,10 @@ func BenchmarkWindowCount(b *testing.B) {
 			}
 			p.Handler.BatchSize = 100
 			p.Outputs = []string{out}
+			if eo {
+				exactlyOnceWindows(&p)
+				p.CommitInterval = 100 * time.Millisecond // as BenchmarkPipeline's exactly_once
+			}
 			var outs *collector
 			if mode != "none" {
 				outs = collect(b, pub, out)
