@@ -391,6 +391,11 @@ func (c *committer) commit(final bool) {
 		// windows: nothing of this one's commits until they are read
 		// back (window_exactly.go).
 		e.fail(errors.New("the subscription was lost and made again: the windows are read back first"))
+	} else if p.win != nil && p.cons.Disconnected() {
+		// A fire acknowledges no input, so nothing else stops it
+		// committing while another host holds the subscription
+		// (window_regain.go, stale).
+		e.fail(errors.New("the subscription is lost: the windows are read back once it is made again"))
 	}
 	err := c.end(e)
 	if err != nil && p.cfg.Source.Type.SingleActive() && c.cur != nil {

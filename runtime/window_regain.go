@@ -15,9 +15,19 @@ package runtime
 
 // stale says whether what was made at generation sub (windower.gen) is
 // of before the windows were last read back, or before the consumer
-// subscribed again since. Called under mu.
+// subscribed again since, or whether the consumer is subscribing again
+// now. Called under mu.
+//
+// While the consumer is subscribing again, another host may hold the
+// Exclusive subscription, have read the windows back and fire them: a
+// fire or an accumulator this host made from its memory, committed or
+// written then, would be a second fire, or write over the other host's
+// accumulator (the campaign's eo-window, broker kill -9: the waiting
+// host took over and both fired). The consumer always comes back by
+// subscribing again, so the windows are read back before anything else
+// is made.
 func (w *windower) stale(sub uint64) bool {
-	return sub != w.gen || w.p.cons.Resubscribed() != w.sub
+	return sub != w.gen || w.p.cons.Resubscribed() != w.sub || w.p.cons.Disconnected()
 }
 
 // letGo empties the windows in memory before they are read back at the

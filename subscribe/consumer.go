@@ -654,3 +654,16 @@ func (c *Consumer) LastMessageID(ctx context.Context) (id pulsarwire.MessageID, 
 	})
 	return id, ok, err
 }
+
+// Disconnected says whether some topic or partition of the consumer has
+// no session now: its connection was lost, or the broker closed its
+// consumer, and it is subscribing again. On an Exclusive or Failover
+// subscription another consumer may be active meanwhile.
+func (c *Consumer) Disconnected() bool {
+	for _, pc := range c.partList() {
+		if pc.session() == nil {
+			return true
+		}
+	}
+	return false
+}
