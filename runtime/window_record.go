@@ -44,11 +44,13 @@ type winMsg struct {
 	// got round to forgetting.
 	Horizon int64 `json:"horizon"`
 
-	// hk is held()'s answer, made once: the held map is looked up
-	// about four times a message, and hashing or comparing the id's
-	// string (cold by then) was most of its cost (BenchmarkWindowCount).
-	hk    heldKey
-	hkSet bool
+	// mid is its id as numbers, made once (midRaw: its ID is not one):
+	// hashing or comparing the id's string, cold by then, was most of
+	// the held map's cost, which heldSet has replaced
+	// (BenchmarkWindowCount).
+	mid    pulsarwire.MessageID
+	midSet bool
+	midRaw bool
 	// durable: its changelog write has its receipt (windower.held).
 	durable bool
 	slot    int64 // its place in windower.held (heldSet)
@@ -66,23 +68,25 @@ type heldKey struct {
 }
 
 func (m *winMsg) held() heldKey {
-	if !m.hkSet {
-		m.hk = heldKey{topic: m.Topic}
+	if !m.midSet {
 		if id, err := pulsarwire.ParseMessageID(m.ID); err == nil {
-			id.BatchSize = 0 // not part of the identity
-			m.hk.id = id
+			m.mid = id
 		} else {
-			m.hk.raw = m.ID
+			m.midRaw = true
 		}
-		m.hkSet = true
+		m.mid.BatchSize = 0 // not part of the identity
+		m.midSet = true
 	}
-	return m.hk
+	if m.midRaw {
+		return heldKey{topic: m.Topic, raw: m.ID}
+	}
+	return heldKey{topic: m.Topic, id: m.mid}
 }
 
 // setID names m by id, as it came (its ID is id's text).
 func (m *winMsg) setID(id pulsarwire.MessageID) {
 	id.BatchSize = 0
-	m.hk, m.hkSet = heldKey{topic: m.Topic, id: id}, true
+	m.mid, m.midSet = id, true
 }
 
 func firedRecord(key string, start int64) string {
