@@ -476,6 +476,9 @@ func (c *committer) finish(e *epoch, err error) {
 			}
 			p.keyed.committed(items)
 		}
+		if p.win != nil {
+			p.win.acksCommitted(e.settles)
+		}
 		for _, s := range e.settles {
 			s.it.ep = nil
 			if s.it.win != nil {

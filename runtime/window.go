@@ -111,6 +111,16 @@ type windower struct {
 	// record is being written, to acknowledge in its place
 	// (window_exactly.go).
 	copies map[heldKey]*subscribe.Message
+	// unacked: under exactly_once, the inputs counted in windows whose
+	// acknowledgement has not committed yet, and the windows they count
+	// in; acksDone, those whose acknowledgement committed since
+	// (window_exactly.go). Written under mu.
+	unacked  map[heldKey]unackedIn
+	acksDone []heldKey
+	freed    map[string]bool // keys with such messages that may go now
+	// pins: what was read back, kept until an acknowledgement of its
+	// partition at or after it commits (window_exactly.go).
+	pins map[string][]pin
 }
 
 type durableMsg struct {
@@ -183,6 +193,7 @@ func (w *windower) reset() {
 	w.cur, w.segBuf, w.segs, w.segGone, w.deferred, w.pendingBytes = nil, nil, nil, nil, nil, 0
 	w.nextCheck, w.rescan, w.partsAt = math.MinInt64, false, time.Time{}
 	w.copies = nil
+	w.unacked, w.freed, w.pins = nil, nil, nil
 	wc := &w.cfg
 	w.arrived = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
 	w.placed = newWatermarks(wc.OutOfOrder, wc.IdleTimeout, wc.Time == pipelines.TimeProcessing)
@@ -235,6 +246,7 @@ func (w *windower) restore(ctx context.Context) error {
 	if r.bad > 0 {
 		w.p.log.Warn("windows: changelog records that could not be read were left out", "changelog", w.topic, "records", r.bad)
 	}
+	w.pinRestored(r.msgs, r.accs)
 	w.rescan = true
 	w.open.Store(int64(len(r.msgs)))
 	w.p.log.Info("windows read back from the changelog", "changelog", w.topic, "messages", len(r.msgs), "segments", len(r.segs), "keys", len(w.keys))
@@ -292,6 +304,10 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		// Late or not by the watermark of the messages before it, in the
 		// order they came.
 		arrived := w.arrived.at(now)
+		if w.a.isLate(t, arrived) && w.addedBefore(wm, m) {
+			p.ack(&item{m: m}, Acked, "") // a copy (window_exactly.go)
+			continue
+		}
 		if w.a.isLate(t, arrived) && !w.mayJoinSession(m.Key) {
 			w.isLate(&item{m: m}, arrived)
 			continue
@@ -382,9 +398,10 @@ func (w *windower) wait(ctx context.Context) bool {
 func (w *windower) process(now time.Time) []*item {
 	p := w.p
 	w.mu.Lock()
-	durable, done, addsDone, segs := w.durable, w.done, w.addsDone, w.segsDone
-	w.durable, w.done, w.addsDone, w.segsDone = nil, nil, nil, nil
+	durable, done, addsDone, segs, acks := w.durable, w.done, w.addsDone, w.segsDone, w.acksDone
+	w.durable, w.done, w.addsDone, w.segsDone, w.acksDone = nil, nil, nil, nil, nil
 	w.mu.Unlock()
+	w.releaseAcked(acks)
 	if w.incr {
 		w.processAdds(addsDone, now)
 		for _, d := range segs {
@@ -420,6 +437,7 @@ func (w *windower) process(now time.Time) []*item {
 		if w.a.late > 0 && d.wm.Time < placed {
 			w.dirty[d.wm.Key] = true // into a window that may have fired
 		}
+		w.counted(hk, unackedIn{msg: d.wm})
 		p.ack(it, Acked, "")
 	}
 	for _, d := range done {
@@ -610,6 +628,11 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 			newly++
 		}
 	}
+	if w.freed[key] {
+		// A message kept for its acknowledgement may go now.
+		delete(w.freed, key)
+		newly++
+	}
 	var fresh []int64 // forgotten in this scan
 	for i := range spans {
 		sp := &spans[i]
@@ -712,7 +735,15 @@ func (w *windower) scanKey(key string, k *winKey, wm int64, now time.Time, fires
 // spent says whether every window m is in is forgotten.
 func (w *windower) spent(k *winKey, m *winMsg, drop map[*winMsg]bool) bool {
 	if w.a.kind == pipelines.Session {
-		return drop[m] // sessions do not overlap
+		// Sessions do not overlap.
+		if drop[m] || m.dropLater {
+			m.dropLater = m.unacked // it may come again (window_exactly.go)
+			return !m.unacked
+		}
+		return false
+	}
+	if m.unacked {
+		return false // it may come again (window_exactly.go)
 	}
 	for _, s := range w.a.starts(m.Time) {
 		if s+w.a.size <= m.Horizon {

@@ -124,3 +124,213 @@ func (w *windower) lateTxn(it *item, wm int64) {
 	})
 	p.ack(it, Dropped, "late")
 }
+
+// An input counted in windows whose acknowledgement is in a transaction
+// that aborts comes again, maybe once the watermark has passed those
+// windows' end and lateness: it must be known then for counted, not
+// taken for late (the campaign's eo-window: inputs both in their
+// window's fire and in the late topic, docs/reliability.md). So until
+// its acknowledgement commits (acksCommitted), its windows are not
+// forgotten: a message kept in hand, or an accumulator whose newest ids
+// cover it (addedBefore), tells the copy for what it is, and the copy's
+// acknowledgement is made again.
+
+// unackedIn is where an input whose acknowledgement has not committed
+// counts: its message (messages mode), or key's accumulators at starts
+// (incremental).
+type unackedIn struct {
+	msg    *winMsg
+	key    string
+	starts []int64
+}
+
+// counted notes that the input hk counts in in, its acknowledgement to
+// commit (exactly_once only).
+func (w *windower) counted(hk heldKey, in unackedIn) {
+	if w.p.eo == nil {
+		return
+	}
+	if _, ok := w.unacked[hk]; ok {
+		return // its windows wait already
+	}
+	if w.unacked == nil {
+		w.unacked = map[heldKey]unackedIn{}
+	}
+	w.unacked[hk] = in
+	if in.msg != nil {
+		in.msg.unacked = true
+		return
+	}
+	if k := w.keys[in.key]; k != nil {
+		for _, s := range in.starts {
+			if a := k.accs[s]; a != nil {
+				a.unacked++
+			}
+		}
+	}
+}
+
+// acksCommitted is told by the commit of settles (exactly_once) which
+// inputs' acknowledgements committed.
+func (w *windower) acksCommitted(settles []settlement) {
+	var hks []heldKey
+	for _, s := range settles {
+		if s.it.win != nil || s.it.m == nil {
+			continue
+		}
+		wm := winMsg{Topic: s.it.m.Topic}
+		wm.setID(s.it.m.ID)
+		hks = append(hks, wm.held())
+	}
+	if len(hks) == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.acksDone = append(w.acksDone, hks...)
+	w.mu.Unlock()
+	w.kick()
+}
+
+// What was read back from the changelog (a message in hand, an
+// accumulator's newest ids, a segment's message added) may be of an
+// input whose acknowledgement had not committed when the consumer
+// subscribed again: it comes again, maybe only after the first scan
+// would have forgotten its window. Its partition's messages come in
+// order, so once an acknowledgement of that partition at or after it
+// commits, it has come again already, or is acknowledged: a pin keeps
+// its window until then.
+type pin struct {
+	pos   msgPos
+	msg   *winMsg // messages mode
+	key   string  // incremental: key's accumulator at start
+	start int64
+}
+
+// pinRestored pins the messages and accumulators read back
+// (exactly_once only).
+func (w *windower) pinRestored(msgs []*winMsg, accs map[string]map[int64]accRecord) {
+	if w.p.eo == nil {
+		return
+	}
+	for _, m := range msgs {
+		if hk := m.held(); hk.raw == "" {
+			m.unacked = true
+			w.addPin(m.Topic, pin{pos: posOf(hk.id), msg: m})
+		}
+	}
+	for key, rs := range accs {
+		for start, r := range rs {
+			for t, pos := range r.HW {
+				w.pinAcc(t, pos, key, start)
+			}
+		}
+	}
+}
+
+// pinAcc pins key's accumulator at start until an acknowledgement of
+// topic at or after pos commits (exactly_once only).
+func (w *windower) pinAcc(topic string, pos msgPos, key string, start int64) {
+	if w.p.eo == nil {
+		return
+	}
+	k := w.keys[key]
+	if k == nil || k.accs[start] == nil {
+		return
+	}
+	k.accs[start].unacked++
+	w.addPin(topic, pin{pos: pos, key: key, start: start})
+}
+
+func (w *windower) addPin(topic string, p pin) {
+	if w.pins == nil {
+		w.pins = map[string][]pin{}
+	}
+	w.pins[topic] = append(w.pins[topic], p)
+}
+
+// unpin lets go the pins of hk's partition at or before it.
+func (w *windower) unpin(hk heldKey) {
+	ps := w.pins[hk.topic]
+	if len(ps) == 0 || hk.raw != "" {
+		return
+	}
+	pos := posOf(hk.id)
+	kept := ps[:0]
+	for _, p := range ps {
+		if p.pos.after(pos) {
+			kept = append(kept, p)
+			continue
+		}
+		if p.msg != nil {
+			w.letCount(unackedIn{msg: p.msg})
+		} else {
+			w.letCount(unackedIn{key: p.key, starts: []int64{p.start}})
+		}
+	}
+	clear(ps[len(kept):])
+	if len(kept) == 0 {
+		delete(w.pins, hk.topic)
+		return
+	}
+	w.pins[hk.topic] = kept
+}
+
+// releaseAcked lets the windows of the inputs whose acknowledgements
+// committed be forgotten once due. On the receive goroutine.
+func (w *windower) releaseAcked(hks []heldKey) {
+	for _, hk := range hks {
+		if len(w.pins) > 0 {
+			w.unpin(hk)
+		}
+		in, ok := w.unacked[hk]
+		if !ok {
+			continue
+		}
+		delete(w.unacked, hk)
+		w.letCount(in)
+	}
+}
+
+// letCount lets in's windows be forgotten once due, as far as in goes.
+func (w *windower) letCount(in unackedIn) {
+	if in.msg != nil {
+		in.msg.unacked = false
+		if w.freed == nil {
+			w.freed = map[string]bool{}
+		}
+		w.freed[in.msg.Key] = true
+		w.dirty[in.msg.Key] = true
+		return
+	}
+	if k := w.keys[in.key]; k != nil {
+		for _, s := range in.starts {
+			if a := k.accs[s]; a != nil && a.unacked > 0 {
+				a.unacked--
+			}
+		}
+		w.dirty[in.key] = true
+	}
+}
+
+// addedBefore says whether wm, of m and late by the watermark, is a
+// copy of an input an accumulator of its windows already counts
+// (incremental, exactly_once): its acknowledgement is made again, and
+// it goes neither to the late topic nor into a window.
+func (w *windower) addedBefore(wm *winMsg, m *subscribe.Message) bool {
+	if w.p.eo == nil || !w.incr {
+		return false
+	}
+	k := w.keys[wm.Key]
+	if k == nil {
+		return false
+	}
+	pos := posOf(m.ID)
+	for _, s := range w.a.starts(wm.Time) {
+		if a := k.accs[s]; a != nil {
+			if hw, ok := a.hw[wm.Topic]; ok && !pos.after(hw) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -62,6 +62,9 @@ type winAcc struct {
 	adding  bool
 	retryAt time.Time
 	id      uint64
+	// unacked counts the inputs added whose acknowledgement has not
+	// committed (exactly_once, window_exactly.go).
+	unacked int
 }
 
 // pendMsg is a message in a segment, waiting for refs windows' adds.
@@ -245,6 +248,7 @@ func (w *windower) placeIncr(pm *pendMsg, now time.Time) {
 	placed := w.placed.at(now)
 	w.placed.observe(wm.Topic, wm.Time, now)
 	k := w.key(wm.Key)
+	var in []int64 // the windows it counts in, under exactly_once
 	for _, s := range w.a.starts(wm.Time) {
 		if s+w.a.size <= wm.Horizon {
 			continue // forgotten when m came
@@ -252,6 +256,9 @@ func (w *windower) placeIncr(pm *pendMsg, now time.Time) {
 		a := k.accOf(s, w)
 		if hw, ok := a.hw[wm.Topic]; ok && !pm.pos.after(hw) {
 			continue // added before: a copy
+		}
+		if w.p.eo != nil {
+			in = append(in, s)
 		}
 		if pm.size == 0 {
 			pm.size = winMsgSize(wm)
@@ -274,6 +281,16 @@ func (w *windower) placeIncr(pm *pendMsg, now time.Time) {
 	}
 	if pm.m == nil {
 		w.held.hold(wm) // read back: not taken by this host
+	}
+	switch {
+	case len(in) == 0:
+	case pm.m != nil:
+		w.counted(wm.held(), unackedIn{key: wm.Key, starts: in})
+	default:
+		// Read back: its acknowledgement may not have committed.
+		for _, s := range in {
+			w.pinAcc(wm.Topic, pm.pos, wm.Key, s)
+		}
 	}
 	wm.durable = true
 	pm.seg.live++
@@ -560,6 +577,11 @@ func (w *windower) scanKeyIncr(key string, k *winKey, wm int64, now time.Time, f
 			}
 			fires = append(fires, w.fireIncr(key, start, a, ws))
 		case end+w.a.late <= wm:
+			if a.unacked > 0 {
+				// An input it counted may come again: it stays until
+				// their acknowledgements commit (window_exactly.go).
+				continue
+			}
 			// Fired, or nothing was added (its adds dead-lettered):
 			// forgotten. A message for it now is late by its horizon.
 			gone = append(gone, accRecordKey(key, start))

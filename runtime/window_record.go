@@ -53,7 +53,12 @@ type winMsg struct {
 	midRaw bool
 	// durable: its changelog write has its receipt (windower.held).
 	durable bool
-	slot    int64 // its place in windower.held (heldSet)
+	// unacked: under exactly_once, its acknowledgement has not
+	// committed yet, so it may come again: it stays in its windows
+	// (window_exactly.go). dropLater: a session message to go once it
+	// has.
+	unacked, dropLater bool
+	slot               int64 // its place in windower.held (heldSet)
 }
 
 func (m *winMsg) record() string { return recMessage + m.Topic + "|" + m.ID }
