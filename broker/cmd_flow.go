@@ -70,6 +70,12 @@ func (cn *conn) handleRedeliver(m *pb.CommandRedeliverUnacknowledgedMessages) {
 				redeliver(id)
 			}
 		}
+		if !count {
+			// A round planned before this read replay ids past the ones
+			// just queued again; sent now, they would overtake them.
+			// Drop it, as a seek does (subscription.reset).
+			s.epoch++
+		}
 	}
 	s.mu.Unlock()
 	s.wakeup()

@@ -364,6 +364,9 @@ func (s *subscription) pickActive() activeNote {
 				s.addReplay(id, pe.hash)
 			}
 		}
+		// A round planned before must not send the next consumer
+		// anything past what just went back to the replay queue.
+		s.epoch++
 	}
 	s.active = next
 	if s.typ != pb.CommandSubscribe_Failover {
