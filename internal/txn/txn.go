@@ -185,6 +185,7 @@ func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string
 		r.joined = true
 		t.mu.Unlock()
 		if r.failed() {
+			t.Fail(r.err)
 			return nil, false, r.err
 		}
 		return r, first, nil
@@ -194,6 +195,10 @@ func join[K comparable](t *Txn, m map[K]*Registration, key K, name func() string
 	t.mu.Unlock()
 	t.registerAsync(name, build, r)
 	if r.failed() {
+		// The caller's send or acknowledgement fails without counting as
+		// an operation: the commit must still abort (its answer may come
+		// on the reader before this returns).
+		t.Fail(r.err)
 		return nil, false, r.err
 	}
 	return r, true, nil
