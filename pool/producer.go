@@ -120,25 +120,7 @@ func (c *state) producer(ctx context.Context, topic string) (*Producer, error) {
 			s = &producerSlot{ready: make(chan struct{})}
 			c.producers[name] = s
 			c.mu.Unlock()
-			p, err := c.newProducer(ctx, name, &c.opts.Producer)
-			c.mu.Lock()
-			s.p, s.err = p, err
-			if err != nil {
-				delete(c.producers, name)
-			}
-			close(s.ready)
-			c.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			if c.closing.Load() {
-				// Close did not see it; close it here.
-				p.closeOnBroker(ctx)
-				p.shutdown(ErrClosed)
-				return nil, ErrClosed
-			}
-			c.byName.Store(topic, p)
-			return p, nil
+			return c.fillSlot(ctx, topic, name, s, &c.opts.Producer)
 		}
 		c.mu.Unlock()
 		select {
@@ -214,25 +196,32 @@ func (c *state) openProducer(ctx context.Context, topic string, mode AccessMode)
 			old.p.closeOnBroker(ctx)
 			old.p.shutdown(ErrClosed)
 		}
-		p, err := c.newProducer(ctx, name, &opts)
-		c.mu.Lock()
-		s.p, s.err = p, err
-		if err != nil {
-			delete(c.producers, name)
-		}
-		close(s.ready)
-		c.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		if c.closing.Load() {
-			p.closeOnBroker(ctx)
-			p.shutdown(ErrClosed)
-			return nil, ErrClosed
-		}
-		c.byName.Store(topic, p)
-		return p, nil
+		return c.fillSlot(ctx, topic, name, s, &opts)
 	}
+}
+
+// fillSlot opens the producer of slot s, registered under name with c.mu
+// released, and tells whoever waits on the slot how that went.
+func (c *state) fillSlot(ctx context.Context, topic, name string, s *producerSlot, opts *ProducerOptions) (*Producer, error) {
+	p, err := c.newProducer(ctx, name, opts)
+	c.mu.Lock()
+	s.p, s.err = p, err
+	if err != nil {
+		delete(c.producers, name)
+	}
+	close(s.ready)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if c.closing.Load() {
+		// Close did not see it; close it here.
+		p.closeOnBroker(ctx)
+		p.shutdown(ErrClosed)
+		return nil, ErrClosed
+	}
+	c.byName.Store(topic, p)
+	return p, nil
 }
 
 func (c *state) newProducer(ctx context.Context, name string, opts *ProducerOptions) (*Producer, error) {
