@@ -155,6 +155,9 @@ type winState struct {
 	forgotten bool
 	retryAt   time.Time
 	id        uint64
+	// legacy: incremental, read back from a fired record f| (written
+	// before the accumulator's record held the mark), to remove with it.
+	legacy bool
 }
 
 // windowFire is what an item carries when it is a window.
@@ -167,6 +170,9 @@ type windowFire struct {
 	// starts from; nil for a fire.
 	add *addCall
 	acc []byte
+	// rec is an incremental fire's accumulator record, its fired mark
+	// to be (exactly_once: in its transaction, settleIn).
+	rec *accRecord
 	// replaces are the fired sessions this one took in (sessionFire).
 	replaces []int64
 	// sub is windower.gen when it was handed out: an answer after the
@@ -232,14 +238,14 @@ func (w *windower) restore(ctx context.Context) error {
 		m.durable = true
 		w.held.hold(m)
 	}
-	w.restoreAccs(r.accs, now)
 	for key, fs := range r.fired {
 		k := w.key(key)
 		for start, f := range fs {
 			w.seq++
-			k.wins[start] = &winState{fires: f.fires, n: f.n, forgotten: f.forgotten, id: w.seq}
+			k.wins[start] = &winState{fires: f.fires, n: f.n, forgotten: f.forgotten, id: w.seq, legacy: w.incr}
 		}
 	}
+	w.restoreAccs(r.accs, now)
 	if len(r.segs) > 0 {
 		w.restoreSegments(r.segs, now)
 	}
@@ -456,8 +462,14 @@ func (w *windower) process(now time.Time) []*item {
 			continue
 		}
 		ws.fires, ws.n = d.fire, d.n
-		if w.p.eo == nil {
-			w.mark(d.key, d.start, ws) // under exactly_once, in the fire's transaction (settleIn)
+		switch {
+		case w.p.eo != nil: // in the fire's transaction (settleIn)
+		case w.incr:
+			if a := k.accs[d.start]; a != nil {
+				w.markAcc(d.key, d.start, a, ws)
+			}
+		default:
+			w.mark(d.key, d.start, ws)
 		}
 		// The sessions it took in are its own now: their records go
 		// after its own is written.

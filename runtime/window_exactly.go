@@ -61,8 +61,16 @@ func (w *windower) settleIn(it *item, txn *pool.Transaction) {
 		return
 	}
 	p := w.p
-	mark := firedMark{fires: f.fire, n: f.n}
-	ms := []pool.Message{{Key: firedRecord(f.key, f.start), Payload: []byte(mark.String()), Txn: txn}}
+	var ms []pool.Message
+	if f.rec != nil {
+		// Incremental: the mark is the accumulator's record.
+		rec := *f.rec
+		rec.Fires, rec.FN = f.fire, f.n
+		ms = append(ms, pool.Message{Key: accRecordKey(f.key, f.start), Payload: appendAccRecord(nil, &rec), Txn: txn})
+	} else {
+		mark := firedMark{fires: f.fire, n: f.n}
+		ms = append(ms, pool.Message{Key: firedRecord(f.key, f.start), Payload: []byte(mark.String()), Txn: txn})
+	}
 	for _, r := range f.replaces {
 		ms = append(ms, pool.Message{Key: firedRecord(f.key, r), Txn: txn})
 	}

@@ -119,11 +119,35 @@ func (a msgPos) after(b msgPos) bool {
 	return a[2] > b[2]
 }
 
-// accRecord is an accumulator's changelog record (a|<start>|<key>).
+// accRecord is an accumulator's changelog record (a|<start>|<key>). It
+// also says how often the window fired, with how many messages added
+// (Fires, FN): a window's fired mark is its accumulator's record, not one
+// of its own, so that a forgotten window takes one removal, not two
+// (BenchmarkWindowCount's per-window cost).
 type accRecord struct {
-	Acc []byte            `json:"acc,omitempty"`
-	N   int               `json:"n"`
-	HW  map[string]msgPos `json:"hw,omitempty"`
+	Acc   []byte            `json:"acc,omitempty"`
+	N     int               `json:"n"`
+	HW    map[string]msgPos `json:"hw,omitempty"`
+	Fires int               `json:"fires,omitempty"`
+	FN    int               `json:"fn,omitempty"`
+}
+
+// firedAs is r marked fired as ws says (none yet when ws is nil).
+func (r accRecord) firedAs(ws *winState) accRecord {
+	if ws != nil {
+		r.Fires, r.FN = ws.fires, ws.n
+	}
+	return r
+}
+
+// markAcc writes window start of key's fired mark: its accumulator's
+// record, as it is (no add is made while a fire is in flight, so it is
+// the one the fire had).
+func (w *windower) markAcc(key string, start int64, a *winAcc, ws *winState) {
+	rec := accRecord{Acc: a.acc, N: a.n, HW: a.hw}.firedAs(ws)
+	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
+	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(key, start), Payload: b},
+		func(pulsarwire.MessageID, error) {})
 }
 
 const recAcc = "a|"
@@ -422,6 +446,13 @@ func (w *windower) incrTail(now time.Time) []*item {
 			delete(w.adds, id)
 			continue
 		}
+		if ws := k.wins[id.start]; ws != nil && ws.inflight {
+			// Not while it fires: its fired mark is its accumulator's
+			// record (markAcc), which an add's would overtake. Looked at
+			// again once answered (dirty).
+			delete(w.adds, id)
+			continue
+		}
 		if now.Before(a.retryAt) {
 			continue
 		}
@@ -520,8 +551,8 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		},
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs,
-		base: accRecord{Acc: a.acc, N: a.n, HW: hw}}, acc: a.acc, sub: w.gen}}
+	base := accRecord{Acc: a.acc, N: a.n, HW: hw}.firedAs(w.keys[key].wins[start])
+	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs, base: base}, acc: a.acc, sub: w.gen}}
 }
 
 // accStateKey is the key an add's message has, under which its
@@ -585,8 +616,8 @@ func (w *windower) scanKeyIncr(key string, k *winKey, wm int64, now time.Time, f
 			// Fired, or nothing was added (its adds dead-lettered):
 			// forgotten. A message for it now is late by its horizon.
 			gone = append(gone, accRecordKey(key, start))
-			if fired {
-				gone = append(gone, firedRecord(key, start))
+			if ws != nil && ws.legacy {
+				gone = append(gone, firedRecord(key, start)) // written before fired marks were accumulators'
 			}
 			delete(k.accs, start)
 			delete(k.wins, start)
@@ -616,7 +647,10 @@ func (w *windower) fireIncr(key string, start int64, a *winAcc, ws *winState) *i
 		},
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
-	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, sub: w.gen}}
+	// Under exactly_once the fired mark, the accumulator's record, goes
+	// in the fire's transaction (settleIn).
+	rec := &accRecord{Acc: a.acc, N: a.n, HW: a.hw}
+	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, rec: rec, sub: w.gen}}
 }
 
 // restoreAccs puts the accumulators read back in their windows.
@@ -626,6 +660,19 @@ func (w *windower) restoreAccs(accs map[string]map[int64]accRecord, now time.Tim
 		for start, r := range rs {
 			a := k.accOf(start, w)
 			a.acc, a.n, a.hw = r.Acc, r.N, r.HW
+			if r.Fires == 0 {
+				continue
+			}
+			// Fired: its mark is in its record (a fired record f| of
+			// before, read too, may say less).
+			if ws := k.wins[start]; ws != nil {
+				if r.Fires >= ws.fires {
+					ws.fires, ws.n = r.Fires, r.FN
+				}
+				continue
+			}
+			w.seq++
+			k.wins[start] = &winState{fires: r.Fires, n: r.FN, id: w.seq}
 		}
 	}
 }

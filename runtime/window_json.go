@@ -194,5 +194,11 @@ func appendAccRecord(b []byte, r *accRecord) []byte {
 		}
 		b = append(b, '}')
 	}
+	if r.Fires > 0 {
+		b = append(b, `,"fires":`...)
+		b = strconv.AppendInt(b, int64(r.Fires), 10)
+		b = append(b, `,"fn":`...)
+		b = strconv.AppendInt(b, int64(r.FN), 10)
+	}
 	return append(b, '}')
 }

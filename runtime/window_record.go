@@ -17,8 +17,11 @@ import (
 //	m|<topic>|<id>      a message taken into its key's windows (winMsg, JSON)
 //	w|<topic>           a partition's newest time (Unix ms), written before
 //	                    any removal so that a restart knows it
-//	f|<start>|<key>     a window that fired, and how often
-//	a|<start>|<key>     an incremental window's accumulator (accRecord, JSON)
+//	f|<start>|<key>     a window that fired, and how often (messages mode;
+//	                    incremental windows wrote it before their
+//	                    accumulator's record held it, and still read it)
+//	a|<start>|<key>     an incremental window's accumulator (accRecord, JSON),
+//	                    with how often it fired
 //	s|<topic>|<id>      messages an incremental pipeline took together, until
 //	                    each is in its accumulators (window_segment.go)
 const (
