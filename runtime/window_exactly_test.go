@@ -103,13 +103,15 @@ func waitWindows(t *testing.T, outs *collector, ref map[winID][]string, incr boo
 		}
 		return agree(windowResults{outs}.get(t), ref)
 	}
-	deadline := time.Now().Add(testTimeout)
+	start := time.Now()
+	deadline := start.Add(testTimeout)
 	for d := diff(); d != ""; d = diff() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the windows differ from the reference: %s", d)
+			t.Fatalf("the windows differ from the reference after %s: %s", time.Since(start).Round(time.Millisecond), d)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("the windows agree with the reference after %s", time.Since(start).Round(time.Millisecond))
 	time.Sleep(time.Second)
 	if d := diff(); d != "" {
 		t.Errorf("the windows differ from the reference a second after they agreed: %s", d)

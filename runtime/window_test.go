@@ -358,14 +358,16 @@ func testWindowsAgainstReference(t *testing.T, w pipelines.Window, asField, rest
 // differences after testTimeout.
 func waitAgree(t *testing.T, outs windowResults, want map[winID][]string) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
+	start := time.Now()
+	deadline := start.Add(testTimeout)
 	for {
 		diff := agree(outs.get(t), want)
 		if diff == "" {
+			t.Logf("the windows agree with the reference after %s", time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the windows differ from the reference: %s", diff)
+			t.Fatalf("the windows differ from the reference after %s: %s", time.Since(start).Round(time.Millisecond), diff)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
