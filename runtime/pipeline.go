@@ -544,6 +544,9 @@ func (p *pipeline) err() error {
 // messages or its first message has waited BatchWait.
 func (p *pipeline) receive() {
 	defer p.closeQueues()
+	if w := p.win; w != nil {
+		defer w.pinLooks.Wait() // its looks at the mark-delete positions (window_exactly.go)
+	}
 	hc := &p.cfg.Handler
 	buf := make([]*subscribe.Message, max(hc.BatchSize, 64))
 	for {

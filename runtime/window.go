@@ -118,9 +118,15 @@ type windower struct {
 	unacked  map[heldKey]unackedIn
 	acksDone []heldKey
 	freed    map[string]bool // keys with such messages that may go now
-	// pins: what was read back, kept until an acknowledgement of its
-	// partition at or after it commits (window_exactly.go).
-	pins map[string][]pin
+	// pins: what was read back, kept until the subscription's
+	// mark-delete position on its partition passes it; pinMarks, the
+	// positions the last look found (under mu), pinLook whether one is
+	// under way, pinLooks its goroutine (window_exactly.go).
+	pins     map[string][]pin
+	pinMarks map[string]msgPos
+	pinLook  bool
+	pinNext  time.Time
+	pinLooks sync.WaitGroup
 }
 
 type durableMsg struct {
@@ -406,8 +412,11 @@ func (w *windower) process(now time.Time) []*item {
 	w.mu.Lock()
 	durable, done, addsDone, segs, acks := w.durable, w.done, w.addsDone, w.segsDone, w.acksDone
 	w.durable, w.done, w.addsDone, w.segsDone, w.acksDone = nil, nil, nil, nil, nil
+	marks := w.pinMarks
+	w.pinMarks = nil
 	w.mu.Unlock()
 	w.releaseAcked(acks)
+	w.unpinMarked(marks, now)
 	if w.incr {
 		w.processAdds(addsDone, now)
 		for _, d := range segs {

@@ -1,7 +1,11 @@
 package runtime
 
 import (
+	"context"
+	"maps"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
@@ -203,10 +207,17 @@ func (w *windower) acksCommitted(settles []settlement) {
 // accumulator's newest ids, a segment's message added) may be of an
 // input whose acknowledgement had not committed when the consumer
 // subscribed again: it comes again, maybe only after the first scan
-// would have forgotten its window. Its partition's messages come in
-// order, so once an acknowledgement of that partition at or after it
-// commits, it has come again already, or is acknowledged: a pin keeps
-// its window until then.
+// would have forgotten its window. A pin keeps its window until the
+// subscription's mark-delete position on its partition is at or past
+// it: then it is acknowledged for good. Not the first acknowledgement
+// at or after it that commits: an input the other host acknowledged in
+// a transaction still open is held by the broker, neither acknowledged
+// nor given to this host, until that transaction times out, and then it
+// comes after the later messages (the campaign's eo-window on Apache
+// Pulsar: inputs both in their window's fire and in the late topic after
+// a host kill -9). The positions are asked for every pinLookEvery while
+// there are pins, so a pin of a partition that receives nothing more
+// goes too.
 type pin struct {
 	pos   msgPos
 	msg   *winMsg // messages mode
@@ -256,16 +267,59 @@ func (w *windower) addPin(topic string, p pin) {
 	w.pins[topic] = append(w.pins[topic], p)
 }
 
-// unpin lets go the pins of hk's partition at or before it.
-func (w *windower) unpin(hk heldKey) {
-	ps := w.pins[hk.topic]
-	if len(ps) == 0 || hk.raw != "" {
+// pinLookEvery is how often the mark-delete positions of the partitions
+// with pins are asked for; pinLookTimeout bounds one look.
+const (
+	pinLookEvery   = 500 * time.Millisecond
+	pinLookTimeout = 10 * time.Second
+)
+
+// unpinMarked lets go the pins at or before the mark-delete positions
+// marks (nil: no look ended), and starts the next look when it is time.
+// On the receive goroutine.
+func (w *windower) unpinMarked(marks map[string]msgPos, now time.Time) {
+	if marks != nil {
+		w.pinLook = false
+		for topic, md := range marks {
+			w.unpin(topic, md)
+		}
+	}
+	if len(w.pins) == 0 || w.pinLook || now.Before(w.pinNext) {
 		return
 	}
-	pos := posOf(hk.id)
+	w.pinLook, w.pinNext = true, now.Add(pinLookEvery)
+	topics := slices.Collect(maps.Keys(w.pins))
+	p := w.p
+	ctx := p.recvCtx
+	w.pinLooks.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, pinLookTimeout)
+		defer cancel()
+		marks := make(map[string]msgPos, len(topics))
+		for _, t := range topics {
+			id, ok, err := p.cons.MarkDeleted(ctx, t)
+			if err != nil {
+				p.log.Debug("windows: the mark-delete position could not be had; the windows read back stay", "topic", t, "err", err)
+				continue
+			}
+			if ok {
+				marks[t] = posOf(id)
+			}
+		}
+		w.mu.Lock()
+		w.pinMarks = marks
+		w.mu.Unlock()
+		w.kick()
+	})
+}
+
+// unpin lets go the pins of topic at or before md, the mark-delete
+// position of the subscription there (an entry: every message of it is
+// acknowledged).
+func (w *windower) unpin(topic string, md msgPos) {
+	ps := w.pins[topic]
 	kept := ps[:0]
 	for _, p := range ps {
-		if p.pos.after(pos) {
+		if p.pos[0] > md[0] || p.pos[0] == md[0] && p.pos[1] > md[1] {
 			kept = append(kept, p)
 			continue
 		}
@@ -277,19 +331,16 @@ func (w *windower) unpin(hk heldKey) {
 	}
 	clear(ps[len(kept):])
 	if len(kept) == 0 {
-		delete(w.pins, hk.topic)
+		delete(w.pins, topic)
 		return
 	}
-	w.pins[hk.topic] = kept
+	w.pins[topic] = kept
 }
 
 // releaseAcked lets the windows of the inputs whose acknowledgements
 // committed be forgotten once due. On the receive goroutine.
 func (w *windower) releaseAcked(hks []heldKey) {
 	for _, hk := range hks {
-		if len(w.pins) > 0 {
-			w.unpin(hk)
-		}
 		in, ok := w.unacked[hk]
 		if !ok {
 			continue

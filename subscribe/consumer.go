@@ -632,8 +632,44 @@ func (c *Consumer) LastMessageID(ctx context.Context) (id pulsarwire.MessageID, 
 	if len(parts) != 1 {
 		return id, false, fmt.Errorf("subscribe: last message id of %d topics or partitions: ask one consumer per topic", len(parts))
 	}
-	pc := parts[0]
-	err = c.client.RetryWith(ctx, c.opts.Retries, "last message id of "+pc.topic, func(ctx context.Context) error {
+	r, err := c.lastMessageID(ctx, parts[0])
+	if err != nil {
+		return id, false, err
+	}
+	last := r.GetLastMessageId()
+	// -1 (as unsigned) in the ledger or the entry: no message.
+	ok = last.GetLedgerId() != ^uint64(0) && last.GetEntryId() != ^uint64(0)
+	return pulsarwire.MessageIDFromProto(last), ok, nil
+}
+
+// MarkDeleted asks the broker for the subscription's mark-delete
+// position on topic, one of the consumer's topics or partitions: every
+// message at or before it is acknowledged, for good (an acknowledgement
+// in a transaction once that commits). It is an entry: its entry may be
+// -1 (as unsigned), before the ledger's first. ok is false when the
+// broker told none.
+func (c *Consumer) MarkDeleted(ctx context.Context, topic string) (id pulsarwire.MessageID, ok bool, err error) {
+	c.mu.Lock()
+	pc := c.parts[topic]
+	c.mu.Unlock()
+	if pc == nil {
+		return id, false, fmt.Errorf("subscribe: mark-delete position of %s: not a topic or partition of the consumer", topic)
+	}
+	r, err := c.lastMessageID(ctx, pc)
+	if err != nil {
+		return id, false, err
+	}
+	md := r.GetConsumerMarkDeletePosition()
+	if md == nil || md.GetLedgerId() == ^uint64(0) {
+		return id, false, nil
+	}
+	return pulsarwire.MessageIDFromProto(md), true, nil
+}
+
+// lastMessageID sends GET_LAST_MESSAGE_ID for pc's consumer.
+func (c *Consumer) lastMessageID(ctx context.Context, pc *partConsumer) (*pb.CommandGetLastMessageIdResponse, error) {
+	var r *pb.CommandGetLastMessageIdResponse
+	err := c.client.RetryWith(ctx, c.opts.Retries, "last message id of "+pc.topic, func(ctx context.Context) error {
 		s := pc.session()
 		if s == nil {
 			return fmt.Errorf("last message id of %s: not connected: %w", pc.topic, pulsarwire.ErrConnectionClosed)
@@ -642,17 +678,13 @@ func (c *Consumer) LastMessageID(ctx context.Context) (id pulsarwire.MessageID, 
 		if err != nil {
 			return fmt.Errorf("last message id of %s: %w", pc.topic, err)
 		}
-		r := resp.GetGetLastMessageIdResponse()
+		r = resp.GetGetLastMessageIdResponse()
 		if r == nil || r.GetLastMessageId() == nil {
 			return fmt.Errorf("last message id of %s: broker answered %s: %w", pc.topic, resp.GetType(), pulsarwire.ErrCorrupt)
 		}
-		last := r.GetLastMessageId()
-		// -1 (as unsigned) in the ledger or the entry: no message.
-		ok = last.GetLedgerId() != ^uint64(0) && last.GetEntryId() != ^uint64(0)
-		id = pulsarwire.MessageIDFromProto(last)
 		return nil
 	})
-	return id, ok, err
+	return r, err
 }
 
 // Disconnected says whether some topic or partition of the consumer has
