@@ -8,8 +8,10 @@ package plugin
 // gRPC onto a channel the host hands the plugin (docs/runtime.md, "The
 // plugin boundary"); version 3 answers the common outcomes in a byte a
 // message; version 4 puts a change of the message's own keyed state in
-// that byte too. The handler sees no difference.
-const ContractVersion = 4
+// that byte too; version 5 sends incremental windows in a compact form,
+// and a window due with messages waiting as one add and fire, which
+// ReadWindow and IncrementalWindow take care of.
+const ContractVersion = 5
 
 // DefaultMaxMessageSize is the largest gRPC message (a batch, or a batch's
 // results) either side accepts unless told otherwise: 64 MiB, well above

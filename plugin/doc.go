@@ -126,7 +126,10 @@
 // plugin at its start: one frame each way per batch, the same bytes. The
 // handler sees no difference; from version 3 on, the SDK answers the
 // common outcomes (an ack, an output echoing its input) in a byte a
-// message. Messages may be up to 64 MiB each way
+// message; from version 5 on, an incremental window comes in a compact
+// binary form (ReadWindow reads both) and a window due with messages
+// waiting as one add and fire (IncrementalWindow). Messages may be up to
+// 64 MiB each way
 // (DefaultMaxMessageSize; gRPC's default is 4 MiB), so that a batch of
 // Pulsar's largest messages fits; ServeOptions.MaxMessageSize (and the
 // host's ClientOptions.MaxMessageSize) change it. Nothing in the contract

@@ -29,7 +29,9 @@ type Window struct {
 	// handler's add steps returned so far (nil before the first). When
 	// the window fires, it is the window.
 	Accumulator []byte
-	// Add says this is an incremental window's add step, not its fire.
+	// Add says this is an incremental window's add step. With Fire set
+	// too (contract version 5, IncrementalWindow), it is an add and then
+	// the window's fire, in one message.
 	Add bool
 	// Replaces are the starts of sessions that fired before and that
 	// this session took in: a message within the allowed lateness came
@@ -63,13 +65,21 @@ const (
 )
 
 // ReadWindow decodes the window m carries; ok is false when m is not a
-// window (its pipeline has no window block).
+// window (its pipeline has no window block). It reads both forms the
+// host sends (docs/contract.md §6, windows): JSON, and contract version 5's
+// compact form of an incremental window, whose messages' payloads and
+// accumulator share m.Payload (copy them to keep them past the call).
 func ReadWindow(m *Message) (w *Window, ok bool, err error) {
 	if _, is := m.Properties[propertyWindowStart]; !is {
 		return nil, false, nil
 	}
 	var p windowJSON
-	if err := decodeWindow(m.Payload, &p); err != nil {
+	decode := decodeWindow
+	if len(m.Payload) > 0 && m.Payload[0] == compactWindowForm {
+		// Contract version 5's compact form of an incremental window.
+		decode = decodeCompactWindow
+	}
+	if err := decode(m.Payload, &p); err != nil {
 		return nil, true, fmt.Errorf("window message %s: %w", m.ID, err)
 	}
 	w = &Window{Key: p.Key, Start: time.UnixMilli(p.Start).UTC(), End: time.UnixMilli(p.End).UTC(), Fire: p.Fire,
@@ -106,8 +116,13 @@ func (f WindowFunc) Process(ctx context.Context, w ResultWriter, batch []*Messag
 // incremental (window.mode: incremental, docs/pipelines.md,
 // "Incremental windows"): the host keeps one accumulator a window, which
 // Add updates with each batch of the window's messages, and hands it to
-// Fire when the window closes. A message that is neither is
-// dead-lettered.
+// Fire when the window closes. A window due with messages waiting comes
+// as one message (contract version 5): Add, then Fire with the
+// accumulator Add returned; its answer is that accumulator and Fire's
+// outputs, and an error of either leaves the accumulator as it was (a
+// retry makes both again; a dead letter is the add's, and the window
+// fires later with the accumulator it had). A message that is neither
+// is dead-lettered.
 type IncrementalWindow struct {
 	// Add returns the accumulator with w.Messages added to
 	// w.Accumulator (nil before the first add). The host keeps what it
@@ -139,11 +154,21 @@ func (h IncrementalWindow) Process(ctx context.Context, w ResultWriter, batch []
 		if err != nil {
 			return nil, err
 		}
+		var outs []Output
+		if win.Fire > 0 {
+			// An add and the fire in one message (contract version 5):
+			// the fire gets the accumulator the add made, no messages.
+			fire := *win
+			fire.Add, fire.Messages, fire.Accumulator = false, []WindowMessage{}, acc
+			if outs, err = h.Fire(ctx, &fire); err != nil {
+				return nil, err // the accumulator stays as it was: both are made again
+			}
+		}
 		// The accumulator goes back as the add's keyed state
 		// (docs/contract.md §6): an empty one is no accumulator.
 		if err := m.State().Put(acc); err != nil {
 			return nil, DeadLetter(fmt.Errorf("window %s at %d: %w", win.Key, win.Start.UnixMilli(), err))
 		}
-		return nil, nil
+		return outs, nil
 	}).Process(ctx, w, batch)
 }

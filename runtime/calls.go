@@ -33,6 +33,9 @@ func (p *pipeline) called(b *batch, instance, size int, took time.Duration, err 
 // call hands items to inst and returns its answer, through
 // Options.Intercept when there is one.
 func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plugin.Result, error) {
+	if res := windowsFor(inst, items); res != nil {
+		return res, nil
+	}
 	if w.keyed != nil {
 		if w.keyed.eo {
 			if live, ok := liveItems(items); !ok {
@@ -140,4 +143,29 @@ func (w *worker) callLive(ctx context.Context, inst instance, items, live []*ite
 		res[i] = plugin.Result{Outcome: plugin.OutcomeRetry, Reason: "delivered again before it was handled"}
 	}
 	return res, nil
+}
+
+// windowsFor encodes the incremental windows' messages among items in
+// the form inst reads (window_compact.go). An add and fire in one is for
+// an instance of contract version 5 only: made for one that was started
+// since, every item of the call is retried (the windows make an add and
+// a fire of it again), and res says so.
+func windowsFor(inst instance, items []*item) (res []plugin.Result) {
+	compact := compactInstance(inst)
+	for _, it := range items {
+		f := it.win
+		if f == nil || f.wp == nil {
+			continue
+		}
+		if !compact && f.add != nil && f.fire > 0 {
+			res = make([]plugin.Result, len(items))
+			for i := range res {
+				res[i] = plugin.Result{Outcome: plugin.OutcomeRetry, RetryDelay: time.Millisecond,
+					Reason: "a window's add and fire in one, for an instance of a contract version before 5"}
+			}
+			return res
+		}
+		windowForm(it, compact)
+	}
+	return nil
 }

@@ -120,6 +120,10 @@ func (l *localInstance) Close(ctx context.Context) error {
 
 func (l *localInstance) Kill() {}
 
+// CompactWindows: an in-process handler is built with this module's SDK,
+// which reads contract version 5's windows (window_compact.go).
+func (l *localInstance) CompactWindows() bool { return true }
+
 func (l *localInstance) Pid() int { return 0 }
 
 func (l *localInstance) Exited() <-chan struct{} { return nil }

@@ -346,6 +346,9 @@ func (p *pipeline) openOutputs(ctx context.Context) error {
 func (p *pipeline) newSupervisor(i int) *supervisor {
 	s := newSupervisor(i, p.start, p.h.opts.Restart, p.h.opts.PluginStartTimeout, p.hard, p.log)
 	s.crashed = func() { p.stats.crashes.Add(1) }
+	if w := p.win; w != nil && w.incr {
+		s.started = func(inst instance) { w.compact.Store(compactInstance(inst)) }
+	}
 	s.restarted = func(cause error) {
 		p.stats.restarts.Add(1)
 		if f := p.h.opts.Hooks.Restarted; f != nil {

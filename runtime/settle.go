@@ -44,7 +44,15 @@ func (p *pipeline) settle(items []*item, res []plugin.Result) {
 		}
 		switch r.Outcome {
 		case plugin.OutcomeAck:
-			if it.win != nil && it.win.add != nil {
+			if f := it.win; f != nil && f.add != nil && f.fire > 0 {
+				// An add and fire in one: its outputs go as a fire's;
+				// the accumulator its add made is written once they
+				// have (addFireSettled).
+				f.acked = true
+				if r.State != nil && !r.State.Delete {
+					f.newAcc = append([]byte(nil), r.State.Value...)
+				}
+			} else if it.win != nil && it.win.add != nil {
 				if len(r.Outputs) > 0 {
 					p.log.Warn("windows: an add step's outputs are not published; a window's outputs come when it fires", "window", it.m.Key, "outputs", len(r.Outputs))
 				}
@@ -233,6 +241,7 @@ func (p *pipeline) deadLetter(it *item, reason string) {
 			return
 		}
 	}
+	windowJSON(it) // a window's message goes to the dead-letter topic as JSON
 	m := it.m
 	topic := p.deadLetterTopic(m)
 	p.log.Warn("dead-lettering a message", "id", it.id(), "topic", m.Topic, "dead_letter_topic", topic, "reason", reason)

@@ -74,6 +74,7 @@ func (w *worker) runBefore(b *batch, items []*item) []*item {
 	}
 	var out []stopped
 	for i, it := range items {
+		windowJSON(it) // the steps read a window as JSON
 		m := it.m
 		sm := &sms[i]
 		*sm = steps.Message{Payload: m.Payload, Key: m.Key, OrderingKey: m.OrderingKey, Properties: m.Properties,

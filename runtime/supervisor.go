@@ -25,6 +25,8 @@ type supervisor struct {
 	// pipeline's counters and hooks; either may be nil.
 	crashed   func()
 	restarted func(cause error)
+	// started is told of each instance started (may be nil).
+	started func(instance)
 
 	startMu sync.Mutex // one start (first, restart or swap) at a time
 	start   starter    // guarded by startMu
@@ -111,6 +113,9 @@ func (s *supervisor) startFirst(ctx context.Context) error {
 
 // setLocked makes inst the current instance. s.mu held.
 func (s *supervisor) setLocked(inst instance) *running {
+	if s.started != nil {
+		s.started(inst)
+	}
 	s.gen++
 	r := &running{inst: inst, gen: s.gen, drained: make(chan struct{})}
 	s.cur = r

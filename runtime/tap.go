@@ -168,6 +168,7 @@ func (p *pipeline) tapInput(ts *taps, it *item, o Outcome, reason string) {
 		if !t.allow(now) {
 			continue
 		}
+		windowJSON(it)
 		m := it.m
 		tid := traceIDOf(m.Properties)
 		if tid == "" && it.b != nil && it.b.span != nil {

@@ -56,6 +56,10 @@ type windower struct {
 	srcTopic string // the topic a window's message names
 	idle     int64  // ms
 	incr     bool   // incremental: an accumulator a window (window_incr.go)
+	// compact: the instance started last speaks contract version 5, so
+	// a window due with messages waiting is one add-and-fire item
+	// (window_incr.go, addItem); set by the supervisors.
+	compact atomic.Bool
 
 	mu      sync.Mutex
 	durable []durableMsg
@@ -179,6 +183,15 @@ type windowFire struct {
 	// rec is an incremental fire's accumulator record, its fired mark
 	// to be (exactly_once: in its transaction, settleIn).
 	rec *accRecord
+	// wp is an incremental window's message before it is encoded, in
+	// the form of the instance it goes to (form, window_compact.go).
+	wp   *windowPayload
+	form int
+	// An add and fire in one (add set, fire > 0; contract version 5):
+	// acked, the handler answered it (its outputs are published), and
+	// newAcc is the accumulator its add made (nil: none).
+	acked  bool
+	newAcc []byte
 	// replaces are the fired sessions this one took in (sessionFire).
 	replaces []int64
 	// sub is windower.gen when it was handed out: an answer after the
@@ -371,6 +384,10 @@ func unixMilli(t time.Time) int64 {
 // (its outputs published, or dead-lettered, or dropped), or to be
 // handed over again after delay.
 func (w *windower) answered(f *windowFire, ok bool, delay time.Duration) {
+	if f.add != nil && f.fire > 0 {
+		w.addFireSettled(f, ok, delay)
+		return
+	}
 	if f.add != nil {
 		w.addSettled(f, ok, delay)
 		return

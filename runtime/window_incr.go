@@ -368,6 +368,52 @@ func (w *windower) addSettled(f *windowFire, ok bool, delay time.Duration) {
 	w.kick()
 }
 
+// addFireDue says whether a window due with messages waiting (a) is
+// handed over as one add and fire: when the instances speak contract
+// version 5, all its messages fit one add, and not under exactly_once,
+// whose fire's record goes in its transaction (settleIn) while an add's
+// does not.
+func (w *windower) addFireDue(a *winAcc) bool {
+	return w.p.eo == nil && w.compact.Load() && len(a.pending) <= maxAdd
+}
+
+// addFireSettled is answered for an add and fire in one: ok and acked,
+// its outputs are published, and the accumulator its add made is
+// written with its fired mark; ok and not acked, it was dead-lettered or
+// dropped (as an add: the accumulator stays as it was, and the window is
+// not marked fired); else it is made again after delay.
+func (w *windower) addFireSettled(f *windowFire, ok bool, delay time.Duration) {
+	w.mu.Lock()
+	stale := w.stale(f.sub)
+	w.mu.Unlock()
+	if stale {
+		return
+	}
+	if !ok || !f.acked {
+		w.mu.Lock()
+		if !w.stale(f.sub) {
+			w.addsDone = append(w.addsDone, addDone{f: f, ok: ok, delay: delay})
+		}
+		w.mu.Unlock()
+		w.kick()
+		return
+	}
+	rec := f.add.base
+	rec.Acc = f.newAcc
+	rec.N += len(f.add.msgs)
+	rec.Fires, rec.FN = f.fire, rec.N
+	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
+	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
+		func(_ pulsarwire.MessageID, err error) {
+			w.mu.Lock()
+			if !w.stale(f.sub) {
+				w.addsDone = append(w.addsDone, addDone{f: f, added: true, rec: rec, err: err, ok: true})
+			}
+			w.mu.Unlock()
+			w.kick()
+		})
+}
+
 // processAdds acts on the adds answered.
 func (w *windower) processAdds(done []addDone, now time.Time) {
 	p := w.p
@@ -380,6 +426,15 @@ func (w *windower) processAdds(done []addDone, now time.Time) {
 		a := k.accs[f.start]
 		a.adding = false
 		w.dirty[f.key] = true
+		if f.fire > 0 {
+			// An add and fire in one: fired once its record is written.
+			if ws := k.wins[f.start]; ws != nil {
+				ws.inflight = false
+				if d.added && d.err == nil {
+					ws.fires, ws.n = f.fire, d.rec.N
+				}
+			}
+		}
 		if d.err != nil {
 			// The accumulator in the changelog is the one before: the
 			// messages are in their segments still, which a restart reads.
@@ -457,7 +512,7 @@ func (w *windower) incrTail(now time.Time) []*item {
 			continue
 		}
 		delete(w.adds, id)
-		items = append(items, w.addItem(id.key, id.start, a))
+		items = append(items, w.addItem(id.key, id.start, a, nil))
 	}
 	return items
 }
@@ -510,8 +565,9 @@ func (w *windower) release() {
 }
 
 // addItem makes the item that hands the pending messages of window
-// start of key to the handler's add step.
-func (w *windower) addItem(key string, start int64, a *winAcc) *item {
+// start of key to the handler's add step; with ws (its state, to fire
+// now) an add and fire in one (contract version 5: addFireDue).
+func (w *windower) addItem(key string, start int64, a *winAcc, ws *winState) *item {
 	n := min(len(a.pending), maxAdd)
 	msgs := a.pending[:n:n]
 	a.pending = a.pending[n:]
@@ -536,23 +592,25 @@ func (w *windower) addItem(key string, start int64, a *winAcc) *item {
 		}
 	}
 	end := start + w.a.size
-	size := 128 + len(a.acc)*4/3
-	for _, m := range wms {
-		size += winMsgSize(m)
+	fire := 0
+	props := map[string]string{
+		PropertyWindowStart: strconv.FormatInt(start, 10),
+		PropertyWindowEnd:   strconv.FormatInt(end, 10),
+		PropertyWindowAdd:   strconv.Itoa(n),
 	}
-	b := appendWindowPayload(make([]byte, 0, size), &windowPayload{Key: key, Start: start, End: end, Messages: wms, Add: true, Accumulator: a.acc})
+	if ws != nil {
+		ws.inflight = true
+		fire = ws.fires + 1
+		props[PropertyWindowFire] = strconv.Itoa(fire)
+	}
 	m := &subscribe.Message{
 		ID:    pulsarwire.MessageID{Ledger: addLedger, Entry: a.id, Partition: -1, BatchIndex: -1},
-		Topic: w.srcTopic, Key: accStateKey(key, start), Payload: b,
-		Properties: map[string]string{
-			PropertyWindowStart: strconv.FormatInt(start, 10),
-			PropertyWindowEnd:   strconv.FormatInt(end, 10),
-			PropertyWindowAdd:   strconv.Itoa(n),
-		},
+		Topic: w.srcTopic, Key: accStateKey(key, start), Properties: props,
 		PublishTime: time.UnixMilli(end), EventTime: time.UnixMilli(end - 1),
 	}
 	base := accRecord{Acc: a.acc, N: a.n, HW: hw}.firedAs(w.keys[key].wins[start])
-	return &item{m: m, win: &windowFire{key: key, start: start, add: &addCall{msgs: msgs, base: base}, acc: a.acc, sub: w.gen}}
+	wp := &windowPayload{Key: key, Start: start, End: end, Fire: fire, Messages: wms, Add: true, Accumulator: a.acc}
+	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, add: &addCall{msgs: msgs, base: base}, acc: a.acc, wp: wp, sub: w.gen}}
 }
 
 // accStateKey is the key an add's message has, under which its
@@ -586,7 +644,19 @@ func (w *windower) scanKeyIncr(key string, k *winKey, wm int64, now time.Time, f
 			continue // looked at again once added (dirty)
 		}
 		if len(a.pending) > 0 {
-			if end <= wm {
+			if end <= wm && w.addFireDue(a) {
+				if ws == nil {
+					w.seq++
+					ws = &winState{id: w.seq}
+					k.wins[start] = ws
+				}
+				if now.Before(ws.retryAt) || now.Before(a.retryAt) {
+					w.dirty[key] = true
+					continue
+				}
+				delete(w.adds, winID2{key, start})
+				fires = append(fires, w.addItem(key, start, a, ws))
+			} else if end <= wm {
 				w.adds[winID2{key, start}] = true
 			} else {
 				w.nextCheck = min(w.nextCheck, end)
@@ -636,10 +706,10 @@ func (w *windower) fireIncr(key string, start int64, a *winAcc, ws *winState) *i
 	ws.inflight = true
 	fire := ws.fires + 1
 	end := start + w.a.size
-	b := appendWindowPayload(make([]byte, 0, 128+len(a.acc)*4/3), &windowPayload{Key: key, Start: start, End: end, Fire: fire, Messages: []*winMsg{}, Accumulator: a.acc})
+	wp := &windowPayload{Key: key, Start: start, End: end, Fire: fire, Messages: []*winMsg{}, Accumulator: a.acc}
 	m := &subscribe.Message{
 		ID:    pulsarwire.MessageID{Ledger: 1 << 62, Entry: ws.id, Partition: -1, BatchIndex: -1},
-		Topic: w.srcTopic, Key: key, Payload: b,
+		Topic: w.srcTopic, Key: key,
 		Properties: map[string]string{
 			PropertyWindowStart: strconv.FormatInt(start, 10),
 			PropertyWindowEnd:   strconv.FormatInt(end, 10),
@@ -650,7 +720,7 @@ func (w *windower) fireIncr(key string, start int64, a *winAcc, ws *winState) *i
 	// Under exactly_once the fired mark, the accumulator's record, goes
 	// in the fire's transaction (settleIn).
 	rec := &accRecord{Acc: a.acc, N: a.n, HW: a.hw}
-	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, rec: rec, sub: w.gen}}
+	return &item{m: m, win: &windowFire{key: key, start: start, fire: fire, n: a.n, rec: rec, wp: wp, sub: w.gen}}
 }
 
 // restoreAccs puts the accumulators read back in their windows.

@@ -2,18 +2,22 @@ package runtime_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
+	"github.com/streamrun/streamrun/plugin"
 	"github.com/streamrun/streamrun/pool"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
@@ -300,5 +304,74 @@ func TestIncrementalWindowAddsItsMessagesAtOnceWhenItCloses(t *testing.T) {
 	time.Sleep(2 * time.Second) // a window read back as not fired would fire again by now
 	if n := outs.len(); n != answered {
 		t.Errorf("a new host answered %d windows more: it did not read their fired marks back", n-answered)
+	}
+}
+
+// A window whose watermark passed while its messages wait goes to a
+// handler of contract version 5 (the Go SDK's) as one call that adds
+// them and fires, not an add and then a fire; one whose SDK speaks
+// version 4 (an older plugin binary, here the same one capped by
+// STREAMRUN_PLUGIN_MAX_CONTRACT_VERSION) gets the two calls, in the JSON
+// form. Either way the counts equal the reference's. (It guards a
+// design: the results were right with two calls too.)
+func TestIncrementalWindowAddsAndFiresInOneCall(t *testing.T) {
+	for _, v := range []string{"5", "4"} {
+		t.Run("contract="+v, func(t *testing.T) {
+			peer := brokertest.Target(t)
+			base := brokertest.TopicName(t)
+			in, out := base+"-in", base+"-out"
+			cl := clientURL(t, peer.URL)
+			w := pipelines.Window{Type: pipelines.Tumbling, Size: time.Minute, OutOfOrder: 5 * time.Second, Time: pipelines.TimeEvent,
+				Mode: pipelines.ModeIncremental}
+			const keys, perKey = 3, 60
+			var msgs []genMsg
+			for i := range keys * perKey {
+				msgs = append(msgs, genMsg{key: fmt.Sprintf("k%d", i%keys), t: windowBase + int64(i)*700, payload: fmt.Sprintf("m-%d", i)})
+			}
+			msgs = append(msgs, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
+			ref, _ := referenceWindows(w, msgs)
+			want := accSums(ref)
+			delete(want, winID{flushKey, (windowBase + 86_400_000) / 60_000 * 60_000}) // open still
+			outs := collect(t, cl, out)
+			publishGenerated(t, cl, in, msgs, false)
+			p := windowPipeline(in, out, w, windowConfig{Incremental: true})
+			if v != "5" {
+				p.Handler.Env = maps.Clone(p.Handler.Env)
+				if p.Handler.Env == nil {
+					p.Handler.Env = map[string]string{}
+				}
+				p.Handler.Env["STREAMRUN_PLUGIN_MAX_CONTRACT_VERSION"] = v
+			}
+			var mu sync.Mutex
+			kinds := map[string]int{}
+			intercept := func(ctx context.Context, c streamrun.Call, next func(context.Context) ([]plugin.Result, error)) ([]plugin.Result, error) {
+				mu.Lock()
+				for _, m := range c.Messages {
+					_, add := m.Properties[streamrun.PropertyWindowAdd]
+					_, fire := m.Properties[streamrun.PropertyWindowFire]
+					switch {
+					case add && fire:
+						kinds["add+fire"]++
+					case add:
+						kinds["add"]++
+					case fire:
+						kinds["fire"]++
+					}
+				}
+				mu.Unlock()
+				return next(ctx)
+			}
+			runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}, Intercept: intercept}, p)
+			waitFor(t, "the windows equal the reference", func() bool { return accAgree(accResults(t, outs), want) == "" })
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("%d windows; calls: %v", len(want), kinds)
+			if v == "5" && (kinds["add+fire"] != len(want) || kinds["add"] != 0 || kinds["fire"] != 0) {
+				t.Errorf("%d windows were handed over as %v, want each as one add and fire", len(want), kinds)
+			}
+			if v != "5" && (kinds["add+fire"] != 0 || kinds["add"] < len(want) || kinds["fire"] < len(want)) {
+				t.Errorf("%d windows were handed to a handler of contract version %s as %v, want an add and a fire each", len(want), v, kinds)
+			}
+		})
 	}
 }

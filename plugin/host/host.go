@@ -145,7 +145,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
 	env := append(append([]string(nil), opts.Env...), contract.EnvLogLevel+"="+lowestLevel(log).String(), certEnv)
-	// Contract version 1 always; versions 2 to 4 where the batch channel
+	// Contract version 1 always; versions 2 to 5 where the batch channel
 	// can be made. The plugin picks.
 	versions := map[int]*contract.GRPCPlugin{contract.VersionGRPCBatches: {Dial: dial}}
 	channel, childEnd, err := newChannel()
@@ -159,6 +159,7 @@ func Start(ctx context.Context, opts ClientOptions) (*Instance, error) {
 		versions[contract.VersionBatchChannel] = &contract.GRPCPlugin{Dial: dial}
 		versions[contract.VersionCompactAnswers] = &contract.GRPCPlugin{Dial: dial}
 		versions[contract.VersionCompactState] = &contract.GRPCPlugin{Dial: dial}
+		versions[contract.VersionCompactWindows] = &contract.GRPCPlugin{Dial: dial}
 	}
 	size := opts.MaxMessageSize
 	client := goplugin.NewClient(&goplugin.ClientConfig{
@@ -242,6 +243,14 @@ func closeChannel(c net.Conn) {
 
 // Name is "Name" or "Name/InstanceID" from the options.
 func (i *Instance) Name() string { return i.name }
+
+// ContractVersion is the contract version the instance negotiated.
+func (i *Instance) ContractVersion() int { return i.version }
+
+// CompactWindows reports whether the instance speaks contract version 5:
+// an incremental window's message in the compact form, and a window's
+// add and fire in one message (docs/contract.md §6, windows).
+func (i *Instance) CompactWindows() bool { return i.version >= contract.VersionCompactWindows }
 
 // Pid is the plugin process's id.
 func (i *Instance) Pid() int { return i.proc.pid }

@@ -71,8 +71,10 @@ func TestAPluginOutlivesThreadsThatEnd(t *testing.T) {
 	}
 }
 
-// A plugin on the SDK gets contract version 4, batches on the batch
-// channel and compact answers with state changes; capped at version 3,
+// A plugin on the SDK gets contract version 5, batches on the batch
+// channel, compact answers with state changes and compact windows
+// (CompactWindows); capped at version 4, all but the compact windows;
+// capped at version 3,
 // compact answers; capped at version 2, the batch channel
 // and full answers; capped at 1, or one that speaks only version 1 (as
 // the Python SDK does), batches on gRPC. All answer.
@@ -85,7 +87,9 @@ func TestTheBatchChannelIsNegotiated(t *testing.T) {
 		version int
 		channel bool
 	}{
-		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionCompactState, true},
+		{"sdk", ClientOptions{Path: example("uppercase")}, `{"output":"o"}`, contract.VersionCompactWindows, true},
+		{"sdk up to version 4", ClientOptions{Path: example("uppercase"), Env: []string{contract.EnvMaxVersion + "=4"}},
+			`{"output":"o"}`, contract.VersionCompactState, true},
 		{"sdk up to version 3", ClientOptions{Path: example("uppercase"), Env: []string{contract.EnvMaxVersion + "=3"}},
 			`{"output":"o"}`, contract.VersionCompactAnswers, true},
 		{"sdk up to version 2", capped, `{"output":"o"}`, contract.VersionBatchChannel, true},
@@ -99,6 +103,9 @@ func TestTheBatchChannelIsNegotiated(t *testing.T) {
 			_, onChannel := inst.batches.carrier.(*channelCarrier)
 			if inst.version != c.version || onChannel != c.channel {
 				t.Fatalf("contract version %d, batch channel %v; want %d, %v", inst.version, onChannel, c.version, c.channel)
+			}
+			if want := c.version >= contract.VersionCompactWindows; inst.CompactWindows() != want {
+				t.Errorf("CompactWindows is %v at contract version %d", !want, c.version)
 			}
 			if res, err := inst.Process(context.Background(), msgs("a", "b")); err != nil || len(res) != 2 {
 				t.Fatalf("%d results, %v", len(res), err)

@@ -37,7 +37,16 @@ import (
 //     that the message's key takes a new value, sent beside it, so that
 //     a keyed-state answer (a change of the message's own key, with an
 //     ack and an echo) needs no full Result.
-const Version = VersionCompactState
+//   - VersionCompactWindows (5): version 4, and an incremental window's
+//     message (window.mode: incremental) carries the window in a compact
+//     binary form instead of JSON with base64 payloads (its first byte
+//     says which, docs/contract.md §6, windows); and a window whose
+//     watermark passed while messages wait for its add comes as one
+//     message that is both its add and its fire (both properties set),
+//     answered with the new accumulator as the message's state change
+//     and the fire's outputs. The Go SDK speaks it; the Python SDK
+//     version 1.
+const Version = VersionCompactWindows
 
 // The contract's versions (see Version).
 const (
@@ -45,6 +54,7 @@ const (
 	VersionBatchChannel   = 2
 	VersionCompactAnswers = 3
 	VersionCompactState   = 4
+	VersionCompactWindows = 5
 )
 
 // OnChannel reports whether version v carries batches on the batch
