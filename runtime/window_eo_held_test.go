@@ -95,3 +95,75 @@ func TestExactlyOnceWindowsTakeAnInputHeldByAnotherHostsTransactionForACopy(t *t
 	checkFiresOnce(t, outs)
 	dial.restore()
 }
+
+// Under exactly_once, a window read back is kept until the inputs it
+// counts are acknowledged for good (window_exactly.go). When they are
+// already, and their partition receives nothing more, the window must
+// still go once the watermark (another partition's, the idle one let go
+// of) passes its end and lateness, while the host runs: its records
+// leave the changelog. (Issue #34's note: a pin went only with a later
+// acknowledgement of its partition, so such a window stayed until a
+// restart.)
+func TestExactlyOnceWindowReadBackGoesWhileItsPartitionReceivesNothingMore(t *testing.T) {
+	c := cluster(t, func(o *broker.Options) { o.Transactions = true })
+	url := c.ServiceURL()
+	base := brokertest.TopicName(t)
+	inA, inB, out := base+"-a", base+"-b", base+"-out"
+	cl := clientURL(t, url)
+	outs := collect(t, clientURL(t, url), out)
+	w := pipelines.Window{Type: pipelines.Tumbling, Size: 5 * time.Second, AllowedLateness: 5 * time.Second,
+		Time: pipelines.TimeEvent, Mode: pipelines.ModeIncremental}
+	p := windowPipeline(inA, out, w, windowConfig{Incremental: true})
+	p.Source.Topics = []string{inA, inB}
+	p.Window.IdleTimeout = time.Second // inA, which receives nothing more, stops holding the watermark
+	exactlyOnceWindows(&p)
+
+	dial := &cuttableDialer{}
+	a := runHost(t, nil, streamrun.Options{Logger: testLogger(t, slog.LevelWarn), Pool: pool.Options{ServiceURL: url, Dial: dial.Dial,
+		OperationRetries: pool.OperationRetries{Delay: 100 * time.Millisecond}}}, p)
+	// As many inputs of a's window [100,105) as an add takes: A adds them
+	// to the accumulator before the window's end, and commits their
+	// acknowledgements.
+	const maxAdd = 256 // (window_incr.go)
+	var ins []genMsg
+	for i := range maxAdd {
+		ins = append(ins, genMsg{key: "a", t: windowBase + 100_000 + int64(i)*10, payload: fmt.Sprint("a", i)})
+	}
+	publishGenerated(t, cl, inA, ins, false)
+	waitFor(t, "A's add of a's window and its acknowledgements committed", func() bool {
+		return a.stats("windows").Processed >= 1 && c.Backlog(inA, "windows") == 0
+	})
+	time.Sleep(500 * time.Millisecond) // the accumulator's record is written
+	dial.cut()
+	rec := fmt.Sprintf("a|%d|a", windowBase+100_000)
+	changelog := p.Window.Changelog
+	if _, ok := readWindowRecords(t, cl, changelog)[rec]; !ok {
+		t.Fatalf("no record %s in the changelog after A's add", rec)
+	}
+
+	// B reads a's accumulator back; only inB receives more.
+	runHostWaiting(t, streamrun.Options{Logger: eoLogger(t), Pool: pool.Options{ServiceURL: url}}, p).waitRunning(t)
+	publishOne(t, cl, inB, pool.Message{Key: "b", Payload: []byte("b"), EventTime: time.UnixMilli(windowBase + 200_000)})
+	waitFor(t, "a's window fired by B", func() bool { return len(accResults(t, outs)) >= 1 })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := readWindowRecords(t, cl, changelog)[rec]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's window, fired and past its lateness, is still in the changelog (%s) 20s after: B keeps it while its partition receives nothing more", rec)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	dial.restore()
+}
+
+// readWindowRecords reads a window changelog's records as a host does.
+func readWindowRecords(t *testing.T, cl *pool.Client, changelog string) map[string][]byte {
+	t.Helper()
+	vals, err := streamrun.ReadState(testContext(t), cl, changelog)
+	if err != nil {
+		t.Fatalf("read %s: %v", changelog, err)
+	}
+	return vals
+}
