@@ -70,6 +70,9 @@ type pipeline struct {
 	// changelogProducers are the changelog producers opened with
 	// fencing (state_fence.go), nil until then.
 	changelogProducers atomic.Pointer[[]*pool.Producer]
+	// takenAtRegain: a read back found the changelog fenced by another
+	// host (state_regain.go); until the next takeChangelog.
+	takenAtRegain atomic.Bool
 
 	redo redoQueue // messages whose outputs failed, settled off the connection goroutines
 	// eo commits the transactions of an exactly_once pipeline; nil for

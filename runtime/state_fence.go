@@ -71,12 +71,16 @@ func (p *pipeline) fenceTopics(ctx context.Context, topics []string) error {
 		ps = append(ps, pr)
 	}
 	p.changelogProducers.Store(&ps)
+	p.takenAtRegain.Store(false)
 	return nil
 }
 
 // fencedOut says whether another host fenced the changelog producers:
 // it holds the subscription, or held it since.
 func (p *pipeline) fencedOut() bool {
+	if p.takenAtRegain.Load() {
+		return true
+	}
 	ps := p.changelogProducers.Load()
 	if ps == nil {
 		return false

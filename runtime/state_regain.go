@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+
+	"github.com/streamrun/streamrun/pulsarwire"
 )
 
 // Keyed state when the subscription comes back. The consumer subscribes
@@ -77,16 +79,16 @@ func (p *pipeline) regain() error {
 		}
 	}
 	if err := p.takeChangelog(p.recvCtx); err != nil {
-		return err
+		return p.takenMeanwhile(at, err)
 	}
 	if p.keyed != nil {
 		if err := p.keyed.restore(p.recvCtx, p.client, p.cfg.Source.Subscription); err != nil {
-			return fmt.Errorf("read the keyed state back after subscribing again: %w", err)
+			return p.takenMeanwhile(at, fmt.Errorf("read the keyed state back after subscribing again: %w", err))
 		}
 	}
 	if p.win != nil {
 		if err := p.win.restore(p.recvCtx); err != nil {
-			return fmt.Errorf("read the windows back after subscribing again: %w", err)
+			return p.takenMeanwhile(at, fmt.Errorf("read the windows back after subscribing again: %w", err))
 		}
 	}
 	p.readAt = at
@@ -98,5 +100,24 @@ func (p *pipeline) regain() error {
 	if err := p.cons.RedeliverUnacknowledged(); err != nil {
 		return fmt.Errorf("ask for the unacknowledged messages again: %w", err)
 	}
+	return nil
+}
+
+// takenMeanwhile is regain's answer to err, a read back that failed at
+// subscription count at. ProducerFenced means another host took the
+// changelog after this one did: that host held the subscription since,
+// so this one lost it and its consumer subscribes again. Nothing more
+// is received, placed or fired until then, as for a fenced pipeline
+// (state_fence.go), and the read back is made again then. Not a failure
+// of the pipeline: the campaign's eo-window on Apache Pulsar stopped a
+// host so (two hosts took the subscription in turn while one read
+// back). Any other error fails it.
+func (p *pipeline) takenMeanwhile(at uint64, err error) error {
+	if !errors.Is(err, pulsarwire.ErrProducerFenced) {
+		return err
+	}
+	p.log.Warn("another host took the changelog during the read back: nothing more until the subscription comes back", "err", err)
+	p.takenAtRegain.Store(true)
+	p.readAt = at
 	return nil
 }
