@@ -49,6 +49,7 @@ func (w *worker) call(ctx context.Context, inst instance, items []*item) ([]plug
 		res, err := w.callWith(ctx, inst, items, es)
 		if err == nil {
 			w.keyed.apply(items, res)
+			w.keyed.recycle(es)
 		}
 		return res, err
 	}

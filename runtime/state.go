@@ -45,6 +45,9 @@ type keyedState struct {
 	// stamp numbers entries' calls: a value sent in this call has it
 	// (cachedValue.stamp), so that a key twice in a batch is sent once.
 	stamp uint64
+	// spare are arrays entries made that their calls are done with
+	// (recycle), for entries to fill again.
+	spare [][]plugin.StateEntry
 	// eo: the pipeline commits in transactions (guarantee exactly_once),
 	// and pending holds, by key and in the order they were made, the
 	// changes applied here whose transaction has not committed yet, each
@@ -59,9 +62,9 @@ type keyedState struct {
 	lost func(error)
 
 	// held are the messages in the host's hands, and those acknowledged
-	// in the last heldAfterAck, by id (see admit).
+	// in the last heldAfterAck, by id (see admit; state_held.go).
 	heldMu sync.Mutex
-	held   map[retryKey]heldMessage
+	held   *stateHeld
 	swept  time.Time
 	// redeliverUntil is until when (Unix nanoseconds) a redelivery asked
 	// for by a retry may still bring copies: acknowledged ids are only
@@ -106,11 +109,7 @@ func (s *keyedState) admit(ms []*subscribe.Message, ok, acked []bool) {
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
 	if now.Sub(s.swept) > heldAfterAck {
-		for id, h := range s.held {
-			if !h.at.IsZero() && now.Sub(h.at) > heldAfterAck {
-				delete(s.held, id)
-			}
-		}
+		s.held.sweep(func(h *heldMessage) bool { return !h.at.IsZero() && now.Sub(h.at) > heldAfterAck })
 		s.swept = now
 	}
 	for i, m := range ms {
@@ -121,7 +120,7 @@ func (s *keyedState) admit(ms []*subscribe.Message, ok, acked []bool) {
 // admitLocked is admit for one message; the caller holds heldMu.
 func (s *keyedState) admitLocked(m *subscribe.Message) (ok, acked bool) {
 	k := retryKeyOf(m)
-	if h, dup := s.held[k]; dup {
+	if h := s.held.find(k); h != nil {
 		// Under exactly_once, a held message delivered again after its
 		// consumer asked for everything again (an abort, a lost
 		// connection) is handed back untouched (committer.join) unless
@@ -130,8 +129,10 @@ func (s *keyedState) admitLocked(m *subscribe.Message) (ok, acked bool) {
 		if !s.eo || !h.at.IsZero() || h.joined || !h.m.Superseded() {
 			return false, !h.at.IsZero()
 		}
+		*h = heldMessage{m: m}
+		return true, false
 	}
-	s.held[k] = heldMessage{m: m}
+	s.held.put(k, heldMessage{m: m})
 	return true, false
 }
 
@@ -159,14 +160,15 @@ func (s *keyedState) leave(m *subscribe.Message, acked bool) {
 	}
 	s.heldMu.Lock()
 	defer s.heldMu.Unlock()
-	if h, ok := s.held[k]; !ok || h.m != m {
+	h := s.held.find(k)
+	if h == nil || h.m != m {
 		return // its copy took its place (admit)
 	}
 	if !now.IsZero() {
-		s.held[k] = heldMessage{m: m, at: now}
+		h.at = now
 		return
 	}
-	delete(s.held, k)
+	s.held.remove(k, h)
 }
 
 // stateValue is a key's value and when it was last changed. key is the
@@ -189,7 +191,7 @@ const PropertyStateFence = "streamrun-state-fence"
 // in transactions. Its values are held in memory up to cache bytes (0:
 // no bound), the rest spilled to a file in dir.
 func newKeyedState(topic string, ttl time.Duration, eo bool, cache int64, dir string, log *slog.Logger) *keyedState {
-	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: newStateStore(cache, dir, log), seen: map[string]struct{}{}, held: map[retryKey]heldMessage{}, eo: eo}
+	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: newStateStore(cache, dir, log), seen: map[string]struct{}{}, held: newStateHeld(), eo: eo}
 	if eo {
 		s.pending = map[string][]*pendingChange{}
 	}
@@ -210,7 +212,13 @@ func keyOf(it *item) string {
 func (s *keyedState) entries(items []*item) ([]plugin.StateEntry, error) {
 	s.mu.Lock()
 	defer s.unlock()
-	out := make([]plugin.StateEntry, 0, len(items))
+	var out []plugin.StateEntry
+	if n := len(s.spare); n > 0 {
+		out, s.spare = s.spare[n-1], s.spare[:n-1]
+	}
+	if cap(out) < len(items) {
+		out = make([]plugin.StateEntry, 0, len(items))
+	}
 	seen := s.seen
 	clear(seen)
 	s.stamp++
@@ -267,9 +275,38 @@ func (s *keyedState) entries(items []*item) ([]plugin.StateEntry, error) {
 		out = append(out, plugin.StateEntry{Key: k, Value: c.v})
 	}
 	if len(out) == 0 {
+		s.keepSpare(out)
 		return nil, nil
 	}
 	return out, nil
+}
+
+// maxSpareEntries bounds keyedState.spare: as many as a worker has
+// batches out at once, and a few more.
+const maxSpareEntries = 8
+
+// recycle takes back es, from entries, once the call it went with has
+// its answer (the handler is done with it): a new array for every
+// batch's values was a sixth of entries' time in
+// BenchmarkKeyedStateCounter (docs/benchmarks/keyed-state.md). Not after
+// a call that failed: a handler in the host's process that did not
+// answer in time may still be reading it.
+func (s *keyedState) recycle(es []plugin.StateEntry) {
+	if cap(es) == 0 {
+		return
+	}
+	clear(es) // no value kept alive by it
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepSpare(es)
+}
+
+// keepSpare keeps es for entries, up to maxSpareEntries (the caller
+// holds mu).
+func (s *keyedState) keepSpare(es []plugin.StateEntry) {
+	if len(s.spare) < maxSpareEntries {
+		s.spare = append(s.spare, es[:0])
+	}
 }
 
 // stateFailed is the answer to items whose keys' values could not be

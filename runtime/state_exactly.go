@@ -129,9 +129,8 @@ func (s *keyedState) claim(it *item) bool {
 		return false
 	}
 	k := retryKeyOf(it.m)
-	if h, ok := s.held[k]; ok && h.m == it.m {
+	if h := s.held.find(k); h != nil && h.m == it.m {
 		h.joined = true
-		s.held[k] = h
 	}
 	if c := it.pendingChange; c != nil {
 		c.joined = true

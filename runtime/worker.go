@@ -46,10 +46,11 @@ type sink interface {
 }
 
 // worker is the dispatcher of one instance slot: it feeds the slot's
-// instance batches, up to limit at once, each on a goroutine of its own,
-// gets every message of each an answer through crashes and hangs (the
-// supervisor restarts the instance; afterFailure finds poison messages),
-// and settles the answers in the order the batches were sent.
+// instance batches, up to limit at once, each on a goroutine of its own
+// while it is out, gets every message of each an answer through crashes
+// and hangs (the supervisor restarts the instance; afterFailure finds
+// poison messages), and settles the answers in the order the batches
+// were sent.
 type worker struct {
 	id  int
 	sup *supervisor
@@ -87,6 +88,17 @@ type worker struct {
 	// outputs of the last are published, and outputs go out in batch
 	// order even when the answers come out of order.
 	order chan *sent
+	// calls hands a batch to a goroutine of the worker's that is idle
+	// (send), made in run, closed when run returns.
+	calls chan workerCall
+}
+
+// workerCall is a batch for one of a worker's goroutines: process it,
+// close sb.done, then report it to fin.
+type workerCall struct {
+	b   *batch
+	sb  *sent
+	fin chan<- *batch
 }
 
 // answer is a handler's answer for the messages of a batch, from the
@@ -138,6 +150,9 @@ func (w *worker) publish() {
 // wait behind it.
 func (w *worker) run(q <-chan *batch) {
 	defer close(w.order)
+	w.calls = make(chan workerCall)
+	// After every call reported to fin (below): the goroutines end.
+	defer close(w.calls)
 	fin := make(chan *batch, w.limit)
 	inflight := 0
 	var next *batch
@@ -199,8 +214,9 @@ func (w *worker) run(q <-chan *batch) {
 }
 
 // send hands b to the instance: at once when the worker takes one batch
-// at a time, else on a goroutine of its own that reports to fin when b is
-// done; after the hard stop, b is handed back instead.
+// at a time, else on one of the worker's goroutines (an idle one, or a
+// new one) that reports to fin when b is done; after the hard stop, b is
+// handed back instead.
 func (w *worker) send(b *batch, fin chan<- *batch, inflight *int) {
 	if w.hard.Err() != nil {
 		for _, it := range b.items {
@@ -220,11 +236,31 @@ func (w *worker) send(b *batch, fin chan<- *batch, inflight *int) {
 		w.guard.hold(b.items)
 	}
 	*inflight++
-	go func() {
-		defer func() { fin <- b }()
-		defer close(sb.done)
-		w.process(b, sb, false)
-	}()
+	c := workerCall{b: b, sb: sb, fin: fin}
+	select {
+	case w.calls <- c:
+		// An idle goroutine took it.
+	default:
+		// At most limit of them, as many as batches in flight: one made
+		// for each batch grew its stack anew each time, to the depth of
+		// a plugin call (about 1 % of the host's CPU in
+		// BenchmarkKeyedStateCounter, docs/benchmarks/keyed-state.md).
+		go func() {
+			for ; ; c = <-w.calls {
+				if c.b == nil {
+					return // closed: run returned
+				}
+				w.call1(c)
+			}
+		}()
+	}
+}
+
+// call1 processes c's batch on one of the worker's goroutines.
+func (w *worker) call1(c workerCall) {
+	defer func() { c.fin <- c.b }()
+	defer close(c.sb.done)
+	w.process(c.b, c.sb, false)
 }
 
 // steadyBatches is how many batches an instance is always given at once
