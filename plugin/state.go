@@ -168,10 +168,20 @@ type StateChange struct {
 // batchState is a batch's view of the keyed state: the values the host
 // sent, changed as the handler puts and deletes, and each message's
 // change and whether it read or wrote the state.
+//
+// A key's value is in a slot (keys, vals, has), and each message is
+// told its key's slot once, when the batch is attached: a map of the
+// values, read by every Get and written by every Put, was a map lookup
+// and an assignment a message in the plugin's part of
+// BenchmarkKeyedStateCounter (docs/benchmarks/keyed-state.md).
 type batchState struct {
-	mu   sync.Mutex
-	vals map[string][]byte // absent: no value
+	mu    sync.Mutex
+	slots map[string]int32 // a key's slot
+	keys  []string         // by slot
+	vals  [][]byte         // by slot; nil without a value
+	has   []bool           // by slot: the key has a value
 	// per message, by index
+	slotOf  []int32 // its key's slot, -1 for none
 	changed []bool
 	change  []StateChange
 	before  [][]byte // the key's value before the message's first change
@@ -199,27 +209,56 @@ func newBatchState(entries []StateEntry, n int) *batchState {
 // collector's work, a keyed-state batch cost the plugin
 // (docs/benchmarks/keyed-state.md).
 func (bs *batchState) reset(entries []StateEntry, n int) {
-	if bs.vals == nil {
-		bs.vals = make(map[string][]byte, len(entries))
+	if bs.slots == nil {
+		bs.slots = make(map[string]int32, len(entries))
 	} else {
-		clear(bs.vals)
+		clear(bs.slots)
 	}
+	clear(bs.keys)
+	clear(bs.vals)
+	bs.keys, bs.vals, bs.has = bs.keys[:0], bs.vals[:0], bs.has[:0]
 	if cap(bs.changed) < n {
 		bs.changed, bs.change, bs.before = make([]bool, n), make([]StateChange, n), make([][]byte, n)
-		bs.hadVal, bs.touched = make([]bool, n), make([]bool, n)
+		bs.hadVal, bs.touched, bs.slotOf = make([]bool, n), make([]bool, n), make([]int32, n)
 	} else {
 		bs.changed, bs.change, bs.before = bs.changed[:n], bs.change[:n], bs.before[:n]
-		bs.hadVal, bs.touched = bs.hadVal[:n], bs.touched[:n]
+		bs.hadVal, bs.touched, bs.slotOf = bs.hadVal[:n], bs.touched[:n], bs.slotOf[:n]
 		clear(bs.changed)
 		clear(bs.change)
 		clear(bs.before)
 		clear(bs.hadVal)
 		clear(bs.touched)
 	}
+	for i := range bs.slotOf {
+		bs.slotOf[i] = -1
+	}
 	for _, e := range entries {
-		bs.vals[e.Key] = e.Value
+		s := bs.slotFor(e.Key)
+		bs.vals[s], bs.has[s] = e.Value, true
 	}
 	bs.ints = bs.ints[:0]
+}
+
+// slotFor is key k's slot, made (without a value) if it has none.
+func (bs *batchState) slotFor(k string) int {
+	if s, ok := bs.slots[k]; ok {
+		return int(s)
+	}
+	s := len(bs.keys)
+	bs.slots[k] = int32(s)
+	bs.keys, bs.vals, bs.has = append(bs.keys, k), append(bs.vals, nil), append(bs.has, false)
+	return s
+}
+
+// slot is m's key's slot: the one attach found, unless the handler
+// changed m.Key since.
+func (bs *batchState) slot(m *Message) int {
+	if i := m.index; i >= 0 && i < len(bs.slotOf) {
+		if s := bs.slotOf[i]; s >= 0 && bs.keys[s] == m.Key {
+			return int(s)
+		}
+	}
+	return bs.slotFor(m.Key)
 }
 
 // appendInt is json.Marshal(v) for an int or int64 v, into bs's own
@@ -246,10 +285,14 @@ func (bs *batchState) appendInt(v any) ([]byte, bool) {
 	return bs.ints[at:len(bs.ints):len(bs.ints)], true
 }
 
-// attach makes bs the state of batch's messages.
+// attach makes bs the state of batch's messages, and finds each its
+// key's slot.
 func (bs *batchState) attach(batch []*Message) {
 	for _, m := range batch {
 		m.state = bs
+		if i := m.index; m.Key != "" && i >= 0 && i < len(bs.slotOf) {
+			bs.slotOf[i] = int32(bs.slotFor(m.Key))
+		}
 	}
 }
 
@@ -259,8 +302,8 @@ func (bs *batchState) get(m *Message) ([]byte, bool) {
 	if i := m.index; i >= 0 && i < len(bs.touched) {
 		bs.touched[i] = true
 	}
-	v, ok := bs.vals[m.Key]
-	return v, ok
+	s := bs.slot(m)
+	return bs.vals[s], bs.has[s]
 }
 
 func (bs *batchState) put(m *Message, v []byte) {
@@ -271,16 +314,17 @@ func (bs *batchState) put(m *Message, v []byte) {
 		return
 	}
 	bs.touched[i] = true
+	s := bs.slot(m)
 	if !bs.changed[i] {
-		bs.before[i], bs.hadVal[i] = bs.vals[m.Key]
+		bs.before[i], bs.hadVal[i] = bs.vals[s], bs.has[s]
 		bs.changed[i] = true
 	}
 	if len(v) == 0 {
-		delete(bs.vals, m.Key)
+		bs.vals[s], bs.has[s] = nil, false
 		bs.change[i] = StateChange{Key: m.Key, Delete: true}
 		return
 	}
-	bs.vals[m.Key] = v
+	bs.vals[s], bs.has[s] = v, true
 	bs.change[i] = StateChange{Key: m.Key, Value: v}
 }
 
@@ -294,10 +338,11 @@ func (bs *batchState) undo(m *Message) {
 	if i < 0 || i >= len(bs.changed) || !bs.changed[i] {
 		return
 	}
+	s := bs.slot(m)
 	if bs.hadVal[i] {
-		bs.vals[m.Key] = bs.before[i]
+		bs.vals[s], bs.has[s] = bs.before[i], true
 	} else {
-		delete(bs.vals, m.Key)
+		bs.vals[s], bs.has[s] = nil, false
 	}
 	bs.changed[i], bs.touched[i] = false, false
 	bs.change[i] = StateChange{}
