@@ -144,6 +144,10 @@ type item struct {
 	// entryGen: where apply puts its change.
 	entry    *cachedValue
 	entryGen uint64
+	// guard is the hash of its key a keyGuard holds it under, once
+	// guardSet (worker_keys.go).
+	guard    uint64
+	guardSet bool
 }
 
 // batch is a group of messages sent to a handler together.
@@ -373,7 +377,7 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 		pipeline: p.name, intercept: p.h.opts.Intercept, keyed: p.keyed,
 	}
 	if p.keyedOverlaps(w.stages) && limit == 1 {
-		w.limit, w.guard = keyedOverlap, &keyGuard{busy: map[string]int{}}
+		w.limit, w.guard = keyedOverlap, newKeyGuard()
 		w.order = make(chan *sent, keyedOverlap)
 	}
 	// Slow until an answer shows otherwise: no more than steadyBatches go
