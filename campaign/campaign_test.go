@@ -256,8 +256,8 @@ func (e *env) run(t *testing.T, target string) {
 		t.Skipf("%s=only: the broker has no transactions on, so there is nothing to run", exactlyEnv)
 	}
 	if e.txn && exactly != "" {
-		// Opt-in until exactly_once shows no duplicate under every fault
-		// kind: on the embedded broker a run saw one in each.
+		// Opt-in (exactlyEnv); CI's campaign step sets it
+		// (docs/reliability.md, "Exactly once, short form").
 		// eo-counter counts each key's messages in keyed state, which
 		// needs an Exclusive subscription (docs/pipelines.md, "Keyed
 		// state"): one host holds it, the other waits and takes over
