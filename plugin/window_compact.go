@@ -88,24 +88,30 @@ type compactDecoder struct {
 
 func (d *compactDecoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b[min(d.i, len(d.b)):])
-	if n <= 0 {
-		d.bad = true
-		d.i = len(d.b)
+	if !d.advance(n) {
 		return 0
 	}
-	d.i += n
 	return v
 }
 
 func (d *compactDecoder) varint() int64 {
 	v, n := binary.Varint(d.b[min(d.i, len(d.b)):])
+	if !d.advance(n) {
+		return 0
+	}
+	return v
+}
+
+// advance moves past a varint of n bytes; n <= 0 (cut, or too long)
+// makes the rest bad.
+func (d *compactDecoder) advance(n int) bool {
 	if n <= 0 {
 		d.bad = true
 		d.i = len(d.b)
-		return 0
+		return false
 	}
 	d.i += n
-	return v
+	return true
 }
 
 // count is a count of items of at least a byte each.

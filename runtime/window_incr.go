@@ -343,6 +343,13 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 		}
 	}
 	rec.N += len(f.add.msgs)
+	w.writeAcc(f, rec)
+	w.p.settled(it, Acked, "")
+}
+
+// writeAcc writes rec, the accumulator an add of f made, to the
+// changelog; the windows learn of it with the receipt (processAdds).
+func (w *windower) writeAcc(f *windowFire, rec accRecord) {
 	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
 		func(_ pulsarwire.MessageID, err error) {
@@ -353,7 +360,6 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 			w.mu.Unlock()
 			w.kick()
 		})
-	w.p.settled(it, Acked, "")
 }
 
 // addSettled is answered for an add that was not added: ok when its
@@ -383,35 +389,21 @@ func (w *windower) addFireDue(a *winAcc) bool {
 // dropped (as an add: the accumulator stays as it was, and the window is
 // not marked fired); else it is made again after delay.
 func (w *windower) addFireSettled(f *windowFire, ok bool, delay time.Duration) {
+	if !ok || !f.acked {
+		w.addSettled(f, ok, delay)
+		return
+	}
 	w.mu.Lock()
 	stale := w.stale(f.sub)
 	w.mu.Unlock()
 	if stale {
 		return
 	}
-	if !ok || !f.acked {
-		w.mu.Lock()
-		if !w.stale(f.sub) {
-			w.addsDone = append(w.addsDone, addDone{f: f, ok: ok, delay: delay})
-		}
-		w.mu.Unlock()
-		w.kick()
-		return
-	}
 	rec := f.add.base
 	rec.Acc = f.newAcc
 	rec.N += len(f.add.msgs)
 	rec.Fires, rec.FN = f.fire, rec.N
-	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
-	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
-		func(_ pulsarwire.MessageID, err error) {
-			w.mu.Lock()
-			if !w.stale(f.sub) {
-				w.addsDone = append(w.addsDone, addDone{f: f, added: true, rec: rec, err: err, ok: true})
-			}
-			w.mu.Unlock()
-			w.kick()
-		})
+	w.writeAcc(f, rec)
 }
 
 // processAdds acts on the adds answered.

@@ -227,12 +227,7 @@ func TestIncrementalWindowAddsItsMessagesAtOnceWhenItCloses(t *testing.T) {
 	cl := clientURL(t, peer.URL)
 	w := pipelines.Window{Type: pipelines.Tumbling, Size: time.Minute, OutOfOrder: 5 * time.Second, Time: pipelines.TimeEvent,
 		Mode: pipelines.ModeIncremental}
-	const keys, perKey = 3, 60
-	var msgs []genMsg
-	for i := range keys * perKey {
-		msgs = append(msgs, genMsg{key: fmt.Sprintf("k%d", i%keys), t: windowBase + int64(i)*300, payload: fmt.Sprintf("m-%d", i)})
-	}
-	msgs = append(msgs, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
+	msgs := threeKeysInTurn(300)
 	ref, _ := referenceWindows(w, msgs)
 	want := accSums(ref)
 	outs := collect(t, cl, out)
@@ -260,17 +255,17 @@ func TestIncrementalWindowAddsItsMessagesAtOnceWhenItCloses(t *testing.T) {
 				fired[m.Key] = max(fired[m.Key], r.Fires)
 			}
 		}
-		for k := range keys {
+		for k := range turnKeys {
 			if fired[fmt.Sprintf("a|%d|k%d", windowBase, k)] == 0 {
 				return false
 			}
 		}
 		return true
 	})
-	for k := range keys {
+	for k := range turnKeys {
 		rec := fmt.Sprintf("a|%d|k%d", windowBase, k)
 		if len(adds[rec]) != 1 {
-			t.Errorf("%s was added to %d times, want once (its %d messages in one add)", rec, len(adds[rec]), perKey)
+			t.Errorf("%s was added to %d times, want once (its %d messages in one add)", rec, len(adds[rec]), turnPerKey)
 		}
 	}
 	for _, m := range log.all() {
@@ -323,12 +318,7 @@ func TestIncrementalWindowAddsAndFiresInOneCall(t *testing.T) {
 			cl := clientURL(t, peer.URL)
 			w := pipelines.Window{Type: pipelines.Tumbling, Size: time.Minute, OutOfOrder: 5 * time.Second, Time: pipelines.TimeEvent,
 				Mode: pipelines.ModeIncremental}
-			const keys, perKey = 3, 60
-			var msgs []genMsg
-			for i := range keys * perKey {
-				msgs = append(msgs, genMsg{key: fmt.Sprintf("k%d", i%keys), t: windowBase + int64(i)*700, payload: fmt.Sprintf("m-%d", i)})
-			}
-			msgs = append(msgs, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
+			msgs := threeKeysInTurn(700)
 			ref, _ := referenceWindows(w, msgs)
 			want := accSums(ref)
 			delete(want, winID{flushKey, (windowBase + 86_400_000) / 60_000 * 60_000}) // open still
@@ -374,4 +364,18 @@ func TestIncrementalWindowAddsAndFiresInOneCall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// turnKeys and turnPerKey shape threeKeysInTurn's input.
+const turnKeys, turnPerKey = 3, 60
+
+// threeKeysInTurn is 180 messages over three keys in turn, step ms of
+// event time apart from windowBase, and then the flush that closes
+// every window.
+func threeKeysInTurn(step int64) []genMsg {
+	var msgs []genMsg
+	for i := range turnKeys * turnPerKey {
+		msgs = append(msgs, genMsg{key: fmt.Sprintf("k%d", i%turnKeys), t: windowBase + int64(i)*step, payload: fmt.Sprintf("m-%d", i)})
+	}
+	return append(msgs, genMsg{key: flushKey, t: windowBase + 86_400_000, payload: "flush"})
 }
