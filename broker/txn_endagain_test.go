@@ -46,7 +46,7 @@ func TestTxnEndAskedAgainIsNotFoundWhateverTheOutcome(t *testing.T) {
 	brokertest.Eventually(t, 30*time.Second, "the timeout's abort", func() bool {
 		return errOf(p.addPartition(timedOut, topic)) != nil
 	})
-	wantRefusal(t, "commit after the timeout", p.endTxn(timedOut, pb.TxnAction_COMMIT), pb.ServerError_TransactionNotFound, notFound(timedOut))
+	wantRefusal(t, "commit after the timeout", p.endTxnAfterAbort(timedOut, pb.TxnAction_COMMIT), pb.ServerError_TransactionNotFound, notFound(timedOut))
 	wantRefusal(t, "abort after the timeout", p.endTxn(timedOut, pb.TxnAction_ABORT), pb.ServerError_TransactionNotFound, notFound(timedOut))
 }
 

@@ -56,6 +56,24 @@ func (p *peer) endTxn(id txnID, a pb.TxnAction) *pb.BaseCommand {
 		TxnidLeastBits: proto.Uint64(id.Least), TxnAction: a.Enum()}, rid)
 }
 
+// endTxnAfterAbort ends a transaction that a timeout is aborting. The
+// abort's visible effects (a redelivery, a refused registration) come
+// while it is still ending on the topics, in ABORTING, as in Apache
+// Pulsar, and the coordinator forgets the transaction only after that;
+// an END_TXN sent meanwhile meets InvalidTxnStatus, so this one asks
+// again until the coordinator has let go (10 s at most).
+func (p *peer) endTxnAfterAbort(id txnID, a pb.TxnAction) *pb.BaseCommand {
+	end := p.endTxn(id, a)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); end = p.endTxn(id, a) {
+		se, ok := errOf(end).(*pulsarwire.ServerError)
+		if !ok || se.Code != pb.ServerError_InvalidTxnStatus || !strings.Contains(se.Message, "ABORTING") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return end
+}
+
 // sendTxn publishes m in transaction id and returns the receipt or the
 // refusal. inMetadata puts the id in the message's metadata too (the Java
 // client and ours do; pulsar-client-go v0.19 does not).
@@ -378,17 +396,8 @@ func TestTxnTimeoutAbortsAsApachePulsar(t *testing.T) {
 	if again := p.receive(inCid); again.payload != "in" || again.redelivery != 1 {
 		t.Fatalf("after the timeout got %v", again)
 	}
-	// The redelivery comes while the abort is still ending on the topics
-	// (ABORTING, as in Apache Pulsar); the coordinator forgets the
-	// transaction only after that, so a commit may meet ABORTING first.
-	end := p.endTxn(id, pb.TxnAction_COMMIT)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); end = p.endTxn(id, pb.TxnAction_COMMIT) {
-		se, ok := errOf(end).(*pulsarwire.ServerError)
-		if !ok || se.Code != pb.ServerError_InvalidTxnStatus || !strings.Contains(se.Message, "ABORTING") {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The redelivery comes while the abort is still ending on the topics.
+	end := p.endTxnAfterAbort(id, pb.TxnAction_COMMIT)
 	wantRefusal(t, "commit after the timeout", end, pb.ServerError_TransactionNotFound, notFound(id))
 	wantRefusal(t, "SEND after the timeout", p.sendTxn(outPid, 1, msg{payload: "late"}, id, true), pb.ServerError_TransactionNotFound, notFound(id))
 	p.publish(outPid, 2, msg{payload: "after"})
@@ -445,7 +454,9 @@ func TestTxnSurvivesKillNine(t *testing.T) {
 	if m := q.receive(outCid); m.payload != "plain" {
 		t.Fatalf("after the abort the output topic gave %v, want plain", m)
 	}
-	wantRefusal(t, "commit the aborted one", q.endTxn(open, pb.TxnAction_COMMIT), pb.ServerError_TransactionNotFound, notFound(open))
+	// The redelivery of in1 comes while the timeout's abort is still
+	// ending on the topics.
+	wantRefusal(t, "commit the aborted one", q.endTxnAfterAbort(open, pb.TxnAction_COMMIT), pb.ServerError_TransactionNotFound, notFound(open))
 }
 
 // With transactions off the admin API's transaction endpoints answer 503
