@@ -36,7 +36,13 @@ type benchFlags struct {
 	config    string // pipeline
 	output    string
 	quiet     bool
+	rounds    int // pipeline --state
 }
+
+// benchStateKeys is `bench pipeline --state`'s default --keys: as
+// BenchmarkKeyedStateCounter (runtime/state_test.go) and issue #33's
+// target, a per-key counter over 10 000 keys.
+const benchStateKeys = 10000
 
 // benchDefaults are the batching defaults, the same as pool's and
 // Apache Pulsar's Java client's (1000 messages, 128 KiB, 10 ms).
@@ -103,6 +109,8 @@ func (f *benchFlags) register(fs *pflag.FlagSet, sub string) {
 	fs.IntVar(&f.o.Pipelines, "pipelines", 1, "pipelines in the host, each from TOPIC-i to TOPIC-i-out (with more than one)")
 	fs.StringVar(&f.guarantee, "guarantee", "at_least_once", "the pipeline's guarantee: at_least_once or exactly_once (transactions; the embedded broker gets them on)")
 	fs.DurationVar(&f.o.Handler.CommitInterval, "commit-interval", pipelines.DefaultCommitInterval, "with --guarantee exactly_once: how often the pipeline commits")
+	fs.BoolVar(&f.o.Handler.State, "state", false, "keyed state: the handler counts each key's messages in it (--keys "+strconv.Itoa(benchStateKeys)+" and --subscription-type exclusive unless given), measured against the same pipeline without state, each on a broker and topics of its own; prints both and the ratios, and checks every key's count in the changelog")
+	fs.IntVar(&f.rounds, "rounds", 1, "with --state: rounds of both sides, which goes first alternating; the ratios' median and range")
 }
 
 // benchOptionFlags are the flags behind the fields benchrun.Options.Check
@@ -117,6 +125,7 @@ var benchOptionFlags = map[string]string{
 	"Type": "subscription-type", "Produce": "produce", "Handler.Config": "config", "Handler.Plugin": "plugin",
 	"Handler.Package": "package", "Handler.InProcess": "in-process", "Handler.Steps": "steps",
 	"Handler.BatchSize": "batch-size", "Handler.CommitInterval": "commit-interval", "Handler.Instances": "instances",
+	"Handler.State": "state",
 }
 
 // checkOptions is benchrun.Options.Check, its refusal a usage error
@@ -162,6 +171,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if f.quiet {
 		f.o.ProgressEvery = 0
 	}
+	if err := f.stateDefaults(fs); err != nil {
+		return cmd.fail(err)
+	}
 	urlSet := fs.Changed("url")
 	o, err := f.options(cmd, sub, urlSet)
 	if err == nil {
@@ -173,11 +185,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if writes := sub != "consume" || o.Produce; urlSet && writes && !fs.Changed("count") && !fs.Changed("rate") {
 		o.CountCap = benchURLCap
 	}
-	res, err := benchrun.Run(ctx, benchrun.Kind(sub), o)
-	if res != nil {
-		if werr := f.write(cmd, res); werr != nil && err == nil {
-			err = werr
+	if o.Handler.State {
+		c, cerr := benchrun.RunCompare(ctx, o, f.rounds)
+		if len(c.Rounds) > 0 {
+			if werr := f.write(cmd, c); werr != nil && cerr == nil {
+				cerr = werr
+			}
 		}
+		err = cerr
+	} else {
+		res, rerr := benchrun.Run(ctx, benchrun.Kind(sub), o)
+		if res != nil {
+			if werr := f.write(cmd, res); werr != nil && rerr == nil {
+				rerr = werr
+			}
+		}
+		err = rerr
 	}
 	switch {
 	case err != nil && interrupted(ctx):
@@ -189,6 +212,27 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cmd.fail(errors.New(interruptedMsg))
 	}
 	return exitOK
+}
+
+// stateDefaults gives --state its defaults, --keys and
+// --subscription-type, where they were not given, and refuses --rounds
+// without it.
+func (f *benchFlags) stateDefaults(fs *pflag.FlagSet) error {
+	switch {
+	case fs.Changed("rounds") && !f.o.Handler.State:
+		return usagef("--rounds is for --state: the rounds of a comparison")
+	case !f.o.Handler.State:
+		return nil
+	case f.rounds < 1:
+		return usagef("--rounds must be at least 1, got %d", f.rounds)
+	}
+	if !fs.Changed("keys") {
+		f.o.Keys = benchStateKeys
+	}
+	if !fs.Changed("subscription-type") {
+		f.subType = "exclusive"
+	}
+	return nil
 }
 
 // options are the run the flags ask for; sub is the subcommand.
@@ -266,8 +310,9 @@ func (f *benchFlags) handlerConfig() (map[string]any, error) {
 	return cfg, nil
 }
 
-// write prints the result to stdout.
-func (f *benchFlags) write(cmd cmdIO, r *benchrun.Result) error {
+// write prints the result (a *benchrun.Result or *benchrun.Comparison)
+// to stdout.
+func (f *benchFlags) write(cmd cmdIO, r interface{ WriteText(io.Writer) error }) error {
 	if f.output == "json" {
 		if code := cmd.printJSON(cmd.stdout, r); code != exitOK {
 			return fmt.Errorf("write the result")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,13 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"pipeline", "--config", `{"output": "{output}"}`}, "--config is for a handler of your own"},
 		{[]string{"pipeline", "--package", "./x", "--config", `["a"]`}, "--config: want a JSON object"},
 		{[]string{"pipeline", "--package", "./x", "--config", "@/no/such/config.json"}, "--config: open /no/such/config.json"},
+		{[]string{"pipeline", "--state", "--keys", "0"}, "--state needs --keys 1 or more"},
+		{[]string{"pipeline", "--state", "--subscription-type", "failover"}, "--state needs --subscription-type exclusive"},
+		{[]string{"pipeline", "--state", "--steps"}, "--plugin, --package and --steps exclude it"},
+		{[]string{"pipeline", "--state", "--package", "./x"}, "--plugin, --package and --steps exclude it"},
+		{[]string{"pipeline", "--state", "--rounds", "0"}, "--rounds must be at least 1, got 0"},
+		{[]string{"pipeline", "--rounds", "2"}, "--rounds is for --state"},
+		{[]string{"consume", "--state"}, "unknown flag: --state"},
 		{[]string{"produce", "-s", "100"}, "unknown shorthand flag: 's'"},
 	} {
 		code, _, errs := runArgs(append([]string{"bench"}, c.args...)...)
@@ -77,8 +85,11 @@ var (
 	benchJSONFields = []string{
 		"schema", "command", "messages", "bytes", "sent", "failed", "elapsed_seconds", "msg_per_sec",
 		"mib_per_sec", "steady_msg_per_sec", "first_message_at", "last_message_at", "latency_from", "latency_ms", "cpu_seconds", "cpu_us_per_message", "max_rss_bytes",
-		"handler_rss_bytes", "setup_seconds", "conditions",
+		"handler_rss_bytes", "handler_cpu_seconds", "setup_seconds", "conditions",
 	}
+	benchCompareFields    = []string{"schema", "command", "compare", "rounds", "msg_per_sec_ratio", "cpu_per_message_ratio"}
+	benchRoundFields      = []string{"stateful_first", "stateless", "stateful", "msg_per_sec_ratio", "cpu_per_message_ratio"}
+	benchSpreadFields     = []string{"median", "min", "max"}
 	benchLatencyFields    = []string{"count", "p50", "p99", "p99_9", "max", "mean"}
 	benchConditionsFields = []string{
 		"url", "broker", "broker_version", "broker_durability", "topic", "topics", "pattern", "partitions", "message_size", "keys",
@@ -446,4 +457,190 @@ func TestBenchPipelineConfig(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "0 of 50 messages arrived within --drain-timeout") {
 		t.Errorf("%v: exit %d, stderr %q; want 1 and no output arrived", args, code, errs)
 	}
+}
+
+// runBenchCompare runs `streamrun bench pipeline --state ARGS --output
+// json --progress 0` and returns its comparison, having checked that
+// every promised field is there (each side's as runBenchJSON does) and
+// the exit status is 0.
+func runBenchCompare(t *testing.T, args ...string) benchrun.Comparison {
+	t.Helper()
+	args = append([]string{"bench", "pipeline", "--state"}, append(args, "--output", "json", "--progress", "0")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, args, &out, &errb); code != 0 {
+		t.Fatalf("%v: exit %d\nstderr: %s\nstdout: %s", args, code, errb.String(), out.String())
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.Bytes())
+	}
+	hasAll(t, "", raw, benchCompareFields)
+	for _, f := range []string{"msg_per_sec_ratio", "cpu_per_message_ratio"} {
+		sp, _ := raw[f].(map[string]any)
+		hasAll(t, f+".", sp, benchSpreadFields)
+	}
+	rounds, _ := raw["rounds"].([]any)
+	for _, r := range rounds {
+		round, _ := r.(map[string]any)
+		hasAll(t, "rounds[].", round, benchRoundFields)
+		for _, side := range []string{"stateless", "stateful"} {
+			b, _ := json.Marshal(round[side])
+			decodeBenchJSON(t, b)
+		}
+	}
+	var c benchrun.Comparison
+	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Schema != benchrun.CompareSchemaVersion || c.Command != "pipeline" || c.Compare != "state" {
+		t.Errorf("schema %q command %q compare %q", c.Schema, c.Command, c.Compare)
+	}
+	return c
+}
+
+// checkBenchCompare checks what every --state run must show: the rounds
+// asked, alternating which side goes first; on each side n messages
+// sent and measured, none failed, over keys keys on an Exclusive
+// subscription; keyed state on the stateful side only, which found
+// checked keys' counts right in its changelogs; and the ratios of the
+// two.
+func checkBenchCompare(t *testing.T, c benchrun.Comparison, rounds int, n int64, keys, checked int) {
+	t.Helper()
+	if len(c.Rounds) != rounds {
+		t.Fatalf("%d rounds, want %d", len(c.Rounds), rounds)
+	}
+	for i, r := range c.Rounds {
+		if r.StatefulFirst != (i%2 == 1) {
+			t.Errorf("round %d: stateful first %v", i+1, r.StatefulFirst)
+		}
+		for _, side := range []*benchrun.Result{r.Stateless, r.Stateful} {
+			stateful := side == r.Stateful
+			if side.Messages != n || side.Sent != n || side.Failed != 0 {
+				t.Errorf("round %d, stateful %v: messages %d, sent %d, failed %d; want %d, %d, 0", i+1, stateful, side.Messages, side.Sent, side.Failed, n, n)
+			}
+			c, h := side.Conditions, side.Conditions.Handler
+			if c.Keys != keys || c.SubscriptionType != "Exclusive" || h == nil || h.State != stateful {
+				t.Errorf("round %d, stateful %v: keys %d, subscription type %q, handler %+v", i+1, stateful, c.Keys, c.SubscriptionType, h)
+			}
+		}
+		if r.Stateful.StateKeysChecked != checked || r.Stateless.StateKeysChecked != 0 {
+			t.Errorf("round %d: keys checked %d stateful, %d stateless; want %d and 0", i+1, r.Stateful.StateKeysChecked, r.Stateless.StateKeysChecked, checked)
+		}
+		if r.Stateful.Conditions.Topic == r.Stateless.Conditions.Topic {
+			t.Errorf("round %d: both sides on %s", i+1, r.Stateful.Conditions.Topic)
+		}
+		if want := r.Stateful.MsgPerSec / r.Stateless.MsgPerSec; r.MsgPerSecRatio != want || want <= 0 {
+			t.Errorf("round %d: msg/s ratio %v, want %v", i+1, r.MsgPerSecRatio, want)
+		}
+		if want := r.Stateless.CPUMicrosPerMessageAll() / r.Stateful.CPUMicrosPerMessageAll(); r.CPUPerMessageRatio != want || want <= 0 {
+			t.Errorf("round %d: CPU ratio %v, want %v", i+1, r.CPUPerMessageRatio, want)
+		}
+	}
+	for _, sp := range []benchrun.Spread{c.MsgPerSecRatio, c.CPUPerMessageRatio} {
+		if !(0 < sp.Min && sp.Min <= sp.Median && sp.Median <= sp.Max) {
+			t.Errorf("spread %+v", sp)
+		}
+	}
+}
+
+// bench pipeline --state runs the pipeline with keyed state and without,
+// side by side, and checks the counts: in process, two rounds; then
+// under exactly_once, two pipelines each with a changelog of its own
+// (7 keys over 2 topics: every key on both), as text.
+func TestBenchPipelineState(t *testing.T) {
+	c := runBenchCompare(t, "--in-process", "--count", "3000", "--keys", "100", "--size", "100", "--rounds", "2", "--memory")
+	checkBenchCompare(t, c, 2, 3000, 100, 100)
+	if cfg := c.Rounds[0].Stateful.Conditions.Handler; cfg.Kind != "in-process" || cfg.Guarantee != "at_least_once" {
+		t.Errorf("handler %+v", cfg)
+	}
+
+	code, out, errs := runArgs("bench", "pipeline", "--state", "--in-process", "--count", "1400", "--keys", "7", "--size", "100",
+		"--pipelines", "2", "--guarantee", "exactly_once", "--memory", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, errs)
+	}
+	for _, want := range []string{"== round 1 of 1: stateless\n", "== round 1 of 1: keyed state\n", "exactly_once",
+		"keyed state: a count per key, 14 key(s) checked against the changelog", "round 1 (stateless first): ",
+		"keyed state / stateless, median of 1 round(s): msg/s "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// With the counter in a plugin process (`streamrun bench handler`, so
+// the streamrun binary), the CPU a message counts the plugin's too.
+func TestBenchPipelineStatePlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds streamrun: not in -short")
+	}
+	bin := buildStreamrun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "bench", "pipeline", "--state", "--count", "20000", "--size", "100", "--memory", "--output", "json", "--progress", "0").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("streamrun bench pipeline --state: %v\n%s", err, stderr)
+	}
+	var c benchrun.Comparison
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatal(err)
+	}
+	checkBenchCompare(t, c, 1, 20000, 10000, 10000)
+	for _, side := range []*benchrun.Result{c.Rounds[0].Stateless, c.Rounds[0].Stateful} {
+		if h := side.Conditions.Handler; h.Kind != "plugin" || h.Plugin != bin || side.HandlerCPUSeconds <= 0 || side.HandlerRSSBytes <= 0 {
+			t.Errorf("handler %+v, its CPU %vs, RSS %d: want the plugin %s measured", h, side.HandlerCPUSeconds, side.HandlerRSSBytes, bin)
+		}
+	}
+}
+
+// benchStateAgainstURL checks --state against a broker at url (its admin
+// API at admin): the topics the run named itself, changelogs included,
+// are deleted at the end; on a --topic of the user's kept from one run
+// to the next, the second run's counts go on from the first's.
+func benchStateAgainstURL(t *testing.T, url, adminURL string) {
+	target := []string{"--url", url, "--admin-url", adminURL, "--in-process", "--size", "100", "--keys", "50"}
+	c := runBenchCompare(t, append(target, "--count", "1000")...)
+	checkBenchCompare(t, c, 1, 1000, 50, 50)
+	st := c.Rounds[0].Stateful
+	if cl := st.Conditions.Topic + "-state"; !slices.Contains(st.TopicsDeleted, cl) || topicExists(t, adminURL, cl) {
+		t.Errorf("deleted %v, want the changelog %s gone", st.TopicsDeleted, cl)
+	}
+
+	topic := "persistent://public/default/bench-state-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	kept := append(target, "--topic", topic, "--keep-topic")
+	t.Cleanup(func() {
+		a, err := admin.New(admin.Options{URL: adminURL})
+		if err != nil {
+			return
+		}
+		defer a.Close()
+		for _, s := range []string{"-stateless", "-stateless-out", "-stateful", "-stateful-out", "-stateful-state"} {
+			_, _ = a.DeleteTopic(context.Background(), topic+s, true)
+		}
+	})
+	checkBenchCompare(t, runBenchCompare(t, append(kept, "--count", "500")...), 1, 500, 50, 50)
+	// The changelog holds 10 a key now; 20 after this run, which the
+	// check at its end asks of every key.
+	checkBenchCompare(t, runBenchCompare(t, append(kept, "--count", "500")...), 1, 500, 50, 50)
+}
+
+func TestBenchStateAgainstURL(t *testing.T) {
+	c := brokertest.Start(t)
+	benchStateAgainstURL(t, c.ServiceURL(), c.AdminURL())
+}
+
+// The same against Apache Pulsar (STREAMRUN_PULSAR_URL and
+// STREAMRUN_PULSAR_HTTP).
+func TestBenchStateApachePulsar(t *testing.T) {
+	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
+	if url == "" || admin == "" {
+		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
+	}
+	benchStateAgainstURL(t, url, admin)
 }

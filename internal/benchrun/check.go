@@ -101,6 +101,12 @@ func (o Options) Check(kind Kind) error {
 		return optionErrorf("{Produce} false needs {Count} or {Duration}: how much to receive")
 	case kind == KindConsume:
 		return nil
+	case o.Handler.State && o.Keys < 1:
+		return optionErrorf("{Handler.State} needs {Keys} 1 or more: keyed state counts per key, got %d", o.Keys)
+	case o.Handler.State && o.Type != subscribe.Exclusive:
+		return optionErrorf("{Handler.State} needs {Type} exclusive: a key's count is kept by one consumer at a time, got %s", o.Type.Name())
+	case o.Handler.State && (o.Handler.Plugin != "" || o.Handler.Package != "" || o.Handler.Steps):
+		return optionErrorf("{Handler.State} runs streamrun's own counter, as a plugin or {Handler.InProcess}: {Handler.Plugin}, {Handler.Package} and {Handler.Steps} exclude it")
 	}
 	return o.Handler.check()
 }

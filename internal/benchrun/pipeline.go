@@ -55,6 +55,14 @@ type HandlerOptions struct {
 	// (the same key and payload), and so the outputs a run waits for per
 	// message published. Default 0: one.
 	Copies int
+	// State turns keyed state on (an Exclusive subscription and Keys
+	// needed): the identity handler counts each key's messages in it
+	// (identityConfig.Count), each pipeline with a changelog of its own,
+	// INPUT-state. At the end, Pipeline reads every changelog back and
+	// checks that each key's count went up by the messages published
+	// with that key (Result.StateKeysChecked). RunCompare runs such a
+	// pipeline against the same one without state.
+	State bool
 }
 
 // Pipeline measures a pipeline end to end: publish to the input topic,
@@ -91,6 +99,13 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 	if kind == "plugin" {
 		b.cond.Handler.Config = o.Handler.config() // "{output}" as given
 	}
+	var counts *stateCounts
+	if o.Handler.State {
+		b.cond.Handler.State = true
+		if counts, err = b.countsBefore(ctx, ps); err != nil {
+			return nil, err
+		}
+	}
 
 	cons, err := subscribe.New(ctx, b.client, subscribe.Options{Topics: outs, Subscription: "bench-out", ReceiverQueue: 5000})
 	if err != nil {
@@ -105,11 +120,18 @@ func (b *Bench) Pipeline(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, errors.Join(err, stopHost())
 	}
+	cpu0 := handlerCPU(host)
 	res, err := b.measureReceiving(ctx, "pipeline", m, pub, cons, o.Handler.outputsPerInput())
 	if res != nil {
 		res.HandlerRSSBytes = handlerRSS(host)
+		res.HandlerCPUSeconds = (handlerCPU(host) - cpu0).Seconds()
 	}
-	return res, errors.Join(err, stopHost())
+	err = errors.Join(err, stopHost())
+	if counts != nil && err == nil && res != nil {
+		// The host stopped: every change it made is in the changelogs.
+		res.StateKeysChecked, err = counts.check(ctx, b, res.Sent)
+	}
+	return res, err
 }
 
 // pipelineSet is the pipelines of the run, one per input topic.
@@ -140,8 +162,40 @@ func (o *Options) pipelineSet(ins, outs []string) ([]pipelines.Pipeline, string,
 		if kind == "steps" {
 			ps[i].Steps = benchSteps(outs[i])
 		}
+		if o.Handler.State {
+			ps[i].State = pipelines.State{Enabled: true, Changelog: ins[i] + "-state"}
+		}
 	}
 	return ps, kind, nil
+}
+
+// handlerCPU is the user and system CPU time the host's plugin
+// processes used so far together, from /proc/PID/stat in clock ticks of
+// 10 ms (0 without plugins or /proc).
+func handlerCPU(host *runtime.Host) time.Duration {
+	var sum time.Duration
+	for _, p := range host.Health() {
+		for _, ih := range p.Instances {
+			if ih.Pid == 0 {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", ih.Pid))
+			if err != nil {
+				continue
+			}
+			// The fields after the command, which is in parentheses and
+			// may hold spaces: utime and stime are the 12th and 13th.
+			s := string(b)
+			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+			if len(f) < 13 {
+				continue
+			}
+			ut, _ := strconv.ParseInt(f[11], 10, 64)
+			st, _ := strconv.ParseInt(f[12], 10, 64)
+			sum += time.Duration(ut+st) * 10 * time.Millisecond
+		}
+	}
+	return sum
 }
 
 // handlerRSS is the resident set size of the host's plugin processes
@@ -181,12 +235,15 @@ func benchSteps(out string) []pipelines.Step {
 }
 
 // config is Config, or the default {"output": "{output}"} (with
-// "copies" when Copies is over 1).
+// "copies" when Copies is over 1, "count" with State).
 func (ho *HandlerOptions) config() map[string]any {
 	if ho.Config == nil {
 		c := map[string]any{"output": "{output}"}
 		if ho.Copies > 1 {
 			c["copies"] = ho.Copies
+		}
+		if ho.State {
+			c["count"] = true
 		}
 		return c
 	}

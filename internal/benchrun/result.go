@@ -62,6 +62,14 @@ type Result struct {
 	// HandlerRSSBytes is the resident set size of the handler plugin
 	// processes together at the end (pipeline with plugins; 0 otherwise).
 	HandlerRSSBytes int64 `json:"handler_rss_bytes"`
+	// HandlerCPUSeconds is the handler plugin processes' user+system CPU
+	// time together over the measured part (pipeline with plugins, from
+	// /proc in 10 ms ticks; 0 otherwise): CPUSeconds leaves it out.
+	HandlerCPUSeconds float64 `json:"handler_cpu_seconds"`
+	// StateKeysChecked is the number of keys whose count the run read
+	// back from the changelogs at the end and found equal to the messages
+	// published with the key (pipeline with keyed state; 0 otherwise).
+	StateKeysChecked int `json:"state_keys_checked,omitempty"`
 	// SetupSeconds is the time from connected to measuring: opening
 	// producers, subscribing (a pattern's discovery included), starting
 	// the pipelines.
@@ -160,6 +168,9 @@ type Handler struct {
 	// when more than one (HandlerOptions.Copies); messages, msg/s and
 	// CPU a message count outputs.
 	OutputsPerInput int `json:"outputs_per_input,omitempty"`
+	// State: keyed state on, the identity handler counting each key's
+	// messages in it (HandlerOptions.State).
+	State bool `json:"state,omitempty"`
 }
 
 // WriteText writes the summary for people.
@@ -178,6 +189,12 @@ broker: %s %s %s, topic %s (%d topic(s), %d partition(s) each); GOMAXPROCS %d, l
 		_, err = fmt.Fprintf(w, "pipeline: %s handler, batches of %d, %d instance(s), %s", h.Kind, h.BatchSize, h.Instances, h.Guarantee)
 		if err == nil && h.CommitInterval != "" {
 			_, err = fmt.Fprintf(w, ", commit interval %s", h.CommitInterval)
+		}
+		if err == nil && r.HandlerCPUSeconds > 0 && r.Messages > 0 {
+			_, err = fmt.Fprintf(w, ", handler processes' cpu %.3fs (%.2f µs/msg)", r.HandlerCPUSeconds, r.HandlerCPUSeconds*1e6/float64(r.Messages))
+		}
+		if err == nil && h.State {
+			_, err = fmt.Fprintf(w, "; keyed state: a count per key, %d key(s) checked against the changelog", r.StateKeysChecked)
 		}
 		if err == nil {
 			_, err = fmt.Fprintln(w)
