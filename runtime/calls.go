@@ -149,8 +149,10 @@ func (w *worker) callLive(ctx context.Context, inst instance, items, live []*ite
 // windowsFor encodes the incremental windows' messages among items in
 // the form inst reads (window_compact.go). An add and fire in one is for
 // an instance of contract version 5 only: made for one that was started
-// since, every item of the call is retried (the windows make an add and
-// a fire of it again), and res says so.
+// since (a reload or restart of an older binary, or a slot not yet
+// rolled), the call does not go; every item of it is handed back,
+// unsent, and res says so (the windows make an add and then a fire of
+// that window).
 func windowsFor(inst instance, items []*item) (res []plugin.Result) {
 	compact := compactInstance(inst)
 	for _, it := range items {
@@ -160,7 +162,10 @@ func windowsFor(inst instance, items []*item) (res []plugin.Result) {
 		}
 		if !compact && f.add != nil && f.fire > 0 {
 			res = make([]plugin.Result, len(items))
-			for i := range res {
+			for i, it := range items {
+				if it.win != nil {
+					it.win.unsent = true
+				}
 				res[i] = plugin.Result{Outcome: plugin.OutcomeRetry, RetryDelay: time.Millisecond,
 					Reason: "a window's add and fire in one, for an instance of a contract version before 5"}
 			}

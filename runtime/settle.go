@@ -198,6 +198,15 @@ func (p *pipeline) ack(it *item, o Outcome, reason string) {
 // or after the error policy's backoff when delay is 0, unless it has been
 // retried MaxRetries times already: then it is dead-lettered.
 func (p *pipeline) retry(it *item, delay time.Duration, reason string) {
+	if f := it.win; f != nil && f.unsent {
+		// Never handed to the handler (windowsFor): made again, and not
+		// one of the handler's retries, which max_retries counts.
+		// Counted, a roll between contract versions dead-lettered
+		// windows' messages.
+		p.nackAfter(it, delay)
+		p.settled(it, Retried, reason)
+		return
+	}
 	k := retryKeyOf(it.m)
 	n := max(int(it.m.RedeliveryCount), int(p.retries.get(k)))
 	ep := &p.cfg.ErrorPolicy

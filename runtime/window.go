@@ -192,6 +192,10 @@ type windowFire struct {
 	// newAcc is the accumulator its add made (nil: none).
 	acked  bool
 	newAcc []byte
+	// unsent: the instance it was for speaks a contract version before
+	// 5 and its call had an add and fire in one: it was handed back
+	// without going (windowsFor).
+	unsent bool
 	// replaces are the fired sessions this one took in (sessionFire).
 	replaces []int64
 	// sub is windower.gen when it was handed out: an answer after the

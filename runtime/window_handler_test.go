@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/plugin"
+	streamrun "github.com/streamrun/streamrun/runtime"
 )
 
 // windowConfig is the config of the window handler the test binary
@@ -151,9 +152,19 @@ func newWindowHandler(_ context.Context, cfg windowConfig) (plugin.Handler, erro
 	if cfg.Incremental {
 		f = newIncrementalHandler(cfg)
 	}
+	// Capped at contract version 4 it stands for an older binary, whose
+	// SDK does not read an add and fire in one: the host must not send it
+	// one, and it dies of one.
+	older := os.Getenv("STREAMRUN_PLUGIN_MAX_CONTRACT_VERSION") == "4"
 	return plugin.HandlerFunc(func(ctx context.Context, rw plugin.ResultWriter, batch []*plugin.Message) error {
 		if cfg.BatchDelay > 0 {
 			time.Sleep(cfg.BatchDelay)
+		}
+		for _, m := range batch {
+			_, add := m.Properties[streamrun.PropertyWindowAdd]
+			if _, fire := m.Properties[streamrun.PropertyWindowFire]; older && add && fire {
+				panic("an add and fire in one reached a handler of contract version 4: " + m.Key)
+			}
 		}
 		return f.Process(ctx, rw, batch)
 	}), nil

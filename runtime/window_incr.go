@@ -65,6 +65,11 @@ type winAcc struct {
 	// unacked counts the inputs added whose acknowledgement has not
 	// committed (exactly_once, window_exactly.go).
 	unacked int
+	// apart: an add and fire of it met an instance of a contract version
+	// before 5 (unsent); from then on its adds and its fire are calls of
+	// their own, so that a slot not yet rolled to version 5 is not handed
+	// it again and again.
+	apart bool
 }
 
 // pendMsg is a message in a segment, waiting for refs windows' adds.
@@ -376,11 +381,12 @@ func (w *windower) addSettled(f *windowFire, ok bool, delay time.Duration) {
 
 // addFireDue says whether a window due with messages waiting (a) is
 // handed over as one add and fire: when the instances speak contract
-// version 5, all its messages fit one add, and not under exactly_once,
-// whose fire's record goes in its transaction (settleIn) while an add's
-// does not.
+// version 5 (the one started last does, and none that does not was
+// handed one of this window: apart), all its messages fit one add, and
+// not under exactly_once, whose fire's record goes in its transaction
+// (settleIn) while an add's does not.
 func (w *windower) addFireDue(a *winAcc) bool {
-	return w.p.eo == nil && w.compact.Load() && len(a.pending) <= maxAdd
+	return w.p.eo == nil && w.compact.Load() && !a.apart && len(a.pending) <= maxAdd
 }
 
 // addFireSettled is answered for an add and fire in one: ok and acked,
@@ -435,6 +441,9 @@ func (w *windower) processAdds(done []addDone, now time.Time) {
 			continue
 		}
 		if !d.ok {
+			if f.unsent && f.fire > 0 {
+				a.apart = true
+			}
 			a.retryAt = now.Add(d.delay)
 			w.unadd(a, f.add.msgs)
 			w.adds[winID2{f.key, f.start}] = true
