@@ -117,12 +117,15 @@ func (p *pipeline) health() PipelineHealth {
 	return out
 }
 
-// Stats are a pipeline's running totals, for metrics.
+// Stats are a pipeline's running totals, for metrics. For a window
+// pipeline they count its inputs; its handler's calls (a window's fire or
+// add) count in Processed alone (docs/runtime.md).
 type Stats struct {
 	Pipeline string
 	// Received from the subscription.
 	Received int64
-	// Processed: answered by the handler.
+	// Processed: answered by the handler (in a window pipeline, the
+	// windows' calls).
 	Processed int64
 	// Acked after their outputs' receipts.
 	Acked int64

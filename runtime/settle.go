@@ -295,7 +295,9 @@ func (p *pipeline) deadLetterTopic(m *subscribe.Message) string {
 // handBack gives up on it without a word to the broker: unacknowledged,
 // it is delivered again once the consumer closes. Only at shutdown.
 func (p *pipeline) handBack(it *item) {
-	p.stats.handedBack.Add(1)
+	if it.win == nil { // a window's call is no input (counted)
+		p.stats.handedBack.Add(1)
+	}
 	if p.keyed != nil {
 		if p.keyed.eo {
 			p.keyed.discard(it)
@@ -328,19 +330,25 @@ func (p *pipeline) settled(it *item, o Outcome, reason string) {
 	p.release(it)
 }
 
-// counted counts it under o, for reason, and tells the hooks.
+// counted counts it under o, for reason, and tells the hooks. A
+// window's call (it.win: a fire, an add) is the host's, not an input:
+// the windows count its inputs as they settle them, so it counts under
+// no outcome of Stats, only in Processed and, dead-lettered, in the
+// reasons (docs/runtime.md).
 func (p *pipeline) counted(it *item, o Outcome, reason string) {
-	switch o {
-	case Acked:
-		p.stats.acked.Add(1)
-	case Retried:
-		p.stats.retried.Add(1)
-	case DeadLettered:
-		p.stats.deadLettered.Add(1)
-	case Dropped:
-		p.stats.dropped.Add(1)
-	case Filtered:
-		p.stats.filtered.Add(1)
+	if it.win == nil {
+		switch o {
+		case Acked:
+			p.stats.acked.Add(1)
+		case Retried:
+			p.stats.retried.Add(1)
+		case DeadLettered:
+			p.stats.deadLettered.Add(1)
+		case Dropped:
+			p.stats.dropped.Add(1)
+		case Filtered:
+			p.stats.filtered.Add(1)
+		}
 	}
 	if o != Retried {
 		p.retries.forget(retryKeyOf(it.m))

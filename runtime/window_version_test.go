@@ -106,6 +106,9 @@ func TestIncrementalWindowsEqualTheReferenceThroughContractVersionSwaps(t *testi
 	g := &callGate{held: map[int]chan struct{}{}}
 	var mu sync.Mutex
 	bounced := map[string]int{} // add-and-fires handed back, by window
+	// Windows' calls dead-lettered: a window pipeline's Stats count its
+	// inputs only, so the hook is where a window's outcome shows.
+	var deadWindows atomic.Int64
 	hooks := streamrun.Hooks{Message: func(_ string, m *subscribe.Message, o streamrun.Outcome, _ string) {
 		_, add := m.Properties[streamrun.PropertyWindowAdd]
 		_, fire := m.Properties[streamrun.PropertyWindowFire]
@@ -113,6 +116,9 @@ func TestIncrementalWindowsEqualTheReferenceThroughContractVersionSwaps(t *testi
 			mu.Lock()
 			bounced[m.Key]++
 			mu.Unlock()
+		}
+		if o == streamrun.DeadLettered {
+			deadWindows.Add(1)
 		}
 	}}
 	handedBack := func() (n int) {
@@ -199,7 +205,7 @@ func TestIncrementalWindowsEqualTheReferenceThroughContractVersionSwaps(t *testi
 		if diff == "" {
 			break
 		}
-		if st := r.stats("windows"); st.DeadLettered > 0 || st.Crashes > 0 || time.Now().After(deadline) {
+		if st := r.stats("windows"); deadWindows.Load() > 0 || st.DeadLettered > 0 || st.Crashes > 0 || time.Now().After(deadline) {
 			t.Fatalf("the incremental windows differ from the reference: %s (stats %+v)", diff, st)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -228,8 +234,8 @@ func TestIncrementalWindowsEqualTheReferenceThroughContractVersionSwaps(t *testi
 	if st.Crashes != 0 {
 		t.Errorf("%d crashes: an add and fire in one reached an instance of version 4", st.Crashes)
 	}
-	if st.DeadLettered != 0 {
-		t.Errorf("%d dead-lettered: a hand-back for the contract version counted as the handler's retry", st.DeadLettered)
+	if n := deadWindows.Load() + st.DeadLettered; n != 0 {
+		t.Errorf("%d dead-lettered: a hand-back for the contract version counted as the handler's retry", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
