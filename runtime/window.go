@@ -327,6 +327,9 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 			default:
 				w.keepCopy(hk, m)
 			}
+			// Received again, it settles again (with its original), as a
+			// redelivery does without windows: else InFlight keeps it.
+			p.stats.acked.Add(1)
 			p.credits.release(1)
 			continue
 		}
