@@ -82,6 +82,13 @@ type pendMsg struct {
 	size int // its share of pendingBytes, for each window it waits in
 }
 
+// takenMsg is a message taken in incremental mode: its window message
+// and its place in the segment, allocated together.
+type takenMsg struct {
+	pm pendMsg
+	wm winMsg
+}
+
 // segment is one changelog record of messages taken together.
 type segment struct {
 	rec  string
@@ -185,6 +192,9 @@ type winID2 struct {
 }
 
 func (k *winKey) accOf(start int64, w *windower) *winAcc {
+	if k.last != nil && k.lastStart == start {
+		return k.last
+	}
 	if k.accs == nil {
 		k.accs = map[int64]*winAcc{}
 	}
@@ -194,12 +204,13 @@ func (k *winKey) accOf(start int64, w *windower) *winAcc {
 		a = &winAcc{id: w.seq}
 		k.accs[start] = a
 	}
+	k.last, k.lastStart = a, start
 	return a
 }
 
 // takeIncr puts wm (of m, neither late nor held) in the segment being
-// made, sending it first when wm would make it too large.
-func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
+// made, as pm, sending it first when wm would make it too large.
+func (w *windower) takeIncr(wm *winMsg, pm *pendMsg, m *subscribe.Message) {
 	n := segMsgSize(wm)
 	if w.segBuf != nil && len(w.segBuf)+n > maxSegmentBytes {
 		w.sendSegment()
@@ -211,8 +222,9 @@ func (w *windower) takeIncr(wm *winMsg, m *subscribe.Message) {
 		// this one: a buffer grown by doubling cost more than its bytes.
 		w.segBuf = append(make([]byte, 0, min(maxSegmentBytes, max(w.segLeft, 1)*n+n/4+1)), segmentVersion)
 	}
-	w.segBuf = appendSegMsg(w.segBuf, wm, posOf(m.ID))
-	w.cur.msgs = append(w.cur.msgs, &pendMsg{wm: wm, m: m, pos: posOf(m.ID), seg: w.cur})
+	*pm = pendMsg{wm: wm, m: m, pos: posOf(m.ID), seg: w.cur}
+	w.segBuf = appendSegMsg(w.segBuf, wm, pm.pos)
+	w.cur.msgs = append(w.cur.msgs, pm)
 	w.held.hold(wm)
 }
 
@@ -262,9 +274,16 @@ func (w *windower) placeSegment(d segDone, now time.Time) {
 		return
 	}
 	seg.durable = true
-	for _, pm := range msgs {
+	items := make([]item, len(msgs)) // one allocation a segment
+	for i, pm := range msgs {
 		w.placeIncr(pm, now)
-		p.ack(&item{m: w.latest(pm.wm.held(), pm.m)}, Acked, "")
+		it := &items[i]
+		it.m = w.latest(pm.wm.held(), pm.m)
+		p.ack(it, Acked, "")
+		// Acknowledged: the received message is not needed any more,
+		// and kept it would be scanned by every collection while its
+		// window is open.
+		pm.m = nil
 	}
 	if seg.live == 0 {
 		w.segGone = append(w.segGone, seg)
@@ -573,9 +592,6 @@ func (w *windower) addItem(key string, start int64, a *winAcc, ws *winState) *it
 	msgs := a.pending[:n:n]
 	a.pending = a.pending[n:]
 	a.adding = true
-	for _, pm := range msgs {
-		w.pendingBytes -= pm.size
-	}
 	wms := make([]*winMsg, n)
 	hw := maps.Clone(a.hw)
 	if hw == nil {
@@ -584,6 +600,8 @@ func (w *windower) addItem(key string, start int64, a *winAcc, ws *winState) *it
 	var last string // a window's messages are mostly of one topic
 	var lastPos msgPos
 	for i, pm := range msgs {
+		// One pass over the messages, each read once: they are cold by now.
+		w.pendingBytes -= pm.size
 		wms[i] = pm.wm
 		if t := pm.wm.Topic; t != last || pm.pos.after(lastPos) {
 			if cur, ok := hw[t]; !ok || pm.pos.after(cur) {
@@ -691,6 +709,9 @@ func (w *windower) scanKeyIncr(key string, k *winKey, wm int64, now time.Time, f
 				gone = append(gone, firedRecord(key, start)) // written before fired marks were accumulators'
 			}
 			delete(k.accs, start)
+			if k.last == a {
+				k.last = nil
+			}
 			delete(k.wins, start)
 		case !fired && a.n > 0:
 			w.nextCheck = min(w.nextCheck, end)

@@ -33,6 +33,11 @@ const (
 // winMsg is a message held in a window, as the changelog keeps it and
 // the handler gets it (the window's JSON, docs/pipelines.md).
 type winMsg struct {
+	// slot is its place in windower.held (heldSet); first, beside the
+	// incremental pendMsg before it (takenMsg), as letting a message go
+	// reads both, long after they were written (BenchmarkWindowCount).
+	slot int64
+
 	ID          string            `json:"id"`
 	Topic       string            `json:"topic"`
 	Key         string            `json:"key"`
@@ -61,7 +66,6 @@ type winMsg struct {
 	// (window_exactly.go). dropLater: a session message to go once it
 	// has.
 	unacked, dropLater bool
-	slot               int64 // its place in windower.held (heldSet)
 }
 
 func (m *winMsg) record() string { return recMessage + m.Topic + "|" + m.ID }

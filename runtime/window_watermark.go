@@ -16,7 +16,8 @@ type watermarks struct {
 	ooo, idle  int64 // ms
 	processing bool
 	parts      map[string]*winPart
-	last       time.Time // the last message, on any partition
+	list       []*winPart // parts' values: least walks these for every message
+	last       time.Time  // the last message, on any partition
 	high       int64
 }
 
@@ -37,7 +38,9 @@ func newWatermarks(ooo, idle time.Duration, processing bool) *watermarks {
 // messages late, the others having moved the watermark past them.
 func (wm *watermarks) expect(topic string, now time.Time) {
 	if wm.parts[topic] == nil {
-		wm.parts[topic] = &winPart{max: math.MinInt64, last: now}
+		pt := &winPart{max: math.MinInt64, last: now}
+		wm.parts[topic] = pt
+		wm.list = append(wm.list, pt)
 	}
 }
 
@@ -47,6 +50,7 @@ func (wm *watermarks) observe(topic string, t int64, now time.Time) {
 	if pt == nil {
 		pt = &winPart{max: math.MinInt64}
 		wm.parts[topic] = pt
+		wm.list = append(wm.list, pt)
 	}
 	pt.max = max(pt.max, t)
 	pt.last, wm.last = now, now
@@ -63,7 +67,7 @@ func (wm *watermarks) at(now time.Time) int64 {
 
 func (wm *watermarks) least(now time.Time) int64 {
 	least, newest, counted := int64(math.MaxInt64), int64(math.MinInt64), false
-	for _, pt := range wm.parts {
+	for _, pt := range wm.list {
 		newest = max(newest, pt.max)
 		if now.Sub(pt.last).Milliseconds() >= wm.idle {
 			continue
