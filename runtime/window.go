@@ -76,7 +76,13 @@ type windower struct {
 	// receipts of their segments (window_incr.go).
 	addsDone []addDone
 	segsDone []segDone
-	wake     chan struct{} // something queued for process
+	// accWrites are accumulator records an answer made, written by the
+	// receive goroutine: an answer may come in a receipt's callback, on
+	// the connection's read loop, where a publish that waits for room
+	// (pool.Options.MemoryLimit, MaxPendingMessages) would wait for
+	// receipts that loop alone reads.
+	accWrites []accWrite
+	wake      chan struct{} // something queued for process
 
 	keys map[string]*winKey
 	// arrived is the watermark of the messages as they come, which
@@ -471,9 +477,12 @@ func (w *windower) process(now time.Time) []*item {
 	w.mu.Lock()
 	durable, done, addsDone, segs, acks := w.durable, w.done, w.addsDone, w.segsDone, w.acksDone
 	w.durable, w.done, w.addsDone, w.segsDone, w.acksDone = nil, nil, nil, nil, nil
-	marks := w.pinMarks
-	w.pinMarks = nil
+	marks, writes := w.pinMarks, w.accWrites
+	w.pinMarks, w.accWrites = nil, nil
 	w.mu.Unlock()
+	for _, aw := range writes {
+		w.publishAcc(aw.f, aw.rec)
+	}
 	w.releaseAcked(acks)
 	w.unpinMarked(marks, now)
 	if w.incr {

@@ -372,9 +372,28 @@ func (w *windower) addAnswered(it *item, change *plugin.StateChange) {
 	w.p.settled(it, Acked, "")
 }
 
-// writeAcc writes rec, the accumulator an add of f made, to the
-// changelog; the windows learn of it with the receipt (processAdds).
+// accWrite is an accumulator record to write (windower.accWrites).
+type accWrite struct {
+	f   *windowFire
+	rec accRecord
+}
+
+// writeAcc has rec, the accumulator an add of f made, written to the
+// changelog by the receive goroutine (publishAcc); the windows learn of
+// it with the receipt (processAdds).
 func (w *windower) writeAcc(f *windowFire, rec accRecord) {
+	w.mu.Lock()
+	if !w.stale(f.sub) {
+		w.accWrites = append(w.accWrites, accWrite{f: f, rec: rec})
+	}
+	w.mu.Unlock()
+	w.kick()
+}
+
+// publishAcc writes rec, the accumulator an add of f made, to the
+// changelog. It runs on the receive goroutine, which may wait here for
+// the producer's room while the read loop goes on with the receipts.
+func (w *windower) publishAcc(f *windowFire, rec accRecord) {
 	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
 		func(_ pulsarwire.MessageID, err error) {

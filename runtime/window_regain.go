@@ -41,7 +41,7 @@ func (w *windower) letGo(at uint64) {
 	w.sub = at
 	w.gen++
 	durable, segs := w.durable, w.segsDone
-	w.durable, w.done, w.addsDone, w.segsDone = nil, nil, nil, nil
+	w.durable, w.done, w.addsDone, w.segsDone, w.accWrites = nil, nil, nil, nil, nil
 	w.mu.Unlock()
 	for _, d := range durable {
 		p.handBack(&item{m: d.m})
