@@ -194,7 +194,7 @@ func TestAnOutputThatCannotBePublished(t *testing.T) {
 // waiting out the producer's batching delay, here an hour, so round
 // after round gets through. Only the last round may wait (a pipeline with
 // credits to spare leaves a batch open for MaxDelay, as asked), until the
-// host's stop flushes it; nothing is lost.
+// host's stop, once every input is received, flushes it; nothing is lost.
 func TestStarvedPipelineSendsItsOpenOutputBatches(t *testing.T) {
 	for _, mode := range []string{"plugin", "local"} {
 		t.Run(mode, func(t *testing.T) {
@@ -219,6 +219,11 @@ func TestStarvedPipelineSendsItsOpenOutputBatches(t *testing.T) {
 				Outputs: []string{out},
 			})
 			got.waitLen(t, n-held)
+			// Rounds get through without the stop; the stop comes once
+			// every input is in the host, so that it is what sends the
+			// last open batch. Stopped earlier, the inputs not yet
+			// received stay in the backlog, and their outputs never come.
+			waitFor(t, "every input received", func() bool { return r.stats("starved").Received >= n })
 			if err := r.stop(); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
