@@ -297,10 +297,7 @@ func TestBenchPipelinePlugins(t *testing.T) {
 // Apache Pulsar (STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP): every
 // message published arrives, and the JSON has every field.
 func TestBenchApachePulsar(t *testing.T) {
-	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
-	if url == "" || admin == "" {
-		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
-	}
+	url, admin := apachePulsar(t)
 	common := []string{"--url", url, "--admin-url", admin, "--duration", "2s", "--rate", "5000", "--size", "100"}
 	for _, args := range [][]string{
 		{"produce", "--partitions", "2", "--keys", "5"},
@@ -429,10 +426,7 @@ func TestBenchAgainstURLIsCappedAndCleansUp(t *testing.T) {
 // The same against Apache Pulsar (STREAMRUN_PULSAR_URL and
 // STREAMRUN_PULSAR_HTTP).
 func TestBenchAgainstApachePulsarIsCappedAndCleansUp(t *testing.T) {
-	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
-	if url == "" || admin == "" {
-		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
-	}
+	url, admin := apachePulsar(t)
 	benchAgainstURL(t, url, admin)
 }
 
@@ -638,9 +632,6 @@ func TestBenchStateAgainstURL(t *testing.T) {
 // The same against Apache Pulsar (STREAMRUN_PULSAR_URL and
 // STREAMRUN_PULSAR_HTTP).
 func TestBenchStateApachePulsar(t *testing.T) {
-	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
-	if url == "" || admin == "" {
-		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
-	}
+	url, admin := apachePulsar(t)
 	benchStateAgainstURL(t, url, admin)
 }

@@ -201,10 +201,7 @@ func TestRunSIGINTDrains(t *testing.T) {
 
 // TestRunSIGINTDrainsPulsar is TestRunSIGINTDrains against Apache Pulsar.
 func TestRunSIGINTDrainsPulsar(t *testing.T) {
-	url, admin := os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
-	if url == "" || admin == "" {
-		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
-	}
+	url, admin := apachePulsar(t)
 	sigintDrains(t, url, admin)
 }
 
@@ -389,4 +386,15 @@ func TestRunChainUntilDrained(t *testing.T) {
 	if want := fmt.Sprintf("streamrun: %d messages in, %d outputs printed\n", n, n); !strings.Contains(out, want) {
 		t.Errorf("stdout lacks %q", want)
 	}
+}
+
+// apachePulsar is the Apache Pulsar standalone to run against
+// (STREAMRUN_PULSAR_URL, STREAMRUN_PULSAR_HTTP); t skips without it.
+func apachePulsar(t *testing.T) (url, admin string) {
+	t.Helper()
+	url, admin = os.Getenv("STREAMRUN_PULSAR_URL"), os.Getenv("STREAMRUN_PULSAR_HTTP")
+	if url == "" || admin == "" {
+		t.Skip("STREAMRUN_PULSAR_URL and STREAMRUN_PULSAR_HTTP are not set: no Apache Pulsar to run against (.ci/run sets them)")
+	}
+	return url, admin
 }
