@@ -50,10 +50,14 @@ func (b *Bench) newPublisher(ctx context.Context, topics []string, m *Meter) (*p
 		return nil, err
 	}
 	for i := range b.o.Keys {
-		pub.keys = append(pub.keys, "key-"+strconv.Itoa(i))
+		pub.keys = append(pub.keys, keyName(i))
 	}
 	return pub, nil
 }
+
+// keyName is the key of the publisher's i-th key (message n has key
+// n mod Options.Keys); the state check counts by it too.
+func keyName(i int) string { return "key-" + strconv.Itoa(i) }
 
 // run publishes until Count or Duration (or CountCap) or ctx ends, then waits up
 // to CloseTimeout for the outstanding receipts. onReceipt, when not

@@ -3,6 +3,7 @@ package benchrun
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/streamrun/streamrun/pipelines"
@@ -64,16 +65,14 @@ func (sc *stateCounts) check(ctx context.Context, b *Bench, sent int64) (int, er
 	checked := 0
 	for t, cl := range sc.changelogs {
 		want := make(map[string]int64, keys)
-		for k, n := range sc.before[t] {
-			want[k] = n
-		}
+		maps.Copy(want, sc.before[t])
 		per := make([]int64, keys)
 		for n := int64(t); n < sent; n += topics {
 			per[n%keys]++
 		}
 		for k, c := range per {
 			if c > 0 {
-				want["key-"+strconv.Itoa(k)] += c
+				want[keyName(k)] += c
 			}
 		}
 		got, err := readCounts(ctx, b, cl)
