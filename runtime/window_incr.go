@@ -158,9 +158,14 @@ func (r accRecord) firedAs(ws *winState) accRecord {
 // the one the fire had).
 func (w *windower) markAcc(key string, start int64, a *winAcc, ws *winState) {
 	rec := accRecord{Acc: a.acc, N: a.n, HW: a.hw}.firedAs(ws)
-	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
+	b := w.accPayload(&rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(key, start), Payload: b},
 		func(pulsarwire.MessageID, error) {})
+}
+
+// accPayload is rec as its record's payload, its buffer sized for it.
+func (w *windower) accPayload(rec *accRecord) []byte {
+	return appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), rec)
 }
 
 const recAcc = "a|"
@@ -394,7 +399,7 @@ func (w *windower) writeAcc(f *windowFire, rec accRecord) {
 // changelog. It runs on the receive goroutine, which may wait here for
 // the producer's room while the read loop goes on with the receipts.
 func (w *windower) publishAcc(f *windowFire, rec accRecord) {
-	b := appendAccRecord(make([]byte, 0, 64+len(rec.Acc)*4/3+len(rec.HW)*(len(w.srcTopic)+64)), &rec)
+	b := w.accPayload(&rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},
 		func(_ pulsarwire.MessageID, err error) {
 			w.mu.Lock()
@@ -438,13 +443,7 @@ func (w *windower) addFireSettled(f *windowFire, ok bool, delay time.Duration) {
 		w.addSettled(f, ok, delay)
 		return
 	}
-	w.mu.Lock()
-	stale := w.stale(f.sub)
-	w.mu.Unlock()
-	if stale {
-		return
-	}
-	rec := f.add.base
+	rec := f.add.base // written unless stale (writeAcc)
 	rec.Acc = f.newAcc
 	rec.N += len(f.add.msgs)
 	rec.Fires, rec.FN = f.fire, rec.N
