@@ -17,8 +17,9 @@ import (
 // keySharedRun is what three KeyShared consumers saw of a topic.
 type keySharedRun struct {
 	split    []string // keys that reached more than one consumer
-	reorders []string // keys whose messages arrived out of publish order
-	counts   []int    // messages per consumer
+	reorders []string // keys with a message that came before an earlier one of theirs
+	counts   []int    // messages per consumer, repeats included
+	repeats  int      // messages the broker sent again
 }
 
 // consumeKeyShared publishes total messages over keys interleaved keys
@@ -43,8 +44,9 @@ func consumeKeyShared(t *testing.T, byKey bool, total, keys int) keySharedRun {
 		last     = map[string]int{}
 		split    = map[string]bool{}
 		reorders = map[string]bool{}
+		seen     = make([]bool, total)
 		run      = keySharedRun{counts: make([]int, len(consumers))}
-		got      atomic.Int64
+		got      atomic.Int64 // distinct messages
 	)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -58,19 +60,35 @@ func consumeKeyShared(t *testing.T, byKey bool, total, keys int) keySharedRun {
 				if err != nil {
 					return
 				}
-				i, _ := strconv.Atoi(strings.TrimPrefix(string(m.Payload), "message-"))
+				i, err := strconv.Atoi(strings.TrimPrefix(string(m.Payload), "message-"))
+				if err != nil || i < 0 || i >= total {
+					t.Errorf("consumer %d: unexpected payload %q", ci, m.Payload)
+					cancel()
+					return
+				}
 				mu.Lock()
 				if o, ok := owner[m.Key]; ok && o != ci {
 					split[m.Key] = true
 				}
-				if l, ok := last[m.Key]; ok && i <= l {
+				run.counts[ci]++
+				repeat := seen[i]
+				switch {
+				case repeat:
+					// At least once allows the broker to send an
+					// entry again (Apache Pulsar did so in a loaded CI run, with
+					// no redelivery asked for); what KeyShared promises
+					// is that it comes to the same consumer, checked
+					// above, and that no new message overtakes.
+					run.repeats++
+					t.Logf("consumer %d got message %d of %s again (id %v, redelivery count %d)", ci, i, m.Key, m.ID, m.RedeliveryCount)
+				case i < last[m.Key]:
 					reorders[m.Key] = true
 				}
-				owner[m.Key], last[m.Key] = ci, i
-				run.counts[ci]++
+				seen[i] = true
+				owner[m.Key], last[m.Key] = ci, max(last[m.Key], i)
 				mu.Unlock()
 				cons.Ack(rctx, m)
-				if got.Add(1) == int64(total) {
+				if !repeat && got.Add(1) == int64(total) {
 					cancel()
 				}
 			}
@@ -87,8 +105,8 @@ func consumeKeyShared(t *testing.T, byKey bool, total, keys int) keySharedRun {
 	for k := range reorders {
 		run.reorders = append(run.reorders, k)
 	}
-	t.Logf("messages per consumer %v; keys split over consumers: %d, keys out of order: %d of %d",
-		run.counts, len(run.split), len(run.reorders), keys)
+	t.Logf("messages per consumer %v (%d sent again); keys split over consumers: %d, keys out of order: %d of %d",
+		run.counts, run.repeats, len(run.split), len(run.reorders), keys)
 	return run
 }
 
