@@ -93,6 +93,21 @@ func (c *Client) BeginTransaction(ctx context.Context, timeout time.Duration) (*
 	return (*Transaction)(t), nil
 }
 
+// ConnectTransactionCoordinators connects to each of the broker's
+// transaction coordinators not connected yet, under OperationRetries; it
+// fails with ErrTransactionsOff on a broker with transactions off. Apache
+// Pulsar loads a coordinator only when a client connects to it, and only
+// then aborts the transactions it had open that timed out: after the
+// broker restarts, a reader waiting for what was written behind such a
+// transaction waits until some client connects to its coordinator.
+func (c *Client) ConnectTransactionCoordinators(ctx context.Context) error {
+	s := c.own()
+	if s.closing.Load() {
+		return fmt.Errorf("connect to the transaction coordinators: %w", ErrClosed)
+	}
+	return s.txns.Connect(ctx)
+}
+
 func (t *Transaction) inner() *txn.Txn { return (*txn.Txn)(t) }
 
 // ID is the transaction's id, as the broker named it.

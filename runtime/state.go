@@ -55,6 +55,10 @@ type keyedState struct {
 	// (state_exactly.go). Nil otherwise.
 	eo      bool
 	pending map[string][]*pendingChange
+	// txnWritten: the changelog is written in transactions (exactly_once;
+	// a window pipeline's too): read connects to the transaction
+	// coordinators first (connectCoordinators).
+	txnWritten bool
 	// lost is told that the memory holds a change the changelog will
 	// not have and that cannot be taken back (broken); the pipeline
 	// fails then, and a restart reads the changelog back. Nil: logged
@@ -191,7 +195,7 @@ const PropertyStateFence = "streamrun-state-fence"
 // in transactions. Its values are held in memory up to cache bytes (0:
 // no bound), the rest spilled to a file in dir.
 func newKeyedState(topic string, ttl time.Duration, eo bool, cache int64, dir string, log *slog.Logger) *keyedState {
-	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: newStateStore(cache, dir, log), seen: map[string]struct{}{}, held: newStateHeld(), eo: eo}
+	s := &keyedState{topic: topic, ttl: ttl, log: log, vals: newStateStore(cache, dir, log), seen: map[string]struct{}{}, held: newStateHeld(), eo: eo, txnWritten: eo}
 	if eo {
 		s.pending = map[string][]*pendingChange{}
 	}
@@ -496,6 +500,8 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 		if !any {
 			return nil
 		}
+	} else if err := s.connectCoordinators(ctx, client); err != nil {
+		return err
 	} else if _, err := client.Publish(ctx, s.topic, pool.Message{Properties: map[string]string{PropertyStateFence: id}}); err != nil {
 		return fmt.Errorf("state: write fence to changelog %s: %w", s.topic, err)
 	}
@@ -536,6 +542,25 @@ func (s *keyedState) read(ctx context.Context, client *pool.Client, sub string, 
 		s.unlock()
 		clear(buf[:k])
 	}
+}
+
+// connectCoordinators, for a changelog written in transactions
+// (txnWritten), connects to the broker's transaction coordinators before
+// the fence is written. The fence can be read only once every
+// transaction with an entry before it has ended, and after a restart
+// Apache Pulsar aborts a transaction that timed out (one of a host that
+// died with the broker, or whose abort failed while the broker was down)
+// only once a client connects to its coordinator: a read back before any
+// commit would otherwise wait for it for ever (docs/reliability.md,
+// "Broker kill on Apache Pulsar").
+func (s *keyedState) connectCoordinators(ctx context.Context, client *pool.Client) error {
+	if !s.txnWritten {
+		return nil
+	}
+	if err := client.ConnectTransactionCoordinators(ctx); err != nil {
+		return fmt.Errorf("state: read changelog %s: %w", s.topic, err)
+	}
+	return nil
 }
 
 // errChangeLost fails a pipeline whose state in memory is ahead of its

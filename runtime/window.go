@@ -257,6 +257,9 @@ func (w *windower) expectPartitions(now time.Time) {
 // state is read.
 func (w *windower) restore(ctx context.Context) error {
 	s := newKeyedState(w.topic, 0, false, 0, "", w.p.log)
+	// Under exactly_once the windows' records are written in
+	// transactions (read waits on them).
+	s.txnWritten = w.p.cfg.ExactlyOnce()
 	if err := s.restore(ctx, w.p.client, w.p.cfg.Source.Subscription); err != nil {
 		return fmt.Errorf("windows: %w", err)
 	}

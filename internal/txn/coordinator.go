@@ -153,6 +153,29 @@ func (c *Coordinator) coordinators(ctx context.Context) (int, error) {
 	return c.count, nil
 }
 
+// Connect connects to each coordinator not connected yet
+// (TC_CLIENT_CONNECT_REQUEST), under the client's retries. Apache Pulsar
+// loads a coordinator, and with it the timeouts of the transactions it
+// has open, only when a client connects to it: after a broker restart, a
+// transaction begun before it stays open on its topics until then, and
+// nothing written to them after its first entry can be read.
+func (c *Coordinator) Connect(ctx context.Context) error {
+	n, err := c.coordinators(ctx)
+	if err != nil {
+		return err
+	}
+	for tc := range uint64(n) {
+		err := c.retry(ctx, fmt.Sprintf("connect to transaction coordinator %d", tc), func(ctx context.Context) error {
+			_, err := c.conn(ctx, tc)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // conn returns the connection to coordinator tc, looking it up and
 // connecting (TC_CLIENT_CONNECT_REQUEST) when there is none yet or the
 // last one closed. One attempt.
