@@ -95,12 +95,15 @@ func planFor(t *testing.T, pulsar bool) plan {
 // env is a campaign in progress.
 type env struct {
 	plan
-	t          *testing.T
-	dir        string
-	control    string // the chaos handler's order files
-	rng        *rand.Rand
-	broker     *proc // nil against Apache Pulsar
-	pulsarPid  int   // Apache Pulsar standalone's JVM, when found
+	t       *testing.T
+	dir     string
+	control string // the chaos handler's order files
+	rng     *rand.Rand
+	broker  *proc // nil against Apache Pulsar
+	// pulsarPid: Apache Pulsar standalone's JVM, when found; a new one
+	// after each pulsar-kill-9.
+	pulsarPid  atomic.Int64
+	standalone *standalone // the one pulsar-kill-9 kills; nil otherwise
 	brokerURLs []string
 	serviceURL string
 	adminURL   string
@@ -114,6 +117,11 @@ type env struct {
 	// txn: the broker has transactions on, so exactly_once pipelines run
 	// beside the others.
 	txn bool
+	// counterOnly: eo-counter alone (TestCampaignPulsarBrokerKill).
+	counterOnly bool
+	// sequence, when set, is the faults to inject, in this order, each
+	// once; the fault phase ends after the last (duration unused).
+	sequence []faultKind
 	// counts: the final check of each counting pipeline; windows: of
 	// each window pipeline.
 	counts  []countCheck
@@ -181,7 +189,7 @@ func TestCampaignPulsar(t *testing.T) {
 	} else {
 		t.Log("campaign: no exactly_once pipelines: STREAMRUN_PULSAR_TXN_URL and _HTTP name no standalone with transactions on (scripts/pulsar start --name txn)")
 	}
-	e.pulsarPid = pidOf("PulsarStandaloneStarter")
+	e.pulsarPid.Store(int64(pidOf("PulsarStandaloneStarter")))
 	for _, k := range faultKinds {
 		if !k.embedded {
 			e.kinds = append(e.kinds, k)
@@ -244,8 +252,21 @@ func (e *env) run(t *testing.T, target string) {
 	topic := func(s string) string {
 		return fmt.Sprintf("persistent://public/default/campaign-%s-%s-%s", target, id, s)
 	}
+	// eo-counter counts each key's messages in keyed state, which needs an
+	// Exclusive subscription (docs/pipelines.md, "Keyed state"): one host
+	// holds it, the other waits and takes over when it is killed
+	// (killHost aims at the holder).
+	newCounter := func() *pipe {
+		counter := newPipe("eo-counter", "exclusive", 0, topic("eoct-in"), topic("eoct-out"))
+		counter.changelog = topic("eoct-state")
+		counter.exactly = true
+		return counter
+	}
 	exactly := os.Getenv(exactlyEnv)
-	if exactly != "only" {
+	if e.counterOnly {
+		e.pipes = []*pipe{newCounter()}
+		exactly = ""
+	} else if exactly != "only" {
 		e.pipes = []*pipe{
 			newPipe("keyshared", "key_shared", 4, topic("ks-in"), topic("ks-out")),
 			newPipe("shared", "shared", 3, topic("sh-in"), topic("sh-out")),
@@ -258,12 +279,6 @@ func (e *env) run(t *testing.T, target string) {
 	if e.txn && exactly != "" {
 		// Opt-in (exactlyEnv); CI's campaign step sets it
 		// (docs/reliability.md, "Exactly once, short form").
-		// eo-counter counts each key's messages in keyed state, which
-		// needs an Exclusive subscription (docs/pipelines.md, "Keyed
-		// state"): one host holds it, the other waits and takes over
-		// when it is killed (killHost aims at the holder).
-		counter := newPipe("eo-counter", "exclusive", 0, topic("eoct-in"), topic("eoct-out"))
-		counter.changelog = topic("eoct-state")
 		// eo-window counts each key's messages in tumbling windows of
 		// event time (windows_test.go); windows need an Exclusive
 		// subscription too.
@@ -271,7 +286,7 @@ func (e *env) run(t *testing.T, target string) {
 		for _, p := range []*pipe{
 			newPipe("eo-shared", "shared", 3, topic("eosh-in"), topic("eosh-out")),
 			newPipe("eo-failover", "failover", 2, topic("eofo-in"), topic("eofo-out")),
-			counter,
+			newCounter(),
 			window,
 		} {
 			p.exactly = true
@@ -471,7 +486,13 @@ const recoveryLimit = 3 * time.Minute
 func (e *env) faultPhase(t *testing.T, ctx context.Context, end time.Time) []faultRecord {
 	var recs []faultRecord
 	var deck []faultKind
-	for time.Now().Before(end) && ctx.Err() == nil {
+	more := func() bool {
+		if e.sequence != nil {
+			return len(recs) < len(e.sequence)
+		}
+		return time.Now().Before(end)
+	}
+	for more() && ctx.Err() == nil {
 		sleepCtx(ctx, time.Duration(e.rng.Int64N(int64(e.gap)))+200*time.Millisecond)
 		// Kinds are dealt from a shuffled deck, so that every kind comes
 		// once before any comes again.
@@ -481,11 +502,17 @@ func (e *env) faultPhase(t *testing.T, ctx context.Context, end time.Time) []fau
 		}
 		k := deck[0]
 		deck = deck[1:]
+		if e.sequence != nil {
+			k = e.sequence[len(recs)]
+		}
 		r := faultRecord{Kind: k.name, At: time.Now()}
 		detail, err := k.inject(ctx, e)
 		r.Over, r.Detail = time.Now(), detail
 		if err != nil {
 			r.Err = err.Error()
+			if k.fatal {
+				t.Fatalf("fault %s: %v; logs in %s", k.name, err, e.dir)
+			}
 			t.Errorf("fault %s: %v", k.name, err)
 		}
 		r.Recovery, r.ByPipeline, r.Recovered = e.waitRecovery(ctx, r.Over)
@@ -563,7 +590,7 @@ func (e *env) sampleMemory(ctx context.Context) {
 		if e.broker != nil {
 			storeMax(&e.peakBroker, rssBytes(e.broker.pid()))
 		} else {
-			storeMax(&e.peakBroker, rssBytes(e.pulsarPid))
+			storeMax(&e.peakBroker, rssBytes(int(e.pulsarPid.Load())))
 		}
 	}
 }

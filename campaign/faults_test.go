@@ -28,7 +28,10 @@ type faultKind struct {
 	// saved yet (it stops the broker), so more than what was in flight
 	// may come again.
 	ackWindow bool
-	inject    func(ctx context.Context, e *env) (string, error)
+	// fatal: when the injection fails, the campaign ends there (the
+	// broker did not come back, so nothing after would tell anything).
+	fatal  bool
+	inject func(ctx context.Context, e *env) (string, error)
 }
 
 var faultKinds = []faultKind{

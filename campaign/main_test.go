@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	var dir string
-	if os.Getenv(campaignEnv) != "" {
+	if os.Getenv(campaignEnv) != "" || os.Getenv(pulsarKillEnv) != "" {
 		var err error
 		if dir, err = os.MkdirTemp("", "streamrun-campaign-bin-"); err != nil {
 			log.Fatal(err)

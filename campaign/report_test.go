@@ -74,9 +74,12 @@ func (e *env) report(target string, took time.Duration, recs []faultRecord) repo
 		"batch timeout %s, receiver queue %d, operation retry delay %s; slow consumer %s at %s a message with a burst of %d × %d B per pipeline; "+
 		"ServiceNotReady, TooManyRequests and a broker down last %s; %d CPUs",
 		len(e.hosts), len(e.pipes), batchTimeout, receiverQueue, retryDelay, e.slowFor, slowSleep, e.burst, burstSize, e.answerFor, goruntime.NumCPU())
-	if target == "embedded" {
+	switch {
+	case target == "embedded":
 		r.Conditions += "; broker: `streamrun broker --data --brokers 3 --fault-api` (no --sync)"
-	} else {
+	case e.standalone != nil:
+		r.Conditions += fmt.Sprintf("; broker: Apache Pulsar standalone %q of its own, transactions on, killed -9 and restarted on its data (`scripts/pulsar restart`)", e.standalone.name)
+	default:
 		r.Conditions += "; broker: Apache Pulsar standalone, shared with other tests"
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
