@@ -361,3 +361,50 @@ func TestTxnCoordinatorRequestsFailAsWaitingOnesDo(t *testing.T) {
 		t.Fatalf("delivered %d messages, want %d", got, committed)
 	}
 }
+
+// ConnectTransactionCoordinators says TC_CLIENT_CONNECT_REQUEST to every
+// coordinator not connected yet, retrying one that is not ready, and
+// nothing to one already connected (Apache Pulsar loads a coordinator,
+// and ends its timed-out transactions, only on that request: a read back
+// after a broker restart relies on it, docs/reliability.md). A broker
+// with transactions off has no coordinator to connect to.
+func TestConnectTransactionCoordinatorsSaysConnectOnce(t *testing.T) {
+	peer := brokertest.TxnTarget(t)
+	if peer.Pulsar() {
+		t.Skip("needs the embedded broker's fault injection")
+	}
+	tg := &target{Peer: peer, cluster: peer.Cluster}
+	c := newClient(t, tg, Options{OperationRetries: fastRetries})
+	ctx := brokertest.Context(t, time.Minute)
+	fs := brokertest.Faults(t, tg.cluster)
+	first := fs.Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST, Err: pb.ServerError_ServiceNotReady, Count: 1})
+	if err := c.ConnectTransactionCoordinators(ctx); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	if first.Fired() != 1 {
+		t.Fatalf("the refusal of the first TC_CLIENT_CONNECT_REQUEST fired %d times, want 1", first.Fired())
+	}
+	again := fs.Add(faults.Fault{Broker: -1, Command: pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST, Err: pb.ServerError_ServiceNotReady, Count: 1})
+	if err := c.ConnectTransactionCoordinators(ctx); err != nil {
+		t.Fatalf("connect again: %v", err)
+	}
+	if again.Fired() != 0 {
+		t.Fatalf("a connected coordinator was sent TC_CLIENT_CONNECT_REQUEST again")
+	}
+	tx, err := c.BeginTransaction(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("begin after connecting: %v", err)
+	}
+	if err := tx.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	off := brokertest.Target(t)
+	if off.Pulsar() {
+		return
+	}
+	c2 := newClient(t, &target{Peer: off, cluster: off.Cluster}, Options{OperationRetries: fastRetries})
+	if err := c2.ConnectTransactionCoordinators(ctx); !errors.Is(err, ErrTransactionsOff) {
+		t.Fatalf("connect on a broker with transactions off: got %v, want ErrTransactionsOff", err)
+	}
+}
