@@ -124,12 +124,20 @@ func TestCampaignPulsarBrokerKill(t *testing.T) {
 	// The broker killed at two points: early, with the first host holding
 	// the subscription; and last, after the other host took over from a
 	// killed holder and the killed one came back to wait.
-	e.kinds = []faultKind{pulsarKill, faultKinds[0], faultKinds[5]}
-	if faultKinds[0].name != "plugin-sigkill" || faultKinds[5].name != "host-kill-9" {
-		t.Fatalf("faultKinds moved: %s, %s", faultKinds[0].name, faultKinds[5].name)
-	}
-	e.sequence = []faultKind{pulsarKill, faultKinds[0], faultKinds[5], pulsarKill}
+	plugin, host := kindNamed(t, "plugin-sigkill"), kindNamed(t, "host-kill-9")
+	e.kinds = []faultKind{pulsarKill, plugin, host}
+	e.sequence = []faultKind{pulsarKill, plugin, host, pulsarKill}
 	e.run(t, "pulsar-kill")
+}
+
+func kindNamed(t *testing.T, name string) faultKind {
+	for _, k := range faultKinds {
+		if k.name == name {
+			return k
+		}
+	}
+	t.Fatalf("no fault kind %q", name)
+	return faultKind{}
 }
 
 // killPulsar is kill -9 of the standalone's JVM and its start again on
