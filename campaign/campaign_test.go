@@ -122,6 +122,8 @@ type env struct {
 	// sequence, when set, is the faults to inject, in this order, each
 	// once; the fault phase ends after the last (duration unused).
 	sequence []faultKind
+	// recoverWithin, when set, replaces recoveryLimit.
+	recoverWithin time.Duration
 	// counts: the final check of each counting pipeline; windows: of
 	// each window pipeline.
 	counts  []countCheck
@@ -479,6 +481,14 @@ type faultRecord struct {
 // still stuck then fails the campaign.
 const recoveryLimit = 3 * time.Minute
 
+// recoveryBound is the wait for recovery after a fault of this run.
+func (e *env) recoveryBound() time.Duration {
+	if e.recoverWithin > 0 {
+		return e.recoverWithin
+	}
+	return recoveryLimit
+}
+
 // faultPhase injects faults in random order until end: one at a time, each
 // followed by a wait until every pipeline put out all it had been given
 // before the fault was over and a message published after (its recovery
@@ -517,7 +527,7 @@ func (e *env) faultPhase(t *testing.T, ctx context.Context, end time.Time) []fau
 		}
 		r.Recovery, r.ByPipeline, r.Recovered = e.waitRecovery(ctx, r.Over)
 		if !r.Recovered {
-			t.Errorf("fault %s (%s) at %s: the pipelines did not recover within %s", k.name, detail, r.At.UTC().Format(time.TimeOnly), recoveryLimit)
+			t.Errorf("fault %s (%s) at %s: the pipelines did not recover within %s", k.name, detail, r.At.UTC().Format(time.TimeOnly), e.recoveryBound())
 		}
 		for _, h := range e.restart {
 			if err := h.start(""); err != nil {
@@ -540,7 +550,7 @@ func (e *env) waitRecovery(ctx context.Context, over time.Time) (time.Duration, 
 		want[i] = p.next()
 	}
 	took := map[string]time.Duration{}
-	for deadline := over.Add(recoveryLimit); ; {
+	for deadline := over.Add(e.recoveryBound()); ; {
 		for i, p := range e.pipes {
 			if _, ok := took[p.name]; !ok && p.caughtUp(want[i]) {
 				took[p.name] = time.Since(over)
