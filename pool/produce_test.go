@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -904,5 +905,42 @@ func TestLargestMessageThatFitsGoes(t *testing.T) {
 				t.Fatalf("ids %v: the small messages were not batched", ids)
 			}
 		})
+	}
+}
+
+// A publisher may reuse a payload's array once PublishAsync returns: the
+// messages arrive as they were when each was handed over, whether it
+// went in a batch or, too large for one, alone.
+func TestPublishAsyncPayloadMayBeReusedOnceItReturns(t *testing.T) {
+	tg := newTarget(t)
+	c := newClient(t, tg, Options{})
+	topic := brokertest.TopicName(t)
+	ctx := brokertest.Context(t, time.Minute)
+	const n = 200
+	col := newCollector(n)
+	var buf []byte
+	for i := range n {
+		size := 10
+		if i%50 == 0 {
+			size = 200 << 10 // over a batch's bytes: sent alone
+		}
+		buf = append(buf[:0], bytes.Repeat([]byte{byte('a' + i%26)}, size)...)
+		buf = fmt.Appendf(buf, "-%d", i)
+		c.PublishAsync(ctx, topic, Message{Payload: buf}, col.cb(i))
+		clear(buf) // written over before the batch goes
+	}
+	col.wait(t, 30*time.Second)
+	if len(col.errs) > 0 {
+		t.Fatalf("errors: %v", col.errs)
+	}
+	got := subscribeRaw(t, c, topic).wait(n, 30*time.Second)
+	for i, m := range got {
+		size := 10
+		if i%50 == 0 {
+			size = 200 << 10
+		}
+		if want := strings.Repeat(string(rune('a'+i%26)), size) + fmt.Sprint("-", i); m.Payload != want {
+			t.Fatalf("message %d arrived as %d bytes %.20q…, not as published", i, len(m.Payload), m.Payload)
+		}
 	}
 }

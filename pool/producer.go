@@ -387,7 +387,8 @@ func (c *Client) Publish(ctx context.Context, topic string, m Message) (pulsarwi
 }
 
 // PublishAsync publishes m to topic and calls done with the receipt or
-// the error, exactly once. It returns once m is in a batch: it blocks
+// the error, exactly once. It returns once m is in a batch, its payload
+// copied there (the caller may reuse m.Payload's array): it blocks
 // while the producer is opened and while the pending limits are reached
 // (then ctx's end fails m). done runs on a connection's goroutine: it
 // must be quick and must not publish synchronously. done may be nil.
