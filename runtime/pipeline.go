@@ -556,6 +556,9 @@ func (p *pipeline) receive() {
 	defer p.closeQueues()
 	if w := p.win; w != nil {
 		defer w.pinLooks.Wait() // its looks at the mark-delete positions (window_exactly.go)
+		if w.incr {
+			defer w.startWriter()() // its changelog records (window_writer.go)
+		}
 	}
 	hc := &p.cfg.Handler
 	buf := make([]*subscribe.Message, max(hc.BatchSize, 64))
@@ -580,8 +583,11 @@ func (p *pipeline) receive() {
 				// The windows acknowledge their messages from this loop,
 				// once their changelog records have receipts: have them
 				// sent now, and wait for one, or a tick.
+				p.win.starved.Store(true) // before: what the writer adds after is sent too
 				p.client.SendOpenBatches()
-				if !p.win.wait(p.recvCtx) {
+				ok := p.win.wait(p.recvCtx)
+				p.win.starved.Store(false)
+				if !ok {
 					return
 				}
 				if p.regained() {

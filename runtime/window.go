@@ -77,12 +77,24 @@ type windower struct {
 	addsDone []addDone
 	segsDone []segDone
 	// accWrites are accumulator records an answer made, written by the
-	// receive goroutine: an answer may come in a receipt's callback, on
+	// writer (window_writer.go), else the receive goroutine, not where
+	// the answer comes: an answer may come in a receipt's callback, on
 	// the connection's read loop, where a publish that waits for room
 	// (pool.Options.MemoryLimit, MaxPendingMessages) would wait for
 	// receipts that loop alone reads.
 	accWrites []accWrite
 	wake      chan struct{} // something queued for process
+	// segOut are the segments made, for the writer to encode and write
+	// (window_writer.go), in order; writerOn says whether it runs, and
+	// writeMu is held while it writes.
+	segOut    []*segment
+	writerOn  atomic.Bool
+	writeWake chan struct{}
+	writeMu   sync.Mutex
+	// starved: the receive loop waits for receipts, holding no credit:
+	// what the writer publishes is sent at once, not after the batch's
+	// delay.
+	starved atomic.Bool
 
 	keys map[string]*winKey
 	// arrived is the watermark of the messages as they come, which
@@ -218,7 +230,7 @@ type windowFire struct {
 func newWindower(p *pipeline) *windower {
 	w := &windower{p: p, cfg: p.cfg.Window, a: newAssigner(p.cfg.Window), topic: p.cfg.WindowChangelogTopic(),
 		idle: p.cfg.Window.IdleTimeout.Milliseconds(),
-		wake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental()}
+		wake: make(chan struct{}, 1), writeWake: make(chan struct{}, 1), incr: p.cfg.Window.Incremental()}
 	w.reset()
 	if len(p.cfg.Source.Topics) > 0 {
 		w.srcTopic = p.cfg.Source.Topics[0]
@@ -480,8 +492,12 @@ func (w *windower) process(now time.Time) []*item {
 	w.mu.Lock()
 	durable, done, addsDone, segs, acks := w.durable, w.done, w.addsDone, w.segsDone, w.acksDone
 	w.durable, w.done, w.addsDone, w.segsDone, w.acksDone = nil, nil, nil, nil, nil
-	marks, writes := w.pinMarks, w.accWrites
-	w.pinMarks, w.accWrites = nil, nil
+	marks := w.pinMarks
+	w.pinMarks = nil
+	var writes []accWrite
+	if !w.writerOn.Load() {
+		writes, w.accWrites = w.accWrites, nil
+	}
 	w.mu.Unlock()
 	for _, aw := range writes {
 		w.publishAcc(aw.f, aw.rec)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,6 +95,8 @@ type takenMsg struct {
 type segment struct {
 	rec  string
 	seq  uint64
+	sub  uint64     // windower.gen when it was made
+	size int        // about its record's length (segMsgSize)
 	msgs []*pendMsg // until it has its receipt
 	// live counts its messages not yet in each of their windows'
 	// accumulators; at 0 (with its receipt) the record goes.
@@ -218,32 +221,59 @@ func (k *winKey) accOf(start int64, w *windower) *winAcc {
 // made, as pm, sending it first when wm would make it too large.
 func (w *windower) takeIncr(wm *winMsg, pm *pendMsg, m *subscribe.Message) {
 	n := segMsgSize(wm)
-	if w.segBuf != nil && len(w.segBuf)+n > maxSegmentBytes {
+	if w.cur != nil && w.cur.size+n > maxSegmentBytes {
 		w.sendSegment()
 	}
-	if w.segBuf == nil {
+	if w.cur == nil {
 		w.segSeq++
-		w.cur = &segment{rec: recSegment + wm.Topic + "|" + wm.ID, seq: w.segSeq}
-		// Room for the rest of the receive's messages if they are like
-		// this one: a buffer grown by doubling cost more than its bytes.
-		w.segBuf = append(make([]byte, 0, min(maxSegmentBytes, max(w.segLeft, 1)*n+n/4+1)), segmentVersion)
+		w.cur = &segment{rec: recSegment + wm.Topic + "|" + wm.ID, seq: w.segSeq, sub: w.gen, size: 1,
+			msgs: make([]*pendMsg, 0, min(w.segLeft, maxSegmentBytes/n+1))}
 	}
 	*pm = pendMsg{wm: wm, m: m, pos: posOf(m.ID), seg: w.cur}
-	w.segBuf = appendSegMsg(w.segBuf, wm, pm.pos)
+	w.cur.size += n
 	w.cur.msgs = append(w.cur.msgs, pm)
 	w.held.hold(wm)
 }
 
-// sendSegment writes the segment being made to the changelog.
+// sendSegment has the segment being made written to the changelog, by
+// the writer (window_writer.go) when it runs.
 func (w *windower) sendSegment() {
-	seg, b := w.cur, w.segBuf
+	seg := w.cur
 	if seg == nil {
 		return
 	}
-	w.cur, w.segBuf = nil, nil
+	w.cur = nil
 	w.segs = append(w.segs, seg)
+	if !w.writerOn.Load() {
+		w.segBuf = w.writeSegment(seg, w.segBuf)
+		return
+	}
+	w.mu.Lock()
+	w.segOut = append(w.segOut, seg)
+	w.mu.Unlock()
+	w.kickWriter()
+}
+
+// writeSegment encodes seg into buf and publishes it (the producer
+// copies the payload: buf is returned for the next segment). A segment
+// of before the windows were read back is not written: its messages
+// come again.
+func (w *windower) writeSegment(seg *segment, buf []byte) []byte {
 	p := w.p
-	sub := w.gen
+	sub := seg.sub
+	w.mu.Lock()
+	stale := w.stale(sub)
+	w.mu.Unlock()
+	if stale {
+		for _, pm := range seg.msgs {
+			p.handBack(&item{m: pm.m})
+		}
+		return buf
+	}
+	b := append(slices.Grow(buf[:0], seg.size), segmentVersion)
+	for _, pm := range seg.msgs {
+		b = appendSegMsg(b, pm.wm, pm.pos)
+	}
 	p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: seg.rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
 		w.mu.Lock()
 		if w.stale(sub) {
@@ -257,6 +287,7 @@ func (w *windower) sendSegment() {
 		w.mu.Unlock()
 		w.kick()
 	})
+	return b
 }
 
 // placeSegment acts on a segment's receipt: its messages join their
@@ -384,20 +415,26 @@ type accWrite struct {
 }
 
 // writeAcc has rec, the accumulator an add of f made, written to the
-// changelog by the receive goroutine (publishAcc); the windows learn of
-// it with the receipt (processAdds).
+// changelog by the writer (window_writer.go), or the receive goroutine
+// when none runs (publishAcc); the windows learn of it with the receipt
+// (processAdds).
 func (w *windower) writeAcc(f *windowFire, rec accRecord) {
 	w.mu.Lock()
 	if !w.stale(f.sub) {
 		w.accWrites = append(w.accWrites, accWrite{f: f, rec: rec})
 	}
 	w.mu.Unlock()
-	w.kick()
+	if w.writerOn.Load() {
+		w.kickWriter()
+	} else {
+		w.kick()
+	}
 }
 
 // publishAcc writes rec, the accumulator an add of f made, to the
-// changelog. It runs on the receive goroutine, which may wait here for
-// the producer's room while the read loop goes on with the receipts.
+// changelog. It runs on the writer or the receive goroutine, which may
+// wait here for the producer's room while the read loop goes on with
+// the receipts.
 func (w *windower) publishAcc(f *windowFire, rec accRecord) {
 	b := w.accPayload(&rec)
 	w.p.client.PublishAsync(w.p.hard, w.topic, pool.Message{Key: accRecordKey(f.key, f.start), Payload: b},

@@ -37,17 +37,25 @@ func (w *windower) stale(sub uint64) bool {
 // on the receive goroutine.
 func (w *windower) letGo(at uint64) {
 	p := w.p
+	// Not while the writer writes what was made before (window_writer.go).
+	w.writeMu.Lock()
 	w.mu.Lock()
 	w.sub = at
 	w.gen++
-	durable, segs := w.durable, w.segsDone
-	w.durable, w.done, w.addsDone, w.segsDone, w.accWrites = nil, nil, nil, nil, nil
+	durable, segs, out := w.durable, w.segsDone, w.segOut
+	w.durable, w.done, w.addsDone, w.segsDone, w.accWrites, w.segOut = nil, nil, nil, nil, nil, nil
 	w.mu.Unlock()
+	w.writeMu.Unlock()
 	for _, d := range durable {
 		p.handBack(&item{m: d.m})
 	}
 	for _, d := range segs {
 		for _, pm := range d.seg.msgs {
+			p.handBack(&item{m: pm.m})
+		}
+	}
+	for _, s := range out { // never written
+		for _, pm := range s.msgs {
 			p.handBack(&item{m: pm.m})
 		}
 	}
