@@ -448,7 +448,9 @@ type Handler struct {
 	// more than 1 on those is an error. With keyed state (at least once,
 	// no steps before the handler) the host sends the next batch while the
 	// last is out when the two share no key, which keeps each key's order
-	// (docs/pipelines.md, "Keyed state").
+	// (docs/pipelines.md, "Keyed state"); with windows (at least once, no
+	// steps before the handler) likewise, since a window has one call out
+	// at a time (docs/pipelines.md, "Windows").
 	MaxBatchesInFlight int `yaml:"max_batches_in_flight,omitempty" json:"max_batches_in_flight,omitempty" reload:"flow"`
 }
 

@@ -376,8 +376,13 @@ func (p *pipeline) newWorker(s *supervisor) *worker {
 		order:    make(chan *sent, limit),
 		pipeline: p.name, intercept: p.h.opts.Intercept, keyed: p.keyed,
 	}
-	if p.keyedOverlaps(w.stages) && limit == 1 {
+	switch {
+	case limit > 1:
+	case p.keyedOverlaps(w.stages):
 		w.limit, w.guard = keyedOverlap, newKeyGuard()
+		w.order = make(chan *sent, keyedOverlap)
+	case p.windowOverlaps(w.stages):
+		w.limit = keyedOverlap
 		w.order = make(chan *sent, keyedOverlap)
 	}
 	// Slow until an answer shows otherwise: no more than steadyBatches go
@@ -401,6 +406,18 @@ const keyedOverlap = 2
 // worker keeps one batch at a time.
 func (p *pipeline) keyedOverlaps(st *stages) bool {
 	return p.keyed != nil && !p.keyed.eo && p.win == nil && (st == nil || st.before == nil)
+}
+
+// windowOverlaps says whether p's workers send a batch while another is
+// out: with windows at least once, whose items are calls of windows
+// (fires and adds) that never share a window, since the windows make at
+// most one call a window at a time (window.go, window_incr.go), so that
+// the order of each window's calls holds without a guard. Under
+// exactly_once a fire's fired mark goes in its batch's transaction
+// (settleIn), one batch at a time; steps before the handler are kept
+// to one at a time too, as for keyed state.
+func (p *pipeline) windowOverlaps(st *stages) bool {
+	return p.win != nil && p.eo == nil && (st == nil || st.before == nil)
 }
 
 // open prepares the handler, opens the output producers, starts every
