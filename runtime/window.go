@@ -117,6 +117,7 @@ type windower struct {
 	segLeft      int // messages of the receive not yet taken, the segment's first included
 	segSeq       uint64
 	idBuf        []byte // idTexts'
+	ackItems     []item // placeSegment's
 	idEnds       []int
 	segs         []*segment
 	segGone      []*segment

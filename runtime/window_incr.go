@@ -311,16 +311,33 @@ func (w *windower) placeSegment(d segDone, now time.Time) {
 		return
 	}
 	seg.durable = true
-	items := make([]item, len(msgs)) // one allocation a segment
+	// At least once, an acknowledgement is done with its item when ack
+	// returns: one array of them serves every segment. Under
+	// exactly_once the transaction keeps the item: one array a segment.
+	var items []item
+	if p.eo == nil {
+		if cap(w.ackItems) < len(msgs) {
+			w.ackItems = make([]item, len(msgs))
+		}
+		items = w.ackItems[:len(msgs)] // cleared after each use
+	} else {
+		items = make([]item, len(msgs))
+	}
 	for i, pm := range msgs {
 		w.placeIncr(pm, now)
 		it := &items[i]
-		it.m = w.latest(pm.wm.held(), pm.m)
+		it.m = pm.m
+		if len(w.copies) > 0 {
+			it.m = w.latest(pm.wm.held(), pm.m)
+		}
 		p.ack(it, Acked, "")
 		// Acknowledged: the received message is not needed any more,
 		// and kept it would be scanned by every collection while its
 		// window is open.
 		pm.m = nil
+	}
+	if p.eo == nil {
+		clear(items) // the messages go with their acknowledgements
 	}
 	if seg.live == 0 {
 		w.segGone = append(w.segGone, seg)
@@ -490,6 +507,8 @@ func (w *windower) addFireSettled(f *windowFire, ok bool, delay time.Duration) {
 // processAdds acts on the adds answered.
 func (w *windower) processAdds(done []addDone, now time.Time) {
 	p := w.p
+	let := int64(0) // messages let go, counted once
+	defer func() { w.open.Add(-let) }()
 	for _, d := range done {
 		f := d.f
 		k := w.keys[f.key]
@@ -530,7 +549,7 @@ func (w *windower) processAdds(done []addDone, now time.Time) {
 		for _, pm := range f.add.msgs {
 			if pm.refs--; pm.refs == 0 {
 				w.held.unhold(pm.wm)
-				w.open.Add(-1)
+				let++
 				if s := pm.seg; s != nil {
 					if s.live--; s.live == 0 && s.durable {
 						w.segGone = append(w.segGone, s)
@@ -669,19 +688,30 @@ func (w *windower) addItem(key string, start int64, a *winAcc, ws *winState) *it
 	if hw == nil {
 		hw = map[string]msgPos{}
 	}
-	var last string // a window's messages are mostly of one topic
+	// The newest of each run of one topic's messages goes to hw when the
+	// run ends: a window's messages are mostly of one topic, and a map
+	// write a message showed in BenchmarkWindowCount.
+	var last string
 	var lastPos msgPos
+	run := false
+	toHW := func() {
+		if cur, ok := hw[last]; run && (!ok || lastPos.after(cur)) {
+			hw[last] = lastPos
+		}
+	}
 	for i, pm := range msgs {
 		// One pass over the messages, each read once: they are cold by now.
 		w.pendingBytes -= pm.size
 		wms[i] = pm.wm
-		if t := pm.wm.Topic; t != last || pm.pos.after(lastPos) {
-			if cur, ok := hw[t]; !ok || pm.pos.after(cur) {
-				hw[t] = pm.pos
-			}
-			last, lastPos = t, hw[t]
+		switch t := pm.wm.Topic; {
+		case !run || t != last:
+			toHW()
+			last, lastPos, run = t, pm.pos, true
+		case pm.pos.after(lastPos):
+			lastPos = pm.pos
 		}
 	}
+	toHW()
 	end := start + w.a.size
 	fire := 0
 	props := map[string]string{
