@@ -15,6 +15,7 @@ package runtime
 func (w *windower) startWriter() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	w.writerOn.Store(true)
+	w.kickWriter() // what was queued while none ran (a reload's drain)
 	go func() {
 		defer close(done)
 		var buf []byte // the segments', reused: the producer copies a payload
