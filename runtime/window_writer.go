@@ -5,10 +5,12 @@ package runtime
 // accumulators the answers bring are encoded and published on a
 // goroutine of their own, so that the receive loop, which every message
 // goes through, only queues them (BenchmarkWindowCount: encoding the
-// segments was a tenth of its work). It writes in the order they were
-// queued, so segments still have their receipts in the order they were
-// made. The receive goroutine starts it and stops it (receive), once it
-// has written what was queued.
+// segments was a tenth of its work). It writes each kind in the order
+// it was queued, so segments still have their receipts in the order they
+// were made; a round's segments go before its accumulators, though an
+// accumulator never needs that: an add takes only messages whose segment
+// has its receipt. The receive goroutine starts it and stops it
+// (receive), once it has written what was queued.
 
 // startWriter starts the writer; stop ends it once it has written what
 // is queued, and waits for it.
