@@ -291,11 +291,18 @@ func publish(t testing.TB, cl *pool.Client, topic string, n int, payload func(i 
 	}
 }
 
-// collector reads a topic from its start into memory.
+// collector reads a topic from its start into memory: what the topic
+// holds, each message once. A message the broker sends the collector
+// again (its connection dropped while its acknowledgements were still
+// grouped, DefaultAckGroupTime) has the ID of one it holds and is only
+// counted in repeats: it is the test's own consumer seeing a message
+// twice, not a second output.
 type collector struct {
-	mu   sync.Mutex
-	msgs []*subscribe.Message
-	wake chan struct{}
+	mu      sync.Mutex
+	msgs    []*subscribe.Message
+	ids     map[collectedID]bool
+	repeats int
+	wake    chan struct{}
 
 	cons   *subscribe.Consumer
 	cancel context.CancelFunc
@@ -319,7 +326,7 @@ func collect(t testing.TB, cl *pool.Client, topic string) *collector {
 // test ends, acknowledging it if ack.
 func startCollector(t testing.TB, cons *subscribe.Consumer, ack bool) *collector {
 	rctx, cancel := context.WithCancel(context.Background())
-	c := &collector{cons: cons, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c := &collector{cons: cons, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), ids: map[collectedID]bool{}}
 	go func() {
 		defer close(c.done)
 		buf := make([]*subscribe.Message, 1000)
@@ -329,7 +336,15 @@ func startCollector(t testing.TB, cons *subscribe.Consumer, ack bool) *collector
 				return
 			}
 			c.mu.Lock()
-			c.msgs = append(c.msgs, buf[:n]...)
+			for _, m := range buf[:n] {
+				id := collectedID{m.Topic, m.ID.Ledger, m.ID.Entry, m.ID.Partition, m.ID.BatchIndex}
+				if c.ids[id] {
+					c.repeats++
+					continue
+				}
+				c.ids[id] = true
+				c.msgs = append(c.msgs, m)
+			}
 			c.mu.Unlock()
 			for _, m := range buf[:n] {
 				if ack {
@@ -344,6 +359,15 @@ func startCollector(t testing.TB, cons *subscribe.Consumer, ack bool) *collector
 	}()
 	t.Cleanup(c.close)
 	return c
+}
+
+// collectedID is a message's identity: its topic and where it lives
+// (MessageID's BatchSize is not part of it).
+type collectedID struct {
+	topic         string
+	ledger, entry uint64
+	partition     int32
+	batchIndex    int32
 }
 
 func (c *collector) close() {

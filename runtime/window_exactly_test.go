@@ -72,24 +72,28 @@ func (f *refusedFires) intercept(ctx context.Context, c streamrun.Call, next fun
 // outputs hold more than once, and for outputs that are no window's.
 func checkFiresOnce(t *testing.T, c *collector) {
 	t.Helper()
-	seen := map[string]int{}
+	seen := map[string][]pulsarID{}
 	for _, m := range c.all() {
 		var r windowResult
 		if err := json.Unmarshal(m.Payload, &r); err != nil {
 			t.Fatalf("output %q: %v", m.Payload, err)
 		}
-		seen[fmt.Sprintf("%s@%d#%d", r.Key, r.Start, r.Fire)]++
+		f := fmt.Sprintf("%s@%d#%d", r.Key, r.Start, r.Fire)
+		seen[f] = append(seen[f], m.ID)
 	}
 	dups := 0
-	for f, n := range seen {
-		if n > 1 {
+	for f, ids := range seen {
+		if n := len(ids); n > 1 {
 			dups += n - 1
 			if dups <= 5 {
-				t.Errorf("fire %s is in the outputs %d times", f, n)
+				t.Errorf("fire %s is in the outputs %d times, at %v", f, n, ids)
 			}
 		}
 	}
-	t.Logf("%d fires in the outputs, %d twice or more", len(seen), dups)
+	c.mu.Lock()
+	repeats := c.repeats
+	c.mu.Unlock()
+	t.Logf("%d fires in the outputs, %d twice or more; the broker sent the test's consumer %d of them again", len(seen), dups, repeats)
 }
 
 // waitWindows waits until the outputs agree with the reference, lets a
