@@ -386,16 +386,23 @@ func (c *committer) commit(final bool) {
 	if c.stale() {
 		e.fail(errStateUnknown)
 	}
-	if p.win != nil && p.win.resubscribed() {
+	switch {
+	case p.win == nil:
+	case p.cons.Disconnected():
+		// A fire acknowledges no input, so nothing else stops it
+		// committing while another host holds the subscription
+		// (window_regain.go, stale; asked before the count, as there).
+		e.fail(errors.New("the subscription is lost: the windows are read back once it is made again"))
+	case p.win.resubscribed():
 		// Another host may hold the subscription and have fired the same
 		// windows: nothing of this one's commits until they are read
 		// back (window_exactly.go).
 		e.fail(errors.New("the subscription was lost and made again: the windows are read back first"))
-	} else if p.win != nil && p.cons.Disconnected() {
-		// A fire acknowledges no input, so nothing else stops it
-		// committing while another host holds the subscription
-		// (window_regain.go, stale).
-		e.fail(errors.New("the subscription is lost: the windows are read back once it is made again"))
+	case p.win.lapsedIn(e):
+		// A fire that joined before the windows were let go (letGo), its
+		// commit come between letGo and the read back's abortNow: letGo
+		// has set the count resubscribed compares with to the new one.
+		e.fail(errors.New("a fire in it was made before the windows were read back"))
 	}
 	err := c.end(e)
 	if err != nil && p.cfg.Source.Type.SingleActive() && c.cur != nil {

@@ -47,6 +47,27 @@ func (w *windower) lapsed(f *windowFire) bool {
 	return w.stale(f.sub)
 }
 
+// lapsedIn says whether e holds a fire made before the windows were last
+// read back (or since which the consumer subscribed again): e must not
+// commit. The commit loop asks it with the gate held, so e holds all it
+// will.
+func (w *windower) lapsedIn(e *epoch) bool {
+	var fires []*windowFire
+	e.mu.Lock()
+	for _, s := range e.settles {
+		if f := s.it.win; f != nil && f.add == nil {
+			fires = append(fires, f)
+		}
+	}
+	e.mu.Unlock()
+	for _, f := range fires {
+		if w.lapsed(f) {
+			return true
+		}
+	}
+	return false
+}
+
 // resubscribed says whether the consumer subscribed again since the
 // windows were last read back.
 func (w *windower) resubscribed() bool {

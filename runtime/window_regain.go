@@ -26,8 +26,14 @@ package runtime
 // host took over and both fired). The consumer always comes back by
 // subscribing again, so the windows are read back before anything else
 // is made.
+//
+// Disconnected is asked first: it takes the consumer's lock, under which
+// a subscription made again is installed and counted at once, so the
+// count read after it is never one of before a session it saw. Read the
+// other way round, a count of before and a session of after made a
+// consumer that had just subscribed again look as if it never left.
 func (w *windower) stale(sub uint64) bool {
-	return sub != w.gen || w.p.cons.Resubscribed() != w.sub || w.p.cons.Disconnected()
+	return sub != w.gen || w.p.cons.Disconnected() || w.p.cons.Resubscribed() != w.sub
 }
 
 // letGo empties the windows in memory before they are read back at the
