@@ -27,12 +27,13 @@ type windowCalls struct {
 }
 
 func (w *windowCalls) intercept(ctx context.Context, c streamrun.Call, next func(context.Context) ([]plugin.Result, error)) ([]plugin.Result, error) {
-	// A call in messages mode holds a window's messages, each naming it.
+	// A call holds a window's messages (messages mode) or its add or
+	// fire (incremental), each naming it: an add and a fire of one window
+	// are one window here.
 	wins := map[winID]bool{}
 	for _, m := range c.Messages {
-		var start int64
-		if _, err := fmt.Sscan(m.Properties[streamrun.PropertyWindowStart], &start); err == nil {
-			wins[winID{m.Key, start}] = true
+		if id, ok := windowOf(m); ok {
+			wins[id] = true
 		}
 	}
 	w.mu.Lock()
