@@ -337,7 +337,8 @@ func startCollector(t testing.TB, cons *subscribe.Consumer, ack bool) *collector
 			}
 			c.mu.Lock()
 			for _, m := range buf[:n] {
-				id := collectedID{m.Topic, m.ID.Ledger, m.ID.Entry, m.ID.Partition, m.ID.BatchIndex}
+				id := collectedID{m.Topic, m.ID}
+				id.id.BatchSize = 0 // carried along, not part of the identity
 				if c.ids[id] {
 					c.repeats++
 					continue
@@ -361,13 +362,10 @@ func startCollector(t testing.TB, cons *subscribe.Consumer, ack bool) *collector
 	return c
 }
 
-// collectedID is a message's identity: its topic and where it lives
-// (MessageID's BatchSize is not part of it).
+// collectedID is a message's identity: its topic and its ID.
 type collectedID struct {
-	topic         string
-	ledger, entry uint64
-	partition     int32
-	batchIndex    int32
+	topic string
+	id    pulsarID
 }
 
 func (c *collector) close() {
