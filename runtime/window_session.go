@@ -22,12 +22,18 @@ import (
 // sessions are the sessions msgs make, and the messages among them that
 // are late (read back from a changelog whose removal of them was lost).
 func (w *windower) sessions(msgs []*winMsg) (out []span, late []*winMsg) {
+	// By horizon, which does not go back. Messages of one horizon came
+	// with nothing newer between them, in an order not kept (a changelog
+	// read back has none), and none is needed: taken latest first, each
+	// joins the sessions it joined when it came (and any it could have,
+	// in another order). A message past the horizon moves a session's
+	// start back only, so it never brings a later one within gap.
 	ms := slices.Clone(msgs)
 	slices.SortStableFunc(ms, func(a, b *winMsg) int {
 		if c := cmp.Compare(a.Horizon, b.Horizon); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Time, b.Time)
+		return cmp.Compare(b.Time, a.Time)
 	})
 	for _, m := range ms {
 		ns := span{start: m.Time, end: m.Time + w.a.gap, msgs: []*winMsg{m}}

@@ -133,3 +133,34 @@ func TestASessionStartedInsideAFiredOneIsNotTakenIn(t *testing.T) {
 		t.Errorf("a's results: %v\nwant %v", got, want)
 	}
 }
+
+// Messages of a key that come with nothing newer between them share a
+// horizon, and are taken in the order they came: one whose own session
+// is past its horizon joins the session a message before it, later in
+// time, made reachable. The session fires whole, as the reference has
+// it; none of them is late.
+func TestASessionKeepsAMessageThatJoinedItThroughALaterOne(t *testing.T) {
+	peer := brokertest.Target(t)
+	base := brokertest.TopicName(t)
+	in, out := base+"-in", base+"-out"
+	cl := clientURL(t, peer.URL)
+	outs := windowResults{collect(t, cl, out)}
+	w := pipelines.Window{Type: pipelines.Session, Gap: 7 * time.Second, OutOfOrder: 5 * time.Second, Time: pipelines.TimeEvent}
+	at := func(s int64) genMsg { return genMsg{key: "a", t: windowBase + s*1000, payload: fmt.Sprintf("a@%d", s)} }
+	msgs := []genMsg{
+		at(200), // [200, 207); the watermark 195, the horizon of what follows
+		at(194), // [194, 201) is past the horizon, and joins [200, 207)
+		at(188), // [188, 195) is not, but it joins [194, 207)
+		{key: flushKey, t: windowBase + 86_400_000, payload: "flush"},
+	}
+	want, late := referenceWindows(w, msgs)
+	if ps := want[winID{"a", windowBase + 188_000}]; len(want) != 1 || len(ps) != 3 || late != 0 {
+		t.Fatalf("the reference has %v, %d late; want one session of a from 188 holding all three", want, late)
+	}
+	publishGenerated(t, cl, in, msgs, false)
+	r := runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, windowPipeline(in, out, w, windowConfig{}))
+	waitAgree(t, outs, want)
+	if s := r.stats("windows"); s.Dropped != 0 {
+		t.Errorf("%d dropped, want none", s.Dropped)
+	}
+}
