@@ -24,6 +24,7 @@ import (
 	"github.com/streamrun/streamrun/pool"
 	"github.com/streamrun/streamrun/pulsarwire"
 	streamrun "github.com/streamrun/streamrun/runtime"
+	"github.com/streamrun/streamrun/subscribe"
 )
 
 // These run against either broker: the embedded one, or Apache Pulsar
@@ -321,6 +322,83 @@ func TestWindowsOnAJSONFieldEqualTheReference(t *testing.T) {
 	testWindowsAgainstReference(t, w, generatedInput(true), false, windowHandler)
 }
 
+// In publish time, every window's result equals the reference's over
+// the input as the topic holds it, each message at its publish time:
+// four clients publish the same topic in turn, one sending its batches
+// at once and three holding them (Batching.MaxDelay), so that theirs reach
+// the topic behind the first's newer ones, some past out_of_order, some
+// late. Each kind of window at a hundredth of its size, through the
+// same crashes and restart.
+func TestPublishTimeWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
+	for _, k := range windowKinds {
+		t.Run(k.name, func(t *testing.T) {
+			w := k.w
+			for _, d := range []*time.Duration{&w.Size, &w.Slide, &w.Gap, &w.OutOfOrder, &w.AllowedLateness} {
+				*d /= 100
+			}
+			w.Time = pipelines.TimePublish
+			testWindowsAgainstReference(t, w, publishedInput(w), true, windowHandler)
+		})
+	}
+}
+
+// publishedInput is 300 messages over 5 keys, one every 10 ms, half by
+// a prompt client (batches of 1 ms), the rest by three clients whose
+// batches wait: three quarters of out_of_order, past it and half the lateness and
+// window, and past them all. A batch carries the time it
+// was started at as its messages' publish time (pool/partition.go), and
+// reaches the topic when it is sent, behind the prompt client's newer
+// batches. Once every receipt is in, and after a pause past every
+// window's lateness, flushKey's message closes the windows. The topic is
+// then read back, in order, at the publish times its consumer is given
+// (Apache Pulsar keeps the client's).
+func publishedInput(w pipelines.Window) windowInput {
+	reach := w.OutOfOrder + w.AllowedLateness + max(w.Size, w.Gap)
+	holds := []time.Duration{time.Millisecond, w.OutOfOrder * 3 / 4, w.OutOfOrder + (reach-w.OutOfOrder)/2, reach + 50*time.Millisecond}
+	return func(t *testing.T, url, in string, seed uint64) []genMsg {
+		const n, keys = 300, 5
+		var cls []*pool.Client
+		for _, h := range holds {
+			cls = append(cls, clientURL(t, url, func(o *pool.Options) { o.Producer.Batching.MaxDelay = h }))
+		}
+		ctx := testContext(t)
+		r := rand.New(rand.NewPCG(seed, 11))
+		var wg sync.WaitGroup
+		errs := make(chan error, n+1)
+		send := func(cl *pool.Client, m pool.Message) {
+			wg.Add(1)
+			cl.PublishAsync(ctx, in, m, func(_ pulsarwire.MessageID, err error) {
+				if err != nil {
+					errs <- err
+				}
+				wg.Done()
+			})
+		}
+		for i := range n {
+			c := max(0, r.IntN(len(holds)+2)-2)
+			send(cls[c], pool.Message{Key: fmt.Sprintf("k%d", r.IntN(keys)), Payload: fmt.Appendf(nil, "m-%d", i)})
+			time.Sleep(10 * time.Millisecond) // the input spreads over real time
+		}
+		wg.Wait()
+		time.Sleep(2 * reach) // flushKey's time is past every window's lateness
+		send(cls[0], pool.Message{Key: flushKey, Payload: []byte("flush")})
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			t.Fatalf("publish to %s: %v", in, err)
+		}
+		c := collect(t, clientURL(t, url), in)
+		got := c.waitLen(t, n+1)
+		c.close()
+		slices.SortFunc(got, func(a, b *subscribe.Message) int { return a.ID.Compare(b.ID) })
+		msgs := make([]genMsg, 0, len(got))
+		for _, m := range got {
+			msgs = append(msgs, genMsg{key: m.Key, t: m.PublishTime.UnixMilli(), payload: string(m.Payload)})
+		}
+		return msgs
+	}
+}
+
 // windowInput publishes a test's input to topic in, at url, and returns
 // it as the reference takes it: in topic order, each message at the time
 // the windows place it. seed varies the input.
@@ -342,18 +420,21 @@ func generatedInput(asField bool) windowInput {
 	}
 }
 
-// behindTheWatermark counts the messages of msgs whose time is before
-// the watermark of the messages before them (the newest less
-// out_of_order): those past out_of_order, late or not.
-func behindTheWatermark(w pipelines.Window, msgs []genMsg) int {
-	n, newest := 0, int64(math.MinInt64)
+// disorder counts the messages of msgs whose time is before the newest
+// before them (out of order), and those before the watermark, the newest
+// less out_of_order (behind), late or not.
+func disorder(w pipelines.Window, msgs []genMsg) (outOfOrder, behind int) {
+	newest := int64(math.MinInt64)
 	for _, m := range msgs {
+		if newest != math.MinInt64 && m.t < newest {
+			outOfOrder++
+		}
 		if newest != math.MinInt64 && m.t < newest-w.OutOfOrder.Milliseconds() {
-			n++
+			behind++
 		}
 		newest = max(newest, m.t)
 	}
-	return n
+	return outOfOrder, behind
 }
 
 // testWindowsAgainstReference runs the input through a window pipeline
@@ -378,10 +459,11 @@ func testWindowsAgainstReference(t *testing.T, w pipelines.Window, input windowI
 	}
 	msgs := input(t, peer.URL, in, uint64(len(base)))
 	want, late := referenceWithLate(w, msgs)
-	behind := behindTheWatermark(w, msgs)
-	t.Logf("%d messages, %d behind the watermark, of which %d late; %d windows in the reference", len(msgs), behind, len(late), len(want))
-	if len(late) == 0 || behind == len(late) {
-		t.Fatalf("the input has %d messages behind the watermark, %d of them late: the test wants some late and some not", behind, len(late))
+	ooo, behind := disorder(w, msgs)
+	t.Logf("%d messages, %d out of order, %d of them behind the watermark, %d of those late; %d windows in the reference",
+		len(msgs), ooo, behind, len(late), len(want))
+	if len(late) == 0 || behind == len(late) || ooo == behind {
+		t.Fatalf("the input has %d messages out of order, %d of them behind the watermark, %d of those late: the test wants some of each and some not", ooo, behind, len(late))
 	}
 	// One window a call, slow enough that the stop comes mid-stream.
 	p := windowPipelineOf(in, out, w, windowConfig{Crash: true, MarkerDir: t.TempDir(), BatchDelay: 4 * time.Second / time.Duration(len(want))}, handler)
