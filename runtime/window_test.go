@@ -332,14 +332,20 @@ func TestWindowsOnAJSONFieldEqualTheReference(t *testing.T) {
 func TestPublishTimeWindowsEqualTheReferenceThroughCrashesAndARestart(t *testing.T) {
 	for _, k := range windowKinds {
 		t.Run(k.name, func(t *testing.T) {
-			w := k.w
-			for _, d := range []*time.Duration{&w.Size, &w.Slide, &w.Gap, &w.OutOfOrder, &w.AllowedLateness} {
-				*d /= 100
-			}
-			w.Time = pipelines.TimePublish
+			w := inPublishTime(k.w)
 			testWindowsAgainstReference(t, w, publishedInput(w), true, windowHandler)
 		})
 	}
+}
+
+// inPublishTime is w in publish time at a hundredth of its sizes, for an
+// input published over a few seconds (publishedInput).
+func inPublishTime(w pipelines.Window) pipelines.Window {
+	for _, d := range []*time.Duration{&w.Size, &w.Slide, &w.Gap, &w.OutOfOrder, &w.AllowedLateness} {
+		*d /= 100
+	}
+	w.Time = pipelines.TimePublish
+	return w
 }
 
 // publishedInput is 300 messages over 5 keys, one every 10 ms, half by
@@ -549,8 +555,9 @@ func waitAgree(t *testing.T, outs windowResults, want map[winID][]string) {
 
 // windowChildHost is a child host (roleEnv "windowhost") running the
 // tumbling pipeline of STREAMRUN_TEST_IN and _OUT at STREAMRUN_TEST_URL
-// until it is killed (incremental with STREAMRUN_TEST_INCREMENTAL); it
-// prints "running" once its pipeline runs.
+// until it is killed (incremental with STREAMRUN_TEST_INCREMENTAL, in
+// publish time with STREAMRUN_TEST_TIME=publish); it prints "running"
+// once its pipeline runs.
 func windowChildHost() {
 	ctx := context.Background()
 	h, err := streamrun.New(ctx, streamrun.Options{
@@ -562,6 +569,9 @@ func windowChildHost() {
 		os.Exit(1)
 	}
 	w, incr := windowKinds[0].w, os.Getenv("STREAMRUN_TEST_INCREMENTAL") != ""
+	if os.Getenv("STREAMRUN_TEST_TIME") == string(pipelines.TimePublish) {
+		w = inPublishTime(w)
+	}
 	if incr {
 		w.Mode = pipelines.ModeIncremental
 	}
@@ -586,48 +596,60 @@ func windowChildHost() {
 // A host killed with SIGKILL mid-stream and a new one started on the
 // same pipeline: every tumbling window's result still equals the
 // reference (a window answered before the kill may be answered again,
-// whole).
+// whole), in event time and in publish time.
 func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
-	peer := brokertest.Target(t)
-	base := brokertest.TopicName(t)
-	in, out := base+"-in", base+"-out"
-	cl := clientURL(t, peer.URL)
-	msgs := generate(uint64(len(base))+1, 400, 5)
-	w := windowKinds[0].w
-	w.Time = pipelines.TimeEvent
-	want, _ := referenceWindows(w, msgs)
-	outs := windowResults{collect(t, cl, out)}
-	publishGenerated(t, cl, in, msgs, false)
+	for _, tm := range []pipelines.WindowTime{pipelines.TimeEvent, pipelines.TimePublish} {
+		t.Run(string(tm), func(t *testing.T) {
+			peer := brokertest.Target(t)
+			base := brokertest.TopicName(t)
+			in, out := base+"-in", base+"-out"
+			cl := clientURL(t, peer.URL)
+			w, input := windowKinds[0].w, generatedInput(false)
+			w.Time = pipelines.TimeEvent
+			if tm == pipelines.TimePublish {
+				w = inPublishTime(w)
+				input = publishedInput(w)
+			}
+			outs := windowResults{collect(t, cl, out)}
+			msgs := input(t, peer.URL, in, uint64(len(base))+1)
+			want, _ := referenceWindows(w, msgs)
 
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+peer.URL, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out)
-	cmd.Stderr = brokertest.LogWriter(t, "killed host")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "running" {
-		t.Fatalf("the first host said %q", line)
-	}
-	waitFor(t, "a third of the windows", func() bool { return len(outs.get(t)) >= len(want)/3 })
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	t.Logf("killed with %d windows answered", len(outs.get(t)))
+			exe, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(exe)
+			cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+peer.URL, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out,
+				"STREAMRUN_TEST_TIME="+string(tm))
+			cmd.Stderr = brokertest.LogWriter(t, "killed host")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			line, _ := bufio.NewReader(stdout).ReadString('\n')
+			if strings.TrimSpace(line) != "running" {
+				t.Fatalf("the first host said %q", line)
+			}
+			waitFor(t, "a third of the windows", func() bool { return len(outs.get(t)) >= len(want)/3 })
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			answered := len(outs.get(t))
+			t.Logf("killed with %d of %d windows answered", answered, len(want))
+			if answered >= len(want) {
+				t.Errorf("the first host answered every window: the test wants it killed mid-stream")
+			}
 
-	p := windowPipeline(in, out, w, windowConfig{})
-	runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
-	waitAgree(t, outs, want)
+			p := windowPipeline(in, out, w, windowConfig{})
+			runHost(t, nil, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}}, p)
+			waitAgree(t, outs, want)
+		})
+	}
 }
 
 // BenchmarkWindowCount is a tumbling one-minute count per key over
