@@ -38,6 +38,8 @@ var eoWindowKinds = []struct {
 	windowKinds[0], windowKinds[1], windowKinds[2],
 	{"tumbling-incremental", func() pipelines.Window { w := windowKinds[0].w; w.Mode = pipelines.ModeIncremental; return w }()},
 	{"sliding-incremental", func() pipelines.Window { w := windowKinds[1].w; w.Mode = pipelines.ModeIncremental; return w }()},
+	// On publishedInput's held batches.
+	{"session-publish", inPublishTime(windowKinds[2].w)},
 }
 
 // refusedFires makes the transactions of some fires abort: it gives
@@ -140,14 +142,17 @@ func testExactlyOnceWindows(t *testing.T, target string, w pipelines.Window) {
 	url := txnURL(t, target)
 	base := brokertest.TopicName(t)
 	in, out := base+"-in", base+"-out"
-	cl := clientURL(t, url)
-	msgs := generate(uint64(len(base)), 400, 5)
-	w.Time = pipelines.TimeEvent
+	input := generatedInput(false)
+	if w.Time == pipelines.TimePublish {
+		input = publishedInput(w)
+	} else {
+		w.Time = pipelines.TimeEvent
+	}
 	incr := w.Incremental()
+	outs := collect(t, clientURL(t, url), out)
+	msgs := input(t, url, in, uint64(len(base)))
 	ref, late := referenceWindows(w, msgs)
 	t.Logf("%d messages, %d late; %d windows in the reference", len(msgs), late, len(ref))
-	outs := collect(t, clientURL(t, url), out)
-	publishGenerated(t, cl, in, msgs, false)
 
 	p := windowPipelineOf(in, out, w, windowConfig{Crash: true, MarkerDir: t.TempDir(), Incremental: incr,
 		BatchDelay: 4 * time.Second / time.Duration(len(ref))}, windowHandler)
