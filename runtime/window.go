@@ -396,6 +396,7 @@ func (w *windower) take(ms []*subscribe.Message, now time.Time) {
 		rec := wm.record()
 		w.held.hold(wm)
 		w.writing[wm.Key]++
+		w.placed.take(t)
 		b := appendWinMsg(make([]byte, 0, winMsgSize(wm)), wm)
 		sub := w.gen
 		p.client.PublishAsync(p.hard, w.topic, pool.Message{Key: rec, Payload: b}, func(_ pulsarwire.MessageID, err error) {
@@ -512,6 +513,7 @@ func (w *windower) process(now time.Time) []*item {
 		}
 	}
 	for _, d := range durable {
+		w.placed.placed(d.wm.Time)
 		hk := d.wm.held()
 		it := &item{m: w.latest(hk, d.m)}
 		if w.writing[d.wm.Key]--; w.writing[d.wm.Key] <= 0 {

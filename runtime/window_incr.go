@@ -233,6 +233,7 @@ func (w *windower) takeIncr(wm *winMsg, pm *pendMsg, m *subscribe.Message) {
 	w.cur.size += n
 	w.cur.msgs = append(w.cur.msgs, pm)
 	w.held.hold(wm)
+	w.placed.take(wm.Time)
 }
 
 // sendSegment has the segment being made written to the changelog, by
@@ -296,6 +297,9 @@ func (w *windower) placeSegment(d segDone, now time.Time) {
 	p, seg := w.p, d.seg
 	msgs := seg.msgs
 	seg.msgs = nil
+	for _, pm := range msgs {
+		w.placed.placed(pm.wm.Time)
+	}
 	if d.err != nil {
 		// Not durable: they come again. The record goes in case it was
 		// written after all, so that a restart does not find it.

@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamrun/streamrun/broker"
 	"github.com/streamrun/streamrun/broker/brokertest"
+	"github.com/streamrun/streamrun/broker/faults"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
+	"github.com/streamrun/streamrun/pulsarwire/pb"
 	streamrun "github.com/streamrun/streamrun/runtime"
 )
 
@@ -380,4 +383,79 @@ func checkProcessingTimes(w pipelines.Window, sched []pacedMsg, publishedAt map[
 		}
 	}
 	return bad
+}
+
+// In processing time a window closes by the clock, but a message taken
+// for it before its end is in it when it first fires, however long its
+// changelog write takes: the window waits for it. Here the write of a
+// key's second message is held for 2.5 s (the changelog on a broker of
+// its own, the outputs on the other) while its window's end passes.
+// Before, the window fired with the first message alone and, in messages
+// mode, was forgotten, so that the second, placed then, made the same
+// window again: a second fire 1, holding the second alone, which a
+// consumer keying on the window takes in place of the first (incremental
+// windows kept the window and fired it again, fire 2).
+func TestAProcessingTimeWindowWaitsForAMessageBeingWritten(t *testing.T) {
+	for _, mode := range []pipelines.WindowMode{pipelines.ModeMessages, pipelines.ModeIncremental} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := cluster(t, func(o *broker.Options) { o.Brokers = 2 })
+			base := brokertest.TopicName(t)
+			in, out := base+"-in", base+"-out"
+			changelog := in + "-windows"
+			for topic, b := range map[string]int{in: 0, out: 0, changelog: 1} {
+				if err := c.MoveTopic(topic, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cl := client(t, c)
+			outs := collect(t, cl, out)
+			const size = 2000 // ms
+			w := pipelines.Window{Type: pipelines.Tumbling, Size: size * time.Millisecond, Time: pipelines.TimeProcessing, Mode: mode}
+			incr := mode == pipelines.ModeIncremental
+			r := runHost(t, c, streamrun.Options{}, windowPipeline(in, out, w, windowConfig{Incremental: incr}))
+
+			// A first window answered: the output's producer is there
+			// before the changelog's connection is held.
+			publishOne(t, cl, in, pool.Message{Key: "warm", Payload: []byte("warm")})
+			outs.waitLen(t, 1)
+			// Early in a window: both messages are taken before its end.
+			if ms := time.Now().UnixMilli() % size; ms > 100 {
+				time.Sleep(time.Duration(size-ms) * time.Millisecond)
+			}
+			t0 := time.Now().UnixMilli()
+			start := t0 - t0%size
+			publishOne(t, cl, in, pool.Message{Key: "a", Payload: []byte("first")})
+			waitFor(t, "the first message placed", func() bool { return r.stats("windows").Acked >= 2 })
+			slow := brokertest.Faults(t, c).Add(faults.Fault{Broker: 1, Command: pb.BaseCommand_SEND, Topic: changelog,
+				Delay: 2500 * time.Millisecond, Count: 1})
+			publishOne(t, cl, in, pool.Message{Key: "a", Payload: []byte("second")})
+			waitFor(t, "the second message's write held", func() bool { return slow.Fired() >= 1 })
+			if now := time.Now().UnixMilli(); now >= start+size {
+				t.Fatalf("the second message was taken by %d, maybe after the window [%d, %d): the test could not make its case", now, start, start+size)
+			}
+
+			// Answered once, with both.
+			both := func(r windowResult) bool { return slices.Contains(r.Payloads, "second") || r.Count == 2 }
+			var got []windowResult
+			deadline := time.Now().Add(testTimeout)
+			for done := false; !done; {
+				got = got[:0]
+				for _, m := range outs.all()[1:] {
+					var res windowResult
+					if err := json.Unmarshal(m.Payload, &res); err != nil {
+						t.Fatalf("output %q: %v", m.Payload, err)
+					}
+					got = append(got, res)
+					done = done || both(res) || len(got) > 1
+				}
+				if !done && time.Now().After(deadline) {
+					t.Fatalf("no answer holds the second message: %+v", got)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if len(got) != 1 || got[0].Key != "a" || got[0].Start != start || got[0].Fire != 1 || !both(got[0]) {
+				t.Errorf("want one answer, fire 1 of a's window [%d, %d) with both messages; got %+v", start, start+size, got)
+			}
+		})
+	}
 }
