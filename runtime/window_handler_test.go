@@ -8,6 +8,8 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/streamrun/streamrun/pipelines"
@@ -51,6 +53,24 @@ type windowResult struct {
 	// Incremental windows: the accumulator's count and sum.
 	Count int    `json:"count,omitempty"`
 	Sum   uint64 `json:"sum,omitempty"`
+}
+
+// sortPayloads sorts the payloads, each time kept beside its payload.
+func (r *windowResult) sortPayloads() {
+	if len(r.Times) != len(r.Payloads) {
+		slices.Sort(r.Payloads)
+		return
+	}
+	idx := make([]int, len(r.Payloads))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(r.Payloads[a], r.Payloads[b]) })
+	ps, ts := make([]string, len(idx)), make([]int64, len(idx))
+	for i, j := range idx {
+		ps[i], ts[i] = r.Payloads[j], r.Times[j]
+	}
+	r.Payloads, r.Times = ps, ts
 }
 
 // windowAcc is the incremental test handler's accumulator.

@@ -190,7 +190,7 @@ func (wr windowResults) get(t testing.TB) map[winID]windowResult {
 		if err := json.Unmarshal(m.Payload, &r); err != nil {
 			t.Fatalf("output %q: %v", m.Payload, err)
 		}
-		slices.Sort(r.Payloads)
+		r.sortPayloads()
 		id := winID{r.Key, r.Start}
 		if old, ok := out[id]; !ok || len(r.Payloads) > len(old.Payloads) {
 			out[id] = r
