@@ -3,9 +3,7 @@ package runtime_test
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -118,7 +116,8 @@ type placedRecord struct {
 
 // placements are the messages the changelog's records hold, by
 // payload, every record written (removals left out): m| records in
-// messages mode, s| segments in incremental mode.
+// messages mode, s| segments in incremental mode (read by the host's
+// own reader).
 func placements(t *testing.T, c *collector) map[string][]placedRecord {
 	t.Helper()
 	out := map[string][]placedRecord{}
@@ -135,9 +134,12 @@ func placements(t *testing.T, c *collector) map[string][]placedRecord {
 			}
 			rs = []placedRecord{r}
 		case strings.HasPrefix(m.Key, "s|"):
-			var err error
-			if rs, err = readSegment(m.Payload); err != nil || len(rs) == 0 {
-				t.Fatalf("changelog record %s: %d messages, %v", m.Key, len(rs), err)
+			ms, err := streamrun.SegmentMessages(m.Payload)
+			if err != nil || len(ms) == 0 {
+				t.Fatalf("changelog record %s: %d messages, %v", m.Key, len(ms), err)
+			}
+			for _, sm := range ms {
+				rs = append(rs, placedRecord(sm))
 			}
 		default:
 			continue
@@ -150,69 +152,6 @@ func placements(t *testing.T, c *collector) map[string][]placedRecord {
 		}
 	}
 	return out
-}
-
-// readSegment reads the messages of a segment record
-// (docs/pipelines.md, "Incremental windows"; the layout is
-// runtime/window_segment.go's): a version byte, then each message's id,
-// topic and key, its time, event time, publish time and horizon, its
-// position (ledger, entry, batch index), payload and properties.
-func readSegment(b []byte) ([]placedRecord, error) {
-	if len(b) == 0 || b[0] != 1 {
-		return nil, errors.New("not a segment of version 1")
-	}
-	r := segFields{b: b[1:]}
-	var out []placedRecord
-	for len(r.b) > 0 && r.err == nil {
-		m := placedRecord{ID: string(r.field()), Topic: string(r.field()), Key: string(r.field()), Time: r.num()}
-		for range 3 + 3 { // event time, publish time, horizon; position
-			r.num()
-		}
-		m.Payload = r.field()
-		for range 2 * r.count() { // properties: names and values
-			r.field()
-		}
-		out = append(out, m)
-	}
-	return out, r.err
-}
-
-// segFields reads a segment's varints and length-prefixed fields; the
-// first error sticks.
-type segFields struct {
-	b   []byte
-	err error
-}
-
-func (r *segFields) num() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errors.New("truncated")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *segFields) count() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errors.New("truncated")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *segFields) field() []byte {
-	l := r.count()
-	if l > uint64(len(r.b)) {
-		r.err = errors.New("truncated")
-		return nil
-	}
-	v := r.b[:l]
-	r.b = r.b[l:]
-	return v
 }
 
 // seenOutput is an output of the window handler and when the test first
