@@ -1,20 +1,17 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/streamrun/streamrun/broker"
-	"github.com/streamrun/streamrun/broker/brokertest"
 	"github.com/streamrun/streamrun/pipelines"
 	"github.com/streamrun/streamrun/pool"
 	streamrun "github.com/streamrun/streamrun/runtime"
@@ -228,26 +225,8 @@ func TestExactlyOnceHostKilled(t *testing.T) {
 				}
 				publish(t, pub, in, n, payload, nil)
 
-				exe, err := os.Executable()
-				if err != nil {
-					t.Fatal(err)
-				}
-				cmd := exec.Command(exe)
-				cmd.Env = append(os.Environ(), roleEnv+"=eohost", "STREAMRUN_TEST_URL="+url,
+				cmd := startChildHost(t, "eohost", "host process", "STREAMRUN_TEST_URL="+url,
 					"STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out, "STREAMRUN_TEST_TYPE="+string(typ))
-				cmd.Stderr = brokertest.LogWriter(t, "host process")
-				stdout, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				defer cmd.Process.Kill()
-				sc := bufio.NewScanner(stdout)
-				if !sc.Scan() || sc.Text() != "running" {
-					t.Fatalf("the host said %q", sc.Text())
-				}
 				waitFor(t, "a quarter of the outputs", func() bool { return got.len() >= n/4 })
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)

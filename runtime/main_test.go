@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
@@ -34,6 +36,33 @@ import (
 // and a host running a pipeline until it is killed ("host", for the
 // orphan test).
 const roleEnv = "STREAMRUN_RUNTIME_TEST_ROLE"
+
+// startChildHost starts the test binary in role (roleEnv) with env
+// added, its stderr in the test's log as name, and waits until it prints
+// "running"; it is killed when the test ends, unless the test killed it.
+func startChildHost(t *testing.T, role, name string, env ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
+	cmd.Stderr = brokertest.LogWriter(t, name)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "running" {
+		t.Fatalf("the %s said %q", name, line)
+	}
+	return cmd
+}
 
 // bin holds the example plugins, built once by TestMain.
 var bin string

@@ -1,13 +1,9 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,26 +67,8 @@ func TestKeyedStateExactlyOnceCountsThroughFaults(t *testing.T) {
 			// A second, in its own process, is killed with SIGKILL midway,
 			// while a third waits on the subscription and takes over.
 			publish(t, cl, in, n-n/6, func(i int) string { return payload(n/6 + i) }, func(i int) string { return key(n/6 + i) })
-			exe, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command(exe)
-			cmd.Env = append(os.Environ(), roleEnv+"=statehost", "STREAMRUN_TEST_URL="+url, "STREAMRUN_TEST_EXACTLY=1",
+			cmd := startChildHost(t, "statehost", "second host", "STREAMRUN_TEST_URL="+url, "STREAMRUN_TEST_EXACTLY=1",
 				"STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out, "STREAMRUN_TEST_MARKERS="+markers)
-			cmd.Stderr = brokertest.LogWriter(t, "killed host")
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			line, _ := bufio.NewReader(stdout).ReadString('\n')
-			if strings.TrimSpace(line) != "running" {
-				t.Fatalf("the second host said %q", line)
-			}
 			at := outs.len()
 			waitFor(t, "the second host's outputs", func() bool { return outs.len() >= at+n/30 })
 			r3 := runHostWaiting(t, opts, p)

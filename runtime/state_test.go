@@ -1,12 +1,10 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,26 +237,8 @@ func TestKeyedStateSurvivesAKilledHostAndFailsOverToTheNext(t *testing.T) {
 	markers := t.TempDir()
 	p := counting(in, out, testConfig{MarkerDir: markers}, self)
 
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"=statehost", "STREAMRUN_TEST_URL="+peer.URL,
+	cmd := startChildHost(t, "statehost", "first host", "STREAMRUN_TEST_URL="+peer.URL,
 		"STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out, "STREAMRUN_TEST_MARKERS="+markers)
-	cmd.Stderr = brokertest.LogWriter(t, "first host")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "running" {
-		t.Fatalf("the first host said %q", line)
-	}
 	// Some way in, the second host starts and waits for the subscription.
 	changelogCounts(t, cl, p, keys, func(string) int { return n / keys / 4 })
 	ctx := testContext(t)

@@ -225,7 +225,7 @@ func TestExactlyOnceWindowsThroughAFailoverToAWaitingHost(t *testing.T) {
 				publishGenerated(t, cl, in, msgs, false)
 
 				t.Setenv("STREAMRUN_TEST_EXACTLY", "1")
-				first := startWindowHost(t, url, in, out, incr)
+				first := startWindowHost(t, url, in, out, incrementalEnv(incr)...)
 				waitFor(t, "a few windows from the first host", func() bool { return answered() >= 5 })
 				p := windowPipeline(in, out, w, windowConfig{Incremental: incr})
 				exactlyOnceWindows(&p)

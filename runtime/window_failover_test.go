@@ -1,11 +1,8 @@
 package runtime_test
 
 import (
-	"bufio"
 	"log/slog"
-	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +40,7 @@ func TestWindowsEqualTheReferenceThroughAFailoverToAWaitingHost(t *testing.T) {
 			}
 			publishGenerated(t, cl, in, msgs, false)
 
-			first := startWindowHost(t, peer.URL, in, out, incr)
+			first := startWindowHost(t, peer.URL, in, out, incrementalEnv(incr)...)
 			waitFor(t, "a few windows from the first host", func() bool { return answered() >= 5 })
 			second := runHostWaiting(t, streamrun.Options{Pool: pool.Options{ServiceURL: peer.URL}, Logger: testLogger(t, slog.LevelWarn)},
 				windowPipeline(in, out, w, windowConfig{Incremental: incr}))
@@ -87,31 +84,20 @@ func TestWindowsEqualTheReferenceThroughAFailoverToAWaitingHost(t *testing.T) {
 }
 
 // startWindowHost starts the test binary as a host (windowChildHost) of
-// the tumbling pipeline of in and out, and waits until it runs; the test
-// kills it.
-func startWindowHost(t *testing.T, url, in, out string, incremental bool) *exec.Cmd {
+// the tumbling pipeline of in and out, with env added
+// (STREAMRUN_TEST_INCREMENTAL, STREAMRUN_TEST_TIME), and waits until it
+// runs; the test kills it.
+func startWindowHost(t *testing.T, url, in, out string, env ...string) *exec.Cmd {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	return startChildHost(t, "windowhost", "first host",
+		append([]string{"STREAMRUN_TEST_URL=" + url, "STREAMRUN_TEST_IN=" + in, "STREAMRUN_TEST_OUT=" + out}, env...)...)
+}
+
+// incrementalEnv is the child window host's setting for incremental
+// windows, if incr.
+func incrementalEnv(incr bool) []string {
+	if incr {
+		return []string{"STREAMRUN_TEST_INCREMENTAL=1"}
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+url, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out)
-	if incremental {
-		cmd.Env = append(cmd.Env, "STREAMRUN_TEST_INCREMENTAL=1")
-	}
-	cmd.Stderr = brokertest.LogWriter(t, "first host")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "running" {
-		t.Fatalf("the first host said %q", line)
-	}
-	return cmd
+	return nil
 }

@@ -1,13 +1,10 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -166,26 +163,7 @@ func TestIncrementalWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 	outs := collect(t, cl, out)
 	publishGenerated(t, cl, in, msgs, false)
 
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+peer.URL, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out,
-		"STREAMRUN_TEST_INCREMENTAL=1")
-	cmd.Stderr = brokertest.LogWriter(t, "killed host")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "running" {
-		t.Fatalf("the first host said %q", line)
-	}
+	cmd := startWindowHost(t, peer.URL, in, out, incrementalEnv(true)...)
 	// Killed while adds are still going on: some windows fired.
 	waitFor(t, "a few windows", func() bool { return len(accResults(t, outs)) >= 5 })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

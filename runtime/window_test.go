@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -619,26 +617,7 @@ func TestWindowsEqualTheReferenceThroughAKilledHost(t *testing.T) {
 			msgs := input(t, peer.URL, in, uint64(len(base))+1)
 			want, _ := referenceWindows(w, msgs)
 
-			exe, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command(exe)
-			cmd.Env = append(os.Environ(), roleEnv+"=windowhost", "STREAMRUN_TEST_URL="+peer.URL, "STREAMRUN_TEST_IN="+in, "STREAMRUN_TEST_OUT="+out,
-				"STREAMRUN_TEST_TIME="+string(tm))
-			cmd.Stderr = brokertest.LogWriter(t, "killed host")
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			line, _ := bufio.NewReader(stdout).ReadString('\n')
-			if strings.TrimSpace(line) != "running" {
-				t.Fatalf("the first host said %q", line)
-			}
+			cmd := startWindowHost(t, peer.URL, in, out, "STREAMRUN_TEST_TIME="+string(tm))
 			waitFor(t, "a third of the windows", func() bool { return len(outs.get(t)) >= len(want)/3 })
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
